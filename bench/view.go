@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"time"
+
+	"rosetop/engine"
+)
+
+// Dist is a latency distribution in milliseconds: percentiles by linear interpolation between
+// closest ranks (numpy's default). N == 0 means no samples (print "n/a").
+type Dist struct {
+	P50, P95, P99, Mean, Max float64
+	N                        int
+}
+
+// Summary is one run's report: every line of the seeds' "=== streaming benchmark ===" block.
+type Summary struct {
+	Index            int    // 1-based within its kind (warmup i / run i / live i)
+	Warmup           bool   // a warmup (cold) run: recorded, not in the steady summary
+	Label            string // "warmup 1/1", "run 2/3", "live 7"
+	Requests         int
+	PromptTokens     int
+	CompletionTokens int
+	SubmitWall       time.Duration
+	SubmitLag        Dist // absolute schedule with interval > 0 only
+	AddRequest       Dist
+	Tokenize         Dist
+	QueueWait        Dist // post-tokenize: admitted - tokenized
+	PrefillFirst     Dist // first token - admitted
+	TTFT             Dist
+	TPOT             Dist // ms/token
+	ITL              Dist
+	Latency          Dist
+	Throughput       float64 // completion tokens/s
+	TotalThroughput  float64 // (prompt + completion) tokens/s
+	Preemptions      int
+	Cancelled        int
+	Wall             time.Duration // first submit start -> last finish
+}
+
+// Phase is where the session is.
+type Phase int
+
+const (
+	PhaseStarting Phase = iota // loading the model / building the engine
+	PhaseCold                  // the first (warmup) run of a fresh engine
+	PhaseRun                   // a measured repeat run
+	PhaseLive                  // runs keep going until stopped (dashboard)
+	PhaseDone                  // finished (bench) or stopped
+)
+
+// Header is the dashboard's top line.
+type Header struct {
+	Model           string
+	RandomWeights   bool
+	Device          string
+	DeviceNote      string // why this device, e.g. "auto: no CUDA driver found"
+	Job             string
+	Paged           bool
+	CUDAGraph       bool
+	Schedule        string  // "relative" | "absolute" | "poisson"
+	IntervalMs      float64 // submit interval
+	MaxBatch        int
+	PrefillMaxBatch int
+	Phase           Phase
+	RunLabel        string // "cold run", "run 2/3", "live 5"
+	Paused          bool   // arrivals paused
+	Elapsed         time.Duration
+	TokensPerSec    float64 // completion tokens/s over the recent window
+}
+
+// QueuePoint is the queue depth after one step.
+type QueuePoint struct {
+	At               time.Duration // since the session started
+	Waiting, Running int
+}
+
+// Admission is one prefill admission: how many requests entered one prefill batch.
+type Admission struct {
+	Step  uint64
+	At    time.Duration
+	Size  int
+	Limit int // the prefill max batch size in force
+}
+
+// LatencyRow is one metric's rolling percentiles (last Window of finished requests).
+type LatencyRow struct {
+	Name string // "TTFT", "Queue wait", "Prefill->first", "TPOT", "ITL"
+	Dist Dist
+}
+
+// Point is one sample of a time series.
+type Point struct {
+	At    time.Duration
+	Value float64
+}
+
+// Series is a named time series (e.g. "TTFT p99").
+type Series struct {
+	Name   string
+	Points []Point
+}
+
+// RequestITL is one recent request's inter-token latencies in ms, in token order.
+type RequestITL struct {
+	ID  uint64
+	ITL []float64
+}
+
+// Comparison is one row of the cold-vs-steady pane.
+type Comparison struct {
+	Metric string  // "TTFT p99 (ms)", "Queue wait p99 (ms)", "TPOT p50 (ms)", "Throughput (tok/s)"
+	Cold   float64 // NaN when there is no cold run yet
+	Steady float64 // median over steady runs; NaN when none yet
+	Ratio  float64 // Cold / Steady; NaN when either is missing
+}
+
+// LogKind classifies a log line.
+type LogKind int
+
+const (
+	LogInfo LogKind = iota
+	LogRun          // run boundaries
+	LogConfig       // config changes (also a chart marker)
+	LogCapture      // graph captures and other cold-start costs
+	LogPreempt
+	LogError
+)
+
+// LogEvent is one line of the events pane.
+type LogEvent struct {
+	At   time.Duration
+	Kind LogKind
+	Text string
+}
+
+// Marker is a vertical mark on the time charts (a config change, a restart).
+type Marker struct {
+	At    time.Duration
+	Label string
+}
+
+// View is everything the dashboard draws, published by the Session as an immutable value. The
+// dashboard never computes a metric: every number here was computed by bench.
+type View struct {
+	Start      time.Time     // session start; At values are offsets from it
+	Now        time.Duration // when this view was made
+	Header     Header
+	Queue      []QueuePoint // recent window, oldest first
+	Admissions []Admission  // recent admissions, oldest first
+	Latency    []LatencyRow // rolling percentiles
+	P99        []Series     // p99 over time of TTFT, queue wait, prefill->first, TPOT, ITL
+	ITL        []float64    // recent inter-token latencies (ms), pooled, oldest first
+	SlowITL    []RequestITL // the slowest recent requests (by TPOT), slowest first
+	KVUsed     int
+	KVTotal    int
+	Cold       *Summary   // the current engine's cold run, nil until it finished
+	Steady     []Summary  // finished steady runs of the current engine (bounded)
+	Compare    []Comparison
+	Ledger     []engine.LedgerEntry
+	Events     []LogEvent // recent, oldest first
+	Markers    []Marker
+}
+
+// Action is a control the dashboard sends to the Session.
+type Action int
+
+const (
+	ActTogglePaged       Action = iota // needs a new engine: restarts with a cold run
+	ActToggleGraph                     // needs a new engine; refused with a reason on a CPU
+	ActToggleSchedule                  // relative <-> absolute, live
+	ActPrefillBatchDown                // prefill max batch -1 (live)
+	ActPrefillBatchUp                  // prefill max batch +1 (live, at most max batch)
+	ActMaxBatchDown                    // max batch -1 (live)
+	ActMaxBatchUp                      // max batch +1 (live)
+	ActIntervalDown                    // submit interval down a step (live)
+	ActIntervalUp                      // submit interval up a step (live)
+	ActRestart                         // a fresh engine: a new cold start
+	ActTogglePause                     // pause/resume arrivals
+)

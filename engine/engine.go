@@ -1,0 +1,141 @@
+// Package engine is rosetop's GPT-2 inference engine: model loading (Hugging Face layout,
+// safetensors), the GPT-2 tokenizer, the KV cache bookkeeping, sampling, and the backends that run
+// the forward pass (pure Go on the CPU; CUDA through package gpu when a GPU is present).
+//
+// The scheduler drives an engine one step at a time: it decides which sequences run, asks the
+// BlockManager for room in the KV cache, and hands the backend a Batch whose sequences carry their
+// new tokens, their start position and their block table. The backend writes the new KV entries
+// and samples one token per sequence. Backends cannot tell contiguous from paged KV apart: both
+// are a KVLayout (contiguous is one block of MaxSeqLen tokens per batch slot).
+package engine
+
+import (
+	"sync"
+	"time"
+)
+
+// SeqID identifies a sequence to the KV cache and the backend. The scheduler assigns them.
+type SeqID uint64
+
+// SamplingParams chooses how the next token is picked. The zero value is greedy (argmax).
+type SamplingParams struct {
+	Temperature float32 // <= 0: greedy
+	TopK        int     // keep the K most likely tokens; 0: off
+	TopP        float32 // keep the smallest set whose probability reaches P; 0 or >= 1: off
+	// Seed keys the draw: the token at position p is drawn with Uniform(Seed, p), so a sequence
+	// samples the same tokens whatever it is batched with, and again after preemption/recompute.
+	Seed uint64
+}
+
+// Greedy reports whether these parameters pick the argmax.
+func (p SamplingParams) Greedy() bool { return p.Temperature <= 0 }
+
+// SeqStep is one sequence's share of a step.
+type SeqStep struct {
+	ID     SeqID
+	Tokens []int32 // tokens to run: the prompt (or the rest of it) for prefill, the last sampled token for decode
+	Start  int     // position of Tokens[0]; the KV cache already holds positions [0, Start) of this sequence
+	// Blocks is the sequence's block table: block b holds positions [b*BlockSize, (b+1)*BlockSize).
+	// It covers at least Start+len(Tokens) positions.
+	Blocks []int32
+	Sample SamplingParams
+}
+
+// Batch is the work of one step: any mix of prefill and decode sequences.
+type Batch struct {
+	Seqs []SeqStep
+}
+
+// Tokens counts the tokens the batch runs.
+func (b *Batch) Tokens() int {
+	n := 0
+	for i := range b.Seqs {
+		n += len(b.Seqs[i].Tokens)
+	}
+	return n
+}
+
+// KVLayout is the shape of the KV cache a backend allocates: NumBlocks blocks of BlockSize
+// positions, each holding keys and values of every layer.
+type KVLayout struct {
+	BlockSize int // positions per block: 16 when paged; MaxSeqLen when contiguous
+	NumBlocks int // blocks in the pool: as many as fit the budget when paged; max batch when contiguous
+	Paged     bool
+}
+
+// Tokens is the number of positions the layout can hold.
+func (l KVLayout) Tokens() int { return l.BlockSize * l.NumBlocks }
+
+// Backend runs GPT-2 forward passes. Calls come from one goroutine at a time (the scheduler's
+// loop); a backend that needs an OS-thread-locked goroutine (CUDA) keeps its own.
+type Backend interface {
+	// Step runs every sequence of b, writes their new keys and values into the KV blocks their
+	// tables name, and writes into next[i] the token sampled from the last position of b.Seqs[i].
+	Step(b *Batch, next []int32) error
+	// Device describes where the backend runs, e.g. "cpu (2 threads)" or "cuda: NVIDIA H200".
+	Device() string
+	// Close frees everything the backend allocated (KV pool, graphs, device memory).
+	Close() error
+}
+
+// LedgerEntry is one cold-start cost the engine paid: model load, module JIT, a graph capture...
+type LedgerEntry struct {
+	What   string        // e.g. "model load", "kernel module load (JIT)", "graph capture"
+	Detail string        // e.g. "batch 16", "12 tensors, 497 MB"
+	Took   time.Duration // wall time
+	At     time.Time     // when it finished
+}
+
+// Ledger records cold-start costs. It is written on the engine's goroutine and read by the
+// session and dashboard from theirs.
+type Ledger struct {
+	mu      sync.Mutex    // guards entries
+	entries []LedgerEntry // owned by mu
+}
+
+// Add records an entry.
+func (l *Ledger) Add(e LedgerEntry) {
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	l.mu.Lock()
+	l.entries = append(l.entries, e)
+	l.mu.Unlock()
+}
+
+// Time runs f and records how long it took under what/detail.
+func (l *Ledger) Time(what, detail string, f func() error) error {
+	start := time.Now()
+	err := f()
+	l.Add(LedgerEntry{What: what, Detail: detail, Took: time.Since(start)})
+	return err
+}
+
+// Entries returns a copy of the entries so far.
+func (l *Ledger) Entries() []LedgerEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]LedgerEntry(nil), l.entries...)
+}
+
+// Options choose the backend and the KV cache of a new Engine.
+type Options struct {
+	Device            string  // "auto" (GPU when a driver and a device are found, else CPU), "cpu", "cuda"
+	Paged             bool    // paged KV cache (block size 16) instead of one contiguous region per batch slot
+	CUDAGraph         bool    // capture decode steps in CUDA Graphs (GPU only)
+	CaptureAhead      bool    // capture every batch bucket at start instead of lazily on first use
+	MaxBatch          int     // most sequences in one step
+	MaxSeqLen         int     // longest sequence (prompt + output); 0: the model's n_positions
+	GPUMemoryFraction float64 // share of free GPU memory the KV pool may take; 0: 0.5
+	Threads           int     // CPU threads; 0: all cores
+}
+
+// Engine is a loaded model on a backend with its KV cache layout.
+type Engine struct {
+	Model   *Model
+	Backend Backend
+	Layout  KVLayout
+	Ledger  *Ledger
+	// DeviceNote says why this device was chosen, e.g. "auto: no CUDA driver (libcuda.so.1 not found)".
+	DeviceNote string
+}

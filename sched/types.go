@@ -1,0 +1,124 @@
+package sched
+
+import (
+	"time"
+
+	"rosetop/engine"
+)
+
+// RequestID identifies a request for its whole life, across preemptions.
+type RequestID uint64
+
+// Request is what a client submits: either a prompt text (tokenized by the scheduler, inline or
+// by its tokenize workers) or already-tokenized prompt ids (pretok).
+type Request struct {
+	Text           string  // prompt text; ignored when Tokens is set
+	Tokens         []int32 // prompt ids (pretokenized)
+	MaxNewTokens   int     // >= 1
+	StopOnEOS      bool    // finish when the model samples EOS
+	Sampling       engine.SamplingParams
+	StreamInterval int // emit a text piece every N tokens (and at the end); <= 1: every token
+}
+
+// Policy orders prefill and decode work within a step.
+type Policy int
+
+const (
+	DecodeFirst  Policy = iota // run the decode batch; admit new requests only when no sequence is decoding... see Config
+	PrefillFirst               // admit and prefill waiting requests before decoding the running ones
+)
+
+// Config holds the live-tunable knobs; a change applies from the next step.
+type Config struct {
+	MaxBatch         int    // most running sequences
+	PrefillMaxBatch  int    // most requests admitted (prefilled) in one step
+	PrefillMaxTokens int    // most prompt tokens prefilled in one step; 0: no limit
+	Policy           Policy // see Policy
+}
+
+// Times are a request's monotonic timestamps, measured from the scheduler clock's epoch.
+// Zero means "not yet".
+type Times struct {
+	SubmitStart time.Duration   // Submit called
+	SubmitEnd   time.Duration   // Submit returned: enqueued (tokenized too, when tokenizing inline)
+	Tokenized   time.Duration   // prompt ids ready (== SubmitEnd unless tokenize workers are used)
+	Admitted    time.Duration   // entered a prefill batch (the first time; not reset by preemption)
+	FirstToken  time.Duration   // first output token sampled
+	Tokens      []time.Duration // every output token, Tokens[0] == FirstToken
+	Finished    time.Duration   // finished or cancelled
+}
+
+// FinishReason says why a request ended.
+type FinishReason string
+
+const (
+	FinishLength    FinishReason = "length"    // reached MaxNewTokens
+	FinishEOS       FinishReason = "eos"       // sampled EOS with StopOnEOS
+	FinishCancelled FinishReason = "cancelled" // Cancel was called
+	FinishError     FinishReason = "error"     // the engine failed; Err says why
+	FinishTooLong   FinishReason = "too_long"  // prompt + MaxNewTokens cannot fit the KV cache/n_positions
+)
+
+// Record is a finished request: everything the benchmark needs, handed over exactly once.
+type Record struct {
+	ID           RequestID
+	PromptTokens int
+	Output       []int32
+	Text         string
+	Reason       FinishReason
+	Err          error
+	Preemptions  int
+	Times        Times
+}
+
+// EventKind tells what an Event carries.
+type EventKind int
+
+const (
+	EventTokens   EventKind = iota // new output token ids (and, every StreamInterval tokens, a text piece)
+	EventFinished                  // the request ended; Record is set
+)
+
+// Event is one thing that happened to one request in a step.
+type Event struct {
+	Kind   EventKind
+	ID     RequestID
+	Tokens []int32 // EventTokens: the ids produced this step
+	Text   string  // EventTokens: a text piece (whole UTF-8 characters), when one is due
+	Record *Record // EventFinished
+}
+
+// StepKind says what a step ran.
+type StepKind int
+
+const (
+	StepIdle StepKind = iota
+	StepPrefill
+	StepDecode
+	StepMixed
+)
+
+// Snapshot is the scheduler's state after a step: an immutable value, safe to keep.
+type Snapshot struct {
+	Step          uint64        // steps run so far
+	At            time.Duration // clock time at the end of the step
+	Kind          StepKind
+	Waiting       int           // requests queued, not yet admitted (tokenized or not)
+	Running       int           // sequences holding KV blocks
+	Admitted      int           // requests admitted (prefilled) this step
+	PrefillTokens int           // prompt tokens run this step
+	DecodeTokens  int           // decode tokens run this step
+	StepTime      time.Duration // how long the engine step took
+	KVUsed        int           // KV blocks in use
+	KVTotal       int           // KV blocks in the pool
+	Preemptions   uint64        // total so far
+	Finished      uint64        // requests finished so far
+	Config        Config        // the knobs this step ran with
+}
+
+// StepOutput is everything one step produced, delivered in order on the scheduler's output channel.
+type StepOutput struct {
+	Snapshot Snapshot
+	Events   []Event
+	Finished []RequestID // just-finished ids this step (no scan over all requests)
+}
