@@ -119,10 +119,10 @@ type Comparison struct {
 type LogKind int
 
 const (
-	LogInfo LogKind = iota
-	LogRun          // run boundaries
-	LogConfig       // config changes (also a chart marker)
-	LogCapture      // graph captures and other cold-start costs
+	LogInfo    LogKind = iota
+	LogRun             // run boundaries
+	LogConfig          // config changes (also a chart marker)
+	LogCapture         // graph captures and other cold-start costs
 	LogPreempt
 	LogError
 )
@@ -154,8 +154,8 @@ type View struct {
 	SlowITL    []RequestITL // the slowest recent requests (by TPOT), slowest first
 	KVUsed     int
 	KVTotal    int
-	Cold       *Summary   // the current engine's cold run, nil until it finished
-	Steady     []Summary  // finished steady runs of the current engine (bounded)
+	Cold       *Summary  // the current engine's cold run, nil until it finished
+	Steady     []Summary // finished steady runs of the current engine (bounded)
 	Compare    []Comparison
 	Ledger     []engine.LedgerEntry
 	Events     []LogEvent // recent, oldest first
@@ -166,15 +166,15 @@ type View struct {
 type Action int
 
 const (
-	ActTogglePaged       Action = iota // needs a new engine: restarts with a cold run
-	ActToggleGraph                     // needs a new engine; refused with a reason on a CPU
-	ActToggleSchedule                  // relative <-> absolute, live
-	ActPrefillBatchDown                // prefill max batch -1 (live)
-	ActPrefillBatchUp                  // prefill max batch +1 (live, at most max batch)
-	ActMaxBatchDown                    // max batch -1 (live)
-	ActMaxBatchUp                      // max batch +1 (live)
-	ActIntervalDown                    // submit interval down a step (live)
-	ActIntervalUp                      // submit interval up a step (live)
-	ActRestart                         // a fresh engine: a new cold start
-	ActTogglePause                     // pause/resume arrivals
+	ActTogglePaged      Action = iota // needs a new engine: restarts with a cold run
+	ActToggleGraph                    // needs a new engine; refused with a reason on a CPU
+	ActToggleSchedule                 // relative <-> absolute, live
+	ActPrefillBatchDown               // prefill max batch -1 (live)
+	ActPrefillBatchUp                 // prefill max batch +1 (live, at most max batch)
+	ActMaxBatchDown                   // max batch -1 (live)
+	ActMaxBatchUp                     // max batch +1 (live)
+	ActIntervalDown                   // submit interval down a step (live)
+	ActIntervalUp                     // submit interval up a step (live)
+	ActRestart                        // a fresh engine: a new cold start
+	ActTogglePause                    // pause/resume arrivals
 )
