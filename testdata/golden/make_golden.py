@@ -30,7 +30,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-ASSETS = os.path.join(ROOT, "engine", "assets")
+ASSETS = os.path.join(ROOT, "engine", "tokenizer", "assets")
 
 TINY = dict(vocab_size=50257, n_positions=1024, n_embd=32, n_layer=4, n_head=4,
             initializer_range=0.1, bos_token_id=50256, eos_token_id=50256)
