@@ -1,0 +1,214 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// FromDir returns the tokenizer of a Hugging Face model directory: tokenizer.json when present
+// (Hugging Face's own choice for fast tokenizers), else vocab.json with merges.txt when present (the
+// merges are checked against the vocabulary, not needed to encode), else the embedded GPT-2
+// vocabulary. A file that exists but cannot be used is an error naming it, wrapping ErrInvalid.
+func FromDir(dir string) (*Tokenizer, error) {
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("tokenizer: %s: not a directory", dir)
+	}
+	tjFile := filepath.Join(dir, "tokenizer.json")
+	if data, ok, err := readOptional(tjFile); err != nil {
+		return nil, err
+	} else if ok {
+		return fromTokenizerJSON(data, tjFile)
+	}
+	vocabFile := filepath.Join(dir, "vocab.json")
+	data, ok, err := readOptional(vocabFile)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return GPT2()
+	}
+	vocab, err := parseVocabJSON(data, vocabFile)
+	if err != nil {
+		return nil, err
+	}
+	src := source{vocabFile: vocabFile, vocab: vocab, special: map[string]int{EndOfText: idFromVocab}}
+	src.mergesFile = filepath.Join(dir, "merges.txt")
+	if data, ok, err := readOptional(src.mergesFile); err != nil {
+		return nil, err
+	} else if ok {
+		if src.merges, err = parseMerges(data, src.mergesFile); err != nil {
+			return nil, err
+		}
+	}
+	return build(src)
+}
+
+// readOptional reads a file that may be absent (ok false). Other errors name the file (os does).
+func readOptional(path string) (data []byte, ok bool, err error) {
+	data, err = os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("tokenizer: %w", err)
+	}
+	return data, true, nil
+}
+
+// parseVocabJSON reads Hugging Face's vocab.json: one JSON object, token (alphabet form) -> id.
+func parseVocabJSON(data []byte, file string) (map[string]int, error) {
+	var vocab map[string]int
+	if err := json.Unmarshal(data, &vocab); err != nil {
+		return nil, fmt.Errorf("%s: %w: want a JSON object of token -> id: %v", file, ErrInvalid, err)
+	}
+	if len(vocab) == 0 {
+		return nil, fmt.Errorf("%s: %w: empty vocabulary", file, ErrInvalid)
+	}
+	return vocab, nil
+}
+
+// parseMerges reads merges.txt: an optional "#version" line, then one "left right" pair a line.
+func parseMerges(data []byte, file string) ([][2]string, error) {
+	lines := strings.Split(string(data), "\n")
+	merges := make([][2]string, 0, len(lines))
+	for i, line := range lines {
+		line = strings.TrimSuffix(line, "\r")
+		if line == "" || (i == 0 && strings.HasPrefix(line, "#version")) {
+			continue
+		}
+		left, right, ok := strings.Cut(line, " ")
+		if !ok || left == "" || right == "" || strings.Contains(right, " ") {
+			return nil, fmt.Errorf("%s: %w: line %d: want two tokens separated by one space, got %q", file, ErrInvalid, i+1, line)
+		}
+		merges = append(merges, [2]string{left, right})
+	}
+	return merges, nil
+}
+
+// tokenizerJSON is the part of Hugging Face's tokenizer.json that this package reads or checks.
+type tokenizerJSON struct {
+	AddedTokens []struct {
+		ID         *int   `json:"id"`
+		Content    string `json:"content"`
+		SingleWord bool   `json:"single_word"`
+		LStrip     bool   `json:"lstrip"`
+		RStrip     bool   `json:"rstrip"`
+	} `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Model         struct {
+		Type   string            `json:"type"`
+		Vocab  map[string]int    `json:"vocab"`
+		Merges []json.RawMessage `json:"merges"` // "left right" (before tokenizers 0.20) or ["left", "right"]
+	} `json:"model"`
+}
+
+// byteLevel is the ByteLevel pre-tokenizer or post-processor of tokenizer.json.
+type byteLevel struct {
+	Type           string `json:"type"`
+	AddPrefixSpace bool   `json:"add_prefix_space"`
+	UseRegex       *bool  `json:"use_regex"`
+}
+
+// fromTokenizerJSON builds the tokenizer of a tokenizer.json. Only what GPT-2's own file uses is
+// accepted (BPE, no normalizer, ByteLevel pre-tokenizer without prefix space); anything else would
+// tokenize differently here than in Hugging Face, so it is refused rather than approximated.
+func fromTokenizerJSON(data []byte, file string) (*Tokenizer, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %w: %s", file, ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	var tj tokenizerJSON
+	if err := json.Unmarshal(data, &tj); err != nil {
+		return nil, bad("not Hugging Face tokenizer JSON: %v", err)
+	}
+	if t := tj.Model.Type; t != "" && t != "BPE" {
+		return nil, bad("model type %q, want BPE", t)
+	}
+	if len(tj.Model.Vocab) == 0 {
+		return nil, bad("model.vocab is missing or empty")
+	}
+	if !isNull(tj.Normalizer) {
+		return nil, bad("a normalizer is set (unsupported: GPT-2 has none)")
+	}
+	if err := checkByteLevel(tj.PreTokenizer, "pre_tokenizer", true); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := checkByteLevel(tj.PostProcessor, "post_processor", false); err != nil {
+		return nil, bad("%v", err)
+	}
+	merges := make([][2]string, 0, len(tj.Model.Merges))
+	for i, raw := range tj.Model.Merges {
+		m, err := parseMergeJSON(raw)
+		if err != nil {
+			return nil, bad("model.merges[%d]: %v", i, err)
+		}
+		merges = append(merges, m)
+	}
+	special := make(map[string]int, len(tj.AddedTokens))
+	for i, at := range tj.AddedTokens {
+		if at.ID == nil || *at.ID < 0 || at.Content == "" {
+			return nil, bad("added_tokens[%d]: want an id >= 0 and a non-empty content", i)
+		}
+		if at.SingleWord || at.LStrip || at.RStrip {
+			return nil, bad("added_tokens[%d] (%q): single_word, lstrip and rstrip are unsupported", i, at.Content)
+		}
+		special[at.Content] = *at.ID
+	}
+	if _, ok := special[EndOfText]; !ok {
+		special[EndOfText] = idFromVocab // as for vocab.json
+	}
+	return build(source{vocabFile: file, vocab: tj.Model.Vocab, mergesFile: file, merges: merges, special: special})
+}
+
+// checkByteLevel accepts a missing/null component or a ByteLevel one without a prefix space (and,
+// for the pre-tokenizer, with its regex split on).
+func checkByteLevel(raw json.RawMessage, name string, pre bool) error {
+	if isNull(raw) {
+		return nil
+	}
+	var bl byteLevel
+	if err := json.Unmarshal(raw, &bl); err != nil {
+		return fmt.Errorf("%s: %v", name, err)
+	}
+	switch {
+	case bl.Type != "ByteLevel":
+		return fmt.Errorf("%s type %q, want ByteLevel", name, bl.Type)
+	case pre && bl.AddPrefixSpace:
+		return fmt.Errorf("%s add_prefix_space is true (unsupported: GPT-2 encodes without it)", name)
+	case pre && bl.UseRegex != nil && !*bl.UseRegex:
+		return fmt.Errorf("%s use_regex is false (unsupported)", name)
+	}
+	return nil
+}
+
+func parseMergeJSON(raw json.RawMessage) ([2]string, error) {
+	var pair []string
+	if err := json.Unmarshal(raw, &pair); err == nil {
+		if len(pair) != 2 || pair[0] == "" || pair[1] == "" {
+			return [2]string{}, fmt.Errorf("want two non-empty tokens, got %.60q", raw)
+		}
+		return [2]string{pair[0], pair[1]}, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return [2]string{}, fmt.Errorf("want \"left right\" or [\"left\", \"right\"], got %.60q", raw)
+	}
+	left, right, ok := strings.Cut(s, " ")
+	if !ok || left == "" || right == "" || strings.Contains(right, " ") {
+		return [2]string{}, fmt.Errorf("want two tokens separated by one space, got %q", s)
+	}
+	return [2]string{left, right}, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
