@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// configJSON is the subset of a Hugging Face GPT-2 config.json rosetop reads. Pointers tell a
+// missing field (take the default) from an explicit zero (an error).
+type configJSON struct {
+	ModelType        string   `json:"model_type"`
+	NLayer           *int     `json:"n_layer"`
+	NHead            *int     `json:"n_head"`
+	NEmbd            *int     `json:"n_embd"`
+	NPositions       *int     `json:"n_positions"`
+	NCtx             *int     `json:"n_ctx"` // older configs
+	VocabSize        *int     `json:"vocab_size"`
+	LayerNormEpsilon *float64 `json:"layer_norm_epsilon"`
+	EOSTokenID       *int     `json:"eos_token_id"`
+	NInner           *int     `json:"n_inner"` // null: 4*n_embd
+	Activation       *string  `json:"activation_function"`
+	// Variants of the architecture the engine does not implement; refused rather than run wrong.
+	ScaleAttnWeights        *bool `json:"scale_attn_weights"`
+	ScaleAttnByInverseLayer *bool `json:"scale_attn_by_inverse_layer_idx"`
+	AddCrossAttention       *bool `json:"add_cross_attention"`
+	TieWordEmbeddings       *bool `json:"tie_word_embeddings"`
+}
+
+// LoadConfig reads and validates a GPT-2 config.json.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return Config{}, fmt.Errorf("config %s: %w: file does not exist (a model directory needs config.json)", path, ErrInvalidModel)
+		}
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return ParseConfig(path, b)
+}
+
+// ParseConfig parses config.json bytes; name labels errors (usually the file's path).
+func ParseConfig(name string, b []byte) (Config, error) {
+	var j configJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&j); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w: invalid JSON: %v", name, ErrInvalidModel, err)
+	}
+	if dec.More() {
+		return Config{}, fmt.Errorf("config %s: %w: invalid JSON: data after the top-level object", name, ErrInvalidModel)
+	}
+	c, err := j.config()
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// config fills defaults the way transformers' GPT2Config does and rejects unsupported variants.
+func (j *configJSON) config() (Config, error) {
+	unsupported := func(field string, v any) error {
+		return fmt.Errorf("%w: field %s: %v is not supported (rosetop runs the standard GPT-2 architecture)", ErrInvalidModel, field, v)
+	}
+	if j.ModelType == "" {
+		return Config{}, fmt.Errorf("%w: field model_type: missing (want \"gpt2\")", ErrInvalidModel)
+	}
+	if j.ModelType != "gpt2" {
+		return Config{}, fmt.Errorf("%w: field model_type: %q is not supported (want \"gpt2\")", ErrInvalidModel, j.ModelType)
+	}
+	switch {
+	case j.ScaleAttnWeights != nil && !*j.ScaleAttnWeights:
+		return Config{}, unsupported("scale_attn_weights", false)
+	case j.ScaleAttnByInverseLayer != nil && *j.ScaleAttnByInverseLayer:
+		return Config{}, unsupported("scale_attn_by_inverse_layer_idx", true)
+	case j.AddCrossAttention != nil && *j.AddCrossAttention:
+		return Config{}, unsupported("add_cross_attention", true)
+	case j.TieWordEmbeddings != nil && !*j.TieWordEmbeddings:
+		return Config{}, unsupported("tie_word_embeddings", false)
+	}
+	c := Config{
+		ModelType: j.ModelType, NLayer: 12, NHead: 12, NEmbd: 768, NPositions: 1024, VocabSize: 50257,
+		LayerNormEps: 1e-5, EOSTokenID: 50256, ActivationFun: "gelu_new",
+	}
+	set := func(dst *int, src *int) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	set(&c.NLayer, j.NLayer)
+	set(&c.NHead, j.NHead)
+	set(&c.NEmbd, j.NEmbd)
+	set(&c.NPositions, j.NCtx)
+	set(&c.NPositions, j.NPositions) // n_positions wins over the older n_ctx
+	set(&c.VocabSize, j.VocabSize)
+	if j.LayerNormEpsilon != nil {
+		c.LayerNormEps = float32(*j.LayerNormEpsilon)
+	}
+	if j.EOSTokenID != nil {
+		c.EOSTokenID = int32(*j.EOSTokenID)
+		if int(c.EOSTokenID) != *j.EOSTokenID {
+			return Config{}, fmt.Errorf("%w: field eos_token_id: %d out of range", ErrInvalidModel, *j.EOSTokenID)
+		}
+	}
+	c.InnerDim = 4 * c.NEmbd
+	set(&c.InnerDim, j.NInner)
+	if j.Activation != nil {
+		c.ActivationFun = *j.Activation
+	}
+	return c, nil
+}
+
+// Validate checks that c describes a GPT-2 the engine can run.
+func (c Config) Validate() error {
+	bad := func(field string, format string, args ...any) error {
+		return fmt.Errorf("%w: field %s: %s", ErrInvalidModel, field, fmt.Sprintf(format, args...))
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"n_layer", c.NLayer}, {"n_head", c.NHead}, {"n_embd", c.NEmbd}, {"n_positions", c.NPositions},
+		{"vocab_size", c.VocabSize}, {"n_inner", c.InnerDim}} {
+		if f.v <= 0 {
+			return bad(f.name, "must be positive, got %d", f.v)
+		}
+		// Bound every size so that products like V*C cannot overflow and a typo cannot ask for
+		// petabytes: 1<<24 is far above any GPT-2 dimension.
+		if f.v > 1<<24 {
+			return bad(f.name, "%d is implausibly large", f.v)
+		}
+	}
+	// Products of the sizes must not overflow either (Params, buffer sizes): estimate in float64.
+	C, I := float64(c.NEmbd), float64(c.InnerDim)
+	if p := (float64(c.VocabSize)+float64(c.NPositions))*C + float64(c.NLayer)*(4*C*C+2*C*I+9*C+I); p > 1<<40 {
+		return bad("n_layer", "the sizes imply %.3g parameters, implausibly many", p)
+	}
+	if c.NEmbd%c.NHead != 0 {
+		return bad("n_embd", "%d is not divisible by n_head %d", c.NEmbd, c.NHead)
+	}
+	if !(c.LayerNormEps > 0) || c.LayerNormEps > 1 {
+		return bad("layer_norm_epsilon", "%g is not in (0, 1]", c.LayerNormEps)
+	}
+	if c.EOSTokenID < 0 || int(c.EOSTokenID) >= c.VocabSize {
+		return bad("eos_token_id", "%d is not a token id below vocab_size %d", c.EOSTokenID, c.VocabSize)
+	}
+	switch c.ActivationFun {
+	case "gelu_new", "gelu_pytorch_tanh":
+	default:
+		return bad("activation_function", "%q is not supported (want gelu_new or gelu_pytorch_tanh, GELU's tanh approximation)", c.ActivationFun)
+	}
+	return nil
+}
+
+// Params counts the model's parameters (the LM head is tied to wte and not counted twice).
+func (c Config) Params() int {
+	C, I := c.NEmbd, c.InnerDim
+	perLayer := 2*C + C*3*C + 3*C + C*C + C + 2*C + C*I + I + I*C + C
+	return c.VocabSize*C + c.NPositions*C + c.NLayer*perLayer + 2*C
+}

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseConfig(t *testing.T) {
+	gpt2, _ := ArchConfig("gpt2")
+	cases := []struct {
+		name string
+		json string
+		want func(c *Config) // edits applied to the gpt2 config
+	}{
+		{"defaults are gpt2", `{"model_type":"gpt2"}`, func(c *Config) {}},
+		{"hub gpt2 config", `{"activation_function":"gelu_new","architectures":["GPT2LMHeadModel"],"attn_pdrop":0.1,
+			"bos_token_id":50256,"embd_pdrop":0.1,"eos_token_id":50256,"initializer_range":0.02,"layer_norm_epsilon":1e-05,
+			"model_type":"gpt2","n_ctx":1024,"n_embd":768,"n_head":12,"n_layer":12,"n_positions":1024,"resid_pdrop":0.1,
+			"summary_activation":null,"task_specific_params":{"text-generation":{"do_sample":true,"max_length":50}},
+			"vocab_size":50257}`, func(c *Config) {}},
+		{"n_ctx when no n_positions", `{"model_type":"gpt2","n_ctx":512}`, func(c *Config) { c.NPositions = 512 }},
+		{"n_positions wins", `{"model_type":"gpt2","n_ctx":512,"n_positions":256}`, func(c *Config) { c.NPositions = 256 }},
+		{"n_inner null", `{"model_type":"gpt2","n_embd":64,"n_head":4,"n_inner":null}`, func(c *Config) { c.NEmbd, c.NHead, c.InnerDim = 64, 4, 256 }},
+		{"n_inner set", `{"model_type":"gpt2","n_inner":1000}`, func(c *Config) { c.InnerDim = 1000 }},
+		{"pytorch tanh gelu", `{"model_type":"gpt2","activation_function":"gelu_pytorch_tanh"}`, func(c *Config) { c.ActivationFun = "gelu_pytorch_tanh" }},
+		{"eps and eos", `{"model_type":"gpt2","layer_norm_epsilon":1e-6,"eos_token_id":7}`, func(c *Config) { c.LayerNormEps, c.EOSTokenID = 1e-6, 7 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ParseConfig("config.json", []byte(c.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := gpt2
+			c.want(&want)
+			if got != want {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	cases := []struct{ name, json, want string }{
+		{"not json", `{"model_type":`, "invalid JSON"},
+		{"trailing data", `{"model_type":"gpt2"} {}`, "data after"},
+		{"wrong type", `{"model_type":"gpt2","n_layer":"twelve"}`, "n_layer"},
+		{"missing model_type", `{"n_layer":2}`, "field model_type: missing"},
+		{"other model_type", `{"model_type":"llama"}`, `field model_type: "llama" is not supported`},
+		{"zero heads", `{"model_type":"gpt2","n_head":0}`, "field n_head: must be positive, got 0"},
+		{"negative embd", `{"model_type":"gpt2","n_embd":-8}`, "field n_embd: must be positive, got -8"},
+		{"zero vocab", `{"model_type":"gpt2","vocab_size":0}`, "field vocab_size: must be positive"},
+		{"zero positions", `{"model_type":"gpt2","n_positions":0}`, "field n_positions: must be positive"},
+		{"huge", `{"model_type":"gpt2","vocab_size":100000000000}`, "field vocab_size: 100000000000 is implausibly large"},
+		{"not divisible", `{"model_type":"gpt2","n_embd":100,"n_head":12}`, "field n_embd: 100 is not divisible by n_head 12"},
+		{"eos out of range", `{"model_type":"gpt2","eos_token_id":50257}`, "field eos_token_id: 50257"},
+		{"bad eps", `{"model_type":"gpt2","layer_norm_epsilon":0}`, "field layer_norm_epsilon"},
+		{"exact gelu", `{"model_type":"gpt2","activation_function":"gelu"}`, `field activation_function: "gelu" is not supported`},
+		{"layer-scaled attention", `{"model_type":"gpt2","scale_attn_by_inverse_layer_idx":true}`, "scale_attn_by_inverse_layer_idx"},
+		{"unscaled attention", `{"model_type":"gpt2","scale_attn_weights":false}`, "scale_attn_weights"},
+		{"untied head", `{"model_type":"gpt2","tie_word_embeddings":false}`, "tie_word_embeddings"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseConfig("/m/config.json", []byte(c.json))
+			if err == nil {
+				t.Fatal("ParseConfig succeeded")
+			}
+			msg := err.Error()
+			if !errors.Is(err, ErrInvalidModel) || !strings.HasPrefix(msg, "config /m/config.json: ") ||
+				!strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+				t.Errorf("error %q: want one line naming /m/config.json, wrapping ErrInvalidModel, containing %q", msg, c.want)
+			}
+		})
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(`{"model_type":"gpt2","n_layer":4,"n_head":4,"n_embd":32,"n_inner":null}`))
+	f.Add([]byte(`{"model_type":"gpt2","n_ctx":512,"eos_token_id":-1}`))
+	f.Add([]byte(`{"model_type":"gpt2","n_embd":9223372036854775807,"n_head":-1}`))
+	f.Add([]byte(tinyConfigJSON))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseConfig("fuzz", b)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("ParseConfig returned a config that does not validate: %v", err)
+		}
+		if c.HeadDim()*c.NHead != c.NEmbd || c.Params() <= 0 {
+			t.Fatalf("inconsistent config %+v", c)
+		}
+	})
+}

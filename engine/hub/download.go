@@ -1,0 +1,239 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// downloader fetches one repository's files into the cache. It is used by one goroutine.
+type downloader struct {
+	o         Options
+	id        string
+	repo      string // models--ORG--NAME folder
+	endpoint  string // without a trailing slash
+	token     string // HF_TOKEN, "" for none
+	contacted bool   // a request got an HTTP answer: later network errors are interruptions
+}
+
+// result is what one file's download produced.
+type result struct {
+	missing bool   // optional file the repository does not have (HTTP 404)
+	commit  string // X-Repo-Commit of the response chain, "" when absent
+	blob    string // path of the complete file under blobs/
+}
+
+// run fetches every file, pinning the revision to the commit the first response names, links
+// them into snapshots/<commit>/ and points refs/main at it.
+func (d *downloader) run(ctx context.Context) (string, error) {
+	rev, pinned, snap := "main", false, ""
+	for _, f := range repoFiles() {
+		if pinned {
+			if fi, err := os.Stat(filepath.Join(snap, f.name)); err == nil && fi.Mode().IsRegular() {
+				continue // left complete by an earlier, interrupted run
+			}
+		}
+		res, err := d.fetch(ctx, rev, pinned, f)
+		if err != nil {
+			return "", err
+		}
+		if res.missing {
+			continue
+		}
+		if !pinned {
+			// Later files come from the same commit even if main moves meanwhile.
+			if res.commit != "" {
+				rev, pinned = res.commit, true
+			}
+			snap = filepath.Join(d.repo, "snapshots", rev)
+		}
+		if err := place(res.blob, snap, f.name); err != nil {
+			return "", fmt.Errorf("%w: model %s: %v", ErrDownload, d.id, err)
+		}
+	}
+	if err := writeAtomic(filepath.Join(d.repo, "refs", "main"), []byte(rev)); err != nil {
+		return "", fmt.Errorf("%w: model %s: %v", ErrDownload, d.id, err)
+	}
+	return snap, nil
+}
+
+// fetch downloads one file at revision rev. A pinned revision downloads through a named
+// .incomplete file that later attempts and later runs resume; an unpinned one through a
+// temporary file that is removed on failure, since "main" may name different bytes next time.
+func (d *downloader) fetch(ctx context.Context, rev string, pinned bool, f repoFile) (result, error) {
+	blobs := filepath.Join(d.repo, "blobs")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		return result{}, fmt.Errorf("%w: model %s: %v", ErrDownload, d.id, err)
+	}
+	url := d.endpoint + "/" + d.id + "/resolve/" + rev + "/" + f.name
+	part := ""
+	if pinned {
+		part = filepath.Join(blobs, rev+"."+f.name+".incomplete")
+	}
+	var err error
+	for attempt := 0; attempt < d.o.Attempts; attempt++ {
+		var res result
+		var retry bool
+		res, retry, err = d.get(ctx, url, part, f)
+		if err == nil || !retry || part == "" || ctx.Err() != nil {
+			return res, err
+		}
+	}
+	return result{}, err
+}
+
+// get makes one request for url, resuming part when it holds a prefix. retry reports whether
+// another attempt may succeed (the transfer was cut, or the partial file had to be discarded).
+func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res result, retry bool, err error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: model %s: %s: %s", ErrDownload, d.id, f.name, fmt.Sprintf(format, args...))
+	}
+	var off int64
+	if part != "" {
+		if fi, err := os.Stat(part); err == nil {
+			off = fi.Size()
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return result{}, false, fail("%v", err)
+	}
+	req.Header.Set("User-Agent", "rosetop")
+	if off > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", off))
+	}
+	if d.token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.token)
+	}
+	var meta respMeta
+	resp, err := d.client(&meta).Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return result{}, false, fmt.Errorf("model %s: download cancelled: %w", d.id, ctx.Err())
+		}
+		if !d.contacted {
+			return result{}, false, fmt.Errorf("%w: model %s is not in the Hugging Face cache at %s and cannot be downloaded from %s (%v); pass a local model directory or random:gpt2",
+				ErrNotCached, d.id, d.repo, d.endpoint, oneLine(err))
+		}
+		return result{}, true, fail("%v", oneLine(err))
+	}
+	defer resp.Body.Close()
+	d.contacted = true
+	meta.take(resp.Header)
+
+	switch code := resp.StatusCode; {
+	case code == http.StatusNotFound && !f.required:
+		return result{missing: true}, false, nil
+	case code == http.StatusNotFound:
+		return result{}, false, fmt.Errorf("%w: model %s not found at %s (HTTP 404 for %s)", ErrNotFound, d.id, d.endpoint, f.name)
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return result{}, false, fmt.Errorf("%w: model %s at %s (HTTP %d): gated or private; set HF_TOKEN to a token that may read it", ErrDenied, d.id, d.endpoint, code)
+	case code == http.StatusRequestedRangeNotSatisfiable && off > 0:
+		os.Remove(part) // longer than the file: not a prefix of it
+		return result{}, true, fail("server refused to resume at byte %d; restarting", off)
+	case code == http.StatusOK:
+		off = 0 // the server ignored the Range header: start over
+	case code == http.StatusPartialContent && off > 0:
+		if start, _, ok := parseContentRange(resp.Header.Get("Content-Range")); !ok || start != off {
+			os.Remove(part)
+			return result{}, true, fail("server resumed at the wrong offset (Content-Range %q, want start %d)", resp.Header.Get("Content-Range"), off)
+		}
+	default:
+		return result{}, false, fail("HTTP %d from %s", code, d.endpoint)
+	}
+	total := meta.size
+	if total < 0 && resp.StatusCode == http.StatusOK {
+		total = resp.ContentLength // -1 when unknown
+	}
+	if total < 0 && resp.StatusCode == http.StatusPartialContent {
+		_, total, _ = parseContentRange(resp.Header.Get("Content-Range"))
+	}
+	if total >= 0 && off > total {
+		os.Remove(part)
+		return result{}, true, fail("partial file of %d bytes is longer than the %d-byte file; restarting", off, total)
+	}
+	return d.save(resp.Body, part, off, total, f, meta)
+}
+
+// respMeta is the hub's metadata collected over a redirect chain: Hugging Face puts the commit
+// and the real size and hash of large (LFS) files on its redirect to the storage backend.
+type respMeta struct {
+	commit string // X-Repo-Commit
+	size   int64  // X-Linked-Size, -1 when absent
+	etag   string // X-Linked-Etag, else ETag
+	seen   bool   // take was called: size is initialised
+}
+
+// take records the headers of one response of the chain; the first value of each wins.
+func (m *respMeta) take(h http.Header) {
+	if !m.seen {
+		m.seen, m.size = true, -1
+	}
+	if m.commit == "" {
+		m.commit = h.Get("X-Repo-Commit")
+	}
+	if m.size < 0 {
+		if n, err := strconv.ParseInt(h.Get("X-Linked-Size"), 10, 64); err == nil && n >= 0 {
+			m.size = n
+		}
+	}
+	if m.etag == "" {
+		m.etag = h.Get("X-Linked-Etag")
+		if m.etag == "" {
+			m.etag = h.Get("ETag")
+		}
+	}
+}
+
+// client is the caller's client with a redirect hook that records each redirect's headers.
+func (d *downloader) client(m *respMeta) *http.Client {
+	c := *d.o.HTTPClient
+	prev := c.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.Response != nil {
+			m.take(req.Response.Header)
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
+}
+
+// parseContentRange reads "bytes START-END/TOTAL"; total is -1 for "*".
+func parseContentRange(s string) (start, total int64, ok bool) {
+	rest, found := strings.CutPrefix(s, "bytes ")
+	if !found {
+		return 0, -1, false
+	}
+	rng, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, -1, false
+	}
+	first, _, found := strings.Cut(rng, "-")
+	start, err := strconv.ParseInt(first, 10, 64)
+	if !found || err != nil {
+		return 0, -1, false
+	}
+	total = -1
+	if tot != "*" {
+		if total, err = strconv.ParseInt(tot, 10, 64); err != nil {
+			return 0, -1, false
+		}
+	}
+	return start, total, true
+}
+
+// oneLine keeps error messages on one line whatever the transport put in them.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}

@@ -1,0 +1,221 @@
+// Package hub finds Hugging Face models in the local hub cache and downloads them into it.
+//
+// The cache layout is Hugging Face's own, so models fetched by the Python libraries are found
+// here and the other way round:
+//
+//	$HF_HUB_CACHE (or $HF_HOME/hub, or ~/.cache/huggingface/hub)
+//	  models--ORG--NAME/
+//	    refs/main                  commit hash of the snapshot "main" points at
+//	    blobs/<etag>               file contents
+//	    snapshots/<commit>/<file>  the repository's files (symlinks into blobs/, or plain files)
+//
+// A download goes to blobs/<commit>.<file>.incomplete, resumes from there with a Range request,
+// is checked against the size the server announced, and only then is renamed into blobs/ and
+// linked into snapshots/: a file under snapshots/ is always complete.
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Sentinel errors; Resolve's errors wrap one of them (or a context error).
+var (
+	// ErrInvalidID: the id is not NAME or ORG/NAME.
+	ErrInvalidID = errors.New("invalid Hugging Face model id")
+	// ErrNotCached: the model is not in the cache and cannot be downloaded (offline mode, or the
+	// endpoint cannot be reached).
+	ErrNotCached = errors.New("model not in the Hugging Face cache")
+	// ErrNotFound: the endpoint answered 404 for a required file.
+	ErrNotFound = errors.New("model not found on the hub")
+	// ErrDenied: the endpoint answered 401 or 403 (gated or private repository, bad token).
+	ErrDenied = errors.New("access denied by the hub")
+	// ErrSizeMismatch: a download's length differs from the size the server announced.
+	ErrSizeMismatch = errors.New("downloaded size does not match")
+	// ErrDownload: any other failed download (HTTP error status, interrupted transfer, disk).
+	ErrDownload = errors.New("download failed")
+)
+
+// DefaultEndpoint is the public hub, used when $HF_ENDPOINT is unset.
+const DefaultEndpoint = "https://huggingface.co"
+
+// Options configure Resolve. The zero value reads the process environment, uses a default HTTP
+// client and prints no progress.
+type Options struct {
+	Getenv     func(string) string // environment lookup; nil: os.Getenv
+	HTTPClient *http.Client        // nil: a client with connect/TLS/header timeouts (no overall limit)
+	Progress   io.Writer           // download progress bar; nil: silent
+	Now        func() time.Time    // clock for the progress bar's rate and redraw limit; nil: time.Now
+	Attempts   int                 // tries per file, each resuming where the last stopped; 0: 3
+}
+
+func (o Options) withDefaults() Options {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = defaultClient()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 3
+	}
+	return o
+}
+
+// defaultClient bounds every phase that can hang before data flows, but not the transfer itself:
+// a multi-gigabyte checkpoint may take many minutes, and the caller's context can cancel it.
+func defaultClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   15 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}}
+}
+
+// ValidID reports whether id looks like a hub model id: NAME or ORG/NAME, each of letters,
+// digits, '-', '_' and '.', not starting with '-' or '.', without "--" or "..".
+func ValidID(id string) bool {
+	parts := strings.Split(id, "/")
+	if len(parts) > 2 || len(id) > 96 || strings.Contains(id, "--") || strings.Contains(id, "..") {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || p[0] == '-' || p[0] == '.' {
+			return false
+		}
+		for _, r := range p {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// CacheRoot returns the hub cache directory: $HF_HUB_CACHE, else $HF_HOME/hub, else
+// $XDG_CACHE_HOME/huggingface/hub, else $HOME/.cache/huggingface/hub.
+func CacheRoot(getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if d := getenv("HF_HUB_CACHE"); d != "" {
+		return d, nil
+	}
+	if d := getenv("HF_HOME"); d != "" {
+		return filepath.Join(d, "hub"), nil
+	}
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "huggingface", "hub"), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home = getenv("USERPROFILE")
+	}
+	if home == "" {
+		return "", errors.New("cannot locate the Hugging Face cache: set HF_HOME or HOME")
+	}
+	return filepath.Join(home, ".cache", "huggingface", "hub"), nil
+}
+
+// RepoDir is the cache folder of model id under root.
+func RepoDir(root, id string) string {
+	return filepath.Join(root, "models--"+strings.ReplaceAll(id, "/", "--"))
+}
+
+// repoFile is a file Resolve fetches.
+type repoFile struct {
+	name     string
+	required bool // a model directory needs it; an optional one may be absent from a repository
+}
+
+// repoFiles lists the files to fetch, in download order: config.json first (a cheap request that
+// tells a missing model apart early and pins the commit), the weights last, so that a snapshot
+// with both required files is never missing tokenizer files that the repository has.
+func repoFiles() []repoFile {
+	return []repoFile{{"config.json", true}, {"vocab.json", false}, {"merges.txt", false},
+		{"tokenizer.json", false}, {"model.safetensors", true}}
+}
+
+// Resolve returns a local directory holding model id's config.json and model.safetensors (and its
+// tokenizer files, where the repository has them): the cached snapshot when there is one,
+// without touching the network; otherwise it downloads the files from $HF_ENDPOINT into the cache.
+func Resolve(ctx context.Context, id string, o Options) (string, error) {
+	o = o.withDefaults()
+	if !ValidID(id) {
+		return "", fmt.Errorf("%w: %q (want NAME or ORG/NAME, e.g. gpt2 or openai-community/gpt2)", ErrInvalidID, id)
+	}
+	root, err := CacheRoot(o.Getenv)
+	if err != nil {
+		return "", fmt.Errorf("model %s: %w", id, err)
+	}
+	repo := RepoDir(root, id)
+	if dir, ok := cachedSnapshot(repo); ok {
+		return dir, nil
+	}
+	if v := strings.ToLower(strings.TrimSpace(o.Getenv("HF_HUB_OFFLINE"))); v == "1" || v == "true" || v == "yes" || v == "on" {
+		return "", fmt.Errorf("%w: model %s is not in the Hugging Face cache at %s and HF_HUB_OFFLINE=%s forbids downloading it; pass a local model directory or random:gpt2",
+			ErrNotCached, id, repo, o.Getenv("HF_HUB_OFFLINE"))
+	}
+	endpoint := strings.TrimRight(o.Getenv("HF_ENDPOINT"), "/")
+	if endpoint == "" {
+		endpoint = DefaultEndpoint
+	}
+	d := &downloader{o: o, id: id, repo: repo, endpoint: endpoint, token: o.Getenv("HF_TOKEN")}
+	return d.run(ctx)
+}
+
+// cachedSnapshot finds a complete snapshot: the one refs/main names, else the newest complete one.
+func cachedSnapshot(repo string) (string, bool) {
+	if ref, err := os.ReadFile(filepath.Join(repo, "refs", "main")); err == nil {
+		if c := strings.TrimSpace(string(ref)); c != "" && filepath.Base(c) == c {
+			dir := filepath.Join(repo, "snapshots", c)
+			if complete(dir) {
+				return dir, true
+			}
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(repo, "snapshots"))
+	if err != nil {
+		return "", false
+	}
+	best, bestTime := "", time.Time{}
+	for _, e := range entries {
+		dir := filepath.Join(repo, "snapshots", e.Name())
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || !complete(dir) {
+			continue
+		}
+		if best == "" || fi.ModTime().After(bestTime) {
+			best, bestTime = dir, fi.ModTime()
+		}
+	}
+	return best, best != ""
+}
+
+// complete reports whether dir holds every required file; Stat follows symlinks into blobs/, so a
+// dangling link does not count.
+func complete(dir string) bool {
+	for _, f := range repoFiles() {
+		if !f.required {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(dir, f.name)); err != nil || !fi.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,139 @@
+package hub
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// save writes body into part (or a new temporary file when part is "") from offset off, checks
+// the final size against total (-1: unknown) and moves the file to its blob name. A cut transfer
+// leaves part in place for the next attempt; a wrong size removes it, so it is never resumed.
+func (d *downloader) save(body io.Reader, part string, off, total int64, f repoFile, meta respMeta) (result, bool, error) {
+	fail := func(sentinel error, format string, args ...any) error {
+		return fmt.Errorf("%w: model %s: %s: %s", sentinel, d.id, f.name, fmt.Sprintf(format, args...))
+	}
+	blobs := filepath.Join(d.repo, "blobs")
+	var fh *os.File
+	var err error
+	if part == "" {
+		fh, err = os.CreateTemp(blobs, "download-*.incomplete")
+	} else {
+		fh, err = os.OpenFile(part, os.O_CREATE|os.O_WRONLY, 0o644)
+	}
+	if err != nil {
+		return result{}, false, fail(ErrDownload, "%v", err)
+	}
+	name := fh.Name()
+	if err := fh.Truncate(off); err != nil {
+		fh.Close()
+		return result{}, false, fail(ErrDownload, "%v", err)
+	}
+	if _, err := fh.Seek(off, io.SeekStart); err != nil {
+		fh.Close()
+		return result{}, false, fail(ErrDownload, "%v", err)
+	}
+	src := body
+	if total >= 0 {
+		src = io.LimitReader(body, total-off+1) // one byte more than announced reveals a liar
+	}
+	prog := newProgress(d.o.Progress, d.o.Now, d.id+" "+f.name, off, total)
+	n, copyErr := io.Copy(fh, io.TeeReader(src, prog))
+	prog.finish()
+	size := off + n
+	if copyErr == nil {
+		copyErr = fh.Sync()
+	}
+	if err := fh.Close(); copyErr == nil {
+		copyErr = err
+	}
+	switch {
+	case total >= 0 && size > total:
+		os.Remove(name)
+		return result{}, false, fail(ErrSizeMismatch, "received more than the %d bytes the server announced", total)
+	case copyErr != nil && part == "":
+		os.Remove(name)
+		return result{}, false, fail(ErrDownload, "interrupted after %d bytes: %v", size, oneLine(copyErr))
+	case copyErr != nil:
+		return result{}, true, fail(ErrDownload, "interrupted after %d of %s bytes: %v; run again to resume", size, sizeText(total), oneLine(copyErr))
+	case total >= 0 && size != total:
+		os.Remove(name)
+		return result{}, false, fail(ErrSizeMismatch, "got %d bytes, the server announced %d", size, total)
+	}
+	blob := filepath.Join(blobs, blobName(meta, f.name))
+	if err := os.Rename(name, blob); err != nil {
+		os.Remove(name)
+		return result{}, false, fail(ErrDownload, "%v", err)
+	}
+	return result{commit: meta.commit, blob: blob}, false, nil
+}
+
+// sizeText prints a size that may be unknown (-1).
+func sizeText(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
+	return fmt.Sprint(n)
+}
+
+// blobName names a complete file under blobs/: by its hash (the ETag, as Hugging Face does) when
+// the server sent one, else by commit and file name.
+func blobName(meta respMeta, file string) string {
+	etag := strings.TrimPrefix(meta.etag, "W/")
+	etag = strings.Trim(etag, `"`)
+	safe := etag != "" && etag[0] != '.' && len(etag) <= 128
+	for _, r := range etag {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			safe = false
+		}
+	}
+	if safe {
+		return etag
+	}
+	commit := meta.commit
+	if commit == "" || filepath.Base(commit) != commit || commit[0] == '.' {
+		commit = "main"
+	}
+	return commit + "." + file
+}
+
+// place links snapshots/<commit>/name to the blob with a relative symlink, as Hugging Face does,
+// and falls back to moving the blob there where symlinks are not allowed. The link appears under
+// its final name atomically (rename), so a reader never sees a half-made entry.
+func place(blob, snap, name string) error {
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		return err
+	}
+	final := filepath.Join(snap, name)
+	tmp := filepath.Join(snap, "."+name+".link")
+	os.Remove(tmp)
+	if rel, err := filepath.Rel(snap, blob); err == nil {
+		if err := os.Symlink(rel, tmp); err == nil {
+			return os.Rename(tmp, final)
+		}
+	}
+	return os.Rename(blob, final)
+}
+
+// writeAtomic replaces path with data through a temporary file and a rename.
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
