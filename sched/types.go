@@ -24,8 +24,8 @@ type Request struct {
 type Policy int
 
 const (
-	DecodeFirst  Policy = iota // run the decode batch; admit new requests only when no sequence is decoding... see Config
-	PrefillFirst               // admit and prefill waiting requests before decoding the running ones
+	DecodeFirst  Policy = iota // run the decode batch of a step before its prefill batch: running sequences' tokens come first
+	PrefillFirst               // run the prefill batch of a step before its decode batch: new requests' first tokens come first
 )
 
 // Config holds the live-tunable knobs; a change applies from the next step.
@@ -100,15 +100,19 @@ const (
 
 // Snapshot is the scheduler's state after a step: an immutable value, safe to keep.
 type Snapshot struct {
-	Step          uint64        // steps run so far
+	Step          uint64        // steps that ran the engine so far (idle steps are not counted)
 	At            time.Duration // clock time at the end of the step
 	Kind          StepKind
 	Waiting       int           // requests queued, not yet admitted (tokenized or not)
+	Tokenizing    int           // of Waiting, prompts still with the tokenize workers
 	Running       int           // sequences holding KV blocks
 	Admitted      int           // requests admitted (prefilled) this step
 	PrefillTokens int           // prompt tokens run this step
 	DecodeTokens  int           // decode tokens run this step
-	StepTime      time.Duration // how long the engine step took
+	StepTime      time.Duration // how long the engine step took: PrefillTime + DecodeTime
+	PrefillTime   time.Duration // the prefill batch's Backend.Step call (0: none this step)
+	DecodeTime    time.Duration // the decode batch's Backend.Step call (0: none this step)
+	CachedTokens  int           // prompt tokens found in the prefix cache this step (not run)
 	KVUsed        int           // KV blocks in use
 	KVTotal       int           // KV blocks in the pool
 	Preemptions   uint64        // total so far

@@ -1,0 +1,365 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"rosetop/engine"
+)
+
+// fakeClock is a monotonic test clock: every reading ticks it by one microsecond (so every stamp
+// is distinct and orderings are strict), and the fake backend advances it by each step's cost.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(int64(time.Second))
+	return c
+}
+
+func (c *fakeClock) Now() time.Duration      { return time.Duration(c.ns.Add(int64(time.Microsecond))) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// nextToken is the fake model: a deterministic function of the whole sequence so far, landing in
+// printable ASCII so that the fake tokenizer's text is readable.
+func nextToken(seq []int32) int32 {
+	h := uint32(2166136261)
+	for _, t := range seq {
+		h = (h ^ uint32(t)) * 16777619
+	}
+	return int32(32 + h%95)
+}
+
+// reference is what a request must produce: the model run without any scheduler.
+func reference(prompt []int32, maxNew int, eos int32, stopOnEOS bool, model func([]int32) int32) []int32 {
+	seq := slices.Clone(prompt)
+	var out []int32
+	for len(out) < maxNew {
+		t := model(seq)
+		out = append(out, t)
+		seq = append(seq, t)
+		if stopOnEOS && t == eos {
+			break
+		}
+	}
+	return out
+}
+
+var errFake = errors.New("fake engine failure")
+
+// fakeBackend simulates the engine over a simulated KV pool: it writes each sequence's tokens into
+// the blocks its table names and reads the prefix [0, Start) back from them, so a wrong block
+// table, a bad prefix hit or a block shared while being written shows up as a wrong token. It
+// checks every batch it gets and advances the fake clock by a cost per call and per token.
+type fakeBackend struct {
+	t     testing.TB
+	clock *fakeClock
+	bs    int
+	model func([]int32) int32 // nil: nextToken
+	fail  func(call int) bool // nil: never fails
+
+	kv      map[int32][]int32     // block -> token at each offset, -1 when unwritten
+	known   map[engine.SeqID]bool // sequences seen in a prefill
+	calls   int                   // Step calls
+	kinds   []StepKind            // StepPrefill or StepDecode per call
+	sizes   []int                 // batch size per call
+	admits  []int32               // first token (the request marker) of each prefilled sequence, in order
+	lastLen map[engine.SeqID]int  // positions each sequence has written
+	errs    []string              // problems found, reported by the harness
+}
+
+func newFakeBackend(t testing.TB, clock *fakeClock, bs int) *fakeBackend {
+	return &fakeBackend{t: t, clock: clock, bs: bs, kv: map[int32][]int32{},
+		known: map[engine.SeqID]bool{}, lastLen: map[engine.SeqID]int{}}
+}
+
+func (f *fakeBackend) errorf(format string, args ...any) {
+	f.errs = append(f.errs, fmt.Sprintf("call %d: ", f.calls)+fmt.Sprintf(format, args...))
+}
+
+func (f *fakeBackend) block(b int32) []int32 {
+	blk, ok := f.kv[b]
+	if !ok {
+		blk = slices.Repeat([]int32{-1}, f.bs)
+		f.kv[b] = blk
+	}
+	return blk
+}
+
+func (f *fakeBackend) Step(b *engine.Batch, next []int32) error {
+	f.calls++
+	if len(next) != len(b.Seqs) || len(b.Seqs) == 0 {
+		f.errorf("batch of %d sequences, next of %d", len(b.Seqs), len(next))
+		return nil
+	}
+	prefill := !f.known[b.Seqs[0].ID]
+	kind := StepDecode
+	if prefill {
+		kind = StepPrefill
+	}
+	f.kinds = append(f.kinds, kind)
+	f.sizes = append(f.sizes, len(b.Seqs))
+	if f.fail != nil && f.fail(f.calls) {
+		return errFake
+	}
+	model := f.model
+	if model == nil {
+		model = nextToken
+	}
+	for i, sq := range b.Seqs {
+		if f.known[sq.ID] == prefill {
+			f.errorf("prefill and decode sequences mixed in one batch")
+		}
+		if !prefill && (len(sq.Tokens) != 1 || sq.Start != f.lastLen[sq.ID]) {
+			f.errorf("decode of seq %d: %d tokens at %d, want 1 at %d", sq.ID, len(sq.Tokens), sq.Start, f.lastLen[sq.ID])
+		}
+		end := sq.Start + len(sq.Tokens)
+		if len(sq.Tokens) == 0 || len(sq.Blocks)*f.bs < end {
+			f.errorf("seq %d: %d tokens at %d with %d blocks", sq.ID, len(sq.Tokens), sq.Start, len(sq.Blocks))
+			continue
+		}
+		seq := make([]int32, 0, end)
+		for p := range sq.Start {
+			v := f.block(sq.Blocks[p/f.bs])[p%f.bs]
+			if v < 0 {
+				f.errorf("seq %d reads unwritten position %d", sq.ID, p)
+			}
+			seq = append(seq, v)
+		}
+		for j, tok := range sq.Tokens {
+			p := sq.Start + j
+			f.block(sq.Blocks[p/f.bs])[p%f.bs] = tok
+			seq = append(seq, tok)
+		}
+		f.known[sq.ID] = true
+		f.lastLen[sq.ID] = end
+		if prefill {
+			f.admits = append(f.admits, seq[0])
+		}
+		next[i] = model(seq)
+	}
+	f.clock.Advance(time.Millisecond + time.Duration(b.Tokens())*10*time.Microsecond)
+	return nil
+}
+
+// noopBackend samples token 1 for everyone, at no cost: the scheduler's own overhead.
+type noopBackend struct{}
+
+func (noopBackend) Step(b *engine.Batch, next []int32) error {
+	for i := range next {
+		next[i] = 1
+	}
+	return nil
+}
+
+// byteTokenizer is a fake tokenizer: one token per byte, token id = byte value. A text listed in
+// gates blocks Encode until its gate is closed, to control tokenize workers.
+type byteTokenizer struct {
+	mu    sync.Mutex
+	gates map[string]chan struct{}
+}
+
+func (z *byteTokenizer) Encode(text string) []int32 {
+	z.mu.Lock()
+	g := z.gates[text]
+	z.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+	ids := make([]int32, len(text))
+	for i := range len(text) {
+		ids[i] = int32(text[i])
+	}
+	return ids
+}
+
+func (z *byteTokenizer) TokenBytes(id int32) []byte {
+	if id < 0 || id > 255 {
+		return nil
+	}
+	return []byte{byte(id)}
+}
+
+// harness drives a scheduler step by step and checks, after every step, the invariants that must
+// hold whatever the workload.
+type harness struct {
+	t       *testing.T
+	s       *Scheduler
+	be      *fakeBackend
+	clock   *fakeClock
+	prompts map[RequestID][]int32
+	reqs    map[RequestID]Request
+	records map[RequestID]*Record
+	order   []RequestID // submission order
+	calls   int         // backend calls checked so far
+	cached  int         // prompt tokens served by the prefix cache, over all steps
+}
+
+func newHarness(t *testing.T, o Options) *harness {
+	t.Helper()
+	clock := newFakeClock()
+	be := newFakeBackend(t, clock, o.Layout.BlockSize)
+	o.Backend, o.Clock = be, clock
+	if o.MaxSeqLen == 0 {
+		o.MaxSeqLen = 1024
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return &harness{t: t, s: s, be: be, clock: clock, prompts: map[RequestID][]int32{},
+		reqs: map[RequestID]Request{}, records: map[RequestID]*Record{}}
+}
+
+// prompt returns a prompt of n tokens whose first token is marker (an admission-order tag).
+func prompt(marker int32, n int) []int32 {
+	p := make([]int32, n)
+	p[0] = marker
+	for i := 1; i < n; i++ {
+		p[i] = int32(100 + (int(marker)*7+i)%50)
+	}
+	return p
+}
+
+func (h *harness) submit(r Request) RequestID {
+	h.t.Helper()
+	id, err := h.s.Submit(r)
+	if err != nil {
+		h.t.Fatalf("Submit: %v", err)
+	}
+	h.prompts[id] = slices.Clone(r.Tokens)
+	h.reqs[id] = r
+	h.order = append(h.order, id)
+	return id
+}
+
+// step runs one step and checks it.
+func (h *harness) step() StepOutput {
+	h.t.Helper()
+	out, err := h.s.Step()
+	if err != nil {
+		h.t.Fatalf("Step: %v", err)
+	}
+	h.check(out)
+	return out
+}
+
+func (h *harness) check(out StepOutput) {
+	h.t.Helper()
+	for _, e := range h.be.errs {
+		h.t.Error(e)
+	}
+	h.be.errs = nil
+	snap, cfg := out.Snapshot, out.Snapshot.Config
+	for i := h.calls; i < h.be.calls; i++ {
+		limit := cfg.MaxBatch
+		if h.be.kinds[i] == StepPrefill {
+			limit = cfg.PrefillMaxBatch
+		}
+		if h.be.sizes[i] > limit {
+			h.t.Errorf("step %d: %v batch of %d sequences, limit %d", snap.Step, h.be.kinds[i], h.be.sizes[i], limit)
+		}
+	}
+	h.calls = h.be.calls
+	h.cached += snap.CachedTokens
+	if snap.Running > cfg.MaxBatch || snap.Admitted > cfg.PrefillMaxBatch || snap.KVUsed > snap.KVTotal {
+		h.t.Errorf("step %d: running %d (max %d), admitted %d (max %d), KV %d/%d",
+			snap.Step, snap.Running, cfg.MaxBatch, snap.Admitted, cfg.PrefillMaxBatch, snap.KVUsed, snap.KVTotal)
+	}
+	if snap.Running == 0 && snap.KVUsed != 0 {
+		h.t.Errorf("step %d: nothing running but %d KV blocks in use", snap.Step, snap.KVUsed)
+	}
+	var ended []RequestID
+	for _, e := range out.Events {
+		if _, done := h.records[e.ID]; done {
+			h.t.Errorf("step %d: event %v for request %d after its finished event", snap.Step, e.Kind, e.ID)
+		}
+		if e.Kind == EventFinished {
+			if e.Record == nil || e.Record.ID != e.ID {
+				h.t.Fatalf("step %d: finished event without its record: %+v", snap.Step, e)
+			}
+			h.records[e.ID] = e.Record
+			ended = append(ended, e.ID)
+			h.checkTimes(e.Record)
+		}
+	}
+	if !slices.Equal(ended, out.Finished) {
+		h.t.Errorf("step %d: Finished %v, finished events %v", snap.Step, out.Finished, ended)
+	}
+}
+
+// checkTimes asserts the TTFT decomposition's parts are ordered (so each part is >= 0).
+func (h *harness) checkTimes(r *Record) {
+	h.t.Helper()
+	tm := r.Times
+	if r.Reason == FinishCancelled || r.Reason == FinishError || r.Reason == FinishTooLong {
+		if tm.Finished < tm.SubmitEnd || tm.SubmitEnd < tm.SubmitStart {
+			h.t.Errorf("request %d (%s): times out of order: %+v", r.ID, r.Reason, tm)
+		}
+		return
+	}
+	order := []time.Duration{tm.SubmitStart, tm.SubmitEnd, tm.Tokenized, tm.Admitted, tm.FirstToken, tm.Finished}
+	if !slices.IsSorted(order) || tm.SubmitStart <= 0 {
+		h.t.Errorf("request %d: SubmitStart<=SubmitEnd<=Tokenized<=Admitted<=FirstToken<=Finished fails: %v", r.ID, order)
+	}
+	ttft := tm.FirstToken - tm.SubmitStart
+	parts := (tm.SubmitEnd - tm.SubmitStart) + (tm.Tokenized - tm.SubmitEnd) + (tm.Admitted - tm.Tokenized) + (tm.FirstToken - tm.Admitted)
+	if ttft != parts {
+		h.t.Errorf("request %d: TTFT %v != sum of parts %v", r.ID, ttft, parts)
+	}
+	if len(tm.Tokens) != len(r.Output) || len(tm.Tokens) == 0 || tm.Tokens[0] != tm.FirstToken ||
+		!slices.IsSorted(tm.Tokens) || tm.Tokens[len(tm.Tokens)-1] != tm.Finished {
+		h.t.Errorf("request %d: %d token times for %d tokens, first %v, last %v, finished %v",
+			r.ID, len(tm.Tokens), len(r.Output), tm.FirstToken, tm.Tokens, tm.Finished)
+	}
+}
+
+// drain steps until every submitted request has finished, then checks that the pool is empty.
+func (h *harness) drain(maxSteps int) {
+	h.t.Helper()
+	for range maxSteps {
+		if len(h.records) == len(h.order) {
+			break
+		}
+		h.step()
+	}
+	if len(h.records) != len(h.order) {
+		h.t.Fatalf("%d of %d requests finished after %d steps", len(h.records), len(h.order), maxSteps)
+	}
+	out := h.step() // one more: nothing left, nothing runs
+	snap := out.Snapshot
+	if snap.Kind != StepIdle || len(out.Events) != 0 || snap.Running != 0 || snap.Waiting != 0 || snap.KVUsed != 0 {
+		h.t.Fatalf("after the run: %+v, %d events", snap, len(out.Events))
+	}
+	if n := h.s.loop.bm.Used(); n != 0 {
+		h.t.Fatalf("%d KV blocks still in use", n)
+	}
+}
+
+// checkOutputs compares every length-finished request's output with the reference model.
+func (h *harness) checkOutputs() {
+	h.t.Helper()
+	for _, id := range h.order {
+		r, q := h.records[id], h.reqs[id]
+		if r.Reason != FinishLength && r.Reason != FinishEOS {
+			continue
+		}
+		want := reference(h.prompts[id], q.MaxNewTokens, h.s.eos, q.StopOnEOS, h.model())
+		if !slices.Equal(r.Output, want) {
+			h.t.Errorf("request %d (%d preemptions): output %v, want %v", id, r.Preemptions, r.Output, want)
+		}
+	}
+}
+
+func (h *harness) model() func([]int32) int32 {
+	if h.be.model != nil {
+		return h.be.model
+	}
+	return nextToken
+}
