@@ -35,6 +35,8 @@ type Summary struct {
 	TotalThroughput  float64 // (prompt + completion) tokens/s
 	Preemptions      int
 	Cancelled        int
+	Failed           int           // requests the engine failed or could not fit (reason error / too_long)
+	Partial          bool          // the run was interrupted (Ctrl-C, engine restart, stop) before every request finished
 	Wall             time.Duration // first submit start -> last finish
 }
 

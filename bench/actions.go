@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNeedsGPU is returned by Do(ActToggleGraph) on an engine that runs on the CPU.
+var ErrNeedsGPU = errors.New("CUDA Graph needs a GPU")
+
+// intervalSteps are the submit intervals (ms) the dashboard's -/+ keys step through.
+var intervalSteps = [...]float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
+
+// Do applies a dashboard control. Scheduler knobs and the schedule change live; paged attention
+// and CUDA Graph need a new engine: the current run ends and a new engine starts with a cold run.
+// The message says what happened; an error says why nothing changed.
+func (s *Session) Do(a Action) (string, error) {
+	s.mu.Lock()
+	msg, err := s.do(a)
+	if err == nil {
+		s.logf(LogConfig, "%s", msg)
+		s.live.mark(s.clock.Now(), msg)
+	}
+	s.mu.Unlock()
+	s.publish(true)
+	return msg, err
+}
+
+// do applies a; the caller holds s.mu.
+func (s *Session) do(a Action) (string, error) {
+	switch a {
+	case ActTogglePaged:
+		s.want.Paged = !s.want.Paged
+		return s.requestRestart("paged attention " + onOff(s.want.Paged))
+	case ActToggleGraph:
+		if s.info.Device == "cpu" {
+			return "", fmt.Errorf("%w: this engine runs on the CPU (%s)", ErrNeedsGPU, s.info.DeviceDetail)
+		}
+		s.want.CUDAGraph = !s.want.CUDAGraph
+		return s.requestRestart("CUDA Graph " + onOff(s.want.CUDAGraph))
+	case ActRestart:
+		return s.requestRestart("restart")
+	case ActToggleSchedule:
+		next := "absolute"
+		if s.arr.Schedule == "absolute" {
+			next = "relative"
+		}
+		if s.arr.Schedule == "poisson" {
+			s.arr.Interval = 0
+		}
+		s.arr.Schedule = next
+		s.arrGen++
+		return "submit schedule " + next, nil
+	case ActIntervalDown, ActIntervalUp:
+		return s.stepInterval(a == ActIntervalUp)
+	case ActTogglePause:
+		if s.paused {
+			s.paused = false
+			close(s.resume)
+			return "arrivals resumed", nil
+		}
+		s.paused, s.resume = true, make(chan struct{})
+		return "arrivals paused", nil
+	case ActPrefillBatchDown, ActPrefillBatchUp, ActMaxBatchDown, ActMaxBatchUp:
+		return s.stepKnob(a)
+	}
+	return "", fmt.Errorf("unknown action %d", a)
+}
+
+// requestRestart asks the session goroutine for a new engine.
+func (s *Session) requestRestart(what string) (string, error) {
+	select {
+	case s.restartCh <- what:
+	default: // one is pending; it builds with the latest wanted options
+	}
+	return what + ": restarting engine", nil
+}
+
+func (s *Session) stepInterval(up bool) (string, error) {
+	if s.arr.Schedule == "poisson" {
+		return "", errors.New("arrivals are Poisson (--request-rate): press s for a relative/absolute schedule first")
+	}
+	cur := ms(s.arr.Interval)
+	next := cur
+	if up {
+		for _, v := range intervalSteps {
+			if v > cur {
+				next = v
+				break
+			}
+		}
+	} else {
+		for _, v := range intervalSteps {
+			if v < cur {
+				next = v
+			}
+		}
+	}
+	if next == cur {
+		return "", fmt.Errorf("submit interval is already %g ms, the end of its range", cur)
+	}
+	s.arr.Interval = time.Duration(next * float64(time.Millisecond))
+	s.arrGen++
+	return fmt.Sprintf("submit interval %g ms", next), nil
+}
+
+// stepKnob moves the max batch or prefill max batch by one and applies it from the next step.
+func (s *Session) stepKnob(a Action) (string, error) {
+	k := s.knobs
+	limit := s.info.MaxBatch
+	switch a {
+	case ActPrefillBatchDown:
+		k.PrefillMaxBatch--
+	case ActPrefillBatchUp:
+		k.PrefillMaxBatch++
+	case ActMaxBatchDown:
+		k.MaxBatch--
+		k.PrefillMaxBatch = min(k.PrefillMaxBatch, k.MaxBatch)
+	case ActMaxBatchUp:
+		k.MaxBatch++
+	}
+	switch {
+	case k.MaxBatch < 1 || k.PrefillMaxBatch < 1:
+		return "", errors.New("batch sizes stay >= 1")
+	case k.PrefillMaxBatch > k.MaxBatch:
+		return "", fmt.Errorf("prefill max batch stays <= max batch (%d)", k.MaxBatch)
+	case limit > 0 && k.MaxBatch > limit:
+		return "", fmt.Errorf("max batch %d is the engine's capacity (start with a larger --max-batch-size)", limit)
+	}
+	if s.srv != nil {
+		if err := s.srv.SetConfig(k); err != nil {
+			return "", err
+		}
+	}
+	s.knobs = k
+	if a == ActPrefillBatchDown || a == ActPrefillBatchUp {
+		return fmt.Sprintf("prefill max batch %d", k.PrefillMaxBatch), nil
+	}
+	return fmt.Sprintf("max batch %d (prefill max batch %d)", k.MaxBatch, k.PrefillMaxBatch), nil
+}

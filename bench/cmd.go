@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// progressEvery is how often RunBench notes on stderr how far a slow run has got.
+const progressEvery = 10 * time.Second
+
+// RunBench is `rosetop bench`: it runs cfg's warmup and repeat runs headless and prints, as the
+// seeds do, "=== warmup i/N ===" per warmup run, "=== run i/M ===" per run when M > 1 and each
+// measured run's report on stdout; progress goes to stderr. Then it writes --json and --csv.
+// An unwritable output file does not lose the report (already printed); its error is returned.
+// Ctrl-C (ctx cancelled) cancels outstanding requests, prints what finished and returns
+// ErrInterrupted. main prints a returned error as one line (nothing for ErrInterrupted).
+func RunBench(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	return runBench(ctx, cfg, SessionOptions{}, stdout, stderr)
+}
+
+// runBench is RunBench with injectable session options (tests pass a fake provider and clock).
+func runBench(ctx context.Context, cfg Config, opts SessionOptions, stdout, stderr io.Writer) error {
+	out := &errWriter{w: stdout}
+	opts.headless = true
+	opts.KeepRecords = cfg.JSONPath != "" || cfg.CSVPath != ""
+	opts.Progress = stderr
+	opts.onRunStart = func(label string) {
+		if strings.HasPrefix(label, "warmup") || cfg.RepeatRuns > 1 {
+			fmt.Fprintln(out, runHeaderLine(label))
+		}
+	}
+	opts.onRunEnd = func(r *runResult) {
+		if r.sum.Partial {
+			fmt.Fprintf(stderr, "rosetop: %s interrupted: %d requests finished, %d cancelled\n", r.sum.Label, r.sum.Requests, r.sum.Cancelled)
+		} else {
+			fmt.Fprintf(stderr, "rosetop: %s: %d requests in %.2f s\n", r.sum.Label, r.sum.Requests+r.sum.Failed, r.sum.Wall.Seconds())
+		}
+		if !r.sum.Warmup {
+			writeReport(out, r.hdr, r.sum)
+		}
+	}
+	if cfg.NVTX {
+		fmt.Fprintln(stderr, "rosetop: --nvtx: printed in the report; it has no effect without a profiler (nsys) attached")
+	}
+	s, err := NewSession(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	runErr := waitWithProgress(s, stderr)
+	s.mu.Lock()
+	results := append([]*runResult(nil), s.results...)
+	s.mu.Unlock()
+	var errs []error
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		errs = append(errs, runErr)
+	}
+	if cfg.JSONPath != "" {
+		errs = append(errs, writeFile("json", cfg.JSONPath, func(w io.Writer) error { return writeJSON(w, cfg, results) }))
+	}
+	if cfg.CSVPath != "" {
+		errs = append(errs, writeFile("csv", cfg.CSVPath, func(w io.Writer) error { return writeCSV(w, results) }))
+	}
+	if out.err != nil {
+		errs = append(errs, fmt.Errorf("stdout: %w", out.err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if errors.Is(runErr, context.Canceled) {
+		return ErrInterrupted
+	}
+	return nil
+}
+
+// waitWithProgress waits for the session, noting a slow run's progress on stderr.
+func waitWithProgress(s *Session, stderr io.Writer) error {
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return s.err
+		case <-tick.C:
+			s.mu.Lock()
+			if rs := s.cur; rs != nil {
+				fmt.Fprintf(stderr, "rosetop: %s: %d/%d requests finished, %d tokens so far\n", rs.info.Label, len(rs.records), rs.n, rs.tokens)
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// errWriter keeps the first write error so a long report is not cut short silently.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

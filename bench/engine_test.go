@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"rosetop/sched"
+)
+
+// TestTTFTDecompositionEngine: on the real scheduler and engine (tokenize workers on, so every
+// part is exercised), TTFT = add_request + tokenize + queue wait + prefill->first token holds
+// for every request, and every part is >= 0 (the timestamps are ordered).
+func TestTTFTDecompositionEngine(t *testing.T) {
+	cfg, err := ParseFlags([]string{"--device", "cpu", "--threads", "2", "--num-requests", "6", "--max-new-tokens", "3",
+		"--unique-prompts", "--tokenize-workers", "2", "--max-batch-size", "4", "--prefill-max-batch-size", "2"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSession(context.Background(), cfg, SessionOptions{KeepRecords: true, headless: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.results) != 1 || len(s.results[0].reqs) != 6 {
+		t.Fatalf("results = %d runs", len(s.results))
+	}
+	for _, r := range s.results[0].reqs {
+		tm := r.Record.Times
+		if !r.completed() {
+			t.Fatalf("request %d: %s %v", r.Index, r.Record.Reason, r.Record.Err)
+		}
+		ordered := tm.SubmitStart <= tm.SubmitEnd && tm.SubmitEnd <= tm.Tokenized && tm.Tokenized <= tm.Admitted &&
+			tm.Admitted <= tm.FirstToken && tm.FirstToken <= tm.Finished && tm.Tokens[0] == tm.FirstToken
+		if !ordered {
+			t.Errorf("request %d: timestamps out of order: %+v", r.Index, tm)
+		}
+		m := metricsOf(&r)
+		sum := m.AddRequest + m.Tokenize + m.QueueWait + m.PrefillFirst
+		if math.Abs(sum-m.TTFT) > 1e-9 {
+			t.Errorf("request %d: add %.6f + tokenize %.6f + queue %.6f + prefill %.6f = %.6f, TTFT %.6f",
+				r.Index, m.AddRequest, m.Tokenize, m.QueueWait, m.PrefillFirst, sum, m.TTFT)
+		}
+		if len(r.Record.Output) != 3 || len(tm.Tokens) != 3 {
+			t.Errorf("request %d: %d outputs, %d token times", r.Index, len(r.Record.Output), len(tm.Tokens))
+		}
+	}
+}
+
+// interruptingProvider cancels a context on the k-th submit: a Ctrl-C in the middle of a run of
+// the real engine, without timing.
+type interruptingProvider struct {
+	Provider
+	k      int
+	cancel context.CancelFunc
+}
+
+func (p *interruptingProvider) NewServer(ctx context.Context, cfg Config, eo EngineOptions, n int, c Clock) (Server, error) {
+	srv, err := p.Provider.NewServer(ctx, cfg, eo, n, c)
+	return &interruptingServer{Server: srv, p: p}, err
+}
+
+type interruptingServer struct {
+	Server
+	p    *interruptingProvider
+	mu   sync.Mutex
+	subs int // guarded by mu
+}
+
+func (s *interruptingServer) Submit(r sched.Request) (sched.RequestID, error) {
+	id, err := s.Server.Submit(r)
+	s.mu.Lock()
+	s.subs++
+	if s.subs == s.p.k {
+		s.p.cancel()
+	}
+	s.mu.Unlock()
+	return id, err
+}
+
+func TestCtrlCEngine(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, err := ParseFlags([]string{"--device", "cpu", "--threads", "2", "--num-requests", "6", "--max-new-tokens", "16",
+		"--submit-interval-ms", "1", "--no-stop-on-eos", "--warmup-runs", "1"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &interruptingProvider{Provider: NewInProcess(), k: 6 + 3, cancel: cancel} // the 3rd submit of run 1
+	var out, errOut bytes.Buffer
+	err = runBench(ctx, cfg, SessionOptions{Provider: p}, &out, &errOut)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted; stderr:\n%s", err, errOut.String())
+	}
+	text := out.String()
+	if !strings.HasPrefix(text, "=== warmup 1/1 ===\n=== streaming benchmark ===\n") || !strings.Contains(text, "Interrupted: partial run") {
+		t.Errorf("report:\n%s", text)
+	}
+	// TestMain's goleak check proves the engine, scheduler, recorder and submitter stopped.
+}

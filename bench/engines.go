@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"rosetop/sched"
+)
+
+// generation is one engine's life: its server, the scheduler loop and the recorder.
+type generation struct {
+	index    int // 1-based: the session's n-th engine
+	srv      Server
+	info     ServerInfo
+	cancel   context.CancelFunc    // stops the scheduler loop
+	out      chan sched.StepOutput // scheduler loop -> recorder
+	loopDone chan struct{}         // closed when srv.Run returned
+	loopErr  error                 // srv.Run's result; read after loopDone
+	recDone  chan struct{}         // closed when the recorder returned
+}
+
+// startEngine builds the next engine with the wanted options and starts its goroutines.
+func (s *Session) startEngine(index int) (*generation, error) {
+	s.mu.Lock()
+	want, knobs := s.want, s.knobs
+	s.mu.Unlock()
+	srv, err := s.prov.NewServer(context.Background(), s.cfg, want, s.seqs, s.clock)
+	if err != nil {
+		return nil, err
+	}
+	info := srv.Info()
+	knobs.MaxBatch = min(knobs.MaxBatch, info.MaxBatch)
+	knobs.PrefillMaxBatch = min(knobs.PrefillMaxBatch, knobs.MaxBatch)
+	if err := srv.SetConfig(knobs); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("scheduler config: %w", err)
+	}
+	// The loop's context is not the session's: on Ctrl-C the loop keeps stepping until the
+	// cancelled requests have handed back their records.
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &generation{
+		index: index, srv: srv, info: info, cancel: cancel, out: make(chan sched.StepOutput, 64),
+		loopDone: make(chan struct{}), recDone: make(chan struct{}),
+	}
+	go func() {
+		defer close(g.loopDone)
+		g.loopErr = srv.Run(ctx, g.out)
+	}()
+	go s.record(g)
+	s.mu.Lock()
+	s.srv, s.info, s.knobs = srv, info, knobs
+	s.live.cold = nil
+	s.live.steady = newRing[Summary](steadyCap)
+	s.logf(LogInfo, "engine %d: %s on %s, paged attention %s, CUDA Graph %s", index, modelName(info), info.DeviceDetail, onOff(info.Paged), onOff(info.CUDAGraph))
+	if info.DeviceNote != "" {
+		s.logf(LogInfo, "%s", info.DeviceNote)
+	}
+	for _, e := range srv.Ledger() {
+		s.logf(LogCapture, "%s %s: %v", e.What, e.Detail, e.Took.Round(10*time.Microsecond))
+	}
+	s.mu.Unlock()
+	return g, nil
+}
+
+// stopEngine stops the scheduler loop and the recorder and closes the server.
+func (s *Session) stopEngine(g *generation) error {
+	g.cancel()
+	<-g.loopDone
+	<-g.recDone
+	s.mu.Lock()
+	s.srv = nil
+	s.mu.Unlock()
+	return g.srv.Close()
+}
+
+// record consumes the scheduler's step outputs until the loop has returned.
+func (s *Session) record(g *generation) {
+	defer close(g.recDone)
+	for {
+		select {
+		case so := <-g.out:
+			s.onStep(so)
+		case <-g.loopDone:
+			for {
+				select {
+				case so := <-g.out:
+					s.onStep(so)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// onStep files one step's events: records go to the current run and the rolling windows.
+func (s *Session) onStep(so sched.StepOutput) {
+	tokens := 0
+	s.mu.Lock()
+	for i := range so.Events {
+		ev := &so.Events[i]
+		switch ev.Kind {
+		case sched.EventTokens:
+			tokens += len(ev.Tokens)
+		case sched.EventFinished:
+			if ev.Record == nil {
+				continue
+			}
+			if rs := s.cur; rs != nil {
+				rs.records[ev.ID] = ev.Record
+				select {
+				case rs.progress <- struct{}{}:
+				default:
+				}
+			}
+			rr := RequestResult{Record: ev.Record}
+			if rr.completed() {
+				s.live.addRequest(so.Snapshot.At, &rr)
+			} else if ev.Record.Reason != sched.FinishCancelled {
+				s.logf(LogError, "request %d: %s: %v", ev.ID, ev.Record.Reason, ev.Record.Err)
+			}
+		}
+	}
+	if s.cur != nil {
+		s.cur.tokens += tokens
+	}
+	s.live.addStep(so.Snapshot, tokens)
+	s.mu.Unlock()
+	s.publish(false)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// modelName is the model as reports show it, flagged when its weights are random.
+func modelName(info ServerInfo) string {
+	switch {
+	case !info.RandomWeights || strings.Contains(info.Model, "random"):
+		return info.Model
+	case strings.HasSuffix(info.Model, ")"): // "tiny-gpt2 (embedded)" -> "tiny-gpt2 (embedded, random weights)"
+		return strings.TrimSuffix(info.Model, ")") + ", random weights)"
+	}
+	return info.Model + " (random weights)"
+}

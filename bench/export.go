@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+)
+
+// jsonDist is a Dist with null percentiles when there are no samples (JSON has no NaN).
+type jsonDist struct {
+	P50  *float64 `json:"p50"`
+	P95  *float64 `json:"p95"`
+	P99  *float64 `json:"p99"`
+	Mean *float64 `json:"mean"`
+	Max  *float64 `json:"max"`
+	N    int      `json:"n"`
+}
+
+func toJSONDist(d Dist) jsonDist {
+	if d.N == 0 {
+		return jsonDist{}
+	}
+	f := func(v float64) *float64 { return &v }
+	return jsonDist{P50: f(d.P50), P95: f(d.P95), P99: f(d.P99), Mean: f(d.Mean), Max: f(d.Max), N: d.N}
+}
+
+type jsonSummary struct {
+	Requests         int       `json:"requests"`
+	PromptTokens     int       `json:"prompt_tokens"`
+	CompletionTokens int       `json:"completion_tokens"`
+	SubmitWallS      float64   `json:"submit_wall_s"`
+	SubmitLagMs      *jsonDist `json:"submit_lag_ms,omitempty"`
+	AddRequestMs     jsonDist  `json:"add_request_ms"`
+	TokenizeMs       jsonDist  `json:"tokenize_ms"`
+	QueueWaitMs      jsonDist  `json:"queue_wait_ms"`
+	PrefillFirstMs   jsonDist  `json:"prefill_first_token_ms"`
+	TTFTMs           jsonDist  `json:"ttft_ms"`
+	TPOTMs           jsonDist  `json:"tpot_ms"`
+	ITLMs            jsonDist  `json:"itl_ms"`
+	LatencyMs        jsonDist  `json:"latency_ms"`
+	Throughput       float64   `json:"throughput_completion_tok_s"`
+	TotalThroughput  float64   `json:"throughput_total_tok_s"`
+	WallS            float64   `json:"wall_s"`
+	Preemptions      int       `json:"preemptions"`
+	Cancelled        int       `json:"cancelled"`
+	Failed           int       `json:"failed"`
+}
+
+// jsonRequest is one request with every timestamp in ms from the session clock's epoch; null
+// means "never happened" (a cancelled request).
+type jsonRequest struct {
+	Index          int       `json:"index"`
+	ID             uint64    `json:"id"`
+	Reason         string    `json:"reason"`
+	Error          string    `json:"error,omitempty"`
+	PromptTokens   int       `json:"prompt_tokens"`
+	OutputTokens   int       `json:"output_tokens"`
+	Preemptions    int       `json:"preemptions"`
+	SubmitTargetMs *float64  `json:"submit_target_ms"`
+	SubmitStartMs  *float64  `json:"submit_start_ms"`
+	SubmitEndMs    *float64  `json:"submit_end_ms"`
+	TokenizedMs    *float64  `json:"tokenized_ms"`
+	AdmittedMs     *float64  `json:"admitted_ms"`
+	FirstTokenMs   *float64  `json:"first_token_ms"`
+	FinishedMs     *float64  `json:"finished_ms"`
+	TokenMs        []float64 `json:"token_ms"`
+}
+
+type jsonRun struct {
+	Label    string        `json:"label"`
+	Warmup   bool          `json:"warmup"`
+	Partial  bool          `json:"partial"`
+	Header   reportHeader  `json:"header"`
+	Summary  jsonSummary   `json:"summary"`
+	Requests []jsonRequest `json:"requests"`
+}
+
+type jsonReport struct {
+	Config Config    `json:"config"`
+	Runs   []jsonRun `json:"runs"`
+}
+
+func tsMs(d time.Duration) *float64 {
+	if d == 0 {
+		return nil
+	}
+	v := ms(d)
+	return &v
+}
+
+func toJSONRequest(r *RequestResult) jsonRequest {
+	out := jsonRequest{Index: r.Index, Reason: "lost"}
+	if r.HasTarget {
+		v := ms(r.Target)
+		out.SubmitTargetMs = &v
+	}
+	rec := r.Record
+	if rec == nil {
+		return out
+	}
+	t := rec.Times
+	out.ID, out.Reason, out.PromptTokens, out.OutputTokens, out.Preemptions = uint64(rec.ID), string(rec.Reason), rec.PromptTokens, len(rec.Output), rec.Preemptions
+	if rec.Err != nil {
+		out.Error = rec.Err.Error()
+	}
+	out.SubmitStartMs, out.SubmitEndMs, out.TokenizedMs = tsMs(t.SubmitStart), tsMs(t.SubmitEnd), tsMs(t.Tokenized)
+	out.AdmittedMs, out.FirstTokenMs, out.FinishedMs = tsMs(t.Admitted), tsMs(t.FirstToken), tsMs(t.Finished)
+	out.TokenMs = make([]float64, len(t.Tokens))
+	for i, d := range t.Tokens {
+		out.TokenMs[i] = ms(d)
+	}
+	return out
+}
+
+func toJSONRun(r *runResult) jsonRun {
+	s := r.sum
+	js := jsonSummary{
+		Requests: s.Requests, PromptTokens: s.PromptTokens, CompletionTokens: s.CompletionTokens,
+		SubmitWallS: s.SubmitWall.Seconds(), AddRequestMs: toJSONDist(s.AddRequest), TokenizeMs: toJSONDist(s.Tokenize),
+		QueueWaitMs: toJSONDist(s.QueueWait), PrefillFirstMs: toJSONDist(s.PrefillFirst), TTFTMs: toJSONDist(s.TTFT),
+		TPOTMs: toJSONDist(s.TPOT), ITLMs: toJSONDist(s.ITL), LatencyMs: toJSONDist(s.Latency),
+		Throughput: s.Throughput, TotalThroughput: s.TotalThroughput, WallS: s.Wall.Seconds(),
+		Preemptions: s.Preemptions, Cancelled: s.Cancelled, Failed: s.Failed,
+	}
+	if r.hdr.lagPrinted() {
+		d := toJSONDist(s.SubmitLag)
+		js.SubmitLagMs = &d
+	}
+	out := jsonRun{Label: s.Label, Warmup: s.Warmup, Partial: s.Partial, Header: r.hdr, Summary: js, Requests: []jsonRequest{}}
+	for i := range r.reqs {
+		out.Requests = append(out.Requests, toJSONRequest(&r.reqs[i]))
+	}
+	return out
+}
+
+// writeJSON writes the config, every run (warmup runs marked) and their requests.
+func writeJSON(w io.Writer, cfg Config, runs []*runResult) error {
+	rep := jsonReport{Config: cfg, Runs: []jsonRun{}}
+	for _, r := range runs {
+		rep.Runs = append(rep.Runs, toJSONRun(r))
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	return enc.Encode(rep)
+}
+
+var csvHeader = []string{
+	"run", "warmup", "partial", "index", "id", "reason", "prompt_tokens", "output_tokens", "preemptions",
+	"submit_target_ms", "submit_start_ms", "submit_end_ms", "tokenized_ms", "admitted_ms", "first_token_ms", "finished_ms",
+	"add_request_ms", "tokenize_ms", "queue_wait_ms", "prefill_first_token_ms", "ttft_ms", "tpot_ms", "latency_ms", "submit_lag_ms",
+}
+
+// writeCSV writes one row per request of every run, after a header line. Empty cells: n/a.
+func writeCSV(w io.Writer, runs []*runResult) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return err
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) }
+	p := func(v *float64) string {
+		if v == nil {
+			return ""
+		}
+		return f(*v)
+	}
+	for _, run := range runs {
+		for i := range run.reqs {
+			r := &run.reqs[i]
+			j := toJSONRequest(r)
+			row := []string{run.sum.Label, strconv.FormatBool(run.sum.Warmup), strconv.FormatBool(run.sum.Partial),
+				strconv.Itoa(j.Index), strconv.FormatUint(j.ID, 10), j.Reason, strconv.Itoa(j.PromptTokens),
+				strconv.Itoa(j.OutputTokens), strconv.Itoa(j.Preemptions), p(j.SubmitTargetMs), p(j.SubmitStartMs),
+				p(j.SubmitEndMs), p(j.TokenizedMs), p(j.AdmittedMs), p(j.FirstTokenMs), p(j.FinishedMs)}
+			derived := make([]string, 8)
+			if r.completed() {
+				m := metricsOf(r)
+				derived = []string{f(m.AddRequest), f(m.Tokenize), f(m.QueueWait), f(m.PrefillFirst), f(m.TTFT), "", f(m.Latency), ""}
+				if m.HasTPOT {
+					derived[5] = f(m.TPOT)
+				}
+				if m.HasLag {
+					derived[7] = f(m.Lag)
+				}
+			}
+			if err := cw.Write(append(row, derived...)); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// writeFile creates path and fills it with write; the error names the flag.
+func writeFile(flagName, path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--%s: %w", flagName, err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--%s %s: %w", flagName, path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--%s %s: %w", flagName, path, err)
+	}
+	return nil
+}

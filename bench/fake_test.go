@@ -1,0 +1,229 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"rosetop/engine"
+	"rosetop/engine/tokenizer"
+	"rosetop/sched"
+)
+
+// fakeClock is a Clock that only moves when told: Sleep advances it at once.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Duration // guarded by mu
+}
+
+func newFakeClock(start time.Duration) *fakeClock { return &fakeClock{now: start} }
+
+func (c *fakeClock) Now() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now += d
+	c.mu.Unlock()
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d > 0 {
+		c.advance(d)
+	}
+	return nil
+}
+
+// fakeProvider builds fakeServers: a deterministic engine+scheduler stand-in whose timestamps
+// depend only on the submit times (stamped from the fake clock by the submitter goroutine), so
+// reports are reproducible to the last digit whatever the goroutine interleaving.
+type fakeProvider struct {
+	tok      *tokenizer.Tokenizer
+	device   string
+	hold     int           // > 0: finish only the first hold requests; the rest wait for Cancel
+	held     chan struct{} // closed when a request is first held
+	heldOnce sync.Once
+	addCost  func(k int) time.Duration // add_request cost of the k-th request; nil: default
+	mu       sync.Mutex
+	built    []EngineOptions // guarded by mu
+	servers  []*fakeServer   // guarded by mu
+}
+
+func newFakeProvider() *fakeProvider {
+	return &fakeProvider{device: "cpu", held: make(chan struct{})}
+}
+
+func (p *fakeProvider) Prepare(ctx context.Context, cfg Config, progress io.Writer) error {
+	tok, err := tokenizer.GPT2()
+	p.tok = tok
+	return err
+}
+func (p *fakeProvider) Codec() (TextCodec, int) { return p.tok, p.tok.VocabSize() }
+func (p *fakeProvider) MaxPositions() int       { return 1024 }
+func (p *fakeProvider) Ledger() []engine.LedgerEntry {
+	return []engine.LedgerEntry{{What: "model load", Detail: "fake"}}
+}
+func (p *fakeProvider) Close() error { return nil }
+
+func (p *fakeProvider) NewServer(ctx context.Context, cfg Config, eo EngineOptions, maxSeqLen int, clock Clock) (Server, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.built = append(p.built, eo)
+	s := &fakeServer{
+		p: p, clock: clock.(*fakeClock), cfg: schedConfig(cfg), queue: make(chan fakeReq, 1<<14),
+		cancels: make(chan sched.RequestID, 1<<14),
+		info: ServerInfo{Model: "fake-gpt2", Device: p.device, DeviceDetail: p.device + " (fake)", Paged: eo.Paged,
+			CUDAGraph: eo.CUDAGraph && p.device == "cuda", MaxBatch: cfg.MaxBatch, KVTotal: 128},
+	}
+	p.servers = append(p.servers, s)
+	return s, nil
+}
+
+type fakeReq struct {
+	id    sched.RequestID
+	k     int // submission number on this server
+	req   sched.Request
+	start time.Duration
+	end   time.Duration
+}
+
+type fakeServer struct {
+	p       *fakeProvider
+	clock   *fakeClock
+	info    ServerInfo
+	queue   chan fakeReq         // Submit -> Run
+	cancels chan sched.RequestID // Cancel -> Run
+	mu      sync.Mutex
+	cfg     sched.Config // guarded by mu
+	next    int          // guarded by mu: submissions so far
+	closed  bool         // guarded by mu
+}
+
+func (s *fakeServer) Info() ServerInfo { return s.info }
+
+func (s *fakeServer) Submit(r sched.Request) (sched.RequestID, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, errors.New("fake server closed")
+	}
+	k := s.next
+	s.next++
+	s.mu.Unlock()
+	start := s.clock.Now()
+	cost := time.Duration(20+7*(k%5)) * time.Microsecond
+	if s.p.addCost != nil {
+		cost = s.p.addCost(k)
+	}
+	s.clock.advance(cost)
+	fr := fakeReq{id: sched.RequestID(k + 1), k: k, req: r, start: start, end: s.clock.Now()}
+	s.queue <- fr
+	return fr.id, nil
+}
+
+func (s *fakeServer) Cancel(id sched.RequestID) { s.cancels <- id }
+
+func (s *fakeServer) SetConfig(c sched.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.MaxBatch < 1 || c.PrefillMaxBatch < 1 || c.PrefillMaxBatch > c.MaxBatch {
+		return errors.New("bad config")
+	}
+	s.cfg = c
+	return nil
+}
+
+func (s *fakeServer) Config() sched.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg
+}
+
+func (s *fakeServer) Ledger() []engine.LedgerEntry {
+	return []engine.LedgerEntry{{What: "KV pool allocation", Detail: "fake", Took: time.Millisecond}}
+}
+
+func (s *fakeServer) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+// record computes a request's timeline from its submit times alone.
+func (s *fakeServer) record(fr fakeReq) *sched.Record {
+	k := fr.k
+	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+	n := fr.req.MaxNewTokens
+	prompt := len(fr.req.Tokens)
+	if fr.req.Tokens == nil {
+		prompt = len(s.p.tok.Encode(fr.req.Text))
+	}
+	t := sched.Times{SubmitStart: fr.start, SubmitEnd: fr.end, Tokenized: fr.end}
+	t.Admitted = t.Tokenized + ms(1.5*float64(k%4))
+	t.FirstToken = t.Admitted + ms(2+0.25*float64(k%3))
+	t.Tokens = []time.Duration{t.FirstToken}
+	for j := 1; j < n; j++ {
+		t.Tokens = append(t.Tokens, t.Tokens[j-1]+ms(1+0.1*float64((k+j)%7)))
+	}
+	t.Finished = t.Tokens[n-1]
+	return &sched.Record{ID: fr.id, PromptTokens: prompt, Output: make([]int32, n), Reason: sched.FinishLength, Times: t}
+}
+
+func (s *fakeServer) Run(ctx context.Context, out chan<- sched.StepOutput) error {
+	held := map[sched.RequestID]fakeReq{}
+	var step uint64
+	emit := func(rec *sched.Record, admitted int) bool {
+		step++
+		so := sched.StepOutput{
+			Snapshot: sched.Snapshot{Step: step, At: rec.Times.Finished, Kind: sched.StepDecode, Waiting: len(held),
+				Running: 1, Admitted: admitted, KVUsed: 3, KVTotal: 128, Config: s.Config()},
+			Events: []sched.Event{
+				{Kind: sched.EventTokens, ID: rec.ID, Tokens: rec.Output},
+				{Kind: sched.EventFinished, ID: rec.ID, Record: rec},
+			},
+			Finished: []sched.RequestID{rec.ID},
+		}
+		select {
+		case out <- so:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case fr := <-s.queue:
+			if s.p.hold > 0 && fr.k >= s.p.hold {
+				held[fr.id] = fr
+				s.p.heldOnce.Do(func() { close(s.p.held) })
+				continue
+			}
+			if !emit(s.record(fr), 1) {
+				return nil
+			}
+		case id := <-s.cancels:
+			fr, ok := held[id]
+			if !ok {
+				continue
+			}
+			delete(held, id)
+			now := s.clock.Now()
+			rec := &sched.Record{ID: id, Reason: sched.FinishCancelled,
+				Times: sched.Times{SubmitStart: fr.start, SubmitEnd: fr.end, Tokenized: fr.end, Finished: now}}
+			if !emit(rec, 0) {
+				return nil
+			}
+		}
+	}
+}

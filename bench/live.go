@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"rosetop/engine"
+	"rosetop/sched"
+)
+
+// Bounds of the dashboard's series: memory is flat however long the session runs.
+const (
+	queueCap     = 2048 // queue-depth points (one per step)
+	admitCap     = 256  // prefill admissions
+	windowCap    = 4096 // samples per rolling latency window
+	itlWindowCap = 16384
+	itlRecentCap = 512 // pooled recent ITL samples for the sparkline
+	p99Cap       = 600 // p99 series points (one per p99Every)
+	slowCap      = 32  // recent requests considered for "slowest"
+	slowShown    = 5
+	eventCap     = 256
+	markerCap    = 128
+	steadyCap    = 32
+	tpsSpan      = 5 * time.Second
+	p99Every     = time.Second
+)
+
+// latencyNames are the rolling metrics, in the order the dashboard's table shows them.
+var latencyNames = [...]string{"TTFT", "Queue wait", "Prefill->first", "TPOT", "ITL"}
+
+// liveState is what the dashboard sees, accumulated from step outputs and finished runs. It is
+// guarded by Session.mu.
+type liveState struct {
+	queue      *ring[QueuePoint]
+	admissions *ring[Admission]
+	windows    [len(latencyNames)]*window
+	p99        [len(latencyNames)]*ring[Point]
+	lastP99    time.Duration // when the p99 series last got a point
+	itl        *ring[float64]
+	slow       *ring[slowReq]
+	stepTokens *ring[sample] // tokens produced per step, for tokens/s
+	events     *ring[LogEvent]
+	markers    *ring[Marker]
+	kvUsed     int
+	kvTotal    int
+	preempts   uint64         // scheduler's preemption total last seen
+	cold       *Summary       // the current engine's first run
+	steady     *ring[Summary] // later complete runs of the current engine
+}
+
+type slowReq struct {
+	tpot float64
+	itl  RequestITL
+}
+
+func newLiveState(span time.Duration) *liveState {
+	l := &liveState{
+		queue: newRing[QueuePoint](queueCap), admissions: newRing[Admission](admitCap),
+		itl: newRing[float64](itlRecentCap), slow: newRing[slowReq](slowCap),
+		stepTokens: newRing[sample](4096), events: newRing[LogEvent](eventCap),
+		markers: newRing[Marker](markerCap), steady: newRing[Summary](steadyCap),
+	}
+	for i := range l.windows {
+		c := windowCap
+		if latencyNames[i] == "ITL" {
+			c = itlWindowCap
+		}
+		l.windows[i] = newWindow(span, c)
+		l.p99[i] = newRing[Point](p99Cap)
+	}
+	return l
+}
+
+// addStep records one scheduler step; tokens is how many output tokens it produced.
+func (l *liveState) addStep(s sched.Snapshot, tokens int) {
+	l.queue.push(QueuePoint{At: s.At, Waiting: s.Waiting, Running: s.Running})
+	if s.Admitted > 0 {
+		l.admissions.push(Admission{Step: s.Step, At: s.At, Size: s.Admitted, Limit: s.Config.PrefillMaxBatch})
+	}
+	l.stepTokens.push(sample{s.At, float64(tokens)})
+	l.kvUsed, l.kvTotal = s.KVUsed, s.KVTotal
+	if s.Preemptions > l.preempts {
+		l.log(s.At, LogPreempt, "preempted "+strconv.FormatUint(s.Preemptions-l.preempts, 10)+" sequence(s): KV cache full")
+	}
+	l.preempts = s.Preemptions
+}
+
+// addRequest records a completed request's latencies into the rolling windows.
+func (l *liveState) addRequest(at time.Duration, r *RequestResult) {
+	m := metricsOf(r)
+	vals := [len(latencyNames)]float64{m.TTFT, m.QueueWait, m.PrefillFirst, m.TPOT}
+	for i := 0; i < 4; i++ {
+		if i == 3 && !m.HasTPOT {
+			continue
+		}
+		l.windows[i].add(at, vals[i])
+	}
+	for _, v := range m.ITL {
+		l.windows[4].add(at, v)
+		l.itl.push(v)
+	}
+	if m.HasTPOT {
+		l.slow.push(slowReq{tpot: m.TPOT, itl: RequestITL{ID: uint64(r.Record.ID), ITL: m.ITL}})
+	}
+}
+
+func (l *liveState) log(at time.Duration, kind LogKind, text string) {
+	l.events.push(LogEvent{At: at, Kind: kind, Text: text})
+}
+
+func (l *liveState) mark(at time.Duration, label string) {
+	l.markers.push(Marker{At: at, Label: label})
+}
+
+// rolling computes the latency rows and, at most every p99Every, extends the p99 series.
+func (l *liveState) rolling(now time.Duration) []LatencyRow {
+	rows := make([]LatencyRow, len(latencyNames))
+	due := now-l.lastP99 >= p99Every
+	for i, name := range latencyNames {
+		d := makeDist(l.windows[i].values(now))
+		rows[i] = LatencyRow{Name: name, Dist: d}
+		if due && d.N > 0 {
+			l.p99[i].push(Point{At: now, Value: d.P99})
+		}
+	}
+	if due {
+		l.lastP99 = now
+	}
+	return rows
+}
+
+// tokensPerSec is the completion rate over the last tpsSpan.
+func (l *liveState) tokensPerSec(now time.Duration) float64 {
+	var sum float64
+	oldest := now
+	for i := 0; i < l.stepTokens.len(); i++ {
+		if s := l.stepTokens.at(i); s.at >= now-tpsSpan {
+			sum += s.v
+			oldest = min(oldest, s.at)
+		}
+	}
+	span := min(tpsSpan, now-oldest)
+	if span <= 0 {
+		return 0
+	}
+	return sum / span.Seconds()
+}
+
+// slowest returns the recent requests with the highest TPOT, slowest first.
+func (l *liveState) slowest() []RequestITL {
+	all := l.slow.slice()
+	sort.SliceStable(all, func(i, j int) bool { return all[i].tpot > all[j].tpot })
+	var out []RequestITL
+	for i := 0; i < len(all) && i < slowShown; i++ {
+		out = append(out, RequestITL{ID: all[i].itl.ID, ITL: append([]float64(nil), all[i].itl.ITL...)})
+	}
+	return out
+}
+
+// compare builds the cold-vs-steady rows (steady = median over the steady runs).
+func (l *liveState) compare() []Comparison {
+	steady := l.steady.slice()
+	metrics := []struct {
+		name string
+		get  func(s *Summary) float64
+	}{
+		{"TTFT p99 (ms)", func(s *Summary) float64 { return s.TTFT.P99 }},
+		{"Queue wait p99 (ms)", func(s *Summary) float64 { return s.QueueWait.P99 }},
+		{"TPOT p50 (ms)", func(s *Summary) float64 { return s.TPOT.P50 }},
+		{"Throughput (tok/s)", func(s *Summary) float64 { return s.Throughput }},
+	}
+	out := make([]Comparison, 0, len(metrics))
+	for _, m := range metrics {
+		c := Comparison{Metric: m.name, Cold: math.NaN(), Steady: math.NaN(), Ratio: math.NaN()}
+		if l.cold != nil {
+			c.Cold = m.get(l.cold)
+		}
+		if len(steady) > 0 {
+			vals := make([]float64, len(steady))
+			for i := range steady {
+				vals[i] = m.get(&steady[i])
+			}
+			c.Steady = median(vals)
+		}
+		if !math.IsNaN(c.Cold) && !math.IsNaN(c.Steady) && c.Steady != 0 {
+			c.Ratio = c.Cold / c.Steady
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// view assembles the immutable View; every slice is a fresh copy.
+func (l *liveState) view(start time.Time, now time.Duration, h Header, ledger []engine.LedgerEntry) *View {
+	v := &View{
+		Start: start, Now: now, Header: h,
+		Queue: l.queue.slice(), Admissions: l.admissions.slice(), Latency: l.rolling(now),
+		ITL: l.itl.slice(), SlowITL: l.slowest(), KVUsed: l.kvUsed, KVTotal: l.kvTotal,
+		Steady: l.steady.slice(), Compare: l.compare(), Ledger: ledger,
+		Events: l.events.slice(), Markers: l.markers.slice(),
+	}
+	v.Header.TokensPerSec = l.tokensPerSec(now)
+	if l.cold != nil {
+		c := *l.cold
+		v.Cold = &c
+	}
+	for i, name := range latencyNames {
+		v.P99 = append(v.P99, Series{Name: name + " p99", Points: l.p99[i].slice()})
+	}
+	return v
+}

@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"rosetop/sched"
+)
+
+// cancelGrace bounds the wait for cancelled requests' records when a run is interrupted: a
+// guard against a stuck engine, never reached by a healthy one.
+const cancelGrace = 5 * time.Second
+
+// runState is the run in progress. Its fields are guarded by Session.mu.
+type runState struct {
+	info      runInfo
+	hdr       reportHeader
+	n         int
+	ids       []sched.RequestID // request i's id, in submission order
+	targets   []time.Duration
+	hasTarget []bool
+	records   map[sched.RequestID]*sched.Record // written by the recorder
+	tokens    int                               // output tokens so far, counted by the recorder
+	progress  chan struct{}                     // recorder -> session goroutine: a record arrived (cap 1)
+}
+
+// outcome is how a run or an engine's runs ended.
+type outcome int
+
+const (
+	runComplete outcome = iota // every request finished
+	runStopped                 // the session's context was cancelled (Ctrl-C, Close)
+	runRestart                 // Do asked for a new engine
+	runFailed                  // the scheduler loop returned
+)
+
+// plannedRun is the next run of an engine.
+type plannedRun struct {
+	label  string
+	index  int
+	warmup bool // recorded as cold, not a steady run
+	phase  Phase
+}
+
+// plan returns an engine's k-th run: on the first engine the warmup runs, the repeat runs,
+// then (live) "live n" runs; on a rebuilt engine a cold run, then live runs.
+func (s *Session) plan(g *generation, k int, lives *int) (plannedRun, bool) {
+	w, m := s.cfg.WarmupRuns, s.cfg.RepeatRuns
+	if g.index > 1 {
+		w, m = 1, 0
+	}
+	switch {
+	case k < w && g.index > 1:
+		return plannedRun{label: fmt.Sprintf("cold run (engine %d)", g.index), index: g.index, warmup: true, phase: PhaseCold}, true
+	case k < w:
+		return plannedRun{label: fmt.Sprintf("warmup %d/%d", k+1, w), index: k + 1, warmup: true, phase: PhaseCold}, true
+	case k < w+m:
+		return plannedRun{label: fmt.Sprintf("run %d/%d", k-w+1, m), index: k - w + 1, phase: PhaseRun}, true
+	case !s.opts.headless:
+		*lives++
+		return plannedRun{label: fmt.Sprintf("live %d", *lives), index: *lives, phase: PhaseLive}, true
+	}
+	return plannedRun{}, false
+}
+
+// loop is the session goroutine: it runs each engine's runs and rebuilds engines on request.
+func (s *Session) loop(ctx context.Context, g *generation) error {
+	lives := 0
+	for {
+		why, err := s.runEngine(ctx, g, &lives)
+		if cerr := s.stopEngine(g); err == nil && cerr != nil {
+			err = fmt.Errorf("close engine: %w", cerr)
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.logf(LogError, "%v", err)
+			s.mu.Unlock()
+			return err
+		}
+		if why != runRestart {
+			return ctx.Err()
+		}
+		s.setPhase(PhaseStarting, "restarting engine")
+		ng, err := s.startEngine(g.index + 1)
+		if err != nil {
+			// Keep the session alive on the options that worked.
+			s.mu.Lock()
+			s.logf(LogError, "new engine: %v; back to the previous options", err)
+			s.want = EngineOptions{Paged: g.info.Paged, CUDAGraph: g.info.CUDAGraph}
+			s.mu.Unlock()
+			if ng, err = s.startEngine(g.index + 1); err != nil {
+				return err
+			}
+		}
+		g = ng
+	}
+}
+
+// runEngine runs an engine's planned runs until they end, a restart or a stop.
+func (s *Session) runEngine(ctx context.Context, g *generation, lives *int) (outcome, error) {
+	for k := 0; ; k++ {
+		pr, ok := s.plan(g, k, lives)
+		if !ok {
+			return runComplete, nil
+		}
+		why, err := s.runOne(ctx, g, pr, k == 0)
+		if err != nil || why != runComplete {
+			return why, err
+		}
+	}
+}
+
+// runOne submits the workload once and waits for every request to finish.
+func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, first bool) (outcome, error) {
+	rs := &runState{n: s.cfg.NumRequests, records: map[sched.RequestID]*sched.Record{}, progress: make(chan struct{}, 1)}
+	rs.info = runInfo{Label: pr.label, Index: pr.index, Warmup: pr.warmup}
+	s.mu.Lock()
+	rs.hdr = s.reportHeader(g.info)
+	rs.info.LagPrinted = rs.hdr.lagPrinted()
+	s.cur, s.phase, s.runLabel = rs, pr.phase, pr.label
+	s.logf(LogRun, "%s started", pr.label)
+	s.live.mark(s.clock.Now(), pr.label)
+	s.mu.Unlock()
+	s.publish(true)
+	if s.opts.onRunStart != nil {
+		s.opts.onRunStart(pr.label)
+	}
+
+	subCtx, subCancel := context.WithCancel(ctx)
+	defer subCancel()
+	subDone := make(chan struct{})
+	var wall time.Duration // written by the submitter goroutine, read after subDone
+	var subErr error       // likewise
+	sub := submitter{clock: s.clock, settings: s.arrivals, waitResume: s.waitResume, seed: s.cfg.Seed}
+	go func() {
+		defer close(subDone)
+		wall, subErr = sub.run(subCtx, rs.n, func(i int, target time.Duration, has bool) error {
+			id, err := g.srv.Submit(s.wl.request(i))
+			if err != nil {
+				return fmt.Errorf("submit request %d: %w", i, err)
+			}
+			s.mu.Lock()
+			rs.ids, rs.targets, rs.hasTarget = append(rs.ids, id), append(rs.targets, target), append(rs.hasTarget, has)
+			s.mu.Unlock()
+			return nil
+		})
+	}()
+	why := s.waitRun(ctx, g, rs, subDone)
+	subCancel()
+	<-subDone
+	if why == runComplete && ctx.Err() != nil {
+		why = runStopped // the submitter saw the cancel first
+	}
+	if why == runComplete && subErr != nil {
+		return runFailed, subErr
+	}
+	if why != runComplete {
+		s.cancelOutstanding(g, rs)
+	}
+	s.finishRun(rs, first, wall, why != runComplete)
+	if why == runFailed {
+		if g.loopErr != nil {
+			return why, fmt.Errorf("scheduler: %w", g.loopErr)
+		}
+		return why, errors.New("scheduler loop stopped")
+	}
+	return why, nil
+}
+
+// waitRun waits until the run is complete or interrupted.
+func (s *Session) waitRun(ctx context.Context, g *generation, rs *runState, subDone <-chan struct{}) outcome {
+	submitted := false
+	for {
+		s.mu.Lock()
+		complete := submitted && len(rs.records) >= len(rs.ids)
+		s.mu.Unlock()
+		if complete {
+			return runComplete
+		}
+		select {
+		case <-subDone:
+			submitted, subDone = true, nil
+		case <-rs.progress:
+		case <-s.restartCh:
+			return runRestart
+		case <-ctx.Done():
+			return runStopped
+		case <-g.loopDone:
+			return runFailed
+		}
+	}
+}
+
+// cancelOutstanding cancels the run's unfinished requests and waits for their records, so their
+// KV blocks are released before the engine stops.
+func (s *Session) cancelOutstanding(g *generation, rs *runState) {
+	s.mu.Lock()
+	var open []sched.RequestID
+	for _, id := range rs.ids {
+		if _, ok := rs.records[id]; !ok {
+			open = append(open, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range open {
+		g.srv.Cancel(id)
+	}
+	guard := time.NewTimer(cancelGrace)
+	defer guard.Stop()
+	for {
+		s.mu.Lock()
+		done := len(rs.records) >= len(rs.ids)
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-rs.progress:
+		case <-g.loopDone:
+			return
+		case <-guard.C:
+			s.mu.Lock()
+			s.logf(LogError, "%d cancelled requests did not finish within %v", len(rs.ids)-len(rs.records), cancelGrace)
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// finishRun summarizes the run and files it.
+func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partial bool) {
+	s.mu.Lock()
+	rs.info.SubmitWall, rs.info.Partial = wall, partial
+	reqs := make([]RequestResult, len(rs.ids))
+	for i, id := range rs.ids {
+		reqs[i] = RequestResult{Index: i, Target: rs.targets[i], HasTarget: rs.hasTarget[i], Record: rs.records[id]}
+	}
+	sum := summarize(rs.info, reqs)
+	res := &runResult{hdr: rs.hdr, sum: sum}
+	if s.opts.KeepRecords {
+		res.reqs = reqs
+	}
+	s.cur = nil
+	if s.results = append(s.results, res); len(s.results) > maxResults && !s.opts.KeepRecords {
+		s.results = s.results[len(s.results)-maxResults:]
+	}
+	switch {
+	case first:
+		c := sum
+		s.live.cold = &c
+	case !sum.Partial:
+		s.live.steady.push(sum)
+	}
+	state := "finished"
+	if sum.Partial {
+		state = "interrupted"
+	}
+	s.logf(LogRun, "%s %s: %d requests, TTFT p99 %.2f ms, %.1f tokens/s", rs.info.Label, state, sum.Requests, sum.TTFT.P99, sum.Throughput)
+	s.mu.Unlock()
+	s.publish(true)
+	if s.opts.onRunEnd != nil {
+		s.opts.onRunEnd(res)
+	}
+}
+
+// reportHeader is what a run's report block says it ran on; the caller holds s.mu.
+func (s *Session) reportHeader(info ServerInfo) reportHeader {
+	return reportHeader{
+		Model: modelName(info), Device: info.Device, DeviceDetail: info.DeviceDetail, Pretok: s.cfg.Pretok,
+		TokenizeWorkers: s.cfg.TokenizeWorkers, StreamInterval: s.cfg.StreamInterval, Paged: info.Paged,
+		CUDAGraph: info.CUDAGraph, NVTX: s.cfg.NVTX, IntervalMs: s.arr.intervalMs(), Schedule: s.arr.Schedule,
+	}
+}
+
+// arrivals is the submitter's view of the schedule in force.
+func (s *Session) arrivals() (arrivals, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.arr, s.arrGen
+}
+
+// waitResume blocks while arrivals are paused.
+func (s *Session) waitResume(ctx context.Context) (bool, error) {
+	s.mu.Lock()
+	paused, ch := s.paused, s.resume
+	s.mu.Unlock()
+	if !paused {
+		return false, nil
+	}
+	select {
+	case <-ch:
+		return true, nil
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+}

@@ -1,0 +1,237 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rosetop/engine"
+	"rosetop/sched"
+)
+
+// ErrInterrupted is returned by RunBench when its context was cancelled (Ctrl-C) before every
+// run finished; what finished was printed. errors.Is(err, context.Canceled) holds too.
+var ErrInterrupted = fmt.Errorf("interrupted: %w", context.Canceled)
+
+// SessionOptions configure a Session beyond the command line.
+type SessionOptions struct {
+	Provider Provider      // nil: the in-process engine and scheduler
+	Clock    Clock         // nil: the real monotonic clock
+	Progress io.Writer     // model load progress and notes; nil: discarded
+	Window   time.Duration // rolling window of the latency percentiles; 0: 30 s
+	// KeepRecords keeps every run's per-request records (bench --json/--csv). Otherwise only
+	// the current run's are kept and earlier runs survive as summaries.
+	KeepRecords bool
+
+	// headless (RunBench) stops after the warmup and repeat runs; a dashboard session keeps
+	// running "live k" runs until Close.
+	headless   bool
+	onRunStart func(label string) // bench: print "=== warmup i/N ===" (session goroutine)
+	onRunEnd   func(r *runResult) // bench: print the report (session goroutine)
+	onPublish  func()             // tests: a new View was stored (any goroutine; must not block)
+}
+
+// runResult is one finished run.
+type runResult struct {
+	hdr  reportHeader
+	sum  Summary
+	reqs []RequestResult // nil unless SessionOptions.KeepRecords
+}
+
+// maxResults bounds the summaries a live session keeps for Report.
+const maxResults = 512
+
+// Session drives an engine and its scheduler with the workload: warmup runs, repeat runs, then
+// (live) further runs until closed. It publishes an immutable View for the dashboard and takes
+// control Actions. Goroutines: the session goroutine (runs, engine rebuilds), per run a
+// submitter, per engine the scheduler loop and a recorder consuming its step outputs.
+type Session struct {
+	cfg   Config         // immutable
+	opts  SessionOptions // immutable
+	clock Clock          // shared with the scheduler
+	start time.Time      // wall time of the clock's epoch
+	prov  Provider       // immutable; used by the session goroutine
+	wl    *workload      // immutable after NewSession
+	seqs  int            // max sequence length of every engine
+	view  atomic.Pointer[View]
+
+	restartCh chan string   // Do -> session goroutine: rebuild the engine (the reason); buffered 1
+	stop      func()        // cancels the session goroutine's context
+	done      chan struct{} // closed when the session goroutine has returned
+	err       error         // the session goroutine's result; read after done
+	closeOnce sync.Once
+
+	mu          sync.Mutex // guards the fields below
+	live        *liveState
+	srv         Server        // the current engine; nil while rebuilding
+	info        ServerInfo    // of srv
+	want        EngineOptions // what the next engine is built with
+	knobs       sched.Config  // the scheduler knobs asked for (kept across engines)
+	arr         arrivals      // the submit schedule in force
+	arrGen      uint64        // bumped on every schedule change
+	paused      bool
+	resume      chan struct{} // closed on resume; replaced on pause
+	cur         *runState     // the run in progress; nil between runs
+	results     []*runResult  // finished runs, oldest first (bounded by maxResults)
+	phase       Phase
+	runLabel    string
+	lastPublish time.Duration
+}
+
+// NewSession loads the model, builds the first engine and starts running. Model and engine errors
+// are returned here; later failures end the session (see Wait) and appear in the View's events.
+func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = NewRealClock()
+	}
+	if opts.Provider == nil {
+		opts.Provider = NewInProcess()
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	if opts.Window <= 0 {
+		opts.Window = 30 * time.Second
+	}
+	s := &Session{
+		cfg: cfg, opts: opts, clock: opts.Clock, start: time.Now().Add(-opts.Clock.Now()), prov: opts.Provider,
+		restartCh: make(chan string, 1), done: make(chan struct{}), live: newLiveState(opts.Window),
+		want: EngineOptions{Paged: cfg.Paged, CUDAGraph: cfg.CUDAGraph}, arr: arrivalsOf(cfg), phase: PhaseStarting,
+		knobs: schedConfig(cfg),
+	}
+	s.view.Store(s.live.view(s.start, s.clock.Now(), s.header(s.clock.Now()), nil))
+	if err := s.prov.Prepare(ctx, cfg, opts.Progress); err != nil {
+		return nil, err
+	}
+	codec, vocab := s.prov.Codec()
+	wl, err := buildWorkload(cfg, codec, vocab)
+	if err != nil {
+		s.prov.Close()
+		return nil, err
+	}
+	s.wl = wl
+	s.seqs = cfg.MaxSeqLen
+	if s.seqs == 0 {
+		s.seqs = min(wl.longestTotal, s.prov.MaxPositions())
+	}
+	g, err := s.startEngine(1)
+	if err != nil {
+		s.prov.Close()
+		return nil, err
+	}
+	// The caller's ctx interrupts the runs as Close does; the engine's own loop is stopped by
+	// the session goroutine after outstanding requests were cancelled.
+	runCtx, cancel := context.WithCancel(ctx)
+	s.stop = cancel
+	go func() {
+		defer close(s.done)
+		defer cancel()
+		s.err = s.loop(runCtx, g)
+		if err := s.prov.Close(); err != nil && s.err == nil {
+			s.err = err
+		}
+		s.setPhase(PhaseDone, "done")
+	}()
+	return s, nil
+}
+
+// View returns the latest published view; never nil after NewSession.
+func (s *Session) View() *View { return s.view.Load() }
+
+// Wait blocks until the session goroutine has returned (its runs finished, or Close) and returns
+// its error.
+func (s *Session) Wait() error {
+	<-s.done
+	return s.err
+}
+
+// Close stops the runs (outstanding requests are cancelled), the engine and every goroutine, and
+// waits for them. The summaries so far stay available to Report.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() { s.stop() })
+	<-s.done
+	if errors.Is(s.err, context.Canceled) {
+		return nil
+	}
+	return s.err
+}
+
+// Report writes the summaries of every finished run (partial ones marked) in the bench format.
+func (s *Session) Report(w io.Writer) error {
+	s.mu.Lock()
+	results := append([]*runResult(nil), s.results...)
+	s.mu.Unlock()
+	for _, r := range results {
+		if _, err := fmt.Fprintln(w, runHeaderLine(r.sum.Label)); err != nil {
+			return err
+		}
+		if err := writeReport(w, r.hdr, r.sum); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// logf adds an event line; the caller holds s.mu.
+func (s *Session) logf(kind LogKind, format string, args ...any) {
+	s.live.log(s.clock.Now(), kind, fmt.Sprintf(format, args...))
+}
+
+func (s *Session) setPhase(p Phase, label string) {
+	s.mu.Lock()
+	s.phase, s.runLabel = p, label
+	s.mu.Unlock()
+	s.publish(true)
+}
+
+// publish builds and stores a new View, at most every 50 ms unless forced.
+func (s *Session) publish(force bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	if !force && now-s.lastPublish < 50*time.Millisecond && s.view.Load() != nil {
+		return
+	}
+	s.lastPublish = now
+	s.view.Store(s.live.view(s.start, now, s.header(now), s.ledger()))
+	if s.opts.onPublish != nil {
+		s.opts.onPublish()
+	}
+}
+
+// header is the dashboard's top line; the caller holds s.mu.
+func (s *Session) header(now time.Duration) Header {
+	cfg := s.knobs // applied with SetConfig before Do returns
+	return Header{
+		Model: s.info.Model, RandomWeights: s.info.RandomWeights, Device: s.info.DeviceDetail,
+		DeviceNote: s.info.DeviceNote, Job: s.cfg.Job, Paged: s.info.Paged, CUDAGraph: s.info.CUDAGraph,
+		Schedule: s.arr.Schedule, IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
+		PrefillMaxBatch: cfg.PrefillMaxBatch, Phase: s.phase, RunLabel: s.runLabel, Paused: s.paused,
+		Elapsed: now,
+	}
+}
+
+// ledger is the model's and the current engine's cold-start costs; the caller holds s.mu.
+func (s *Session) ledger() []engine.LedgerEntry {
+	out := s.prov.Ledger()
+	if s.srv != nil {
+		out = append(out, s.srv.Ledger()...)
+	}
+	return out
+}
+
+// schedConfig is the scheduler configuration cfg asks for.
+func schedConfig(cfg Config) sched.Config {
+	p := sched.PrefillFirst
+	if cfg.Policy == "decode-first" {
+		p = sched.DecodeFirst
+	}
+	return sched.Config{MaxBatch: cfg.MaxBatch, PrefillMaxBatch: cfg.PrefillMaxBatch, PrefillMaxTokens: cfg.PrefillMaxTokens, Policy: p}
+}

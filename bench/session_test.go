@@ -1,0 +1,191 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUnwritableJSONKeepsReport(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "no", "such", "dir", "out.json")
+	csvPath := filepath.Join(dir, "out.csv")
+	out, _, err := fakeBench(t, context.Background(), newFakeProvider(),
+		"--num-requests", "3", "--max-new-tokens", "2", "--json", bad, "--csv", csvPath)
+	if err == nil {
+		t.Fatal("RunBench with an unwritable --json returned nil")
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "--json: ") || strings.Contains(msg, "\n") {
+		t.Errorf("error = %q, want one line naming --json", msg)
+	}
+	if !strings.Contains(out, "Throughput (completion,total):") || !strings.Contains(out, "Requests: 3") {
+		t.Errorf("the report was not printed in full:\n%s", out)
+	}
+	rows, rerr := os.ReadFile(csvPath)
+	if rerr != nil {
+		t.Fatalf("--csv not written next to a failing --json: %v", rerr)
+	}
+	if n := strings.Count(string(rows), "\n"); n != 4 {
+		t.Errorf("csv has %d lines, want a header and 3 rows", n)
+	}
+}
+
+func TestCtrlCPrintsWhatFinishedAndLeaksNothing(t *testing.T) {
+	p := newFakeProvider()
+	p.hold = 3 // the first three requests finish, the rest stay running until cancelled
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-p.held
+		cancel() // Ctrl-C while requests are in flight
+	}()
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "out.json")
+	out, _, err := fakeBench(t, ctx, p, "--num-requests", "8", "--max-new-tokens", "3", "--json", jsonPath)
+	if !errors.Is(err, ErrInterrupted) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	for _, want := range []string{"=== streaming benchmark ===", "Requests: 3", "Interrupted: partial run, 5 requests cancelled"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	var rep struct {
+		Runs []struct {
+			Partial  bool
+			Requests []struct{ Reason string }
+		}
+	}
+	data, rerr := os.ReadFile(jsonPath)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 || !rep.Runs[0].Partial || len(rep.Runs[0].Requests) < 4 {
+		t.Fatalf("json runs = %+v, want one partial run with its cancelled requests", rep.Runs)
+	}
+	// goleak (TestMain) checks that no goroutine is left.
+}
+
+// newFakeSession starts a live session on the fake provider; published receives a token after
+// every new View.
+func newFakeSession(t *testing.T, p *fakeProvider, args ...string) (s *Session, published chan struct{}) {
+	t.Helper()
+	cfg, err := ParseFlags(args, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published = make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case published <- struct{}{}:
+		default:
+		}
+	}
+	s, err = NewSession(context.Background(), cfg, SessionOptions{Provider: p, Clock: newFakeClock(time.Second), onPublish: notify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, published
+}
+
+// waitFor waits for published views until cond holds. The fake engine keeps running on its own
+// goroutines, so views keep coming; the deadline only turns a hang into a failure.
+func waitFor(t *testing.T, s *Session, published <-chan struct{}, what string, cond func(v *View) bool) *View {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		if v := s.View(); cond(v) {
+			return v
+		}
+		select {
+		case <-published:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestLiveSessionViewAndActions(t *testing.T) {
+	p := newFakeProvider()
+	s, published := newFakeSession(t, p, "--num-requests", "4", "--max-new-tokens", "3", "--warmup-runs", "1", "--max-batch-size", "8", "--prefill-max-batch-size", "4")
+	v := waitFor(t, s, published, "a cold run and two steady runs", func(v *View) bool { return v.Cold != nil && len(v.Steady) >= 2 })
+	if !v.Cold.Warmup || v.Cold.Label != "warmup 1/1" || v.Steady[0].Label != "run 1/1" || v.Steady[1].Label != "live 1" {
+		t.Errorf("runs: cold %q steady %q %q", v.Cold.Label, v.Steady[0].Label, v.Steady[1].Label)
+	}
+	if len(v.Compare) != 4 || v.Compare[0].Ratio <= 0 || len(v.Latency) != 5 || v.Latency[0].Dist.N == 0 || len(v.Queue) == 0 {
+		t.Errorf("view lacks data: compare %+v latency %+v queue %d", v.Compare, v.Latency, len(v.Queue))
+	}
+	if len(v.Ledger) < 2 || v.Header.Model != "fake-gpt2" {
+		t.Errorf("ledger %+v header %+v", v.Ledger, v.Header)
+	}
+
+	steps := []struct {
+		act   Action
+		check func(h Header) bool
+	}{
+		{ActPrefillBatchDown, func(h Header) bool { return h.PrefillMaxBatch == 3 }},
+		{ActPrefillBatchUp, func(h Header) bool { return h.PrefillMaxBatch == 4 }},
+		{ActMaxBatchDown, func(h Header) bool { return h.MaxBatch == 7 }},
+		{ActToggleSchedule, func(h Header) bool { return h.Schedule == "absolute" }},
+		{ActIntervalUp, func(h Header) bool { return h.IntervalMs == 1 }},
+		{ActTogglePause, func(h Header) bool { return h.Paused }},
+		{ActTogglePause, func(h Header) bool { return !h.Paused }},
+	}
+	for _, st := range steps {
+		if _, err := s.Do(st.act); err != nil {
+			t.Fatalf("Do(%d): %v", st.act, err)
+		}
+		if h := s.View().Header; !st.check(h) {
+			t.Errorf("after Do(%d): header %+v", st.act, h)
+		}
+	}
+	if _, err := s.Do(ActMaxBatchUp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Do(ActMaxBatchUp); err == nil {
+		t.Error("max batch above the engine's capacity was accepted")
+	}
+	if _, err := s.Do(ActToggleGraph); !errors.Is(err, ErrNeedsGPU) {
+		t.Errorf("CUDA Graph on a CPU engine: err = %v, want ErrNeedsGPU", err)
+	}
+	msg, err := s.Do(ActTogglePaged)
+	if err != nil || !strings.Contains(msg, "restarting engine") {
+		t.Fatalf("toggle paged: %q %v", msg, err)
+	}
+	v = waitFor(t, s, published, "the new engine's cold run", func(v *View) bool {
+		return v.Header.Paged && v.Cold != nil && strings.HasPrefix(v.Cold.Label, "cold run (engine 2)")
+	})
+	p.mu.Lock()
+	built := append([]EngineOptions(nil), p.built...)
+	p.mu.Unlock()
+	if len(built) != 2 || built[0].Paged || !built[1].Paged {
+		t.Errorf("engines built = %+v, want paged off then on", built)
+	}
+	if len(v.Markers) == 0 {
+		t.Error("no markers for config changes")
+	}
+	if h := v.Header; h.MaxBatch != 8 || h.PrefillMaxBatch != 4 || h.Schedule != "absolute" {
+		t.Errorf("knobs not kept across the restart: %+v", h)
+	}
+	var b bytes.Buffer
+	if err := s.Report(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "=== warmup 1/1 ===\n=== streaming benchmark ===") || !strings.Contains(b.String(), "=== cold run (engine 2) ===") {
+		t.Errorf("report:\n%s", b.String())
+	}
+}

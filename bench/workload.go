@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+
+	"rosetop/engine"
+	"rosetop/sched"
+)
+
+// TextCodec is the part of the tokenizer the workload needs; *tokenizer.Tokenizer satisfies it.
+type TextCodec interface {
+	Encode(text string) []int32
+	TokenBytes(id int32) []byte
+}
+
+// workload is one run's requests; every run of a session submits the same workload.
+type workload struct {
+	texts        []string  // request i's prompt text
+	tokens       [][]int32 // request i's prompt ids (always computed: counts, --pretok, max seq len)
+	pretok       bool      // submit tokens instead of text
+	maxNew       int
+	stopOnEOS    bool
+	sampling     engine.SamplingParams
+	streamEvery  int
+	longestTotal int // longest prompt + max new tokens
+}
+
+// buildWorkload makes cfg's prompts. vocab bounds the marker ids (the model's vocabulary).
+func buildWorkload(cfg Config, tok TextCodec, vocab int) (*workload, error) {
+	base := strings.Repeat(cfg.Prompt, cfg.PromptRepeats)
+	w := &workload{
+		pretok: cfg.Pretok, maxNew: cfg.MaxNewTokens, stopOnEOS: !cfg.NoStopOnEOS, streamEvery: cfg.StreamInterval,
+		sampling: engine.SamplingParams{Temperature: float32(cfg.Temperature), TopK: cfg.TopK, TopP: float32(cfg.TopP), Seed: cfg.Seed},
+	}
+	var markers []string
+	if cfg.UniquePrompts {
+		var err error
+		if markers, err = UniqueMarkers(tok, cfg.NumRequests, vocab); err != nil {
+			return nil, err
+		}
+	}
+	var shared []int32
+	for i := 0; i < cfg.NumRequests; i++ {
+		text := base
+		if markers != nil {
+			text = markers[i] + " " + base
+		}
+		ids := shared
+		if markers != nil || shared == nil {
+			ids = tok.Encode(text)
+		}
+		if markers == nil {
+			shared = ids
+		}
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("--prompt %q encodes to no tokens: a request needs at least one", cfg.Prompt)
+		}
+		w.texts = append(w.texts, text)
+		w.tokens = append(w.tokens, ids)
+		w.longestTotal = max(w.longestTotal, len(ids)+cfg.MaxNewTokens)
+	}
+	return w, nil
+}
+
+// request returns request i of the workload.
+func (w *workload) request(i int) sched.Request {
+	r := sched.Request{MaxNewTokens: w.maxNew, StopOnEOS: w.stopOnEOS, Sampling: w.sampling, StreamInterval: w.streamEvery}
+	// Each request draws from its own stream, reproducible from --seed.
+	r.Sampling.Seed = w.sampling.Seed ^ (uint64(i+1) * 0x9e3779b97f4a7c15)
+	if w.pretok {
+		r.Tokens = w.tokens[i]
+	} else {
+		r.Text = w.texts[i]
+	}
+	return r
+}
+
+// UniqueMarkers returns n marker words for --unique-prompts. Request i's prompt is
+// "<marker_i> <prompt>" where marker_i is the i-th token, in ascending id order below vocab, whose
+// text is two or more ASCII letters and encodes back to that one token ("in", "er", "on", "re",
+// ...). The first token of every prompt is therefore its marker: no two requests share a first
+// token, so no prefix-cache block is ever shared between them.
+func UniqueMarkers(tok TextCodec, n, vocab int) ([]string, error) {
+	out := make([]string, 0, n)
+	for id := int32(0); len(out) < n && int(id) < vocab; id++ {
+		text := string(tok.TokenBytes(id))
+		if !asciiWord(text) {
+			continue
+		}
+		if ids := tok.Encode(text); len(ids) != 1 || ids[0] != id {
+			continue
+		}
+		out = append(out, text)
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("--unique-prompts: the vocabulary has %d marker words, fewer than --num-requests %d", len(out), n)
+	}
+	return out, nil
+}
+
+func asciiWord(s string) bool {
+	if len(s) < 2 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
+			return false
+		}
+	}
+	return true
+}
