@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"runtime/debug"
+	"strings"
+
+	"rosetop/bench"
+	"rosetop/tui"
+)
+
+// errHelpShown means -h printed the help: exit 0.
+var errHelpShown = errors.New("help shown")
+
+// usageError marks bad flags or input (exit 2), as opposed to a failure while running (exit 1).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// parseErr classifies a flag-parsing error.
+func parseErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return errHelpShown
+	}
+	return usageError{err}
+}
+
+// oneLine keeps an error message to its first line: every error rosetop prints is one line.
+func oneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return info.Main.Version
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := bench.ParseFlags(args, stderr)
+	if err != nil {
+		return parseErr(err)
+	}
+	return bench.RunBench(ctx, cfg, stdout, stderr)
+}
+
+// runDashboard opens the live dashboard; on quit it prints the run summaries so far to stdout,
+// so nothing measured is lost.
+func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	// The dashboard loops the decode-heavy job unless the user names another (a later --job wins).
+	cfg, err := bench.ParseFlags(append([]string{"--job", "decode-heavy"}, args...), stderr)
+	if err != nil {
+		return parseErr(err)
+	}
+	sess, err := bench.NewSession(ctx, cfg, bench.SessionOptions{Progress: stderr})
+	if err != nil {
+		return err
+	}
+	runErr := tui.Run(ctx, sess, tui.Options{Input: stdin, Output: stderr, AltScreen: true})
+	closeErr := sess.Close()
+	repErr := sess.Report(stdout)
+	return errors.Join(runErr, closeErr, repErr)
+}

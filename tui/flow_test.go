@@ -1,0 +1,196 @@
+package tui
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/teatest"
+	"go.uber.org/goleak"
+
+	"rosetop/bench"
+)
+
+func keyMsg(k string) tea.KeyMsg {
+	if k == " " {
+		return tea.KeyMsg{Type: tea.KeySpace, Runes: []rune{' '}}
+	}
+	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
+}
+
+// startProgram runs the dashboard over f in teatest at 120x40.
+func startProgram(t *testing.T, f *fakeSession) *teatest.TestModel {
+	t.Helper()
+	m, err := New(f, asciiRenderer(), "dark")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 40))
+}
+
+func waitOutput(t *testing.T, tm *teatest.TestModel, want ...string) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		for _, w := range want {
+			if !bytes.Contains(b, []byte(w)) {
+				return false
+			}
+		}
+		return true
+	}, teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+}
+
+// Each key sends its Action through Session.Do, and the new value shows in the header (and the
+// Session's message or refusal in the status line).
+func TestKeysDriveSession(t *testing.T) {
+	tests := []struct {
+		name string
+		key  string
+		act  bench.Action
+		want []string
+	}{
+		{"paged", "p", bench.ActTogglePaged, []string{"paged off", "cold run", "✓ paged attention off: restarting engine"}},
+		{"graph on cpu", "g", bench.ActToggleGraph, []string{"✗ CUDA Graph needs a GPU (device: cpu)"}},
+		{"schedule", "s", bench.ActToggleSchedule, []string{"submit relative", "✓ submit schedule relative"}},
+		{"prefill down", "[", bench.ActPrefillBatchDown, []string{"prefill batch 15"}},
+		{"prefill up", "]", bench.ActPrefillBatchUp, []string{"prefill batch 17"}},
+		{"batch down", "{", bench.ActMaxBatchDown, []string{"max batch 63"}},
+		{"batch up", "}", bench.ActMaxBatchUp, []string{"max batch 65"}},
+		{"interval down", "-", bench.ActIntervalDown, []string{"absolute 15ms"}},
+		{"interval up", "+", bench.ActIntervalUp, []string{"absolute 25ms"}},
+		{"restart", "r", bench.ActRestart, []string{"cold run", "✓ restarting engine"}},
+		{"pause", " ", bench.ActTogglePause, []string{"paused", "✓ arrivals paused"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSession(testView())
+			tm := startProgram(t, f)
+			waitOutput(t, tm, "live 3")
+			tm.Send(keyMsg(tc.key))
+			waitOutput(t, tm, tc.want...)
+			tm.Send(keyMsg("q"))
+			tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+			if got := f.Actions(); !slices.Equal(got, []bench.Action{tc.act}) {
+				t.Fatalf("actions = %v, want [%v]", got, tc.act)
+			}
+			final := tm.FinalModel(t).View()
+			for _, w := range tc.want {
+				if !strings.Contains(final, w) {
+					t.Fatalf("final frame lacks %q", w)
+				}
+			}
+		})
+	}
+}
+
+// `?` shows every key; `t` cycles the theme and says so; neither touches the Session.
+func TestHelpAndTheme(t *testing.T) {
+	f := newFakeSession(testView())
+	tm := startProgram(t, f)
+	waitOutput(t, tm, "live 3")
+	tm.Send(keyMsg("?"))
+	waitOutput(t, tm, "max batch -", "interval +", "restart (cold)")
+	tm.Send(keyMsg("t"))
+	waitOutput(t, tm, "✓ theme light")
+	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlC})
+	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+	if got := f.Actions(); len(got) != 0 {
+		t.Fatalf("actions = %v, want none", got)
+	}
+}
+
+// A tick carrying another model's ID is ignored: no redraw and no new tick.
+func TestForeignTicksIgnored(t *testing.T) {
+	f := newFakeSession(testView())
+	m := sized(t, f, "dark", 120, 40)
+	other, _ := New(f, asciiRenderer(), "dark")
+	if _, err := f.Do(bench.ActMaxBatchUp); err != nil {
+		t.Fatal(err)
+	}
+	tm, cmd := m.Update(tickMsg{id: other.id})
+	if cmd != nil || strings.Contains(tm.View(), "max batch 65") {
+		t.Fatal("a foreign tick was answered")
+	}
+	if _, cmd := m.Update(tickMsg{id: m.id}); cmd == nil {
+		t.Fatal("own tick did not re-arm the loop")
+	}
+}
+
+// The frame follows the Session: a new view on the next tick is drawn, the old one is not reread.
+func TestTickReadsLatestView(t *testing.T) {
+	f := newFakeSession(testView())
+	m := sized(t, f, "dark", 120, 40)
+	if _, err := f.Do(bench.ActMaxBatchUp); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(m.View(), "max batch 65") {
+		t.Fatal("frame changed before a tick")
+	}
+	tm, _ := m.Update(tickMsg{id: m.id})
+	if !strings.Contains(tm.View(), "max batch 65") {
+		t.Fatal("tick did not draw the new view")
+	}
+}
+
+// Before the first view the dashboard draws its frame and says it is waiting.
+func TestNilView(t *testing.T) {
+	m := sized(t, &fakeSession{}, "none", 80, 24)
+	out := m.View()
+	checkFrame(t, out, 80, 24)
+	if !strings.Contains(out, "waiting for the session") {
+		t.Fatalf("no waiting note:\n%s", out)
+	}
+}
+
+// Run returns on q, on Ctrl-C and on ctx cancellation, and leaves no goroutine behind.
+func TestRunQuitsCleanly(t *testing.T) {
+	tests := []struct {
+		name   string
+		input  string
+		cancel bool
+	}{
+		{"q", "q", false},
+		{"ctrl-c", "\x03", false},
+		{"context", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			pr, pw := io.Pipe()
+			var out bytes.Buffer
+			done := make(chan error, 1)
+			f := newFakeSession(testView())
+			go func() { done <- Run(ctx, f, Options{Theme: "none", Input: pr, Output: &out}) }()
+			if tc.cancel {
+				cancel()
+			} else if _, err := pw.Write([]byte(tc.input)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Run = %v, want nil", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return")
+			}
+			pw.Close() // unblocks the program's input reader, which cannot be cancelled on a pipe
+			if len(f.Actions()) != 0 {
+				t.Fatalf("quitting sent actions %v", f.Actions())
+			}
+		})
+	}
+}
+
+func TestUnknownThemeRefused(t *testing.T) {
+	if _, err := New(&fakeSession{}, asciiRenderer(), "neon"); err == nil || !strings.Contains(err.Error(), "neon") {
+		t.Fatalf("err = %v, want one naming the theme", err)
+	}
+}

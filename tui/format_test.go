@@ -1,0 +1,148 @@
+package tui
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"rosetop/engine"
+	"rosetop/themes"
+)
+
+func TestNum(t *testing.T) {
+	tests := []struct {
+		name string
+		v    float64
+		want string
+	}{
+		{"small", 0.0712, "  0.07"},
+		{"ones", 9.994, "  9.99"},
+		{"tens", 58.24, "  58.2"},
+		{"hundreds", 843.2, "   843"},
+		{"thousands", 12345.4, " 12345"},
+		{"huge", 2.5e6, " 2500k"},
+		{"negative", -3.5, " -3.50"},
+		{"nan", math.NaN(), "     –"},
+		{"inf", math.Inf(1), "     –"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := num(tc.v); got != tc.want || widthOf(got) != numW {
+				t.Fatalf("num(%v) = %q, want %q (%d cells)", tc.v, got, tc.want, numW)
+			}
+		})
+	}
+}
+
+func TestClock(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0:00"}, {-time.Second, "0:00"}, {90 * time.Second, "1:30"}, {3725 * time.Second, "1:02:05"},
+	}
+	for _, tc := range tests {
+		if got := clock(tc.d); got != tc.want {
+			t.Errorf("clock(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestAllocate(t *testing.T) {
+	tests := []struct {
+		name  string
+		total int
+		slots []slot
+		want  []int
+	}{
+		{"all fit, flex shares the rest", 30, []slot{{min: 5}, {min: 5, max: 8}, {min: 5}}, []int{11, 8, 11}},
+		{"lowest priority hidden", 12, []slot{{min: 5, prio: 0}, {min: 5, prio: 2}, {min: 5, prio: 1}}, []int{6, 0, 6}},
+		{"bounded only: leftover to the last shown", 20, []slot{{min: 4, max: 6}, {min: 4, max: 6}}, []int{6, 14}},
+		{"nothing fits", 3, []slot{{min: 5}}, []int{0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := allocate(tc.total, tc.slots)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("allocate = %v, want %v", got, tc.want)
+			}
+			sum := 0
+			for _, n := range got {
+				sum += n
+			}
+			if sum != tc.total && sum != 0 {
+				t.Fatalf("rows %d, want all %d used", sum, tc.total)
+			}
+		})
+	}
+}
+
+// Every pane shows from 120x40 up; at the 80x24 minimum only the ITL sparklines give way.
+func TestLayoutTiers(t *testing.T) {
+	st, err := themes.NewFor(asciiRenderer(), "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := testView()
+	for _, tc := range []struct {
+		w, h   int
+		hidden []paneID
+	}{
+		{200, 60, nil}, {120, 40, nil}, {80, 24, []paneID{pITL}},
+	} {
+		l := computeLayout(st, tc.w, tc.h, 2, v)
+		for id := range nPanes {
+			if hid := l.heights[id] == 0; hid != slices.Contains(tc.hidden, id) {
+				t.Errorf("%dx%d: pane %d hidden = %v", tc.w, tc.h, id, hid)
+			}
+		}
+	}
+}
+
+func TestLedgerGroups(t *testing.T) {
+	es := []engine.LedgerEntry{
+		{What: "model load", Detail: "12 MB", Took: 40 * time.Millisecond},
+		{What: "graph capture", Detail: "batch 1", Took: 10 * time.Millisecond},
+		{What: "graph capture", Detail: "batch 2", Took: 12 * time.Millisecond},
+	}
+	got := ledgerGroups(es)
+	want := []ledgerGroup{
+		{what: "model load", detail: "12 MB", n: 1, took: 40 * time.Millisecond},
+		{what: "graph capture", n: 2, took: 22 * time.Millisecond},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("groups = %+v, want %+v", got, want)
+	}
+}
+
+// Axis labels only at round values, so they do not jitter as the range moves.
+func TestAxisLabels(t *testing.T) {
+	tl := timeLabel(30, 90, 60) // 1 s per column: 15 s steps
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{{45, "0:45"}, {45.4, "0:45"}, {46, ""}, {60, "1:00"}} {
+		if got := tl(tc.v); got != tc.want {
+			t.Errorf("timeLabel(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	ll := linLabel(100, 8) // 12.5 per row, labels >= 2 rows apart: every 50
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{{0, "0"}, {25, ""}, {50, "50"}, {100, "100"}} {
+		if got := ll(tc.v); got != tc.want {
+			t.Errorf("linLabel(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	lg := logLabel(1, 3, 8) // 10..1000 ms over 8 rows: decades only
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{{1, "10"}, {2, "100"}, {3, "1000"}, {1.5, ""}} {
+		if got := lg(tc.v); got != tc.want {
+			t.Errorf("logLabel(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}

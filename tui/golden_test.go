@@ -1,0 +1,108 @@
+package tui
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/muesli/termenv"
+)
+
+// asciiRenderer renders without colour, so output is deterministic whatever the terminal.
+func asciiRenderer() *lipgloss.Renderer {
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.Ascii)
+	r.SetHasDarkBackground(true)
+	return r
+}
+
+// sized returns a model over s that has seen a window size and one tick.
+func sized(t testing.TB, s Session, theme string, w, h int) Model {
+	t.Helper()
+	m, err := New(s, asciiRenderer(), theme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	tm, _ = tm.Update(tickMsg{id: m.id})
+	return tm.(Model)
+}
+
+// Golden views of the whole dashboard (ANSI stripped). Rewrite with: go test ./tui/ -update
+func TestGoldenView(t *testing.T) {
+	tests := []struct {
+		name string
+		w, h int
+		msgs []tea.Msg // sent after the first tick
+	}{
+		{"120x40", 120, 40, nil},
+		{"80x24", 80, 24, nil},
+		{"200x60", 200, 60, nil},
+		{"too_small_79x30", 79, 30, nil},
+		{"too_small_100x23", 100, 23, nil},
+		{"120x40_full_help", 120, 40, []tea.Msg{keyMsg("?")}},
+		{"80x24_refusal", 80, 24, []tea.Msg{actionMsg{a: 1, err: errors.New("CUDA Graph needs a GPU (device: cpu)")}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := sized(t, newFakeSession(testView()), "dark", tc.w, tc.h)
+			for _, msg := range tc.msgs {
+				tm, _ := m.Update(msg)
+				m = tm.(Model)
+			}
+			out := ansi.Strip(m.View())
+			checkFrame(t, out, tc.w, tc.h)
+			golden.RequireEqual(t, []byte(out))
+		})
+	}
+}
+
+// checkFrame asserts the frame is exactly w x h cells: nothing clipped or wrapped by the terminal.
+func checkFrame(t *testing.T, out string, w, h int) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) != h {
+		t.Fatalf("frame has %d lines, want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if lw := lipgloss.Width(l); lw != w {
+			t.Fatalf("line %d is %d cells wide, want %d: %q", i, lw, w, l)
+		}
+	}
+}
+
+func sizeMsg(w, h int) tea.WindowSizeMsg { return tea.WindowSizeMsg{Width: w, Height: h} }
+
+// Every theme draws the same layout; dark and light colour it (differently), none has no colour.
+func TestThemesColour(t *testing.T) {
+	frames := map[string]string{}
+	for _, name := range []string{"dark", "light", "none"} {
+		r := lipgloss.NewRenderer(io.Discard)
+		r.SetColorProfile(termenv.TrueColor)
+		m, err := New(newFakeSession(testView()), r, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, _ := m.Update(sizeMsg(120, 40))
+		out := tm.View()
+		frames[name] = out
+		hasColour := strings.Contains(out, "\x1b[38;2;")
+		if hasColour != (name != "none") {
+			t.Fatalf("%s: colour escapes present = %v", name, hasColour)
+		}
+	}
+	if frames["dark"] == frames["light"] {
+		t.Fatal("dark and light render the same escapes")
+	}
+	plain := ansi.Strip(frames["none"])
+	for name, f := range frames {
+		if ansi.Strip(f) != plain {
+			t.Fatalf("%s: layout differs from the no-colour one", name)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package tui
+
+import (
+	"fmt"
+
+	"rosetop/bench"
+	"rosetop/themes"
+)
+
+// headerH is the header's height in rows.
+const headerH = 2
+
+// phaseText names where the session is; the run label wins when bench gives one.
+func phaseText(h bench.Header) string {
+	if h.RunLabel != "" {
+		return h.RunLabel
+	}
+	switch h.Phase {
+	case bench.PhaseStarting:
+		return "starting"
+	case bench.PhaseCold:
+		return "cold run"
+	case bench.PhaseRun:
+		return "run"
+	case bench.PhaseLive:
+		return "live"
+	case bench.PhaseDone:
+		return "done"
+	}
+	return "?"
+}
+
+// headerView is two lines: what runs where and how fast; then every tunable setting, each in
+// a fixed-width slot so values changing never shift their neighbours.
+func headerView(st themes.Styles, v *bench.View, w int) string {
+	if v == nil {
+		return fit(st.AppName.Render("rosetop")+st.Muted.Render("  waiting for the session…"), w) + "\n" + spaces(w)
+	}
+	h := v.Header
+	phase := phaseText(h)
+	ps := st.Accent
+	if h.Phase == bench.PhaseCold || h.Phase == bench.PhaseStarting {
+		ps = st.Warn
+	}
+	slot := 10 // the phase's fixed slot: "cold run (engine 2)" fits on wide terminals
+	if w >= 120 {
+		slot = 20
+	}
+	right := ps.Render(fmt.Sprintf("%-*s", slot, phase))
+	if h.Paused {
+		right = st.Warn.Render("paused  ") + right
+	}
+	right += st.Muted.Render(" ") + st.Text.Render(fmt.Sprintf("%7s", clock(h.Elapsed))) +
+		"  " + st.Strong.Render(fmt.Sprintf("%*s", numW, numRaw(h.TokensPerSec))) + st.Muted.Render(" tok/s")
+
+	// The left side loses its least important parts first when the terminal is narrow.
+	left := st.AppName.Render("rosetop") + "  " + st.Strong.Render(h.Model)
+	if h.RandomWeights {
+		left += " " + st.Warn.Render("(random weights)")
+	}
+	left += st.Muted.Render(" on ") + st.Strong.Render(h.Device)
+	if job := st.Muted.Render("  job ") + st.Text.Render(h.Job); h.Job != "" && widthOf(left+job+right)+2 <= w {
+		left += job
+	}
+	line1 := spread(left+"  ", right, w)
+
+	interval := "burst"
+	if h.IntervalMs > 0 {
+		interval = fmt.Sprintf("%gms", h.IntervalMs)
+	}
+	line2 := st.Muted.Render("paged ") + onOff(st, h.Paged) +
+		st.Muted.Render("  graph ") + onOff(st, h.CUDAGraph) +
+		st.Muted.Render("  submit ") + st.Text.Render(fmt.Sprintf("%-8s %-6s", h.Schedule, interval)) +
+		st.Muted.Render(" max batch ") + st.Strong.Render(fmt.Sprintf("%-4d", h.MaxBatch)) +
+		st.Muted.Render(" prefill batch ") + st.Strong.Render(fmt.Sprintf("%-4d", h.PrefillMaxBatch))
+	return fit(line1, w) + "\n" + fit(line2, w)
+}

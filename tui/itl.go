@@ -1,0 +1,95 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/NimbleMarkets/ntcharts/sparkline"
+
+	"rosetop/bench"
+	"rosetop/themes"
+)
+
+// itlChart draws inter-token latency sparklines: the pooled recent ITL, then one row per slow
+// recent request, all on one scale so a slow request looks slow next to the aggregate.
+type itlChart struct {
+	lines []sparkline.Model // [0] aggregate, then slow requests; resized on demand
+}
+
+func newITLChart() *itlChart { return &itlChart{} }
+
+const itlLabelW = 10 // "#1234567 " / "all"
+const itlValueW = 11 // " max 123.4"
+
+// body renders into iw x ih: the aggregate takes what the slow rows leave, up to 3 rows.
+func (c *itlChart) body(st themes.Styles, v *bench.View, iw, ih int) string {
+	sw := iw - itlLabelW - itlValueW
+	if sw < 4 || ih < 1 {
+		return ""
+	}
+	slow := v.SlowITL
+	aggH := min(3, max(1, ih-len(slow)))
+	slow = slow[:min(len(slow), ih-aggH)]
+
+	tail := func(xs []float64) []float64 { return xs[max(0, len(xs)-sw):] }
+	top := 0.0
+	for _, x := range tail(v.ITL) {
+		top = math.Max(top, x)
+	}
+	for _, r := range slow {
+		for _, x := range tail(r.ITL) {
+			top = math.Max(top, x)
+		}
+	}
+	scale := math.Max(top, 1e-9) // no axis here: fill the height
+
+	for len(c.lines) < 1+len(slow) {
+		c.lines = append(c.lines, sparkline.New(1, 1))
+	}
+	row := func(i, h int, label string, data []float64, style int) string {
+		sp := &c.lines[i]
+		if sp.Width() != sw || sp.Height() != h {
+			sp.Resize(sw, h)
+		}
+		sp.AutoMaxValue = false
+		sp.SetMax(scale)
+		sp.Style = st.Series[style]
+		sp.Clear()
+		sp.PushAll(tail(data))
+		sp.DrawColumnsOnly()
+		mx := math.NaN()
+		for _, x := range tail(data) {
+			if math.IsNaN(mx) || x > mx {
+				mx = x
+			}
+		}
+		right := st.Muted.Render(" max") + st.Strong.Render(fmt.Sprintf("%*s", itlValueW-4, numRaw(mx)))
+		return joinCols(fit(st.Muted.Render(label), itlLabelW), canvasString(&sp.Canvas), right, h)
+	}
+	out := row(0, aggH, "all", v.ITL, 0)
+	for i, r := range slow {
+		out += "\n" + row(i+1, 1, fmt.Sprintf("req %d", r.ID), r.ITL, 1+i%(themes.NumSeries-1))
+	}
+	return out
+}
+
+// joinCols places a label (first row only), a block of h rows and a value (last row) side by side.
+func joinCols(label, block, value string, h int) string {
+	lines := splitN(block, h)
+	lw, vw := widthOf(label), widthOf(value)
+	out := ""
+	for i, l := range lines {
+		lab, val := spaces(lw), spaces(vw)
+		if i == 0 {
+			lab = label
+		}
+		if i == h-1 {
+			val = value
+		}
+		if i > 0 {
+			out += "\n"
+		}
+		out += lab + l + val
+	}
+	return out
+}

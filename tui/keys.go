@@ -1,0 +1,121 @@
+package tui
+
+import (
+	"github.com/charmbracelet/bubbles/key"
+
+	"rosetop/bench"
+)
+
+// KeyMap is every key the dashboard answers to.
+type KeyMap struct {
+	Paged        key.Binding
+	Graph        key.Binding
+	Schedule     key.Binding
+	PrefillDown  key.Binding
+	PrefillUp    key.Binding
+	BatchDown    key.Binding
+	BatchUp      key.Binding
+	IntervalDown key.Binding
+	IntervalUp   key.Binding
+	Restart      key.Binding
+	Pause        key.Binding
+	Theme        key.Binding
+	Help         key.Binding
+	Quit         key.Binding
+}
+
+// DefaultKeyMap returns the dashboard's keys.
+func DefaultKeyMap() KeyMap {
+	b := func(keys []string, k, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k, desc))
+	}
+	return KeyMap{
+		Paged:        b([]string{"p"}, "p", "paged attn"),
+		Graph:        b([]string{"g"}, "g", "CUDA graph"),
+		Schedule:     b([]string{"s"}, "s", "schedule"),
+		PrefillDown:  b([]string{"["}, "[", "prefill batch -"),
+		PrefillUp:    b([]string{"]"}, "]", "prefill batch +"),
+		BatchDown:    b([]string{"{"}, "{", "max batch -"),
+		BatchUp:      b([]string{"}"}, "}", "max batch +"),
+		IntervalDown: b([]string{"-", "_"}, "-", "interval -"),
+		IntervalUp:   b([]string{"+", "="}, "+", "interval +"),
+		Restart:      b([]string{"r"}, "r", "restart (cold)"),
+		Pause:        b([]string{" "}, "spc", "pause arrivals"),
+		Theme:        b([]string{"t"}, "t", "theme"),
+		Help:         b([]string{"?"}, "?", "help"),
+		Quit:         b([]string{"q", "ctrl+c"}, "q", "quit"),
+	}
+}
+
+// ShortHelp is the footer line: the keys people reach for first, short enough for 80 columns.
+// Paired keys are shown as one entry (display only: matching uses the real bindings).
+func (k KeyMap) ShortHelp() []key.Binding {
+	short := func(b key.Binding, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(b.Help().Key, desc))
+	}
+	pair := func(a, b key.Binding, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...),
+			key.WithHelp(a.Help().Key+b.Help().Key, desc))
+	}
+	return []key.Binding{
+		short(k.Paged, "paged"), short(k.Graph, "graph"), short(k.Schedule, "schedule"),
+		pair(k.PrefillDown, k.PrefillUp, "prefill"), short(k.Restart, "restart"),
+		short(k.Pause, "pause"), short(k.Help, "more"), k.Quit,
+	}
+}
+
+// FullHelp is the `?` view, one column per group.
+func (k KeyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.Paged, k.Graph, k.Restart},
+		{k.PrefillDown, k.PrefillUp, k.BatchDown, k.BatchUp},
+		{k.Schedule, k.IntervalDown, k.IntervalUp, k.Pause},
+		{k.Theme, k.Help, k.Quit},
+	}
+}
+
+// actions maps the Session's keys to their actions, in the order they are matched.
+func (k KeyMap) actions() []struct {
+	b key.Binding
+	a bench.Action
+} {
+	return []struct {
+		b key.Binding
+		a bench.Action
+	}{
+		{k.Paged, bench.ActTogglePaged},
+		{k.Graph, bench.ActToggleGraph},
+		{k.Schedule, bench.ActToggleSchedule},
+		{k.PrefillDown, bench.ActPrefillBatchDown},
+		{k.PrefillUp, bench.ActPrefillBatchUp},
+		{k.BatchDown, bench.ActMaxBatchDown},
+		{k.BatchUp, bench.ActMaxBatchUp},
+		{k.IntervalDown, bench.ActIntervalDown},
+		{k.IntervalUp, bench.ActIntervalUp},
+		{k.Restart, bench.ActRestart},
+		{k.Pause, bench.ActTogglePause},
+	}
+}
+
+// actionName is a fallback flash text when the Session returns no message.
+func actionName(a bench.Action) string {
+	switch a {
+	case bench.ActTogglePaged:
+		return "paged attention toggled"
+	case bench.ActToggleGraph:
+		return "CUDA Graph toggled"
+	case bench.ActToggleSchedule:
+		return "submit schedule toggled"
+	case bench.ActPrefillBatchDown, bench.ActPrefillBatchUp:
+		return "prefill max batch changed"
+	case bench.ActMaxBatchDown, bench.ActMaxBatchUp:
+		return "max batch changed"
+	case bench.ActIntervalDown, bench.ActIntervalUp:
+		return "submit interval changed"
+	case bench.ActRestart:
+		return "restarting engine"
+	case bench.ActTogglePause:
+		return "arrivals toggled"
+	}
+	return "done"
+}

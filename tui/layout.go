@@ -1,0 +1,128 @@
+package tui
+
+import (
+	"rosetop/bench"
+	"rosetop/themes"
+)
+
+// The smallest terminal the dashboard draws in; below it, it says so instead.
+const (
+	MinWidth  = 80
+	MinHeight = 24
+)
+
+type paneID int
+
+const (
+	pQueue paneID = iota
+	pAdmit
+	pP99
+	pLatency
+	pITL
+	pCold
+	pEvents
+	nPanes
+)
+
+// layout is the outer size of every pane, computed from the terminal size and the theme's frame
+// sizes; a pane with height 0 is hidden (it did not fit, lowest priority first).
+type layout struct {
+	w, h          int
+	tooSmall      bool
+	leftW, rightW int
+	bodyH         int
+	heights       [nPanes]int
+}
+
+// slot asks for rows: at least min (else hidden), grown up to max (0: no limit).
+type slot struct {
+	id       paneID
+	min, max int
+	prio     int // lower gets its minimum first
+}
+
+func computeLayout(st themes.Styles, w, h, footerH int, v *bench.View) layout {
+	l := layout{w: w, h: h}
+	if w < MinWidth || h < MinHeight {
+		l.tooSmall = true
+		return l
+	}
+	l.rightW = min(max(w*45/100, 44), 72)
+	l.leftW = w - l.rightW
+	l.bodyH = h - headerH - footerH
+
+	fh := paneFrameH(st)
+	nLat, nCmp, nLedger, nSlow := 5, 4, 3, 3
+	if v != nil {
+		nLat = max(1, len(v.Latency))
+		nCmp = max(1, len(v.Compare))
+		nLedger = max(1, len(ledgerGroups(v.Ledger)))
+		nSlow = len(v.SlowITL)
+	}
+	left := []slot{
+		{id: pQueue, min: fh + 5, prio: 0},
+		{id: pAdmit, min: fh + 4, max: fh + 8, prio: 1},
+		{id: pP99, min: fh + 5, prio: 2},
+	}
+	right := []slot{
+		{id: pLatency, min: fh + 1 + nLat, max: fh + 1 + nLat, prio: 0},
+		{id: pITL, min: fh + 1, max: fh + 3 + nSlow, prio: 3},
+		{id: pCold, min: fh + 1 + nCmp, max: fh + 2 + nCmp + nLedger, prio: 1},
+		{id: pEvents, min: fh + 2, prio: 2},
+	}
+	for _, col := range [][]slot{left, right} {
+		for i, n := range allocate(l.bodyH, col) {
+			l.heights[col[i].id] = n
+		}
+	}
+	return l
+}
+
+// allocate gives each slot its minimum in priority order while it fits (others get 0), then
+// grows bounded slots up to their max in priority order, then shares the rest evenly among the
+// unbounded ones (or gives it to the last shown slot, so the column is always full).
+func allocate(total int, slots []slot) []int {
+	out := make([]int, len(slots))
+	order := make([]int, len(slots))
+	for i := range order {
+		order[i] = i
+	}
+	for a := 1; a < len(order); a++ { // insertion sort by prio, stable
+		for b := a; b > 0 && slots[order[b]].prio < slots[order[b-1]].prio; b-- {
+			order[b], order[b-1] = order[b-1], order[b]
+		}
+	}
+	left := total
+	for _, i := range order {
+		if slots[i].min <= left {
+			out[i] = slots[i].min
+			left -= slots[i].min
+		}
+	}
+	for _, i := range order {
+		if out[i] > 0 && slots[i].max > 0 {
+			add := min(slots[i].max-out[i], left)
+			out[i] += add
+			left -= add
+		}
+	}
+	var flex []int
+	last := -1
+	for i := range slots {
+		if out[i] > 0 {
+			last = i
+			if slots[i].max == 0 {
+				flex = append(flex, i)
+			}
+		}
+	}
+	for k, i := range flex {
+		share := left / (len(flex) - k)
+		out[i] += share
+		left -= share
+	}
+	if left > 0 && last >= 0 {
+		out[last] += left
+	}
+	return out
+}

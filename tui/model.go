@@ -1,0 +1,187 @@
+package tui
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"rosetop/bench"
+	"rosetop/themes"
+)
+
+// tickInterval is how often the dashboard reads the Session's latest view (~10 Hz).
+const tickInterval = 100 * time.Millisecond
+
+// flashTicks is how long a key's result stays in the status line (5 s; errors twice as long).
+const flashTicks = 50
+
+// tickID identifies one Model's tick loop: a Model ignores ticks that carry another's ID (two
+// dashboards in one program, or a test feeding one model's ticks to another). A pointer to a
+// non-zero-size value is unique without any package-level counter.
+type tickID struct{ _ int }
+
+type tickMsg struct{ id *tickID }
+
+// actionMsg carries a Session.Do result back into Update.
+type actionMsg struct {
+	a   bench.Action
+	msg string
+	err error
+}
+
+// charts is the dashboard's chart state. ntcharts models hold pointers, so this lives behind a
+// pointer shared by the Model's copies; it is touched only inside Update (one goroutine).
+type charts struct {
+	queue, p99 *timeChart
+	admit      *admitChart
+	itl        *itlChart
+	span       float64 // seconds shown on the time charts; changes in 10 s steps (stable axes)
+}
+
+// Model is the dashboard's Bubble Tea model. Update does all the work; View returns the frame
+// Update cached, so a repaint costs nothing.
+type Model struct {
+	s        Session
+	r        *lipgloss.Renderer
+	st       themes.Styles
+	keys     KeyMap
+	help     help.Model
+	id       *tickID
+	w, h     int
+	showHelp bool
+	view     *bench.View // latest view read from s
+	flash    string      // the last key result shown in the status line ("" none)
+	flashErr bool
+	flashN   int // ticks left
+	ch       *charts
+	lay      layout
+	header   string
+	panes    [nPanes]string
+	frame    string
+}
+
+// New returns a dashboard over s, rendering with r in the named theme ("" picks one, see
+// ResolveTheme).
+func New(s Session, r *lipgloss.Renderer, theme string) (Model, error) {
+	theme = ResolveTheme(theme, r)
+	st, err := themes.NewFor(r, theme)
+	if err != nil {
+		return Model{}, fmt.Errorf("tui: %w", err)
+	}
+	m := Model{
+		s: s, r: r, st: st, keys: DefaultKeyMap(), help: help.New(), id: &tickID{},
+		ch: &charts{queue: newTimeChart(false), p99: newTimeChart(true), admit: newAdmitChart(), itl: newITLChart(), span: 10},
+	}
+	m.applyHelpStyles()
+	return m, nil
+}
+
+func (m *Model) applyHelpStyles() {
+	hs := help.Styles{
+		ShortKey: m.st.HelpKey, ShortDesc: m.st.HelpDesc, ShortSeparator: m.st.HelpSep,
+		FullKey: m.st.HelpKey, FullDesc: m.st.HelpDesc, FullSeparator: m.st.HelpSep, Ellipsis: m.st.HelpSep,
+	}
+	m.help.Styles = hs
+}
+
+// Init starts the tick loop.
+func (m Model) Init() tea.Cmd { return m.tick() }
+
+func (m Model) tick() tea.Cmd {
+	id := m.id
+	return tea.Tick(tickInterval, func(time.Time) tea.Msg { return tickMsg{id: id} })
+}
+
+// doAction runs Session.Do off the Update goroutine (an engine restart may take a while); the
+// closure captures only the session and the action, never the model.
+func doAction(s Session, a bench.Action) tea.Cmd {
+	return func() tea.Msg {
+		msg, err := s.Do(a)
+		return actionMsg{a: a, msg: msg, err: err}
+	}
+}
+
+// Update handles sizes, ticks, keys and action results.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.w, m.h = msg.Width, msg.Height
+		m.refresh(true)
+	case tickMsg:
+		if msg.id != m.id {
+			return m, nil
+		}
+		if m.flashN > 0 {
+			m.flashN--
+			if m.flashN == 0 {
+				m.flash = ""
+			}
+		}
+		m.refresh(false) // redraws the panes only if the Session published a new view
+		return m, m.tick()
+	case actionMsg:
+		if msg.err != nil {
+			m.setFlash(msg.err.Error(), true)
+		} else if msg.msg != "" {
+			m.setFlash(msg.msg, false)
+		} else {
+			m.setFlash(actionName(msg.a), false)
+		}
+		m.refresh(true)
+	case tea.KeyMsg:
+		return m.key(msg)
+	}
+	return m, nil
+}
+
+func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	switch {
+	case keyMatches(k, m.keys.Quit):
+		return m, tea.Quit
+	case keyMatches(k, m.keys.Help):
+		m.showHelp = !m.showHelp
+		m.refresh(true)
+		return m, nil
+	case keyMatches(k, m.keys.Theme):
+		m.cycleTheme()
+		return m, nil
+	}
+	for _, ka := range m.keys.actions() {
+		if keyMatches(k, ka.b) {
+			return m, doAction(m.s, ka.a)
+		}
+	}
+	return m, nil
+}
+
+func (m *Model) cycleTheme() {
+	names := themes.Names()
+	next := names[0]
+	for i, n := range names {
+		if n == m.st.Name {
+			next = names[(i+1)%len(names)]
+		}
+	}
+	st, err := themes.NewFor(m.r, next)
+	if err != nil {
+		m.setFlash(err.Error(), true)
+	} else {
+		m.st = st
+		m.applyHelpStyles()
+		m.setFlash("theme "+next, false)
+	}
+	m.refresh(true)
+}
+
+func (m *Model) setFlash(text string, isErr bool) {
+	m.flash, m.flashErr, m.flashN = text, isErr, flashTicks
+	if isErr {
+		m.flashN = 2 * flashTicks
+	}
+}
+
+// View returns the frame cached by the last Update.
+func (m Model) View() string { return m.frame }

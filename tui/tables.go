@@ -1,0 +1,154 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/engine"
+	"rosetop/themes"
+)
+
+// latencyBody is the rolling percentile table: one row per metric, fixed-width number columns.
+func latencyBody(st themes.Styles, rows []bench.LatencyRow, iw int) string {
+	cols := []string{"p50", "p95", "p99", "max"}
+	if iw < 12+len(cols)*(numW+1) {
+		cols = cols[:3]
+	}
+	nameW := min(iw-len(cols)*(numW+1), 16)
+	var b strings.Builder
+	b.WriteString(st.Muted.Render(fit("ms", nameW)))
+	for _, c := range cols {
+		b.WriteString(st.Muted.Render(fmt.Sprintf(" %*s", numW, c)))
+	}
+	if len(rows) == 0 {
+		b.WriteString("\n" + st.Muted.Render("no finished requests yet"))
+	}
+	for _, r := range rows {
+		b.WriteString("\n" + st.Text.Render(fit(r.Name, nameW)))
+		d := r.Dist
+		vals := []float64{d.P50, d.P95, d.P99, d.Max}
+		for i := range cols {
+			v := vals[i]
+			if d.N == 0 {
+				v = math.NaN()
+			}
+			s := st.Text
+			if cols[i] == "p99" {
+				s = st.Strong
+			}
+			b.WriteString(" " + s.Render(num(v)))
+		}
+	}
+	return b.String()
+}
+
+// latencyN is the request count in the latency pane title: the first row's (TTFT: one sample
+// per request; ITL has one per token).
+func latencyN(rows []bench.LatencyRow) int {
+	if len(rows) == 0 {
+		return 0
+	}
+	return rows[0].Dist.N
+}
+
+// coldBody is the cold-vs-steady comparison and, below it, the engine's cold-start ledger.
+func coldBody(st themes.Styles, v *bench.View, iw, ih int) string {
+	const ratioW = 6
+	nameW := min(iw-2*(numW+1)-(ratioW+1), 22)
+	var b strings.Builder
+	b.WriteString(st.Muted.Render(fit("", nameW) + fmt.Sprintf(" %*s %*s %*s", numW, "cold", numW, "steady", ratioW, "ratio")))
+	if len(v.Compare) == 0 {
+		b.WriteString("\n" + st.Muted.Render("waiting for the cold run to finish"))
+	}
+	for _, c := range v.Compare {
+		ratio := st.Muted.Render(fmt.Sprintf("%*s", ratioW, "–"))
+		if !math.IsNaN(c.Ratio) && !math.IsInf(c.Ratio, 0) {
+			ratio = st.Strong.Render(fmt.Sprintf("%*s", ratioW, numRaw(c.Ratio)+"×"))
+		}
+		b.WriteString("\n" + st.Text.Render(fit(c.Metric, nameW)) + " " + st.Warn.Render(num(c.Cold)) +
+			" " + st.Text.Render(num(c.Steady)) + " " + ratio)
+	}
+	used := 1 + max(1, len(v.Compare))
+	if ih-used < 2 {
+		return b.String()
+	}
+	groups := ledgerGroups(v.Ledger)
+	b.WriteString("\n" + st.Muted.Render(fit("cold-start ledger", iw-numW-3)+fmt.Sprintf("%*s", numW+3, "took ")))
+	if len(groups) == 0 {
+		b.WriteString("\n" + st.Muted.Render("nothing recorded yet"))
+	}
+	room := ih - used - 1
+	for i, g := range groups {
+		if i == room-1 && len(groups) > room {
+			b.WriteString("\n" + st.Muted.Render(fmt.Sprintf("… %d more", len(groups)-i)))
+			break
+		}
+		what := g.what
+		if g.n > 1 {
+			what += fmt.Sprintf(" ×%d", g.n)
+		}
+		left := st.Text.Render(what)
+		if g.detail != "" {
+			left += st.Muted.Render("  " + g.detail)
+		}
+		b.WriteString("\n" + fit(left, iw-numW-3) + " " + st.Strong.Render(num(ms(g.took))) + st.Muted.Render("ms"))
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ledgerGroup is the entries of one kind summed ("graph capture ×8  80 ms").
+type ledgerGroup struct {
+	what, detail string
+	n            int
+	took         time.Duration
+}
+
+// ledgerGroups sums entries by What in first-seen order; the detail is kept when there is one entry.
+func ledgerGroups(es []engine.LedgerEntry) []ledgerGroup {
+	idx := map[string]int{}
+	var gs []ledgerGroup
+	for _, e := range es {
+		j, ok := idx[e.What]
+		if !ok {
+			idx[e.What] = len(gs)
+			gs = append(gs, ledgerGroup{what: e.What, detail: e.Detail})
+			j = len(gs) - 1
+		} else {
+			gs[j].detail = ""
+		}
+		gs[j].n++
+		gs[j].took += e.Took
+	}
+	return gs
+}
+
+// eventsBody is the newest events that fit, oldest at the top, like a log.
+func eventsBody(st themes.Styles, es []bench.LogEvent, iw, ih int) string {
+	if len(es) == 0 {
+		return st.Muted.Render("no events yet")
+	}
+	es = es[max(0, len(es)-ih):]
+	lines := make([]string, len(es))
+	for i, e := range es {
+		glyph, s := "·", st.Text
+		switch e.Kind {
+		case bench.LogRun:
+			glyph, s = "▸", st.Accent
+		case bench.LogConfig:
+			glyph, s = "◆", st.Marker
+		case bench.LogCapture:
+			glyph, s = "◇", st.Series[2]
+		case bench.LogPreempt:
+			glyph, s = "↺", st.Warn
+		case bench.LogError:
+			glyph, s = "✗", st.Bad
+		}
+		lines[i] = fit(st.Muted.Render(fmt.Sprintf("%5s ", clock(e.At)))+s.Render(glyph+" "+e.Text), iw)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,284 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/NimbleMarkets/ntcharts/canvas"
+	"github.com/NimbleMarkets/ntcharts/canvas/graph"
+	"github.com/NimbleMarkets/ntcharts/linechart"
+	"github.com/charmbracelet/lipgloss"
+
+	"rosetop/bench"
+	"rosetop/themes"
+)
+
+// yLabelW is the fixed width of y-axis labels, so the plot area never shifts as values grow.
+const yLabelW = 5
+
+// xLabelStep is the least spacing in columns of x-axis time labels ("12:34" plus a gap).
+const xLabelStep = 12
+
+// tseries is one line of a time chart: x in seconds since the session start.
+type tseries struct {
+	pts   []bench.Point
+	style lipgloss.Style
+}
+
+// timeChart is an ntcharts linechart with braille lines, fixed-width axis labels and vertical
+// markers. It is owned by the dashboard Model and touched only inside Update.
+type timeChart struct {
+	lc     linechart.Model
+	w, h   int
+	log    bool // y is log10 of the value (latencies spanning decades)
+	yLabel func(v float64) string
+	xLabel func(v float64) string
+}
+
+func newTimeChart(log bool) *timeChart { return &timeChart{log: log} }
+
+// SetSize resizes the chart canvas (axes and labels included).
+func (c *timeChart) SetSize(w, h int) {
+	if w == c.w && h == c.h {
+		return
+	}
+	c.w, c.h = w, h
+	if c.yLabel == nil {
+		c.yLabel, c.xLabel = linLabel(1, 1), timeLabel(0, 1, 1)
+	}
+	xStep := 1 // every column is asked; only columns holding a round time get a label
+	if h < 6 { // too short for a time axis: the plot gets its two rows instead
+		xStep = 0
+	}
+	yStep := 1 // every row is asked; only rows holding a round value get a label
+	c.lc = linechart.New(max(w, 1), max(h, 1), 0, 1, 0, 1,
+		linechart.WithXYSteps(xStep, yStep),
+		linechart.WithXLabelFormatter(func(_ int, v float64) string { return c.xLabel(v) }),
+		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yLabelW, c.yLabel(v)) }),
+	)
+}
+
+// draw renders the series over [x0, x1] seconds and [ymin, ymax] (ymin is used on a log
+// scale only; linear charts start at 0), with markers; the canvas is exactly w x h cells.
+func (c *timeChart) draw(st themes.Styles, x0, x1, ymin, ymax float64, series []tseries, markers []bench.Marker) string {
+	if c.w < yLabelW+4 || c.h < 2 {
+		return ""
+	}
+	if x1 <= x0 {
+		x1 = x0 + 1
+	}
+	if !(ymax > 0) {
+		ymax = 1
+	}
+	tr := func(y float64) float64 { return y }
+	c.yLabel = linLabel(ymax, c.lc.GraphHeight())
+	c.xLabel = timeLabel(x0, x1, c.lc.GraphWidth())
+	if c.log {
+		ymin = math.Max(ymin, 1e-3)
+		if ymax <= ymin {
+			ymax = ymin * 10
+		}
+		tr = math.Log10
+		ymin, ymax = math.Log10(ymin), math.Log10(ymax)
+		c.yLabel = logLabel(ymin, ymax, c.lc.GraphHeight())
+	} else {
+		ymin = 0
+	}
+	lc := &c.lc
+	lc.AxisStyle, lc.LabelStyle = st.Axis, st.Label
+	lc.SetXYRange(x0, x1, ymin, ymax)
+	lc.SetViewXYRange(x0, x1, ymin, ymax)
+	clearCanvas(&lc.Canvas)
+	lc.DrawXYAxisAndLabel()
+
+	gw, gh := lc.GraphWidth(), lc.GraphHeight()
+	if gw < 2 || gh < 1 {
+		return canvasString(&lc.Canvas)
+	}
+	plot0 := canvas.Point{X: lc.Origin().X + 1, Y: 0}
+	for _, s := range series {
+		grid := graph.NewBrailleGrid(gw, gh, x0, x1, ymin, ymax)
+		var prev canvas.Point
+		have := false
+		for _, p := range s.pts {
+			x := p.At.Seconds()
+			if x < x0 || x > x1 || math.IsNaN(p.Value) || (c.log && p.Value <= 0) {
+				have = false
+				continue
+			}
+			y := math.Min(math.Max(tr(p.Value), ymin), ymax)
+			gp := grid.GridPoint(canvas.Float64Point{X: x, Y: y})
+			if have {
+				for _, q := range graph.GetLinePoints(prev, gp) {
+					grid.Set(q)
+				}
+			} else {
+				grid.Set(gp)
+			}
+			prev, have = gp, true
+		}
+		graph.DrawBraillePatterns(&lc.Canvas, plot0, grid.BraillePatterns(), s.style)
+	}
+	c.drawMarkers(st, plot0, gw, gh, x0, x1, markers)
+	return canvasString(&lc.Canvas)
+}
+
+// drawMarkers draws each marker as a dotted vertical line through the empty cells of its column
+// (data stays on top) and, on the top row, its label: ending a cell before the next marker,
+// truncated only when at least 8 cells are free, left out when data is in the way.
+func (c *timeChart) drawMarkers(st themes.Styles, plot0 canvas.Point, gw, gh int, x0, x1 float64, ms []bench.Marker) {
+	cv := &c.lc.Canvas
+	type mark struct {
+		col   int
+		label string
+	}
+	var marks []mark
+	for _, m := range ms {
+		if x := m.At.Seconds(); x >= x0 && x <= x1 {
+			marks = append(marks, mark{plot0.X + int(math.Round((x-x0)/(x1-x0)*float64(gw-1))), m.Label})
+		}
+	}
+	sort.SliceStable(marks, func(a, b int) bool { return marks[a].col < marks[b].col })
+	for i, m := range marks {
+		for y := 0; y < gh; y++ {
+			p := canvas.Point{X: m.col, Y: y}
+			if cv.Cell(p).Rune == 0 {
+				cv.SetCell(p, canvas.NewCellWithStyle('┊', st.Marker))
+			}
+		}
+		end := plot0.X + gw // first column past the label's room
+		if i+1 < len(marks) {
+			end = min(end, marks[i+1].col-1)
+		}
+		room, lw := end-(m.col+1), widthOf(m.label)
+		if lw > room && room < 8 { // "run …" says nothing: whole labels, or at least 7 cells of one
+			continue
+		}
+		label := []rune(fit(m.label, min(room, lw)))
+		free := true
+		for k := range label {
+			if cv.Cell(canvas.Point{X: m.col + 1 + k, Y: 0}).Rune != 0 {
+				free = false
+				break
+			}
+		}
+		if free {
+			cv.SetRunesWithStyle(canvas.Point{X: m.col + 1, Y: 0}, label, st.Marker)
+		}
+	}
+}
+
+// niceMax rounds v up to 1, 2 or 5 times a power of ten, so the y axis changes rarely.
+func niceMax(v float64) float64 {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if v <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// legend joins items (their values already padded to fixed widths) with a space, dropping whole
+// items from the end until they fit w.
+func legend(items []string, w int) string {
+	for n := len(items); n > 0; n-- {
+		if s := strings.Join(items[:n], " "); lipgloss.Width(s) <= w {
+			return s
+		}
+	}
+	return ""
+}
+
+// timeLabel labels the columns of the time axis [x0, x1] (seconds) holding a multiple of a round
+// step (1, 2, 5, 10, 15, 30 s, 1, 2, 5, 10 min) chosen so labels are at least xLabelStep columns apart.
+func timeLabel(x0, x1 float64, cols int) func(float64) string {
+	cols = max(cols, 1)
+	perCol := (x1 - x0) / float64(cols)
+	step := 600.0
+	for _, s := range []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600} {
+		if s >= perCol*xLabelStep {
+			step = s
+			break
+		}
+	}
+	return func(v float64) string {
+		m := math.Round(v/step) * step
+		if math.Abs(m-v) <= perCol/2 && m >= 0 {
+			return clock(secs(m))
+		}
+		return ""
+	}
+}
+
+// linLabel labels the rows of a linear axis [0, ymax] that hold a multiple of a 1-2-5 step
+// chosen so labels are at least two rows apart; other rows get no label.
+func linLabel(ymax float64, rows int) func(float64) string {
+	rows = max(rows, 1)
+	half := ymax / float64(rows) / 2
+	step := niceMax(ymax / math.Max(1, float64(rows)/2))
+	return func(v float64) string {
+		m := math.Round(v/step) * step
+		if math.Abs(m-v) <= half && m <= ymax+half {
+			return roundLabel(m)
+		}
+		return ""
+	}
+}
+
+// logLabel labels the rows of a log axis that hold a round value: decades when the range spans
+// two or more, else 1-2-5 steps; other rows get no label. lmin, lmax are log10 bounds.
+func logLabel(lmin, lmax float64, rows int) func(float64) string {
+	half := (lmax - lmin) / float64(max(rows, 1)) / 2
+	steps := []float64{1, 2, 5}
+	if lmax-lmin >= 2 {
+		steps = []float64{1}
+	}
+	return func(v float64) string {
+		k := math.Floor(v)
+		for _, e := range []float64{k - 1, k, k + 1} {
+			for _, s := range steps {
+				if l := e + math.Log10(s); math.Abs(l-v) <= half {
+					return roundLabel(math.Pow(10, l))
+				}
+			}
+		}
+		return ""
+	}
+}
+
+// roundLabel prints a 1-2-5 value without trailing zeros: 0.5, 20, 1000, 20k.
+func roundLabel(v float64) string {
+	if v >= 1e4 {
+		return fmt.Sprintf("%.4gk", v/1e3)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+// logRange returns decade-ish bounds around [lo, hi] for a log axis: 1, 2 or 5 times a power of ten.
+func logRange(lo, hi float64) (float64, float64) {
+	if !(hi > 0) {
+		return 1, 10
+	}
+	if !(lo > 0) || lo > hi {
+		lo = hi
+	}
+	p := math.Pow(10, math.Floor(math.Log10(lo)))
+	min := p
+	for _, m := range []float64{5, 2} {
+		if m*p <= lo {
+			min = m * p
+			break
+		}
+	}
+	max := niceMax(hi)
+	if max <= min {
+		max = min * 10
+	}
+	return min, max
+}
