@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+)
+
+// Batching and KV layout must not change what a sequence computes: these tests run the same
+// sequences alone and together, in both layouts, on the embedded tiny model.
+
+// batchPrompts are three prompts of different lengths (ids of the golden prompts).
+var batchPrompts = [][]int32{
+	{15496},
+	{464, 2068, 7586, 21831, 18045},
+	{818, 257, 7604, 287, 262, 2323, 612, 5615, 257, 32724, 2545, 13},
+}
+
+var batchSampling = []SamplingParams{
+	{},
+	{Temperature: 0.9, Seed: 7},
+	{Temperature: 1.1, TopK: 20, TopP: 0.9, Seed: 11},
+}
+
+// run drives sequences idx of batchPrompts together on c: one prefill step for all, then steps
+// decode steps. It returns each sequence's tokens and, with Logits, each step's last logits.
+// useStep samples with Step instead of Logits + SampleToken (logits are then nil).
+func run(t *testing.T, c *CPUBackend, idx []int, steps int, useStep bool) ([][]int32, [][][]float32) {
+	t.Helper()
+	tables := blockTables(c.layout, len(idx), 64, 3)
+	var b Batch
+	for j, i := range idx {
+		b.Seqs = append(b.Seqs, SeqStep{ID: SeqID(i), Tokens: batchPrompts[i], Blocks: tables[j], Sample: batchSampling[i]})
+	}
+	toks := make([][]int32, len(idx))
+	logits := make([][][]float32, len(idx))
+	next := make([]int32, len(idx))
+	var scratch SampleScratch
+	for step := 0; step <= steps; step++ {
+		if useStep {
+			if err := c.Step(&b, next); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			rows, err := c.Logits(&b, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, s := range b.Seqs {
+				logits[j] = append(logits[j], rows[j])
+				next[j] = SampleToken(rows[j], s.Sample, s.Start+len(s.Tokens), &scratch)
+			}
+		}
+		for j := range b.Seqs {
+			s := &b.Seqs[j]
+			toks[j] = append(toks[j], next[j])
+			s.Start += len(s.Tokens)
+			s.Tokens = []int32{next[j]}
+		}
+	}
+	return toks, logits
+}
+
+func TestPagedMatchesContiguous(t *testing.T) {
+	m := tinyModel(t)
+	idx := []int{0, 1, 2}
+	var got [2][][]int32
+	for i, paged := range []bool{false, true} {
+		c := newTestBackend(t, m, paged, 3, 64, 0)
+		got[i], _ = run(t, c, idx, 32, true)
+	}
+	for j := range idx {
+		if !slices.Equal(got[0][j], got[1][j]) {
+			t.Errorf("sequence %d: contiguous %v\npaged %v", j, got[0][j], got[1][j])
+		}
+	}
+}
+
+func TestBatchMatchesAlone(t *testing.T) {
+	m := tinyModel(t)
+	const steps = 16
+	for _, paged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paged=%v", paged), func(t *testing.T) {
+			idx := []int{2, 0, 1} // batch order differs from the prompts' order
+			c := newTestBackend(t, m, paged, 3, 64, 0)
+			toks, logits := run(t, c, idx, steps, false)
+			stepToks, _ := run(t, newTestBackend(t, m, paged, 3, 64, 0), idx, steps, true)
+			for j, i := range idx {
+				if !slices.Equal(stepToks[j], toks[j]) {
+					t.Errorf("prompt %d: Step sampled %v, Logits+SampleToken %v", i, stepToks[j], toks[j])
+				}
+				aloneToks, aloneLogits := run(t, newTestBackend(t, m, paged, 1, 64, 0), []int{i}, steps, false)
+				if !slices.Equal(toks[j], aloneToks[0]) {
+					t.Errorf("prompt %d: batched %v\nalone %v", i, toks[j], aloneToks[0])
+				}
+				worst := 0.0
+				for s := range logits[j] {
+					worst = math.Max(worst, relDiff(logits[j][s], aloneLogits[0][s]))
+				}
+				if worst > 1e-5 {
+					t.Errorf("prompt %d: batched logits differ from alone by %.2e relative, want <= 1e-5", i, worst)
+				}
+				t.Logf("prompt %d: %d steps, max relative logit difference batched vs alone %.1e", i, steps+1, worst)
+			}
+		})
+	}
+}
+
+// relDiff is max|a-b| / max|b|.
+func relDiff(a, b []float32) float64 {
+	d, m := 0.0, 0.0
+	for i := range b {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+		m = math.Max(m, math.Abs(float64(b[i])))
+	}
+	return d / m
+}

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+)
+
+// ErrBadBatch is wrapped by every error a backend returns for a malformed Batch.
+var ErrBadBatch = errors.New("bad batch")
+
+// CPUBackend runs GPT-2 in float32 on the CPU over a fixed pool of worker goroutines. It is the
+// reference every other backend is tested against.
+//
+// Its methods are called from one goroutine at a time (Backend's contract); the worker pool's
+// goroutines only touch the buffers of the job they were handed, between its start and its end.
+type CPUBackend struct {
+	cfg    Config
+	w      *Weights
+	layout KVLayout
+	pool   *workerPool
+
+	// kv is the KV pool: (NumBlocks, L, 2, BlockSize, C); [.., 0, ..] keys, [.., 1, ..] values.
+	// Position p of a sequence lives in block Blocks[p/BlockSize] at offset p%BlockSize.
+	kv []float32
+
+	// Per-token scratch, grown when a batch has more tokens than any before (n = tokens of the step).
+	capTok int
+	x      []float32 // (n, C) residual stream
+	xn     []float32 // (n, C) layer-norm output
+	qkv    []float32 // (n, 3C)
+	att    []float32 // (n, C) attention output, heads side by side
+	fc     []float32 // (n, 4C) MLP hidden
+	tokSeq []int32   // (n) index in the batch of the sequence each token belongs to
+	tokPos []int32   // (n) position of each token
+
+	// Per-row scratch for the LM head (rows = sequences, or tokens when all logits are asked for).
+	capRow int
+	rowTok []int32   // (rows) token index of each row
+	xf     []float32 // (rows, C) final layer-norm output
+	logits []float32 // (rows, V)
+
+	scores  [][]float32     // per worker (n_positions) attention weights
+	samples []SampleScratch // per worker
+	quads   [][4]float32    // per worker: dot4 results (attention scores, LM head)
+	octs    [][8]float32    // per worker: dot8 results (LM head)
+
+	k    kernels // AVX2/FMA or Go inner loops, chosen once
+	mm   matmulJob
+	attn attnJob
+	head headJob
+	samp sampleJob
+}
+
+// newCPUBackend builds a CPU backend for m with a KV pool of the given layout and threads
+// workers (0: GOMAXPROCS, i.e. every core this process may use).
+func newCPUBackend(m *Model, layout KVLayout, threads int) (*CPUBackend, error) {
+	if m == nil || m.Weights == nil {
+		return nil, errors.New("cpu backend: no model weights")
+	}
+	cfg := m.Config
+	if err := checkShapes(cfg, m.Weights); err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	if layout.BlockSize < 1 || layout.NumBlocks < 1 {
+		return nil, fmt.Errorf("cpu backend: KV layout %d blocks of %d positions (want >= 1 of each)", layout.NumBlocks, layout.BlockSize)
+	}
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	kvLen := int64(layout.NumBlocks) * int64(layout.BlockSize) * int64(cfg.NLayer) * 2 * int64(cfg.NEmbd)
+	if kvLen > math.MaxInt/4 {
+		return nil, fmt.Errorf("cpu backend: KV pool of %d floats is too large", kvLen)
+	}
+	c := &CPUBackend{
+		cfg:     cfg,
+		w:       m.Weights,
+		layout:  layout,
+		kv:      make([]float32, kvLen),
+		pool:    newWorkerPool(threads),
+		scores:  make([][]float32, threads),
+		samples: make([]SampleScratch, threads),
+		quads:   make([][4]float32, threads),
+		octs:    make([][8]float32, threads),
+		k:       pickKernels(),
+	}
+	for i := range c.scores {
+		c.scores[i] = make([]float32, cfg.NPositions)
+	}
+	c.mm.tiles = make([][]float32, threads)
+	for i := range c.mm.tiles {
+		c.mm.tiles[i] = make([]float32, matRows*matMaxCols)
+	}
+	c.mm.k = &c.k
+	c.attn.c, c.head.c, c.samp.c = c, c, c
+	return c, nil
+}
+
+// checkShapes verifies that every weight has the length the config implies, so the forward pass
+// can slice without checks.
+func checkShapes(cfg Config, w *Weights) error {
+	C, V, T, L := cfg.NEmbd, cfg.VocabSize, cfg.NPositions, cfg.NLayer
+	if C < 1 || V < 1 || T < 1 || L < 1 || cfg.NHead < 1 || C%cfg.NHead != 0 {
+		return fmt.Errorf("config n_embd=%d n_head=%d n_layer=%d vocab=%d n_positions=%d is not a GPT-2 shape", C, cfg.NHead, L, V, T)
+	}
+	inner := innerDim(cfg)
+	want := func(name string, got []float32, n int) error {
+		if len(got) != n {
+			return fmt.Errorf("weight %s has %d values, want %d", name, len(got), n)
+		}
+		return nil
+	}
+	errs := []error{want("wte", w.WTE, V*C), want("wpe", w.WPE, T*C), want("ln_f.weight", w.LNFW, C), want("ln_f.bias", w.LNFB, C)}
+	if len(w.Layers) != L {
+		errs = append(errs, fmt.Errorf("weights have %d layers, config %d", len(w.Layers), L))
+	}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		p := fmt.Sprintf("h.%d.", i)
+		errs = append(errs, want(p+"ln_1.weight", l.LN1W, C), want(p+"ln_1.bias", l.LN1B, C),
+			want(p+"attn.c_attn.weight", l.AttnW, C*3*C), want(p+"attn.c_attn.bias", l.AttnB, 3*C),
+			want(p+"attn.c_proj.weight", l.AttnProjW, C*C), want(p+"attn.c_proj.bias", l.AttnProjB, C),
+			want(p+"ln_2.weight", l.LN2W, C), want(p+"ln_2.bias", l.LN2B, C),
+			want(p+"mlp.c_fc.weight", l.FCW, C*inner), want(p+"mlp.c_fc.bias", l.FCB, inner),
+			want(p+"mlp.c_proj.weight", l.FCProjW, inner*C), want(p+"mlp.c_proj.bias", l.FCProjB, C))
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e // the first is enough to name the problem
+		}
+	}
+	return nil
+}
+
+func innerDim(cfg Config) int {
+	if cfg.InnerDim > 0 {
+		return cfg.InnerDim
+	}
+	return 4 * cfg.NEmbd
+}
+
+// Device implements Backend.
+func (c *CPUBackend) Device() string {
+	return fmt.Sprintf("cpu (%d threads, %s)", c.pool.threads, c.k.name)
+}
+
+// Layout returns the KV layout the backend's pool was allocated for.
+func (c *CPUBackend) Layout() KVLayout { return c.layout }
+
+// Close implements Backend: it stops the workers and drops the KV pool.
+func (c *CPUBackend) Close() error {
+	if c.pool != nil {
+		c.pool.close()
+		c.pool = nil
+	}
+	c.kv = nil
+	return nil
+}
+
+// Step implements Backend.
+func (c *CPUBackend) Step(b *Batch, next []int32) error {
+	if len(next) < len(b.Seqs) {
+		return fmt.Errorf("%w: next has room for %d tokens, the batch has %d sequences", ErrBadBatch, len(next), len(b.Seqs))
+	}
+	if err := c.forward(b, false); err != nil {
+		return err
+	}
+	c.samp.b, c.samp.next = b, next
+	c.pool.run(&c.samp, len(b.Seqs), 1)
+	c.samp.b, c.samp.next = nil, nil
+	return nil
+}
+
+// Logits runs b like Step (writing its KV entries) but returns logits instead of sampling: of
+// every token of every sequence in batch order when all is set, else of each sequence's last
+// token. The slices are fresh copies (for tests and tools; Step allocates nothing).
+func (c *CPUBackend) Logits(b *Batch, all bool) ([][]float32, error) {
+	if err := c.forward(b, all); err != nil {
+		return nil, err
+	}
+	V := c.cfg.VocabSize
+	out := make([][]float32, c.head.rows)
+	for r := range out {
+		out[r] = append([]float32(nil), c.logits[r*V:(r+1)*V]...)
+	}
+	return out, nil
+}

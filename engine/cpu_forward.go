@@ -1,0 +1,184 @@
+package engine
+
+import "fmt"
+
+// The CPU forward pass: a batch's tokens are laid out as one (n, C) matrix in batch order, every
+// sequence's tokens consecutive; the matmuls see n rows and never care which sequence a row is.
+// Only attention and the KV writes look at a row's sequence and position.
+
+// forward runs every layer over b's tokens and leaves in c.logits the logits of each sequence's
+// last token (all=false) or of every token (all=true); c.head.rows says how many rows.
+func (c *CPUBackend) forward(b *Batch, all bool) error {
+	if c.pool == nil {
+		return fmt.Errorf("%w: backend is closed", ErrBadBatch)
+	}
+	n, err := c.prepare(b, all)
+	if err != nil {
+		return err
+	}
+	c.embed(b, n)
+	C := c.cfg.NEmbd
+	for l := range c.w.Layers {
+		lw := &c.w.Layers[l]
+		c.norm(c.xn, c.x, lw.LN1W, lw.LN1B, n)
+		c.matmul(c.qkv, c.xn, lw.AttnW, lw.AttnB, n, C, 3*C, epiStore)
+		c.writeKV(b, l, n)
+		c.attn.layer, c.attn.b = l, b
+		c.pool.run(&c.attn, n*c.cfg.NHead, 1)
+		c.attn.b = nil
+		c.matmul(c.x, c.att, lw.AttnProjW, lw.AttnProjB, n, C, C, epiResidual)
+		c.norm(c.xn, c.x, lw.LN2W, lw.LN2B, n)
+		inner := innerDim(c.cfg)
+		c.matmul(c.fc, c.xn, lw.FCW, lw.FCB, n, C, inner, epiGELU)
+		c.matmul(c.x, c.fc, lw.FCProjW, lw.FCProjB, n, inner, C, epiResidual)
+	}
+	rows := c.head.rows
+	for r := 0; r < rows; r++ {
+		t := int(c.rowTok[r])
+		layerNorm(c.xf[r*C:(r+1)*C], c.x[t*C:(t+1)*C], c.w.LNFW, c.w.LNFB, c.cfg.LayerNormEps)
+	}
+	c.pool.run(&c.head, c.cfg.VocabSize, (c.pool.split(c.cfg.VocabSize, 8, 64)+3)&^3)
+	return nil
+}
+
+// prepare checks b, sizes the scratch for it and fills the per-token and per-row tables.
+// It returns the number of tokens.
+func (c *CPUBackend) prepare(b *Batch, all bool) (int, error) {
+	n, rows := 0, len(b.Seqs)
+	for i := range b.Seqs {
+		if err := c.checkSeq(i, &b.Seqs[i]); err != nil {
+			return 0, err
+		}
+		n += len(b.Seqs[i].Tokens)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: no sequences", ErrBadBatch)
+	}
+	if all {
+		rows = n
+	}
+	c.grow(n, rows)
+	t := 0
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		for j := range s.Tokens {
+			c.tokSeq[t], c.tokPos[t] = int32(i), int32(s.Start+j)
+			if all {
+				c.rowTok[t] = int32(t)
+			}
+			t++
+		}
+		if !all {
+			c.rowTok[i] = int32(t - 1)
+		}
+	}
+	c.head.rows = rows
+	return n, nil
+}
+
+// checkSeq validates one sequence of a batch against the model and the KV layout.
+func (c *CPUBackend) checkSeq(i int, s *SeqStep) error {
+	if len(s.Tokens) == 0 {
+		return fmt.Errorf("%w: sequence %d (id %d) has no tokens", ErrBadBatch, i, s.ID)
+	}
+	end := s.Start + len(s.Tokens)
+	if s.Start < 0 || end > c.cfg.NPositions {
+		return fmt.Errorf("%w: sequence %d (id %d) covers positions [%d, %d), want within [0, n_positions=%d)", ErrBadBatch, i, s.ID, s.Start, end, c.cfg.NPositions)
+	}
+	bs := c.layout.BlockSize
+	need := (end + bs - 1) / bs
+	if len(s.Blocks) < need {
+		return fmt.Errorf("%w: sequence %d (id %d) has %d blocks of %d positions, needs %d for %d positions", ErrBadBatch, i, s.ID, len(s.Blocks), bs, need, end)
+	}
+	for _, blk := range s.Blocks[:need] {
+		if blk < 0 || int(blk) >= c.layout.NumBlocks {
+			return fmt.Errorf("%w: sequence %d (id %d) names block %d, want [0, %d)", ErrBadBatch, i, s.ID, blk, c.layout.NumBlocks)
+		}
+	}
+	for _, tok := range s.Tokens {
+		if tok < 0 || int(tok) >= c.cfg.VocabSize {
+			return fmt.Errorf("%w: sequence %d (id %d) has token %d, want [0, %d)", ErrBadBatch, i, s.ID, tok, c.cfg.VocabSize)
+		}
+	}
+	return nil
+}
+
+// grow makes the scratch hold n tokens and rows LM-head rows; it only ever grows.
+func (c *CPUBackend) grow(n, rows int) {
+	C, V := c.cfg.NEmbd, c.cfg.VocabSize
+	if n > c.capTok {
+		c.capTok = n
+		c.x = make([]float32, n*C)
+		c.xn = make([]float32, n*C)
+		c.qkv = make([]float32, n*3*C)
+		c.att = make([]float32, n*C)
+		c.fc = make([]float32, n*innerDim(c.cfg))
+		c.tokSeq = make([]int32, n)
+		c.tokPos = make([]int32, n)
+	}
+	if rows > c.capRow {
+		c.capRow = rows
+		c.rowTok = make([]int32, rows)
+		c.xf = make([]float32, rows*C)
+		c.logits = make([]float32, rows*V)
+	}
+}
+
+// embed writes wte[token] + wpe[position] of every token into the residual stream.
+func (c *CPUBackend) embed(b *Batch, n int) {
+	C := c.cfg.NEmbd
+	t := 0
+	for i := range b.Seqs {
+		for _, tok := range b.Seqs[i].Tokens {
+			p := int(c.tokPos[t])
+			x := c.x[t*C : (t+1)*C]
+			te := c.w.WTE[int(tok)*C : (int(tok)+1)*C]
+			pe := c.w.WPE[p*C : (p+1)*C]
+			for j := range x {
+				x[j] = te[j] + pe[j]
+			}
+			t++
+		}
+	}
+}
+
+// norm layer-normalizes n rows of x into out.
+func (c *CPUBackend) norm(out, x, w, b []float32, n int) {
+	C := c.cfg.NEmbd
+	for t := 0; t < n; t++ {
+		layerNorm(out[t*C:(t+1)*C], x[t*C:(t+1)*C], w, b, c.cfg.LayerNormEps)
+	}
+}
+
+// matmul runs y = x W + b (with the epilogue) over the worker pool.
+func (c *CPUBackend) matmul(y, x, w, b []float32, n, in, out int, epi epilogue) {
+	j := &c.mm
+	j.x, j.w, j.b, j.y = x, w, b, y
+	j.n, j.in, j.out, j.epi = n, in, out, epi
+	j.cols = colsFor(out, c.pool.threads)
+	j.colTile = (out + j.cols - 1) / j.cols
+	rowTiles := (n + matRows - 1) / matRows
+	c.pool.run(j, rowTiles*j.colTile, 1)
+	j.x, j.w, j.b, j.y = nil, nil, nil, nil
+}
+
+// kvAt returns the offset in c.kv of layer l's keys (kv=0) or values (kv=1) at slot off of block blk.
+func (c *CPUBackend) kvAt(blk int32, l, kv, off int) int {
+	bs, C := c.layout.BlockSize, c.cfg.NEmbd
+	return (((int(blk)*c.cfg.NLayer+l)*2+kv)*bs + off) * C
+}
+
+// writeKV copies the keys and values of the step's tokens into their slots.
+func (c *CPUBackend) writeKV(b *Batch, l, n int) {
+	C, bs := c.cfg.NEmbd, c.layout.BlockSize
+	for t := 0; t < n; t++ {
+		s := &b.Seqs[c.tokSeq[t]]
+		p := int(c.tokPos[t])
+		blk, off := s.Blocks[p/bs], p%bs
+		row := c.qkv[t*3*C : (t+1)*3*C]
+		k := c.kvAt(blk, l, 0, off)
+		v := c.kvAt(blk, l, 1, off)
+		copy(c.kv[k:k+C], row[C:2*C])
+		copy(c.kv[v:v+C], row[2*C:3*C])
+	}
+}
