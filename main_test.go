@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs the command in-process and returns its exit code, stdout and stderr.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestBadInput checks every bad input of issues 2 and 3 ends in one line on stderr naming the
+// input, and a non-zero exit status, without a panic.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		d := filepath.Join(dir, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if content != "" {
+			if err := os.WriteFile(filepath.Join(d, "config.json"), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	noConfig := write("noconfig", "")
+	badJSON := write("badjson", "{not json")
+	badType := write("badtype", `{"model_type":"llama","n_layer":2,"n_head":2,"n_embd":8,"n_positions":16,"vocab_size":50257}`)
+	badHeads := write("badheads", `{"model_type":"gpt2","n_layer":2,"n_head":3,"n_embd":8,"n_positions":16,"vocab_size":50257}`)
+	longPrompt := strings.Repeat("hello ", 1100)
+
+	cases := []struct {
+		name string
+		args []string
+		want string // a piece of the error line
+	}{
+		{"missing directory", []string{"generate", "--model", filepath.Join(dir, "nope")}, "does not exist"},
+		{"missing config.json", []string{"generate", "--model", noConfig}, "config.json"},
+		{"invalid config.json", []string{"generate", "--model", badJSON}, "config.json"},
+		{"unsupported model_type", []string{"generate", "--model", badType}, "llama"},
+		{"n_embd not divisible by n_head", []string{"generate", "--model", badHeads}, "n_head"},
+		{"prompt longer than n_positions", []string{"generate", "--prompt", longPrompt}, "n_positions"},
+		{"max-new-tokens zero", []string{"generate", "--max-new-tokens", "0"}, "--max-new-tokens"},
+		{"unknown device", []string{"generate", "--device", "tpu"}, "--device"},
+		{"cuda where there is no GPU", []string{"generate", "--device", "cuda"}, "--device cuda"},
+		{"stray argument", []string{"generate", "hello"}, "unexpected argument"},
+		{"unknown random arch", []string{"generate", "--model", "random:gpt5"}, "gpt5"},
+		{"bench warmup runs", []string{"bench", "--warmup-runs", "-1"}, "--warmup-runs"},
+		{"bench repeat runs", []string{"bench", "--repeat-runs", "0"}, "--repeat-runs"},
+		{"bench num requests", []string{"bench", "--num-requests", "0"}, "--num-requests"},
+		{"bench max new tokens", []string{"bench", "--max-new-tokens", "0"}, "--max-new-tokens"},
+		{"bench submit interval", []string{"bench", "--submit-interval-ms", "-1"}, "--submit-interval-ms"},
+		{"bench submit schedule", []string{"bench", "--submit-schedule", "sometimes"}, "--submit-schedule"},
+		{"bench job", []string{"bench", "--job", "nope"}, "--job"},
+		{"bench prefill batch", []string{"bench", "--max-batch-size", "4", "--prefill-max-batch-size", "8"}, "--prefill-max-batch-size"},
+		{"bench device", []string{"bench", "--device", "tpu"}, "--device"},
+		{"dashboard flag", []string{"--num-requests", "-3"}, "--num-requests"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "cuda where there is no GPU" && os.Getenv("ROSETOP_REQUIRE_GPU") != "" {
+				t.Skip("a GPU is present")
+			}
+			code, _, stderr := runCLI(t, tc.args...)
+			if code == 0 {
+				t.Fatalf("exit 0, want non-zero; stderr %q", stderr)
+			}
+			line := strings.TrimSuffix(stderr, "\n")
+			if strings.Contains(line, "\n") || !strings.HasPrefix(line, "rosetop: ") {
+				t.Fatalf("stderr is not one 'rosetop: ...' line: %q", stderr)
+			}
+			if !strings.Contains(line, tc.want) {
+				t.Fatalf("error %q does not mention %q", line, tc.want)
+			}
+		})
+	}
+}
+
+func TestGenerateJSON(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "generate", "--device", "cpu", "--prompt", "Hello world", "--max-new-tokens", "5", "--no-stop-on-eos", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r generateResult
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("bad JSON %q: %v", stdout, err)
+	}
+	if want := []int32{15496, 995}; len(r.PromptIDs) != 2 || r.PromptIDs[0] != want[0] || r.PromptIDs[1] != want[1] {
+		t.Errorf("prompt ids %v, want %v", r.PromptIDs, want)
+	}
+	if len(r.GeneratedIDs) != 5 || r.Text == "" {
+		t.Errorf("generated %v text %q, want 5 ids and text", r.GeneratedIDs, r.Text)
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"version"}, {"generate", "-h"}, {"bench", "-h"}} {
+		if code, _, stderr := runCLI(t, args...); code != 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
