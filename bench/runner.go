@@ -257,7 +257,11 @@ func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partia
 	if sum.Partial {
 		state = "interrupted"
 	}
-	s.logf(LogRun, "%s %s: %d requests, TTFT p99 %.2f ms, %.1f tokens/s", rs.info.Label, state, sum.Requests, sum.TTFT.P99, sum.Throughput)
+	if sum.TTFT.N == 0 {
+		s.logf(LogRun, "%s %s: no request finished", rs.info.Label, state)
+	} else {
+		s.logf(LogRun, "%s %s: %d requests, TTFT p99 %.2f ms, %.1f tokens/s", rs.info.Label, state, sum.Requests, sum.TTFT.P99, sum.Throughput)
+	}
 	s.mu.Unlock()
 	s.publish(true)
 	if s.opts.onRunEnd != nil {
