@@ -1,13 +1,121 @@
 package engine
 
-// The CUDA backend hooks. (Placeholder until the GPU work lands: it reports no CUDA backend.)
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"rosetop/gpu"
+)
+
+// The CUDA backend: package gpu runs the model; this file adapts Model, Options, Batch and the
+// Ledger to gpu's flat API.
 
 // probeCUDA reports whether a CUDA driver and device can be used, and if not, why.
 func probeCUDA() (ok bool, why string) {
-	return false, "this build has no CUDA backend yet"
+	desc, err := gpu.Probe()
+	if err != nil {
+		return false, err.Error()
+	}
+	return true, desc
 }
 
-// newCUDABackend builds the GPU backend for m; the KV layout is sized from free GPU memory.
-func newCUDABackend(m *Model, opts Options, ledger *Ledger) (Backend, KVLayout, error) {
-	return nil, KVLayout{}, errNoCUDA
+// cudaBackend is a gpu.Runner behind the Backend interface. Its methods are called from one
+// goroutine at a time (Backend's contract); the runner keeps its own OS-thread-locked goroutine.
+type cudaBackend struct {
+	r     *gpu.Runner
+	width int      // block table row width
+	step  gpu.Step // reused every step: no allocation in the steady state
 }
+
+// newCUDABackend builds the GPU backend for m; the KV layout is sized from free GPU memory
+// (paged) or is one MaxSeqLen region per batch slot (contiguous).
+func newCUDABackend(m *Model, opts Options, ledger *Ledger) (Backend, KVLayout, error) {
+	if m == nil || m.Weights == nil {
+		return nil, KVLayout{}, errors.New("cuda backend: no model weights")
+	}
+	cfg := m.Config
+	if err := checkShapes(cfg, m.Weights); err != nil {
+		return nil, KVLayout{}, fmt.Errorf("cuda backend: %w", err)
+	}
+	g := gpu.Options{
+		MaxBatch:       opts.MaxBatch,
+		MaxSeqLen:      opts.MaxSeqLen,
+		Paged:          opts.Paged,
+		BlockSize:      pagedBlockSize,
+		MemoryFraction: opts.GPUMemoryFraction,
+		Graphs:         opts.CUDAGraph,
+		CaptureAhead:   opts.CaptureAhead,
+		Record: func(what, detail string, took time.Duration) {
+			ledger.Add(LedgerEntry{What: what, Detail: detail, Took: took})
+		},
+	}
+	if opts.Paged {
+		// A paged sequence may grow to the model's n_positions (Engine.MaxSeqLen): size the
+		// block tables and the attention scratch for that.
+		g.MaxSeqLen = cfg.NPositions
+	}
+	r, err := gpu.Open(gpuConfig(cfg), gpuWeights(m.Weights), g)
+	if err != nil {
+		return nil, KVLayout{}, fmt.Errorf("cuda backend: %w", err)
+	}
+	bs, nb, width := r.Layout()
+	return &cudaBackend{r: r, width: width}, KVLayout{BlockSize: bs, NumBlocks: nb, Paged: opts.Paged}, nil
+}
+
+func gpuConfig(c Config) gpu.Config {
+	return gpu.Config{NLayer: c.NLayer, NHead: c.NHead, NEmbd: c.NEmbd, NPositions: c.NPositions,
+		VocabSize: c.VocabSize, Inner: innerDim(c), Eps: c.LayerNormEps}
+}
+
+// gpuWeights shares the slices (no copy): the runner converts them while uploading.
+func gpuWeights(w *Weights) *gpu.Weights {
+	g := &gpu.Weights{WTE: w.WTE, WPE: w.WPE, LNFW: w.LNFW, LNFB: w.LNFB, Layers: make([]gpu.Layer, len(w.Layers))}
+	for i, l := range w.Layers {
+		g.Layers[i] = gpu.Layer{LN1W: l.LN1W, LN1B: l.LN1B, AttnW: l.AttnW, AttnB: l.AttnB, AttnProjW: l.AttnProjW,
+			AttnProjB: l.AttnProjB, LN2W: l.LN2W, LN2B: l.LN2B, FCW: l.FCW, FCB: l.FCB, FCProjW: l.FCProjW, FCProjB: l.FCProjB}
+	}
+	return g
+}
+
+// Step flattens b into the reused gpu.Step and runs it.
+func (c *cudaBackend) Step(b *Batch, next []int32) error {
+	return c.run(b, next, nil)
+}
+
+// stepLogits is Step that also returns each sequence's last-position logits (tests).
+func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error {
+	return c.run(b, next, logits)
+}
+
+func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
+	s := &c.step
+	s.Tokens, s.SeqLens, s.Start, s.Tables = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0]
+	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
+	for i := range b.Seqs {
+		q := &b.Seqs[i]
+		s.Tokens = append(s.Tokens, q.Tokens...)
+		s.SeqLens = append(s.SeqLens, int32(len(q.Tokens)))
+		s.Start = append(s.Start, int32(q.Start))
+		n := min(len(q.Blocks), c.width)
+		s.Tables = append(s.Tables, q.Blocks[:n]...)
+		for j := n; j < c.width; j++ {
+			s.Tables = append(s.Tables, 0) // past the sequence's end: never read
+		}
+		s.Temperature = append(s.Temperature, q.Sample.Temperature)
+		s.TopK = append(s.TopK, int32(q.Sample.TopK))
+		s.TopP = append(s.TopP, q.Sample.TopP)
+		s.Seed = append(s.Seed, q.Sample.Seed)
+	}
+	err := c.r.StepLogits(s, next, logits)
+	if errors.Is(err, gpu.ErrBadStep) {
+		return fmt.Errorf("%w: %w", ErrBadBatch, err)
+	}
+	return err
+}
+
+// Device describes the GPU, e.g. "cuda: NVIDIA H200".
+func (c *cudaBackend) Device() string { return c.r.Device() }
+
+// Close frees the KV pool, the graphs and every device allocation.
+func (c *cudaBackend) Close() error { return c.r.Close() }

@@ -1,0 +1,158 @@
+// Opens libcuda and libcublas with dlopen and fills an rt_api with their entry points.
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+
+#define SYM(lib, field, name)                                                          \
+	do {                                                                               \
+		*(void **)(&a->field) = dlsym(a->lib, name);                                   \
+		if (a->field == NULL) {                                                        \
+			snprintf(err, errlen, "%s: symbol %s not found", #lib, name);               \
+			goto fail;                                                                 \
+		}                                                                              \
+	} while (0)
+
+// rt_open returns a filled rt_api, or NULL with a reason in err. with_cublas = 0 stops after the
+// driver (used by the probe, which must not pay for loading cuBLAS).
+rt_api *rt_open(char *err, int errlen, int with_cublas) {
+	rt_api *a = calloc(1, sizeof(rt_api));
+	if (a == NULL) {
+		snprintf(err, errlen, "out of host memory");
+		return NULL;
+	}
+	a->libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (a->libcuda == NULL) {
+		snprintf(err, errlen, "no CUDA driver (libcuda.so.1 not found)");
+		goto fail;
+	}
+	SYM(libcuda, cuInit, "cuInit");
+	SYM(libcuda, cuGetErrorName, "cuGetErrorName");
+	SYM(libcuda, cuDriverGetVersion, "cuDriverGetVersion");
+	SYM(libcuda, cuDeviceGetCount, "cuDeviceGetCount");
+	SYM(libcuda, cuDeviceGet, "cuDeviceGet");
+	SYM(libcuda, cuDeviceGetName, "cuDeviceGetName");
+	SYM(libcuda, cuDeviceGetAttribute, "cuDeviceGetAttribute");
+	SYM(libcuda, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+	SYM(libcuda, cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+	SYM(libcuda, cuCtxSetCurrent, "cuCtxSetCurrent");
+	SYM(libcuda, cuMemGetInfo, "cuMemGetInfo_v2");
+	SYM(libcuda, cuMemAlloc, "cuMemAlloc_v2");
+	SYM(libcuda, cuMemFree, "cuMemFree_v2");
+	SYM(libcuda, cuMemAllocHost, "cuMemAllocHost_v2");
+	SYM(libcuda, cuMemFreeHost, "cuMemFreeHost");
+	SYM(libcuda, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+	SYM(libcuda, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+	SYM(libcuda, cuMemsetD8Async, "cuMemsetD8Async");
+	SYM(libcuda, cuStreamCreate, "cuStreamCreate");
+	SYM(libcuda, cuStreamDestroy, "cuStreamDestroy_v2");
+	SYM(libcuda, cuStreamSynchronize, "cuStreamSynchronize");
+	SYM(libcuda, cuModuleLoadData, "cuModuleLoadData");
+	SYM(libcuda, cuModuleUnload, "cuModuleUnload");
+	SYM(libcuda, cuModuleGetFunction, "cuModuleGetFunction");
+	SYM(libcuda, cuFuncSetAttribute, "cuFuncSetAttribute");
+	SYM(libcuda, cuLaunchKernel, "cuLaunchKernel");
+	SYM(libcuda, cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+	SYM(libcuda, cuStreamEndCapture, "cuStreamEndCapture");
+	SYM(libcuda, cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+	SYM(libcuda, cuGraphLaunch, "cuGraphLaunch");
+	SYM(libcuda, cuGraphExecDestroy, "cuGraphExecDestroy");
+	SYM(libcuda, cuGraphDestroy, "cuGraphDestroy");
+	if (!with_cublas) {
+		return a;
+	}
+	static const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"};
+	for (int i = 0; i < 3 && a->libcublas == NULL; i++) {
+		a->libcublas = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (a->libcublas != NULL) {
+			snprintf(a->cublas_name, sizeof a->cublas_name, "%s", names[i]);
+		}
+	}
+	if (a->libcublas == NULL) {
+		snprintf(err, errlen, "no cuBLAS (libcublas.so.13, .12 and .11 not found)");
+		goto fail;
+	}
+	SYM(libcublas, cublasCreate, "cublasCreate_v2");
+	SYM(libcublas, cublasDestroy, "cublasDestroy_v2");
+	SYM(libcublas, cublasSetStream, "cublasSetStream_v2");
+	SYM(libcublas, cublasSetWorkspace, "cublasSetWorkspace_v2");
+	SYM(libcublas, cublasGemmEx, "cublasGemmEx");
+	// cublasGetStatusName exists from cuBLAS 11.4 on; without it errors show the number.
+	*(void **)(&a->cublasGetStatusName) = dlsym(a->libcublas, "cublasGetStatusName");
+	return a;
+fail:
+	rt_close(a);
+	return NULL;
+}
+
+// rt_close frees a. The libraries stay loaded: libcuda and libcublas register process-wide state
+// (atexit handlers, the JIT cache) and unloading them under a live process is not supported by
+// NVIDIA; a later rt_open gets the same resident copies back from dlopen.
+void rt_close(rt_api *a) {
+	free(a);
+}
+
+// Call wrappers: cgo cannot call through C function pointers.
+CUresult w_cuInit(rt_api *a) { return a->cuInit(0); }
+const char *w_errName(rt_api *a, CUresult r) {
+	const char *s = NULL;
+	if (a->cuGetErrorName(r, &s) != 0 || s == NULL) return "CUDA_ERROR_UNKNOWN_CODE";
+	return s;
+}
+CUresult w_driverVersion(rt_api *a, int *v) { return a->cuDriverGetVersion(v); }
+CUresult w_deviceCount(rt_api *a, int *n) { return a->cuDeviceGetCount(n); }
+CUresult w_deviceGet(rt_api *a, CUdevice *d, int i) { return a->cuDeviceGet(d, i); }
+CUresult w_deviceName(rt_api *a, char *s, int n, CUdevice d) { return a->cuDeviceGetName(s, n, d); }
+CUresult w_deviceAttr(rt_api *a, int *v, int attr, CUdevice d) { return a->cuDeviceGetAttribute(v, attr, d); }
+CUresult w_ctxRetain(rt_api *a, CUcontext *c, CUdevice d) { return a->cuDevicePrimaryCtxRetain(c, d); }
+CUresult w_ctxRelease(rt_api *a, CUdevice d) { return a->cuDevicePrimaryCtxRelease(d); }
+CUresult w_ctxSetCurrent(rt_api *a, CUcontext c) { return a->cuCtxSetCurrent(c); }
+CUresult w_memInfo(rt_api *a, size_t *f, size_t *t) { return a->cuMemGetInfo(f, t); }
+CUresult w_memAlloc(rt_api *a, CUdeviceptr *p, size_t n) { return a->cuMemAlloc(p, n); }
+CUresult w_memFree(rt_api *a, CUdeviceptr p) { return a->cuMemFree(p); }
+CUresult w_hostAlloc(rt_api *a, void **p, size_t n) { return a->cuMemAllocHost(p, n); }
+CUresult w_hostFree(rt_api *a, void *p) { return a->cuMemFreeHost(p); }
+CUresult w_htod(rt_api *a, CUdeviceptr d, uintptr_t h, size_t n, CUstream s) { return a->cuMemcpyHtoDAsync(d, (const void *)h, n, s); }
+CUresult w_dtoh(rt_api *a, uintptr_t h, CUdeviceptr d, size_t n, CUstream s) { return a->cuMemcpyDtoHAsync((void *)h, d, n, s); }
+CUresult w_memset(rt_api *a, CUdeviceptr d, size_t n, CUstream s) { return a->cuMemsetD8Async(d, 0, n, s); }
+CUresult w_streamCreate(rt_api *a, CUstream *s) { return a->cuStreamCreate(s, 1); } // CU_STREAM_NON_BLOCKING
+CUresult w_streamDestroy(rt_api *a, CUstream s) { return a->cuStreamDestroy(s); }
+CUresult w_streamSync(rt_api *a, CUstream s) { return a->cuStreamSynchronize(s); }
+CUresult w_moduleLoad(rt_api *a, CUmodule *m, const void *img) { return a->cuModuleLoadData(m, img); }
+CUresult w_moduleUnload(rt_api *a, CUmodule m) { return a->cuModuleUnload(m); }
+CUresult w_moduleFunc(rt_api *a, CUfunction *f, CUmodule m, const char *n) { return a->cuModuleGetFunction(f, m, n); }
+CUresult w_funcAttr(rt_api *a, CUfunction f, int attr, int v) { return a->cuFuncSetAttribute(f, attr, v); }
+CUresult w_launch(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args) {
+	return a->cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shmem, s, args, NULL);
+}
+CUresult w_beginCapture(rt_api *a, CUstream s) { return a->cuStreamBeginCapture(s, 1); } // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+CUresult w_endCapture(rt_api *a, CUstream s, CUgraph *g) { return a->cuStreamEndCapture(s, g); }
+CUresult w_instantiate(rt_api *a, CUgraphExec *e, CUgraph g) { return a->cuGraphInstantiateWithFlags(e, g, 0); }
+CUresult w_graphLaunch(rt_api *a, CUgraphExec e, CUstream s) { return a->cuGraphLaunch(e, s); }
+CUresult w_graphExecDestroy(rt_api *a, CUgraphExec e) { return a->cuGraphExecDestroy(e); }
+CUresult w_graphDestroy(rt_api *a, CUgraph g) { return a->cuGraphDestroy(g); }
+
+cublasStatus_t w_blasCreate(rt_api *a, cublasHandle_t *h) { return a->cublasCreate(h); }
+cublasStatus_t w_blasDestroy(rt_api *a, cublasHandle_t h) { return a->cublasDestroy(h); }
+cublasStatus_t w_blasSetStream(rt_api *a, cublasHandle_t h, CUstream s) { return a->cublasSetStream(h, s); }
+cublasStatus_t w_blasSetWorkspace(rt_api *a, cublasHandle_t h, CUdeviceptr w, size_t n) { return a->cublasSetWorkspace(h, (void *)w, n); }
+// w_gemm: column-major C(m,n) = alpha op(A)(m,k) op(B)(k,n) + beta C; A and B fp16, compute fp32.
+cublasStatus_t w_gemm(rt_api *a, cublasHandle_t h, int transA, int m, int n, int k,
+                             CUdeviceptr A, int lda, CUdeviceptr B, int ldb, CUdeviceptr C, int ctype, int ldc) {
+	const float alpha = 1.0f, beta = 0.0f;
+	// CUDA_R_16F = 2, CUBLAS_COMPUTE_32F = 68, CUBLAS_GEMM_DEFAULT = -1, CUBLAS_OP_N = 0, CUBLAS_OP_T = 1.
+	return a->cublasGemmEx(h, transA, 0, m, n, k, &alpha, (const void *)A, 2, lda, (const void *)B, 2, ldb,
+	                       &beta, (void *)C, ctype, ldc, 68, -1);
+}
+const char *w_blasStatusName(rt_api *a, cublasStatus_t s) {
+	if (a->cublasGetStatusName == NULL) return "CUBLAS_STATUS";
+	return a->cublasGetStatusName(s);
+}
+
+rt_args *args_new(void) {
+	rt_args *a = calloc(1, sizeof(rt_args));
+	if (a) for (int i = 0; i < 24; i++) a->ptrs[i] = &a->vals[i];
+	return a;
+}

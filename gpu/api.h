@@ -1,0 +1,122 @@
+// rosetop's own declarations of the few CUDA driver and cuBLAS entry points gpu/ uses.
+// No CUDA header is needed to build: the libraries are opened with dlopen at run time and every
+// function is called through a pointer in rt_api. Types and constants follow the public CUDA
+// driver API (cuda.h) and cuBLAS API (cublas_api.h) ABIs, which are stable across 11.x-13.x.
+#ifndef ROSETOP_GPU_API_H
+#define ROSETOP_GPU_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;          // 0 = CUDA_SUCCESS
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef void *CUmodule;
+typedef void *CUfunction;
+typedef void *CUevent;
+typedef void *CUgraph;
+typedef void *CUgraphExec;
+typedef unsigned long long CUdeviceptr;
+typedef int cublasStatus_t;    // 0 = CUBLAS_STATUS_SUCCESS
+typedef void *cublasHandle_t;
+
+typedef struct rt_api {
+	void *libcuda;
+	void *libcublas;
+	char cublas_name[32];
+
+	CUresult (*cuInit)(unsigned int);
+	CUresult (*cuGetErrorName)(CUresult, const char **);
+	CUresult (*cuDriverGetVersion)(int *);
+	CUresult (*cuDeviceGetCount)(int *);
+	CUresult (*cuDeviceGet)(CUdevice *, int);
+	CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+	CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+	CUresult (*cuCtxSetCurrent)(CUcontext);
+	CUresult (*cuMemGetInfo)(size_t *, size_t *);
+	CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*cuMemFree)(CUdeviceptr);
+	CUresult (*cuMemAllocHost)(void **, size_t);
+	CUresult (*cuMemFreeHost)(void *);
+	CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+	CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+	CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+	CUresult (*cuStreamCreate)(CUstream *, unsigned int);
+	CUresult (*cuStreamDestroy)(CUstream);
+	CUresult (*cuStreamSynchronize)(CUstream);
+	CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+	CUresult (*cuModuleUnload)(CUmodule);
+	CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+	CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+	                           unsigned, CUstream, void **, void **);
+	CUresult (*cuStreamBeginCapture)(CUstream, int);
+	CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+	CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+	CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+	CUresult (*cuGraphExecDestroy)(CUgraphExec);
+	CUresult (*cuGraphDestroy)(CUgraph);
+
+	cublasStatus_t (*cublasCreate)(cublasHandle_t *);
+	cublasStatus_t (*cublasDestroy)(cublasHandle_t);
+	cublasStatus_t (*cublasSetStream)(cublasHandle_t, CUstream);
+	cublasStatus_t (*cublasSetWorkspace)(cublasHandle_t, void *, size_t);
+	cublasStatus_t (*cublasGemmEx)(cublasHandle_t, int, int, int, int, int, const void *,
+	                               const void *, int, int, const void *, int, int, const void *,
+	                               void *, int, int, int, int);
+	const char *(*cublasGetStatusName)(cublasStatus_t);
+} rt_api;
+
+rt_api *rt_open(char *err, int errlen, int with_cublas);
+void rt_close(rt_api *a);
+
+// Kernel parameters live in C memory: cuLaunchKernel takes an array of pointers to the values,
+// and Go memory holding pointers must not be handed to C. Each slot is 8 bytes; 4-byte parameters
+// use the low half (little endian).
+typedef struct { unsigned long long vals[24]; void *ptrs[24]; } rt_args;
+rt_args *args_new(void);
+
+CUresult w_cuInit(rt_api *a);
+const char *w_errName(rt_api *a, CUresult r);
+CUresult w_driverVersion(rt_api *a, int *v);
+CUresult w_deviceCount(rt_api *a, int *n);
+CUresult w_deviceGet(rt_api *a, CUdevice *d, int i);
+CUresult w_deviceName(rt_api *a, char *s, int n, CUdevice d);
+CUresult w_deviceAttr(rt_api *a, int *v, int attr, CUdevice d);
+CUresult w_ctxRetain(rt_api *a, CUcontext *c, CUdevice d);
+CUresult w_ctxRelease(rt_api *a, CUdevice d);
+CUresult w_ctxSetCurrent(rt_api *a, CUcontext c);
+CUresult w_memInfo(rt_api *a, size_t *f, size_t *t);
+CUresult w_memAlloc(rt_api *a, CUdeviceptr *p, size_t n);
+CUresult w_memFree(rt_api *a, CUdeviceptr p);
+CUresult w_hostAlloc(rt_api *a, void **p, size_t n);
+CUresult w_hostFree(rt_api *a, void *p);
+CUresult w_htod(rt_api *a, CUdeviceptr d, uintptr_t h, size_t n, CUstream s);
+CUresult w_dtoh(rt_api *a, uintptr_t h, CUdeviceptr d, size_t n, CUstream s);
+CUresult w_memset(rt_api *a, CUdeviceptr d, size_t n, CUstream s);
+CUresult w_streamCreate(rt_api *a, CUstream *s);
+CUresult w_streamDestroy(rt_api *a, CUstream s);
+CUresult w_streamSync(rt_api *a, CUstream s);
+CUresult w_moduleLoad(rt_api *a, CUmodule *m, const void *img);
+CUresult w_moduleUnload(rt_api *a, CUmodule m);
+CUresult w_moduleFunc(rt_api *a, CUfunction *f, CUmodule m, const char *n);
+CUresult w_funcAttr(rt_api *a, CUfunction f, int attr, int v);
+CUresult w_launch(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args);
+CUresult w_beginCapture(rt_api *a, CUstream s);
+CUresult w_endCapture(rt_api *a, CUstream s, CUgraph *g);
+CUresult w_instantiate(rt_api *a, CUgraphExec *e, CUgraph g);
+CUresult w_graphLaunch(rt_api *a, CUgraphExec e, CUstream s);
+CUresult w_graphExecDestroy(rt_api *a, CUgraphExec e);
+CUresult w_graphDestroy(rt_api *a, CUgraph g);
+cublasStatus_t w_blasCreate(rt_api *a, cublasHandle_t *h);
+cublasStatus_t w_blasDestroy(rt_api *a, cublasHandle_t h);
+cublasStatus_t w_blasSetStream(rt_api *a, cublasHandle_t h, CUstream s);
+cublasStatus_t w_blasSetWorkspace(rt_api *a, cublasHandle_t h, CUdeviceptr w, size_t n);
+cublasStatus_t w_gemm(rt_api *a, cublasHandle_t h, int transA, int m, int n, int k,
+                             CUdeviceptr A, int lda, CUdeviceptr B, int ldb, CUdeviceptr C, int ctype, int ldc);
+const char *w_blasStatusName(rt_api *a, cublasStatus_t s);
+
+#endif

@@ -1,0 +1,172 @@
+package gpu
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// activations are the forward pass's device buffers, sized for MaxTokens tokens (T) and
+// MaxBatch sequences (B), sub-allocated from one buffer.
+type activations struct {
+	buf     devPtr
+	x       devPtr // fp32 (T, C) residual stream
+	xln     devPtr // fp16 (T, C) normalized input of the next GEMM
+	qkv     devPtr // fp16 (T, 3C)
+	att     devPtr // fp16 (T, C) attention output
+	y       devPtr // fp16 (T, C) projection output before its bias
+	h       devPtr // fp16 (T, F) MLP hidden
+	xlast   devPtr // fp16 (B, C) final-normed last rows
+	logits  devPtr // fp32 (B, Vp), Vp = V rounded up to 8; the padding columns are never read
+	next    devPtr // int32 (B) sampled tokens
+	weights devPtr // float64 (B, Vp) the sampler's scratch
+}
+
+// metaBufs hold the per-step metadata: a pinned host copy written by the step and a device copy
+// that the kernels (and the graphs) read at fixed addresses. One async copy moves it each step.
+// The host copy is rewritten only after the previous step's stream synchronization, so it is
+// never overwritten while a copy from it is in flight.
+type metaBufs struct {
+	host  unsafe.Pointer // pinned, bytes long; the device layout followed by next (B int32)
+	dev   devPtr
+	bytes int64 // the metadata part (what one step uploads)
+	// Views of host (Go slices over pinned memory), and offsets of the same arrays on the device.
+	ids, pos, slot, tokSeq []int32 // (T)
+	last, outPos, topk     []int32 // (B)
+	temp, topp             []float32
+	tables                 []int32 // (B, width)
+	seed                   []uint64
+	next                   []int32 // (B) download target
+	off                    metaOffsets
+}
+
+type metaOffsets struct {
+	ids, pos, slot, tokSeq, last, outPos, topk, temp, topp, tables, seed int64
+}
+
+// kvPool is the KV cache: for each layer, K then V, each (numBlocks+1, bs, C) fp16. Block
+// numBlocks is a scratch block that padded graph rows write to; the engine never sees it.
+type kvPool struct {
+	buf        devPtr
+	bytes      int64
+	bs         int // positions per block
+	numBlocks  int // usable blocks
+	width      int // block table row width: ceil(MaxSeqLen / bs)
+	layerBytes int64
+}
+
+func (k *kvPool) keys(l int) devPtr   { return k.buf + devPtr(int64(2*l)*k.layerBytes) }
+func (k *kvPool) values(l int) devPtr { return k.buf + devPtr(int64(2*l+1)*k.layerBytes) }
+func (k *kvPool) scratchBlock() int32 { return int32(k.numBlocks) }
+
+func (s *state) allocBuffers() error {
+	c, o := s.cfg, s.opt
+	T, B, C, F, V := int64(o.MaxTokens), int64(o.MaxBatch), int64(c.NEmbd), int64(c.Inner), int64(c.VocabSize)
+	sizes := []struct {
+		dst *devPtr
+		n   int64
+	}{
+		{&s.act.x, T * C * 4}, {&s.act.xln, T * C * 2}, {&s.act.qkv, T * 3 * C * 2}, {&s.act.att, T * C * 2},
+		{&s.act.y, T * C * 2}, {&s.act.h, T * F * 2}, {&s.act.xlast, B * C * 2},
+		{&s.act.logits, B * int64(paddedVocab(int(V))) * 4}, {&s.act.next, B * 4}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
+	}
+	var total int64
+	for _, z := range sizes {
+		total += align(z.n)
+	}
+	buf, err := s.rt.alloc(total, "activations")
+	if err != nil {
+		return err
+	}
+	s.act.buf = buf
+	var off int64
+	for _, z := range sizes {
+		*z.dst = buf + devPtr(off)
+		off += align(z.n)
+	}
+
+	// Metadata: the same layout on both sides.
+	s.kv.bs = o.BlockSize
+	s.kv.width = (o.MaxSeqLen + o.BlockSize - 1) / o.BlockSize
+	m := &s.meta
+	var mo int64
+	place := func(n int64) int64 { p := mo; mo += align(n); return p }
+	m.off = metaOffsets{
+		ids: place(T * 4), pos: place(T * 4), slot: place(T * 4), tokSeq: place(T * 4),
+		last: place(B * 4), outPos: place(B * 4), topk: place(B * 4), temp: place(B * 4), topp: place(B * 4),
+		tables: place(B * int64(s.kv.width) * 4), seed: place(B * 8),
+	}
+	m.bytes = mo
+	nextOff := place(B * 4)
+	if m.host, err = s.rt.allocHost(mo, "step metadata"); err != nil {
+		return err
+	}
+	if m.dev, err = s.rt.alloc(m.bytes, "step metadata"); err != nil {
+		return err
+	}
+	i32 := func(off, n int64) []int32 { return unsafe.Slice((*int32)(unsafe.Add(m.host, off)), n) }
+	f32 := func(off, n int64) []float32 { return unsafe.Slice((*float32)(unsafe.Add(m.host, off)), n) }
+	m.ids, m.pos, m.slot, m.tokSeq = i32(m.off.ids, T), i32(m.off.pos, T), i32(m.off.slot, T), i32(m.off.tokSeq, T)
+	m.last, m.outPos, m.topk = i32(m.off.last, B), i32(m.off.outPos, B), i32(m.off.topk, B)
+	m.temp, m.topp = f32(m.off.temp, B), f32(m.off.topp, B)
+	m.tables = i32(m.off.tables, B*int64(s.kv.width))
+	m.seed = unsafe.Slice((*uint64)(unsafe.Add(m.host, m.off.seed)), B)
+	m.next = i32(nextOff, B)
+	return nil
+}
+
+func (m *metaBufs) devAt(off int64) devPtr { return m.dev + devPtr(off) }
+
+// allocKV sizes and allocates the KV pool. Paged: as many blocks as MemoryFraction of the free
+// memory holds, at most maxPagedBlocks. Contiguous: one MaxSeqLen region per batch slot, an error when that does not fit.
+func (s *state) allocKV() error {
+	c, o := s.cfg, s.opt
+	perPos := int64(2 * c.NLayer * c.NEmbd * 2) // K and V of every layer, fp16
+	perBlock := perPos * int64(s.kv.bs)
+	free, _, err := s.rt.memInfo()
+	if err != nil {
+		return err
+	}
+	budget := int64(float64(free) * o.MemoryFraction)
+	if o.Paged {
+		s.kv.numBlocks = int(min(budget/perBlock-1, maxPagedBlocks))
+		if s.kv.numBlocks < s.kv.width {
+			return fmt.Errorf("gpu: %w: a %d-position sequence needs %d KV blocks of %d KB; %.0f%% of the free %d MB holds %d",
+				ErrDoesNotFit, o.MaxSeqLen, s.kv.width, perBlock>>10, o.MemoryFraction*100, free>>20, max(s.kv.numBlocks, 0))
+		}
+	} else {
+		s.kv.numBlocks = o.MaxBatch
+		if need := int64(o.MaxBatch+1) * perBlock; need > budget {
+			return fmt.Errorf("gpu: %w: contiguous KV for %d sequences of %d positions needs %d MB; %.0f%% of the free %d MB is %d MB",
+				ErrDoesNotFit, o.MaxBatch, o.MaxSeqLen, need>>20, o.MemoryFraction*100, free>>20, budget>>20)
+		}
+	}
+	s.kv.layerBytes = int64(s.kv.numBlocks+1) * int64(s.kv.bs) * int64(c.NEmbd) * 2
+	s.kv.bytes = 2 * int64(c.NLayer) * s.kv.layerBytes
+	if s.kv.buf, err = s.rt.alloc(s.kv.bytes, "KV pool"); err != nil {
+		return fitErr(err)
+	}
+	return nil
+}
+
+const attnThreads = 256
+
+// maxPagedBlocks caps the paged pool: 2^18 blocks of 16 are 4M positions, more than any batch
+// uses, and keep the engine's host-side block bookkeeping (~100 bytes a block) near 25 MB. Only
+// small models reach it (the tiny model would otherwise get millions of blocks).
+const maxPagedBlocks = 1 << 18
+
+// attnShared is the attention kernel's dynamic shared memory: q (HD), scores (MaxSeqLen rounded
+// to 4) and the value phase's partial sums (at most 8 per thread), all fp32, then the block
+// table row (width int32).
+func (s *state) attnShared() int {
+	hd := s.cfg.NEmbd / s.cfg.NHead
+	return 4 * (hd + (s.opt.MaxSeqLen+3)&^3 + 8*attnThreads + s.kv.width)
+}
+
+func setAttentionShared(s *state) error {
+	n := s.attnShared()
+	if err := s.rt.setMaxShared(s.rt.fn.attnPaged, n); err != nil {
+		return err
+	}
+	return s.rt.setMaxShared(s.rt.fn.attnContig, n)
+}

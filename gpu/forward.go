@@ -1,0 +1,311 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"time"
+	"unsafe"
+)
+
+// check validates a step against the runner's limits; the message names the bad input.
+func (s *state) check(in *Step, next []int32, logits []float32) error {
+	B := len(in.SeqLens)
+	V := s.cfg.VocabSize
+	switch {
+	case B < 1 || B > s.opt.MaxBatch:
+		return fmt.Errorf("gpu: step has %d sequences, want 1..%d", B, s.opt.MaxBatch)
+	case len(in.Start) != B || len(in.Temperature) != B || len(in.TopK) != B || len(in.TopP) != B || len(in.Seed) != B:
+		return fmt.Errorf("gpu: step with %d sequences has %d starts, %d temperatures, %d top-k, %d top-p, %d seeds; want %d each",
+			B, len(in.Start), len(in.Temperature), len(in.TopK), len(in.TopP), len(in.Seed), B)
+	case len(in.Tables) != B*s.kv.width:
+		return fmt.Errorf("gpu: step has %d block table entries, want %d sequences x width %d", len(in.Tables), B, s.kv.width)
+	case len(next) < B:
+		return fmt.Errorf("gpu: next has room for %d tokens, want %d", len(next), B)
+	case logits != nil && len(logits) < B*V:
+		return fmt.Errorf("gpu: logits has %d values, want %d x %d", len(logits), B, V)
+	}
+	n := 0
+	for i, l := range in.SeqLens {
+		st := int(in.Start[i])
+		if l < 1 || st < 0 || st+int(l) > s.opt.MaxSeqLen {
+			return fmt.Errorf("gpu: sequence %d runs positions [%d, %d), want 1+ tokens within [0, %d)", i, st, st+int(l), s.opt.MaxSeqLen)
+		}
+		row := in.Tables[i*s.kv.width : (i+1)*s.kv.width]
+		for j := 0; j <= (st+int(l)-1)/s.kv.bs; j++ {
+			if row[j] < 0 || int(row[j]) >= s.kv.numBlocks {
+				return fmt.Errorf("gpu: sequence %d block table entry %d is %d, want 0..%d", i, j, row[j], s.kv.numBlocks-1)
+			}
+		}
+		n += int(l)
+	}
+	if n != len(in.Tokens) {
+		return fmt.Errorf("gpu: step has %d tokens, its sequence lengths add up to %d", len(in.Tokens), n)
+	}
+	for i, t := range in.Tokens {
+		if t < 0 || int(t) >= V {
+			return fmt.Errorf("gpu: token %d is %d, want 0..%d", i, t, V-1)
+		}
+	}
+	return nil
+}
+
+// step runs on the worker: a decode step (one token per sequence) replays its bucket's graph
+// when graphs are on; anything else runs eagerly, in chunks of whole sequences when the step has
+// more tokens than the activation buffers hold.
+func (s *state) step(in *Step, next []int32, logits []float32) error {
+	if err := s.check(in, next, logits); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadStep, err)
+	}
+	B := len(in.SeqLens)
+	if s.opt.Graphs && len(in.Tokens) == B {
+		return s.decodeGraph(in, next, logits)
+	}
+	tok := 0
+	for first := 0; first < B; {
+		end, n := first, 0
+		for end < B && n+int(in.SeqLens[end]) <= s.opt.MaxTokens {
+			n += int(in.SeqLens[end])
+			end++
+		}
+		nt := s.fill(in, first, end, tok, 0)
+		if err := s.upload(); err != nil {
+			return err
+		}
+		if err := s.forward(nt, end-first); err != nil {
+			return err
+		}
+		if err := s.finish(end-first, next[first:end], rowsFrom(logits, first, s.cfg.VocabSize)); err != nil {
+			return err
+		}
+		tok += n
+		first = end
+	}
+	return nil
+}
+
+func rowsFrom(logits []float32, first, V int) []float32 {
+	if logits == nil {
+		return nil
+	}
+	return logits[first*V:]
+}
+
+// decodeGraph pads the step to its bucket and replays (capturing first if needed) its graph.
+func (s *state) decodeGraph(in *Step, next []int32, logits []float32) error {
+	B := len(in.SeqLens)
+	bucket := bucketFor(s.buckets, B)
+	s.fill(in, 0, B, 0, bucket)
+	if err := s.upload(); err != nil {
+		return err
+	}
+	g, err := s.graphFor(bucket)
+	if err != nil {
+		return err
+	}
+	if err = s.rt.replay(g); err != nil {
+		return err
+	}
+	return s.finish(B, next, logits)
+}
+
+// graphFor returns the bucket's graph, capturing it on first use. Before capturing, the same
+// forward runs once eagerly so cuBLAS picks and loads its kernels outside the capture; both
+// write the same values to the same KV slots, so the repeat is harmless.
+func (s *state) graphFor(bucket int) (graphExec, error) {
+	if g, ok := s.graphs[bucket]; ok {
+		return g, nil
+	}
+	t0 := time.Now()
+	if err := s.forward(bucket, bucket); err != nil {
+		return graphExec{}, err
+	}
+	if err := s.rt.sync(); err != nil {
+		return graphExec{}, err
+	}
+	g, err := s.rt.capture(func() error { return s.forward(bucket, bucket) })
+	if err != nil {
+		return graphExec{}, fmt.Errorf("gpu: capturing the batch-%d decode graph: %w", bucket, err)
+	}
+	s.graphs[bucket] = g
+	s.record("graph capture", fmt.Sprintf("batch %d", bucket), time.Since(t0))
+	return g, nil
+}
+
+// fill writes the metadata of sequences [first, end) of in (their tokens start at in.Tokens[tok])
+// into the pinned host buffers, padded with scratch rows up to pad sequences (0: no padding).
+// It returns the number of token rows. Padded rows run token 0 at position 0 of the scratch
+// block and sample greedily; their results are dropped.
+func (s *state) fill(in *Step, first, end, tok, pad int) int {
+	m, w, bs := &s.meta, s.kv.width, int32(s.kv.bs)
+	t := 0
+	for i := first; i < end; i++ {
+		b := i - first
+		st, l := in.Start[i], in.SeqLens[i]
+		row := in.Tables[i*w : (i+1)*w]
+		copy(m.tables[b*w:(b+1)*w], row)
+		for k := int32(0); k < l; k++ {
+			p := st + k
+			m.ids[t] = in.Tokens[tok]
+			m.pos[t] = p
+			m.slot[t] = row[p/bs]*bs + p%bs
+			m.tokSeq[t] = int32(b)
+			t++
+			tok++
+		}
+		m.last[b] = int32(t - 1)
+		m.outPos[b] = st + l
+		m.temp[b], m.topk[b], m.topp[b], m.seed[b] = in.Temperature[i], in.TopK[i], in.TopP[i], in.Seed[i]
+	}
+	for b := end - first; b < pad; b++ {
+		s.padRow(b, t)
+		t++
+	}
+	return t
+}
+
+// captureAhead captures every bucket's graph on scratch rows only (Options.CaptureAhead).
+func (s *state) captureAhead() error {
+	for _, b := range s.buckets {
+		for i := 0; i < b; i++ {
+			s.padRow(i, i)
+		}
+		if err := s.upload(); err != nil {
+			return err
+		}
+		if _, err := s.graphFor(b); err != nil {
+			return err
+		}
+	}
+	return s.rt.sync()
+}
+
+// padRow makes sequence b a one-token scratch row at token row t.
+func (s *state) padRow(b, t int) {
+	m, w := &s.meta, s.kv.width
+	scratch := s.kv.scratchBlock()
+	for j := b * w; j < (b+1)*w; j++ {
+		m.tables[j] = scratch
+	}
+	m.ids[t], m.pos[t], m.slot[t], m.tokSeq[t] = 0, 0, scratch*int32(s.kv.bs), int32(b)
+	m.last[b], m.outPos[b] = int32(t), 1
+	m.temp[b], m.topk[b], m.topp[b], m.seed[b] = 0, 0, 0, 0
+}
+
+// upload copies the metadata to the device. The previous step ended with a stream
+// synchronization, so no earlier copy from the pinned buffer is still in flight.
+func (s *state) upload() error { return s.rt.upload(s.meta.dev, s.meta.host, s.meta.bytes) }
+
+// finish copies the sampled tokens (and optionally the logits) back and waits for the stream.
+func (s *state) finish(B int, next []int32, logits []float32) error {
+	rt := s.rt
+	if err := rt.download(ptrOf(s.meta.next), s.act.next, int64(B)*4); err != nil {
+		return err
+	}
+	if err := rt.sync(); err != nil {
+		return err
+	}
+	copy(next[:B], s.meta.next[:B])
+	if logits != nil {
+		// Tests only: download the padded rows, then drop the padding.
+		V, vp := s.cfg.VocabSize, paddedVocab(s.cfg.VocabSize)
+		if len(s.logitsHost) < B*vp {
+			s.logitsHost = make([]float32, B*vp)
+		}
+		if err := rt.download(ptrOf(s.logitsHost), s.act.logits, int64(B*vp)*4); err != nil {
+			return err
+		}
+		if err := rt.sync(); err != nil {
+			return err
+		}
+		for b := range B {
+			copy(logits[b*V:(b+1)*V], s.logitsHost[b*vp:b*vp+V])
+		}
+	}
+	return nil
+}
+
+// forward enqueues the whole model for n token rows of nb sequences: embeddings, L blocks, the
+// final norm of each sequence's last row, the logits and the sampler. Nothing here synchronizes
+// or allocates, so it can be captured.
+func (s *state) forward(n, nb int) error {
+	rt, c, a, m, w := s.rt, s.cfg, &s.act, &s.meta, s.wts
+	C, F, NH := c.NEmbd, c.Inner, c.NHead
+	eps := fArg(c.Eps)
+	const ln = 256
+	ids, pos, slot, tokSeq := m.devAt(m.off.ids), m.devAt(m.off.pos), m.devAt(m.off.slot), m.devAt(m.off.tokSeq)
+	err := rt.launch(rt.fn.embedLN, n, 1, ln, 0, pArg(a.x), pArg(a.xln), pArg(ids), pArg(pos), pArg(w.wte), pArg(w.wpe),
+		pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(C), eps)
+	s.mark("embed+ln")
+	attn := rt.fn.attnContig
+	if s.opt.Paged {
+		attn = rt.fn.attnPaged
+	}
+	scale := fArg(float32(1 / math.Sqrt(float64(C/NH))))
+	if err != nil {
+		return err
+	}
+	tables := pArg(m.devAt(m.off.tables))
+	for l := 0; l < c.NLayer; l++ {
+		L := &w.layers[l]
+		kc, vc := pArg(s.kv.keys(l)), pArg(s.kv.values(l))
+		if err = rt.gemm(a.qkv, a.xln, L.attnW, n, C, 3*C, false); err != nil {
+			return err
+		}
+		s.mark("gemm qkv")
+		if err = rt.launch(rt.fn.qkvKV, n, 1, ln, 0, pArg(a.qkv), pArg(L.attnB), kc, vc, pArg(slot), iArg(C)); err != nil {
+			return err
+		}
+		s.mark("qkv bias + kv write")
+		if err = rt.launch(attn, n, NH, attnThreads, s.attnShared(), pArg(a.att), pArg(a.qkv), kc, vc,
+			pArg(tokSeq), pArg(pos), tables, iArg(s.kv.width), iArg(s.kv.bs), iArg(C), iArg(NH), scale); err != nil {
+			return err
+		}
+		s.mark("attention")
+		if err = rt.gemm(a.y, a.att, L.projW, n, C, C, false); err != nil {
+			return err
+		}
+		s.mark("gemm attn proj")
+		if err = rt.launch(rt.fn.residualLN, n, 1, ln, 0, pArg(a.x), pArg(a.y), pArg(L.projB), pArg(L.ln2w), pArg(L.ln2b),
+			pArg(a.xln), iArg(C), eps); err != nil {
+			return err
+		}
+		s.mark("residual+ln")
+		if err = rt.gemm(a.h, a.xln, L.fcW, n, C, F, false); err != nil {
+			return err
+		}
+		s.mark("gemm fc")
+		if err = rt.launch(rt.fn.biasGELU, (n*F+255)/256, 1, 256, 0, pArg(a.h), pArg(L.fcB), iArg(F), iArg(n*F)); err != nil {
+			return err
+		}
+		s.mark("bias+gelu")
+		if err = rt.gemm(a.y, a.h, L.fcProjW, n, F, C, false); err != nil {
+			return err
+		}
+		s.mark("gemm fc proj")
+		if l+1 < c.NLayer {
+			nx := &w.layers[l+1]
+			err = rt.launch(rt.fn.residualLN, n, 1, ln, 0, pArg(a.x), pArg(a.y), pArg(L.fcProjB), pArg(nx.ln1w), pArg(nx.ln1b),
+				pArg(a.xln), iArg(C), eps)
+		} else {
+			// Only each sequence's last row goes through the final norm and the LM head.
+			err = rt.launch(rt.fn.residualLNLast, nb, 1, ln, 0, pArg(a.x), pArg(a.y), pArg(L.fcProjB), pArg(w.lnfw), pArg(w.lnfb),
+				pArg(a.xlast), pArg(m.devAt(m.off.last)), iArg(C), eps)
+		}
+		if err != nil {
+			return err
+		}
+		s.mark("residual+ln")
+	}
+	vp := paddedVocab(c.VocabSize)
+	if err = rt.gemm(a.logits, a.xlast, w.wteT, nb, C, vp, true); err != nil {
+		return err
+	}
+	s.mark("gemm lm head")
+	err = rt.launch(rt.fn.sample, nb, 1, 1024, 0, pArg(a.next), pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(m.devAt(m.off.temp)),
+		pArg(m.devAt(m.off.topk)), pArg(m.devAt(m.off.topp)), pArg(m.devAt(m.off.seed)), pArg(m.devAt(m.off.outPos)), pArg(a.weights))
+	s.mark("sample")
+	return err
+}
+
+// ptrOf is the address of a slice's first element.
+func ptrOf[T any](s []T) unsafe.Pointer { return unsafe.Pointer(&s[0]) }

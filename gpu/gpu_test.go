@@ -1,0 +1,321 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var smallCfg = Config{NLayer: 2, NHead: 4, NEmbd: 64, NPositions: 128, VocabSize: 1000, Inner: 256, Eps: 1e-5}
+
+// plan is one sequence of a scripted run: it joins at step join with its prompt, then decodes
+// the reference's greedy tokens (teacher forcing).
+type plan struct {
+	join   int
+	prompt []int32
+	greedy []int32     // reference argmax after the prompt and each fed token
+	refs   [][]float64 // reference logits for each step of the sequence
+}
+
+func makePlans(cfg Config, w *Weights, lens, joins []int, steps int, seed uint64) []*plan {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var ps []*plan
+	for i, n := range lens {
+		p := &plan{join: joins[i]}
+		for range n {
+			p.prompt = append(p.prompt, int32(rng.IntN(cfg.VocabSize)))
+		}
+		toks := slices.Clone(p.prompt)
+		for range steps - p.join {
+			ref := refLogits(cfg, w, toks)
+			p.refs = append(p.refs, ref)
+			p.greedy = append(p.greedy, argmax64(ref))
+			toks = append(toks, argmax64(ref))
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+type mode struct{ paged, graphs bool }
+
+func (m mode) String() string { return fmt.Sprintf("paged=%v,graph=%v", m.paged, m.graphs) }
+
+var modes = []mode{{false, false}, {false, true}, {true, false}, {true, true}}
+
+// tablesFor gives sequence i a block table that is not the identity, to exercise the lookup.
+func tablesFor(r *Runner, n int) [][]int32 {
+	_, nb, width := r.Layout()
+	out := make([][]int32, n)
+	perm := rand.New(rand.NewPCG(3, 3)).Perm(min(nb, n*width))
+	for i := range out {
+		out[i] = make([]int32, width)
+		for j := range width {
+			out[i][j] = int32(perm[(i*width+j)%len(perm)])
+		}
+	}
+	return out
+}
+
+// runPlans runs the scripted steps on r and returns, per step, the tokens sampled for the
+// active sequences, checking every step's logits against the reference.
+func runPlans(t *testing.T, r *Runner, cfg Config, ps []*plan, steps int, tol float64) [][]int32 {
+	t.Helper()
+	tables := tablesFor(r, len(ps))
+	var out [][]int32
+	worst := 0.0
+	for k := range steps {
+		st := &Step{}
+		var active []*plan
+		for i, p := range ps {
+			if p.join > k {
+				continue
+			}
+			active = append(active, p)
+			if k == p.join {
+				st.Tokens = append(st.Tokens, p.prompt...)
+				st.SeqLens = append(st.SeqLens, int32(len(p.prompt)))
+				st.Start = append(st.Start, 0)
+			} else {
+				st.Tokens = append(st.Tokens, p.greedy[k-p.join-1])
+				st.SeqLens = append(st.SeqLens, 1)
+				st.Start = append(st.Start, int32(len(p.prompt)+k-p.join-1))
+			}
+			st.Tables = append(st.Tables, tables[i]...)
+			st.Temperature = append(st.Temperature, 0)
+			st.TopK = append(st.TopK, 0)
+			st.TopP = append(st.TopP, 0)
+			st.Seed = append(st.Seed, 0)
+		}
+		next := make([]int32, len(active))
+		logits := make([]float32, len(active)*cfg.VocabSize)
+		if err := r.StepLogits(st, next, logits); err != nil {
+			t.Fatalf("step %d: %v", k, err)
+		}
+		for b, p := range active {
+			row := logits[b*cfg.VocabSize : (b+1)*cfg.VocabSize]
+			e := relErr(row, p.refs[k-p.join])
+			worst = max(worst, e)
+			if e > tol {
+				t.Errorf("step %d sequence %d: relative error %.3g > %g", k, b, e, tol)
+			}
+			if am := argmaxF(row); next[b] != am {
+				t.Errorf("step %d sequence %d: sampled %d, argmax of the logits is %d", k, b, next[b], am)
+			}
+		}
+		out = append(out, next)
+	}
+	t.Logf("worst relative error %.3g over %d steps", worst, steps)
+	return out
+}
+
+func argmaxF(v []float32) int32 {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// TestForwardMatchesReference: prefill of four prompts of different lengths (more tokens than
+// one pass holds, so it runs in chunks), a sequence joining mid-run (a mixed prefill+decode
+// step), teacher-forced decode, in all four modes; the modes sample identical tokens.
+func TestForwardMatchesReference(t *testing.T) {
+	needGPU(t)
+	cfg := smallCfg
+	w := testModel(cfg, 11)
+	const steps = 8
+	ps := makePlans(cfg, w, []int{1, 9, 30, 50, 7}, []int{0, 0, 0, 0, 3}, steps, 5)
+	var first [][]int32
+	for _, m := range modes {
+		t.Run(m.String(), func(t *testing.T) {
+			r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			got := runPlans(t, r, cfg, ps, steps, 1e-2)
+			if first == nil {
+				first = got
+			} else if !slices.EqualFunc(first, got, slices.Equal[[]int32]) {
+				t.Errorf("sampled tokens differ from mode %v:\n got %v\nwant %v", modes[0], got, first)
+			}
+		})
+	}
+}
+
+func decodeStep(B int, start int32, tables [][]int32) *Step {
+	st := &Step{}
+	for i := range B {
+		st.Tokens = append(st.Tokens, int32(i+1))
+		st.SeqLens = append(st.SeqLens, 1)
+		st.Start = append(st.Start, start)
+		st.Tables = append(st.Tables, tables[i]...)
+		st.Temperature = append(st.Temperature, 0.8)
+		st.TopK = append(st.TopK, 40)
+		st.TopP = append(st.TopP, 0.9)
+		st.Seed = append(st.Seed, uint64(i))
+	}
+	return st
+}
+
+// TestSteadyDecodeAllocatesNothing counts device, pinned and Go heap allocations across decode
+// steps once the bucket's graph exists.
+func TestSteadyDecodeAllocatesNothing(t *testing.T) {
+	needGPU(t)
+	w := testModel(smallCfg, 2)
+	for _, m := range modes {
+		t.Run(m.String(), func(t *testing.T) {
+			r, err := Open(smallCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			const B = 5
+			st := decodeStep(B, 0, tablesFor(r, B))
+			next := make([]int32, B)
+			if err := r.Step(st, next); err != nil { // first use: captures the bucket-8 graph
+				t.Fatal(err)
+			}
+			before := r.Stats()
+			allocs := testing.AllocsPerRun(20, func() {
+				for i := range st.Start {
+					st.Start[i]++
+				}
+				if err := r.Step(st, next); err != nil {
+					t.Fatal(err)
+				}
+			})
+			after := r.Stats()
+			if allocs != 0 {
+				t.Errorf("a decode step made %v Go heap allocations, want 0", allocs)
+			}
+			if after != before {
+				t.Errorf("decode steps changed the runner's allocations: before %+v, after %+v", before, after)
+			}
+			if m.graphs && after.Graphs != 1 {
+				t.Errorf("%d graphs after decode steps of one bucket, want 1", after.Graphs)
+			}
+		})
+	}
+}
+
+// TestRebuildReturnsMemory opens and closes runners in every mode ten times (each capturing a
+// graph when graphs are on) while an observer holds the context; free memory returns to its level.
+func TestRebuildReturnsMemory(t *testing.T) {
+	needGPU(t)
+	w := testModel(smallCfg, 3)
+	obs, err := Open(smallCfg, w, Options{MaxBatch: 1, MaxSeqLen: 16, MemoryFraction: 0.001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	free0, _, err := obs.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		m := modes[i%len(modes)]
+		r, err := Open(smallCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Step(decodeStep(4, 0, tablesFor(r, 4)), make([]int32, 4)); err != nil {
+			t.Fatal(err)
+		}
+		if st := r.Stats(); st.DeviceBytes < 1<<20 {
+			t.Fatalf("rebuild %d holds %d device bytes: the KV pool is missing", i, st.DeviceBytes)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatalf("rebuild %d: close: %v", i, err)
+		}
+	}
+	free1, _, err := obs.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("free memory before %d MiB, after 10 rebuilds %d MiB", free0>>20, free1>>20)
+	if free1 < free0-(2<<20) {
+		t.Errorf("10 rebuilds leaked %d KiB of device memory", (free0-free1)>>10)
+	}
+}
+
+// TestColdStartLedger: Open reports context, JIT, weights, cuBLAS, KV pool, and with
+// CaptureAhead one graph capture per bucket.
+func TestColdStartLedger(t *testing.T) {
+	needGPU(t)
+	var mu sync.Mutex
+	var got []string
+	rec := func(what, detail string, took time.Duration) {
+		mu.Lock()
+		got = append(got, what+" | "+detail)
+		mu.Unlock()
+		t.Logf("%-26s %-40s %v", what, detail, took)
+	}
+	r, err := Open(smallCfg, testModel(smallCfg, 4), Options{MaxBatch: 16, MaxSeqLen: 64, Paged: true, Graphs: true, CaptureAhead: true, Record: rec, MemoryFraction: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	all := strings.Join(got, "\n")
+	for _, want := range []string{"CUDA context", "kernel module load (JIT)", "weight upload", "cuBLAS init | libcublas.so.", "activation buffers", "KV pool allocation | paged",
+		"graph capture | batch 1\n", "graph capture | batch 2\n", "graph capture | batch 4\n", "graph capture | batch 8\n", "graph capture | batch 16"} {
+		if !strings.Contains(all+"\n", want) {
+			t.Errorf("ledger lacks %q:\n%s", want, all)
+		}
+	}
+	if st := r.Stats(); st.Graphs != 5 {
+		t.Errorf("%d graphs after capturing ahead, want 5", st.Graphs)
+	}
+}
+
+func TestBadSteps(t *testing.T) {
+	needGPU(t)
+	r, err := Open(smallCfg, testModel(smallCfg, 5), Options{MaxBatch: 2, MaxSeqLen: 32, Paged: true, MemoryFraction: 0.001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, nb, width := r.Layout()
+	good := func() *Step { return decodeStep(1, 0, [][]int32{make([]int32, width)}) }
+	tests := []struct {
+		name string
+		edit func(*Step)
+		want string
+	}{
+		{"token out of vocabulary", func(s *Step) { s.Tokens[0] = 1000 }, "token 0 is 1000"},
+		{"past max sequence length", func(s *Step) { s.Start[0] = 32 }, "positions [32, 33)"},
+		{"block out of pool", func(s *Step) { s.Tables[0] = int32(nb) }, "block table entry 0"},
+		{"too many sequences", func(s *Step) { *s = *decodeStep(3, 0, [][]int32{s.Tables, s.Tables, s.Tables}) }, "3 sequences"},
+		{"lengths do not add up", func(s *Step) { s.SeqLens[0] = 2 }, "lengths add up to 2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := good()
+			tc.edit(st)
+			err := r.Step(st, make([]int32, 4))
+			if !errors.Is(err, ErrBadStep) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want ErrBadStep mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if err := r.Step(good(), make([]int32, 1)); err != nil {
+		t.Errorf("a good step after bad ones: %v", err)
+	}
+}
+
+func TestContiguousDoesNotFit(t *testing.T) {
+	needGPU(t)
+	_, err := Open(smallCfg, testModel(smallCfg, 6), Options{MaxBatch: 1 << 15, MaxSeqLen: 128, MemoryFraction: 0.01})
+	if !errors.Is(err, ErrDoesNotFit) {
+		t.Fatalf("got %v, want ErrDoesNotFit", err)
+	}
+	t.Log(err)
+}

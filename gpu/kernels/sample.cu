@@ -1,0 +1,273 @@
+// Token sampling on the GPU with exactly the rules of engine/sample.go, so that only token ids
+// travel back to the host:
+//   1. greedy (temperature <= 0 or top-k == 1): argmax, lowest id on ties;
+//   2. w_i = exp(z_i - max z), z_i = logit_i / T, in double;
+//   3. top-k: the K best by (logit desc, id asc), exactly K tokens;
+//   4. top-p: the shortest prefix of the kept tokens in that order reaching P * kept weight;
+//   5. u = Uniform(seed, pos) (splitmix64, bit for bit), walk kept tokens in ascending id order
+//      and return the first whose running weight exceeds u * kept weight.
+// Cut-offs are found by bisection on the logits' order-preserving integer keys (no sort): each
+// probe is one pass over the vocabulary. Ties at a cut-off are resolved by id rank within the tie.
+#include <stdint.h>
+
+#define SAMPLE_THREADS 1024
+#define WARP 32
+
+__device__ __forceinline__ unsigned key_of(float f) {
+	unsigned b = __float_as_uint(f);
+	return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+template <typename T> __device__ __forceinline__ T warp_sum_t(T v) {
+	for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+// bsum returns the block-wide sum to every thread; red holds 32 values of T.
+template <typename T> __device__ T bsum(T v, T *red) {
+	int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+	v = warp_sum_t(v);
+	if (lane == 0) red[w] = v;
+	__syncthreads();
+	T r = lane < (int)(blockDim.x / WARP) ? red[lane] : (T)0;
+	r = warp_sum_t(r);
+	__syncthreads();
+	return r;
+}
+
+__device__ __forceinline__ double uniform(unsigned long long seed, long long pos) {
+	unsigned long long z = seed ^ ((unsigned long long)pos * 0x9E3779B97F4A7C15ull);
+	z += 0x9E3779B97F4A7C15ull;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	z ^= z >> 31;
+	return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+struct Ctx {
+	const float *l;
+	int V;
+	double invT, zmax;
+	// top-k: kept when key > kk, or key == kk and tie rank < mk
+	unsigned kk;
+	int mk;
+	// top-p: kept when key > pk, or key == pk and tie rank < mp (applied after top-k)
+	unsigned pk;
+	int mp;
+};
+
+// tie_rank returns, for every id of this thread's chunk in turn, how many ids below it share key
+// k. Threads own contiguous chunks; the exclusive scan of per-chunk counts goes through cnt.
+__device__ int chunk_tie_base(const Ctx &c, unsigned k, int lo, int hi, int *cnt) {
+	int n = 0;
+	for (int i = lo; i < hi; i++) n += key_of(c.l[i]) == k;
+	cnt[threadIdx.x] = n;
+	__syncthreads();
+	// Hillis-Steele inclusive scan over the block.
+	for (int o = 1; o < (int)blockDim.x; o <<= 1) {
+		int v = threadIdx.x >= (unsigned)o ? cnt[threadIdx.x - o] : 0;
+		__syncthreads();
+		cnt[threadIdx.x] += v;
+		__syncthreads();
+	}
+	int base = cnt[threadIdx.x] - n;
+	__syncthreads();
+	return base;
+}
+
+__device__ __forceinline__ double weight(const Ctx &c, int i) {
+	return exp((double)c.l[i] * c.invT - c.zmax);
+}
+
+// largest_key returns the largest key t in [lo, hi] with pred(t) true (pred(lo) must hold and
+// pred must be monotone: true below some key, false above).
+template <typename P> __device__ unsigned largest_key(unsigned lo, unsigned hi, P pred) {
+	while (lo < hi) {
+		unsigned mid = lo + (unsigned)(((unsigned long long)hi - lo + 1) / 2);
+		if (pred(mid)) lo = mid;
+		else hi = mid - 1;
+	}
+	return lo;
+}
+
+// sample: one block of SAMPLE_THREADS per sequence b. logits (B, ld) fp32, the first V columns
+// used; wbuf (B, ld) double is scratch for the weights. next[b] gets the token.
+extern "C" __global__ void sample(int *next, const float *logits, int V, int ld, const float *temp, const int *topk,
+                                  const float *topp, const unsigned long long *seed, const int *outPos, double *wbuf) {
+	__shared__ double redd[32];
+	__shared__ int redi[32];
+	__shared__ int cnt[SAMPLE_THREADS];
+	__shared__ double scan[SAMPLE_THREADS];
+	__shared__ int best;
+	int b = blockIdx.x;
+	Ctx c;
+	c.l = logits + (size_t)b * ld;
+	c.V = V;
+
+	// Argmax (lowest id on ties) and the smallest key in one pass; unrolled so that several
+	// loads are in flight (a block reads the whole row).
+	unsigned mk = 0, mink = 0xffffffffu;
+	int mi = 0x7fffffff;
+#pragma unroll 8
+	for (int i = threadIdx.x; i < V; i += blockDim.x) {
+		unsigned k = key_of(c.l[i]);
+		if (k > mk) { // ids rise within a thread: the first max is its lowest id
+			mk = k;
+			mi = i;
+		}
+		mink = min(mink, k);
+	}
+	for (int o = WARP / 2; o > 0; o >>= 1) {
+		unsigned ok = __shfl_xor_sync(0xffffffffu, mk, o);
+		int oi = __shfl_xor_sync(0xffffffffu, mi, o);
+		if (ok > mk || (ok == mk && oi < mi)) {
+			mk = ok;
+			mi = oi;
+		}
+		mink = min(mink, __shfl_xor_sync(0xffffffffu, mink, o));
+	}
+	__shared__ unsigned maxw[32], minw[32];
+	__shared__ int idxw[32];
+	if (threadIdx.x % WARP == 0) {
+		maxw[threadIdx.x / WARP] = mk;
+		minw[threadIdx.x / WARP] = mink;
+		idxw[threadIdx.x / WARP] = mi;
+	}
+	__syncthreads();
+	mk = 0;
+	mink = 0xffffffffu;
+	mi = 0x7fffffff;
+	for (int w = 0; w < (int)(blockDim.x / WARP); w++) {
+		if (maxw[w] > mk || (maxw[w] == mk && idxw[w] < mi)) {
+			mk = maxw[w];
+			mi = idxw[w];
+		}
+		mink = min(mink, minw[w]);
+	}
+	if (threadIdx.x == 0) best = mi;
+	__syncthreads();
+	int argmax = best;
+	float T = temp[b];
+	int K = topk[b];
+	float P = topp[b];
+	if (T <= 0.f || K == 1 || V <= 1) {
+		if (threadIdx.x == 0) next[b] = argmax;
+		return;
+	}
+	c.invT = 1.0 / (double)T;
+	c.zmax = (double)c.l[argmax] * c.invT;
+
+	int chunk = (V + blockDim.x - 1) / blockDim.x;
+	int lo = min(V, (int)threadIdx.x * chunk), hi = min(V, lo + chunk);
+
+	// Top-k cut: the largest key with at least K logits at or above it.
+	c.kk = 0;
+	c.mk = 0x7fffffff;
+	if (K > 0 && K < V) {
+		c.kk = largest_key(mink, mk, [&](unsigned t) {
+			int n = 0;
+#pragma unroll 8
+			for (int i = threadIdx.x; i < V; i += blockDim.x) n += key_of(c.l[i]) >= t;
+			return bsum(n, redi) >= K;
+		});
+		int n = 0;
+#pragma unroll 8
+		for (int i = threadIdx.x; i < V; i += blockDim.x) n += key_of(c.l[i]) > c.kk;
+		c.mk = K - bsum(n, redi);
+	}
+	int kbase = chunk_tie_base(c, c.kk, lo, hi, cnt);
+
+	// wk(V): the weight of each top-k token, 0 for the others; exp runs once per token here and
+	// every later pass reads wk. r is the id's rank among ids with key == c.kk.
+	double *wk = wbuf + (size_t)b * ld;
+	double total = 0;
+	{
+		int r = kbase;
+		for (int i = lo; i < hi; i++) {
+			unsigned k = key_of(c.l[i]);
+			double w = (k > c.kk || (k == c.kk && r < c.mk)) ? weight(c, i) : 0.0;
+			wk[i] = w;
+			total += w;
+			r += k == c.kk;
+		}
+	}
+	total = bsum(total, redd); // its barriers also publish wk to the block
+
+	c.pk = 0;
+	c.mp = 0x7fffffff;
+	int pbase = 0;
+	if (P > 0.f && P < 1.f) {
+		double need = (double)P * total;
+		// mass(t): weight of the top-k tokens with key >= t (> t when strict).
+		auto mass = [&](unsigned t, bool strict) {
+			double m = 0;
+#pragma unroll 8
+			for (int i = threadIdx.x; i < V; i += blockDim.x) {
+				unsigned k = key_of(c.l[i]);
+				if (strict ? k > t : k >= t) m += wk[i];
+			}
+			return bsum(m, redd);
+		};
+		// mass(kk) is the whole top-k weight: the cut lies at or above it.
+		c.pk = largest_key(c.kk > mink ? c.kk : mink, mk, [&](unsigned t) { return mass(t, false) >= need; });
+		double above = mass(c.pk, true);
+		// Ties at the cut: each weighs the same; keep as many (in id order) as reach need.
+		unsigned pb = c.pk & 0x80000000u ? c.pk & 0x7fffffffu : ~c.pk;
+		double wv = exp((double)__uint_as_float(pb) * c.invT - c.zmax);
+		int m = 1;
+		if (wv > 0) {
+			double q = ceil((need - above) / wv);
+			m = q < 1 ? 1 : (q > 1e9 ? 1000000000 : (int)q);
+		}
+		c.mp = m;
+		pbase = chunk_tie_base(c, c.pk, lo, hi, cnt);
+	}
+	// kept: in the top-k set (a zero weight counts for nothing either way) and in the top-p set.
+	auto kept = [&](int i, unsigned k, int rp) { return wk[i] > 0 && (k > c.pk || (k == c.pk && rp < c.mp)); };
+
+	// Kept weight per chunk, then the walk in ascending id order.
+	double mine = 0;
+	{
+		int rp = pbase;
+		for (int i = lo; i < hi; i++) {
+			unsigned k = key_of(c.l[i]);
+			if (kept(i, k, rp)) mine += wk[i];
+			rp += k == c.pk;
+		}
+	}
+	scan[threadIdx.x] = mine;
+	__syncthreads();
+	for (int o = 1; o < (int)blockDim.x; o <<= 1) {
+		double v = threadIdx.x >= (unsigned)o ? scan[threadIdx.x - o] : 0;
+		__syncthreads();
+		scan[threadIdx.x] += v;
+		__syncthreads();
+	}
+	double kw = scan[blockDim.x - 1];
+	double target = uniform(seed[b], outPos[b]) * kw;
+	double run = scan[threadIdx.x] - mine;
+	if (threadIdx.x == 0) best = -1;
+	__syncthreads();
+	// The chunk where the running sum first exceeds target picks the token; the last kept token
+	// wins when rounding leaves target at the very end of the mass.
+	int pick = -1, lastKept = -1;
+	{
+		int rp = pbase;
+		for (int i = lo; i < hi; i++) {
+			unsigned k = key_of(c.l[i]);
+			if (kept(i, k, rp)) {
+				run += wk[i];
+				lastKept = i;
+				if (pick < 0 && run > target) pick = i;
+			}
+			rp += k == c.pk;
+		}
+	}
+	if (pick >= 0) atomicMin((unsigned *)&best, (unsigned)pick); // -1 as unsigned is the max
+	__syncthreads();
+	if (best == -1) {
+		if (lastKept >= 0) atomicMax(&best, lastKept);
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) next[b] = (best >= 0 && kw > 0 && kw == kw) ? best : argmax;
+}

@@ -1,0 +1,251 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Config is the GPT-2 shape the runner builds.
+type Config struct {
+	NLayer, NHead, NEmbd int // L, NH, C
+	NPositions           int // T: the position table's length
+	VocabSize            int // V
+	Inner                int // F: the MLP's hidden width (4C for GPT-2)
+	Eps                  float32
+}
+
+// Layer holds one block's parameters in Hugging Face layout (Conv1D weights [in, out]).
+type Layer struct {
+	LN1W, LN1B []float32 // (C)
+	AttnW      []float32 // (C, 3C)
+	AttnB      []float32 // (3C)
+	AttnProjW  []float32 // (C, C)
+	AttnProjB  []float32 // (C)
+	LN2W, LN2B []float32 // (C)
+	FCW        []float32 // (C, F)
+	FCB        []float32 // (F)
+	FCProjW    []float32 // (F, C)
+	FCProjB    []float32 // (C)
+}
+
+// Weights are the model's parameters as float32; the runner uploads matrices and embeddings as
+// fp16 and norms and biases as fp32. The LM head is tied to WTE.
+type Weights struct {
+	WTE, WPE   []float32 // (V, C), (T, C)
+	Layers     []Layer
+	LNFW, LNFB []float32 // (C)
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.NLayer < 1 || c.NHead < 1 || c.NEmbd < 1 || c.VocabSize < 2 || c.NPositions < 1 || c.Inner < 1:
+		return fmt.Errorf("gpu: config %+v: every size must be positive", c)
+	case c.NEmbd%c.NHead != 0:
+		return fmt.Errorf("gpu: n_embd %d is not a multiple of n_head %d", c.NEmbd, c.NHead)
+	case c.NEmbd > 2048:
+		// The norm kernels keep a row in registers: 256 threads x 8 values (gpt2-xl is 1600).
+		return fmt.Errorf("gpu: n_embd %d: the CUDA kernels support at most 2048", c.NEmbd)
+	}
+	return nil
+}
+
+// devLayer is one block's parameters on the device.
+type devLayer struct {
+	ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, fcProjW, fcProjB devPtr
+}
+
+// devWeights is every parameter on the device, sub-allocated from one buffer.
+type devWeights struct {
+	buf        devPtr
+	bytes      int64
+	wte, wpe   devPtr // fp16 (V, C), (T, C)
+	wteT       devPtr // fp16 (C, Vp): the LM head as a plain [in, out] GEMM operand, zero-padded
+	lnfw, lnfb devPtr // fp32 (C)
+	layers     []devLayer
+}
+
+type tensorSpec struct {
+	dst     *devPtr
+	src     []float32
+	n       int // expected elements
+	half    bool
+	name    string
+	cols    int // > 0: upload the (n/cols, cols) matrix transposed, rows padded to padRows
+	padRows int
+}
+
+// uploadWeights checks every tensor's size, allocates one device buffer and copies the
+// parameters into it (matrices as fp16, vectors as fp32).
+func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights) (*devWeights, error) {
+	C, F, V, T := cfg.NEmbd, cfg.Inner, cfg.VocabSize, cfg.NPositions
+	if len(w.Layers) != cfg.NLayer {
+		return nil, fmt.Errorf("gpu: weights have %d layers, config says %d", len(w.Layers), cfg.NLayer)
+	}
+	d := &devWeights{layers: make([]devLayer, cfg.NLayer)}
+	h := func(dst *devPtr, src []float32, n int, name string) tensorSpec {
+		return tensorSpec{dst: dst, src: src, n: n, half: true, name: name}
+	}
+	f := func(dst *devPtr, src []float32, n int, name string) tensorSpec {
+		return tensorSpec{dst: dst, src: src, n: n, name: name}
+	}
+	specs := []tensorSpec{
+		h(&d.wte, w.WTE, V*C, "wte"), h(&d.wpe, w.WPE, T*C, "wpe"),
+		// A transposed copy of the tied LM head, its rows padded from V to Vp (a multiple of 8):
+		// with V = 50257 (odd) every leading dimension was misaligned and cuBLAS fell back to an
+		// sm_75 kernel taking 105-113 us at batch 64 on an H200.
+		{dst: &d.wteT, src: w.WTE, n: V * C, half: true, name: "wte (transposed LM head)", cols: C, padRows: paddedVocab(V)},
+		f(&d.lnfw, w.LNFW, C, "ln_f.weight"), f(&d.lnfb, w.LNFB, C, "ln_f.bias"),
+	}
+	for i := range w.Layers {
+		s, dl := &w.Layers[i], &d.layers[i]
+		p := fmt.Sprintf("h.%d.", i)
+		specs = append(specs,
+			f(&dl.ln1w, s.LN1W, C, p+"ln_1.weight"), f(&dl.ln1b, s.LN1B, C, p+"ln_1.bias"),
+			h(&dl.attnW, s.AttnW, C*3*C, p+"attn.c_attn.weight"), f(&dl.attnB, s.AttnB, 3*C, p+"attn.c_attn.bias"),
+			h(&dl.projW, s.AttnProjW, C*C, p+"attn.c_proj.weight"), f(&dl.projB, s.AttnProjB, C, p+"attn.c_proj.bias"),
+			f(&dl.ln2w, s.LN2W, C, p+"ln_2.weight"), f(&dl.ln2b, s.LN2B, C, p+"ln_2.bias"),
+			h(&dl.fcW, s.FCW, C*F, p+"mlp.c_fc.weight"), f(&dl.fcB, s.FCB, F, p+"mlp.c_fc.bias"),
+			h(&dl.fcProjW, s.FCProjW, F*C, p+"mlp.c_proj.weight"), f(&dl.fcProjB, s.FCProjB, C, p+"mlp.c_proj.bias"),
+		)
+	}
+	var total int64
+	offs := make([]int64, len(specs))
+	for i, s := range specs {
+		if len(s.src) != s.n {
+			return nil, fmt.Errorf("gpu: weight %s has %d values, want %d", s.name, len(s.src), s.n)
+		}
+		offs[i] = total
+		total += align(int64(s.stored()) * elemSize(s.half))
+	}
+	buf, err := r.alloc(total, "weights")
+	if err != nil {
+		return nil, err
+	}
+	d.buf, d.bytes = buf, total
+	var half []uint16
+	for i, s := range specs {
+		*s.dst = buf + devPtr(offs[i])
+		if s.half {
+			n := s.stored()
+			if cap(half) < n {
+				half = make([]uint16, n)
+			}
+			half = half[:n]
+			if s.cols > 0 {
+				toHalfT(half, s.src, s.cols, s.padRows)
+			} else {
+				toHalf(half, s.src)
+			}
+			err = r.upload(*s.dst, unsafe.Pointer(&half[0]), int64(n)*2)
+		} else {
+			err = r.upload(*s.dst, unsafe.Pointer(&s.src[0]), int64(s.n)*4)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("gpu: uploading %s: %w", s.name, err)
+		}
+		// A pageable source is staged by the driver before the call returns, but the next
+		// conversion reuses half: synchronize so the order never depends on that detail.
+		if err = r.sync(); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// stored is the number of elements on the device (transposed matrices are padded).
+func (s tensorSpec) stored() int {
+	if s.cols > 0 {
+		return s.cols * s.padRows
+	}
+	return s.n
+}
+
+// paddedVocab rounds V up to a multiple of 8 so that fp16 and fp32 rows of the LM head and the
+// logits are 16-byte aligned.
+func paddedVocab(v int) int { return (v + 7) &^ 7 }
+
+func elemSize(half bool) int64 {
+	if half {
+		return 2
+	}
+	return 4
+}
+
+// align rounds n up to 256 bytes, the alignment cuBLAS and vector loads like.
+func align(n int64) int64 { return (n + 255) &^ 255 }
+
+// toHalf converts float32 to IEEE fp16 bits, rounding to nearest even; out-of-range values
+// become infinities, NaN stays NaN.
+func toHalf(dst []uint16, src []float32) {
+	for i, f := range src {
+		dst[i] = halfBits(f)
+	}
+}
+
+// toHalfT converts the (rows, cols) matrix src (rows = len/cols) to fp16 and writes its
+// transpose into dst as (cols, padRows), the padding columns zero.
+func toHalfT(dst []uint16, src []float32, cols, padRows int) {
+	rows := len(src) / cols
+	clear(dst)
+	for r := range rows {
+		for c, f := range src[r*cols : (r+1)*cols] {
+			dst[c*padRows+r] = halfBits(f)
+		}
+	}
+}
+
+func halfBits(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case b&0x7fffffff > 0x7f800000: // NaN
+		return sign | 0x7e00
+	case exp >= 31: // overflow or infinity
+		return sign | 0x7c00
+	case exp <= 0: // subnormal or zero in fp16
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint32(14 - exp)
+		h := mant >> shift
+		rem := mant & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rem > half || (rem == half && h&1 == 1) {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(exp)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
+		h++ // may carry into the exponent: still correct, up to infinity
+	}
+	return sign | uint16(h)
+}
+
+// halfToFloat converts fp16 bits back to float32 (tests).
+func halfToFloat(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal
+		return float32(float64(mant) * 0x1p-24 * signOf(sign))
+	case exp == 31:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
+
+func signOf(sign uint32) float64 {
+	if sign != 0 {
+		return -1
+	}
+	return 1
+}

@@ -1,0 +1,295 @@
+package gpu
+
+/*
+#include <stdlib.h>
+#include "api.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"time"
+	"unsafe"
+)
+
+// devPtr is a device address.
+type devPtr = C.CUdeviceptr
+
+// runtime is one device's context, stream, module and cuBLAS handle. Every method runs on the
+// worker goroutine (see worker); nothing here is touched from anywhere else.
+type cudaRuntime struct {
+	a      *api
+	info   deviceInfo
+	ctx    C.CUcontext
+	stream C.CUstream
+	mod    C.CUmodule // gpt2.ptx
+	mod2   C.CUmodule // sample.ptx
+	blas   C.cublasHandle_t
+	ws     devPtr // cuBLAS workspace, set before any capture
+	args   *C.rt_args
+	fn     kernels
+
+	// Allocation accounting: the steady-state test asserts these stop moving.
+	deviceAllocs, hostAllocs int   // calls to cuMemAlloc / cuMemAllocHost so far
+	deviceLive, hostLive     int64 // bytes currently allocated through this runtime
+	graphs                   int   // instantiated graphs alive
+	live                     map[devPtr]int64
+	liveHost                 map[unsafe.Pointer]int64
+}
+
+// timed is one cold-start cost measured while opening: what, detail, took.
+type timed struct {
+	What, Detail string
+	Took         time.Duration
+}
+
+const workspaceBytes = 32 << 20
+
+// openRuntime loads the driver and cuBLAS, retains the primary context of device 0, creates the
+// stream, JIT-loads the kernels and creates the cuBLAS handle. It must run on the worker thread.
+func openRuntime(costs *[]timed) (*cudaRuntime, error) {
+	a, err := openAPI(true)
+	if err != nil {
+		return nil, err
+	}
+	r := &cudaRuntime{a: a, live: map[devPtr]int64{}, liveHost: map[unsafe.Pointer]int64{}}
+	t0 := time.Now()
+	if r.info, err = a.initDevice(); err != nil {
+		r.close()
+		return nil, err
+	}
+	if err = a.check(C.w_ctxRetain(a.c, &r.ctx, r.info.dev), "cuDevicePrimaryCtxRetain"); err != nil {
+		r.ctx = nil
+		r.close()
+		return nil, err
+	}
+	if err = a.check(C.w_ctxSetCurrent(a.c, r.ctx), "cuCtxSetCurrent"); err != nil {
+		r.close()
+		return nil, err
+	}
+	if err = a.check(C.w_streamCreate(a.c, &r.stream), "cuStreamCreate"); err != nil {
+		r.close()
+		return nil, err
+	}
+	*costs = append(*costs, timed{"CUDA context", r.info.Name, time.Since(t0)})
+	t0 = time.Now()
+	if err = r.loadKernels(); err != nil {
+		r.close()
+		return nil, err
+	}
+	*costs = append(*costs, timed{"kernel module load (JIT)", fmt.Sprintf("%d kernels, PTX %d KB", numKernels, ptxBytes()/1024), time.Since(t0)})
+	t0 = time.Now()
+	if err = a.checkBLAS(C.w_blasCreate(a.c, &r.blas), "cublasCreate"); err != nil {
+		r.blas = nil
+		r.close()
+		return nil, err
+	}
+	if err = a.checkBLAS(C.w_blasSetStream(a.c, r.blas, r.stream), "cublasSetStream"); err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.ws, err = r.alloc(workspaceBytes, "cuBLAS workspace"); err != nil {
+		r.close()
+		return nil, err
+	}
+	if err = a.checkBLAS(C.w_blasSetWorkspace(a.c, r.blas, r.ws, workspaceBytes), "cublasSetWorkspace"); err != nil {
+		r.close()
+		return nil, err
+	}
+	*costs = append(*costs, timed{"cuBLAS init", a.cublasName, time.Since(t0)})
+	if r.args = C.args_new(); r.args == nil {
+		r.close()
+		return nil, fmt.Errorf("gpu: out of host memory for kernel arguments")
+	}
+	return r, nil
+}
+
+// close frees everything the runtime holds; safe on a partly opened runtime.
+func (r *cudaRuntime) close() error {
+	var first error
+	keep := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	a := r.a
+	if a == nil {
+		return nil
+	}
+	if r.stream != nil {
+		keep(a.check(C.w_streamSync(a.c, r.stream), "cuStreamSynchronize"))
+	}
+	if r.blas != nil {
+		keep(a.checkBLAS(C.w_blasDestroy(a.c, r.blas), "cublasDestroy"))
+		r.blas = nil
+	}
+	for p := range r.live {
+		keep(r.free(p))
+	}
+	for p := range r.liveHost {
+		keep(r.freeHost(p))
+	}
+	for _, m := range []*C.CUmodule{&r.mod, &r.mod2} {
+		if *m != nil {
+			keep(a.check(C.w_moduleUnload(a.c, *m), "cuModuleUnload"))
+			*m = nil
+		}
+	}
+	if r.stream != nil {
+		keep(a.check(C.w_streamDestroy(a.c, r.stream), "cuStreamDestroy"))
+		r.stream = nil
+	}
+	if r.ctx != nil {
+		keep(a.check(C.w_ctxRelease(a.c, r.info.dev), "cuDevicePrimaryCtxRelease"))
+		r.ctx = nil
+	}
+	if r.args != nil {
+		C.free(unsafe.Pointer(r.args))
+		r.args = nil
+	}
+	a.close()
+	r.a = nil
+	return first
+}
+
+func (r *cudaRuntime) alloc(n int64, what string) (devPtr, error) {
+	var p devPtr
+	if err := r.a.check(C.w_memAlloc(r.a.c, &p, C.size_t(n)), "cuMemAlloc(%s, %d MiB)", what, n>>20); err != nil {
+		return 0, err
+	}
+	r.deviceAllocs++
+	r.deviceLive += n
+	r.live[p] = n
+	return p, nil
+}
+
+func (r *cudaRuntime) free(p devPtr) error {
+	n, ok := r.live[p]
+	if !ok {
+		return nil
+	}
+	delete(r.live, p)
+	r.deviceLive -= n
+	return r.a.check(C.w_memFree(r.a.c, p), "cuMemFree")
+}
+
+// allocHost returns n bytes of page-locked host memory (for async copies).
+func (r *cudaRuntime) allocHost(n int64, what string) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	if err := r.a.check(C.w_hostAlloc(r.a.c, &p, C.size_t(n)), "cuMemAllocHost(%s, %d KiB)", what, n>>10); err != nil {
+		return nil, err
+	}
+	r.hostAllocs++
+	r.hostLive += n
+	r.liveHost[p] = n
+	return p, nil
+}
+
+func (r *cudaRuntime) freeHost(p unsafe.Pointer) error {
+	n, ok := r.liveHost[p]
+	if !ok {
+		return nil
+	}
+	delete(r.liveHost, p)
+	r.hostLive -= n
+	return r.a.check(C.w_hostFree(r.a.c, p), "cuMemFreeHost")
+}
+
+// memInfo returns the device's free and total memory.
+func (r *cudaRuntime) memInfo() (free, total int64, err error) {
+	var f, t C.size_t
+	err = r.a.check(C.w_memInfo(r.a.c, &f, &t), "cuMemGetInfo")
+	return int64(f), int64(t), err
+}
+
+// upload copies host bytes to the device asynchronously on the stream. The source must stay
+// unchanged until the stream is synchronized (pinned) or is copied by the driver before return
+// (pageable memory: the driver stages it, so the call returns once the source was read).
+func (r *cudaRuntime) upload(dst devPtr, src unsafe.Pointer, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	// The result is tested before check: boxing n for the message would allocate every step.
+	if res := C.w_htod(r.a.c, dst, C.uintptr_t(uintptr(src)), C.size_t(n), r.stream); res != 0 {
+		return r.a.check(res, "cuMemcpyHtoDAsync(%d bytes)", n)
+	}
+	return nil
+}
+
+func (r *cudaRuntime) download(dst unsafe.Pointer, src devPtr, n int64) error {
+	if res := C.w_dtoh(r.a.c, C.uintptr_t(uintptr(dst)), src, C.size_t(n), r.stream); res != 0 {
+		return r.a.check(res, "cuMemcpyDtoHAsync(%d bytes)", n)
+	}
+	return nil
+}
+
+func (r *cudaRuntime) sync() error {
+	return r.a.check(C.w_streamSync(r.a.c, r.stream), "cuStreamSynchronize")
+}
+
+// arg is one kernel parameter, already encoded into its 8-byte slot.
+type arg uint64
+
+func pArg(p devPtr) arg  { return arg(p) }
+func iArg(v int) arg     { return arg(uint32(int32(v))) }
+func fArg(v float32) arg { return arg(math.Float32bits(v)) }
+
+// launch runs kernel f on the stream with grid (gx, gy), bx threads and shmem bytes of dynamic
+// shared memory. The arguments are copied into the runtime's C argument block: no allocation.
+func (r *cudaRuntime) launch(f kernel, gx, gy, bx, shmem int, args ...arg) error {
+	if len(args) > len(r.args.vals) {
+		return fmt.Errorf("gpu: %s: %d arguments, at most %d", f.name, len(args), len(r.args.vals))
+	}
+	for i, v := range args {
+		r.args.vals[i] = C.ulonglong(v)
+	}
+	res := C.w_launch(r.a.c, f.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), r.stream, &r.args.ptrs[0])
+	if res != 0 {
+		return r.a.check(res, "cuLaunchKernel(%s, grid %dx%d, block %d)", f.name, gx, gy, bx)
+	}
+	return nil
+}
+
+// gemm computes row-major Y(n, out) = X(n, in) W(in, out) with fp16 X and W, fp32 accumulation,
+// and Y in fp16 (yF32 false) or fp32. Column-major cuBLAS sees Y^T = W^T X^T: no transposes.
+func (r *cudaRuntime) gemm(y, x, w devPtr, n, in, out int, yF32 bool) error {
+	ct := C.int(2) // CUDA_R_16F
+	if yF32 {
+		ct = 0 // CUDA_R_32F
+	}
+	s := C.w_gemm(r.a.c, r.blas, 0, C.int(out), C.int(n), C.int(in), w, C.int(out), x, C.int(in), y, ct, C.int(out))
+	if s != 0 {
+		return r.a.checkBLAS(s, fmt.Sprintf("cublasGemmEx(%dx%d @ %dx%d)", n, in, in, out))
+	}
+	return nil
+}
+
+// worker runs functions on one goroutine locked to its OS thread: the CUDA context is current
+// on that thread and stream capture runs in thread-local mode there.
+type worker struct {
+	calls chan func() // owned by callers (send) and the worker goroutine (receive)
+	ack   chan struct{}
+}
+
+func startWorker() *worker {
+	w := &worker{calls: make(chan func()), ack: make(chan struct{})}
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for f := range w.calls {
+			f()
+			w.ack <- struct{}{}
+		}
+	}()
+	return w
+}
+
+// do runs f on the worker thread and waits for it. Calls must come from one goroutine at a time.
+func (w *worker) do(f func()) {
+	w.calls <- f
+	<-w.ack
+}
+
+func (w *worker) stop() { close(w.calls) }
