@@ -53,7 +53,11 @@ func runBench(ctx context.Context, cfg Config, opts SessionOptions, stdout, stde
 	runErr := waitWithProgress(s, stderr)
 	s.mu.Lock()
 	results := append([]*runResult(nil), s.results...)
+	cold := coldStartLines(s.live.cold, len(s.live.steady.slice()), s.live.compare(), s.ledger())
 	s.mu.Unlock()
+	if runErr == nil {
+		writeColdStart(out, cold)
+	}
 	var errs []error
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		errs = append(errs, runErr)

@@ -19,6 +19,9 @@ type generation struct {
 	loopDone chan struct{}         // closed when srv.Run returned
 	loopErr  error                 // srv.Run's result; read after loopDone
 	recDone  chan struct{}         // closed when the recorder returned
+	// ledgerSeen is how many of srv's ledger entries are in the events log; owned by the
+	// recorder goroutine until recDone, by stopEngine after.
+	ledgerSeen int
 }
 
 // startEngine builds the next engine with the wanted options and starts its goroutines.
@@ -57,9 +60,7 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	if info.DeviceNote != "" {
 		s.logf(LogInfo, "%s", info.DeviceNote)
 	}
-	for _, e := range srv.Ledger() {
-		s.logf(LogCapture, "%s %s: %v", e.What, e.Detail, e.Took.Round(10*time.Microsecond))
-	}
+	s.noteLedger(g)
 	s.mu.Unlock()
 	return g, nil
 }
@@ -71,6 +72,7 @@ func (s *Session) stopEngine(g *generation) error {
 	<-g.recDone
 	s.mu.Lock()
 	s.srv = nil
+	s.lastLedger = g.srv.Ledger() // the cold-start block and the dashboard still show it
 	s.mu.Unlock()
 	return g.srv.Close()
 }
@@ -81,12 +83,12 @@ func (s *Session) record(g *generation) {
 	for {
 		select {
 		case so := <-g.out:
-			s.onStep(so)
+			s.onStep(g, so)
 		case <-g.loopDone:
 			for {
 				select {
 				case so := <-g.out:
-					s.onStep(so)
+					s.onStep(g, so)
 				default:
 					return
 				}
@@ -96,7 +98,7 @@ func (s *Session) record(g *generation) {
 }
 
 // onStep files one step's events: records go to the current run and the rolling windows.
-func (s *Session) onStep(so sched.StepOutput) {
+func (s *Session) onStep(g *generation, so sched.StepOutput) {
 	tokens := 0
 	s.mu.Lock()
 	for i := range so.Events {
@@ -127,6 +129,7 @@ func (s *Session) onStep(so sched.StepOutput) {
 		s.cur.tokens += tokens
 	}
 	s.live.addStep(so.Snapshot, tokens)
+	s.noteLedger(g)
 	s.mu.Unlock()
 	s.publish(false)
 }
@@ -147,4 +150,17 @@ func modelName(info ServerInfo) string {
 		return strings.TrimSuffix(info.Model, ")") + ", random weights)"
 	}
 	return info.Model + " (random weights)"
+}
+
+// noteLedger logs the engine's ledger entries not logged yet: costs paid at build time and those
+// paid later, like a CUDA Graph captured on a batch size's first use. The caller holds s.mu.
+func (s *Session) noteLedger(g *generation) {
+	if g.srv.LedgerLen() == g.ledgerSeen {
+		return
+	}
+	all := g.srv.Ledger()
+	for _, e := range all[g.ledgerSeen:] {
+		s.logf(LogCapture, "%s %s: %v", e.What, e.Detail, e.Took.Round(10*time.Microsecond))
+	}
+	g.ledgerSeen = len(all)
 }

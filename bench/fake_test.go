@@ -151,6 +151,8 @@ func (s *fakeServer) Ledger() []engine.LedgerEntry {
 	return []engine.LedgerEntry{{What: "KV pool allocation", Detail: "fake", Took: time.Millisecond}}
 }
 
+func (s *fakeServer) LedgerLen() int { return len(s.Ledger()) }
+
 func (s *fakeServer) Close() error {
 	s.mu.Lock()
 	s.closed = true

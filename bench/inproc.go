@@ -100,6 +100,8 @@ func (s *inProcServer) Submit(r sched.Request) (sched.RequestID, error) { return
 
 func (s *inProcServer) Ledger() []engine.LedgerEntry { return s.eng.Ledger.Entries() }
 
+func (s *inProcServer) LedgerLen() int { return s.eng.Ledger.Len() }
+
 // Close stops the scheduler (its tokenize workers) and frees the backend.
 func (s *inProcServer) Close() error {
 	s.Scheduler.Close()

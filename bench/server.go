@@ -21,6 +21,7 @@ type Server interface {
 	// not close out.
 	Run(ctx context.Context, out chan<- sched.StepOutput) error
 	Ledger() []engine.LedgerEntry // cold-start costs of this engine so far
+	LedgerLen() int               // len(Ledger()) without the copy: checked after every step
 	Close() error                 // after Run has returned
 }
 

@@ -67,12 +67,13 @@ type Session struct {
 
 	mu          sync.Mutex // guards the fields below
 	live        *liveState
-	srv         Server        // the current engine; nil while rebuilding
-	info        ServerInfo    // of srv
-	want        EngineOptions // what the next engine is built with
-	knobs       sched.Config  // the scheduler knobs asked for (kept across engines)
-	arr         arrivals      // the submit schedule in force
-	arrGen      uint64        // bumped on every schedule change
+	srv         Server               // the current engine; nil while rebuilding
+	lastLedger  []engine.LedgerEntry // the last stopped engine's ledger, shown until the next engine's
+	info        ServerInfo           // of srv
+	want        EngineOptions        // what the next engine is built with
+	knobs       sched.Config         // the scheduler knobs asked for (kept across engines)
+	arr         arrivals             // the submit schedule in force
+	arrGen      uint64               // bumped on every schedule change
 	paused      bool
 	resume      chan struct{} // closed on resume; replaced on pause
 	cur         *runState     // the run in progress; nil between runs
@@ -222,9 +223,9 @@ func (s *Session) header(now time.Duration) Header {
 func (s *Session) ledger() []engine.LedgerEntry {
 	out := s.prov.Ledger()
 	if s.srv != nil {
-		out = append(out, s.srv.Ledger()...)
+		return append(out, s.srv.Ledger()...)
 	}
-	return out
+	return append(out, s.lastLedger...)
 }
 
 // schedConfig is the scheduler configuration cfg asks for.

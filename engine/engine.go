@@ -111,6 +111,13 @@ func (l *Ledger) Time(what, detail string, f func() error) error {
 	return err
 }
 
+// Len is the number of entries so far: a cheap way to see whether there are new ones.
+func (l *Ledger) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.entries)
+}
+
 // Entries returns a copy of the entries so far.
 func (l *Ledger) Entries() []LedgerEntry {
 	l.mu.Lock()
