@@ -1,19 +1,22 @@
 package tokenizer
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
 
 // FuzzRoundTrip checks, for any input string s:
-//   - Encode gives ids in range, and Decode(Encode(s)) == s when s is valid UTF-8 (otherwise it is s
+//   - Encode gives tiktoken-go's ids (the reference: the same rank-based BPE and pattern), in
+//     range, and Decode(Encode(s)) == s when s is valid UTF-8 (otherwise it is s
 //     with each bad byte read as U+FFFD, Go's []rune rule, which Encode documents);
 //   - Decode always returns valid UTF-8, and the Stream equals Decode, both for Encode(s) and for
 //     s's bytes read as an arbitrary id sequence (two bytes an id, out-of-range ids included).
 //
 // The committed corpus is in testdata/fuzz/FuzzRoundTrip.
 func FuzzRoundTrip(f *testing.F) {
-	tok := gpt2(f)
+	tok, ref := gpt2(f), gpt2Reference(f)
 	for _, s := range []string{
 		"", "Hello, world!", "<|endoftext|>", "a<|endoftext|>b", "<|endoftext", "I'm you're 's",
 		"😀👨‍👩‍👧‍👦🇩🇪", "日本語のテキスト", "  \t\n\r\n  x  ", "\xF0\x9F\x98", "\xED\xA0\x80\xFF", "12345.678",
@@ -22,6 +25,12 @@ func FuzzRoundTrip(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		ids := tok.Encode(s)
+		// The reference is quadratic in a word's length: a 100 KB input would take minutes.
+		if len(s) <= maxRefText {
+			if want := ref(s); !slices.Equal(ids, want) {
+				t.Fatalf("Encode(%q) = %v, tiktoken-go gives %v", s, ids, want)
+			}
+		}
 		for _, id := range ids {
 			if id < 0 || int(id) >= tok.VocabSize() {
 				t.Fatalf("Encode(%q) gave id %d, outside the vocabulary", s, id)
@@ -47,5 +56,40 @@ func FuzzRoundTrip(f *testing.F) {
 			t.Fatalf("Decode(%v) = %q: not valid UTF-8", raw, dec)
 		}
 		checkStream(t, tok, raw, dec)
+	})
+}
+
+// maxRefText bounds the texts given to the reference encoder, whose merge is quadratic in a word's
+// length (4 KB: about 10 ms).
+const maxRefText = 4096
+
+// FuzzEncodeLong checks Encode against tiktoken-go on long pieces made from small inputs: s
+// repeated 1 to 256 times, with an optional prefix, so that the words reach mergeHeap and the
+// cache (the second Encode of a text reads its long pieces from the cache).
+//
+// The committed corpus is in testdata/fuzz/FuzzEncodeLong.
+func FuzzEncodeLong(f *testing.F) {
+	tok, ref := gpt2(f), gpt2Reference(f)
+	f.Add("Hello", uint8(255), "in ")
+	f.Add("ab", uint8(17), " ")
+	f.Add("é日1", uint8(40), "")
+	f.Add(" ", uint8(100), "x")
+	f.Add("'s", uint8(20), "it")
+	f.Add("9", uint8(60), "$")
+	f.Fuzz(func(t *testing.T, s string, reps uint8, prefix string) {
+		n := 1 + int(reps)
+		if len(s) > 0 {
+			n = min(n, 1+maxRefText/len(s))
+		}
+		text := prefix + strings.Repeat(s, n)
+		if len(text) > 2*maxRefText {
+			return
+		}
+		want := ref(text)
+		for pass := range 2 {
+			if got := tok.Encode(text); !slices.Equal(got, want) {
+				t.Fatalf("Encode(%.300q) (pass %d) = %v, tiktoken-go gives %v", text, pass, got, want)
+			}
+		}
 	})
 }

@@ -174,8 +174,8 @@ func TestEmbeddedMerges(t *testing.T) {
 }
 
 // TestConcurrentEncode runs several goroutines over the golden corpus on one Tokenizer; with -race
-// it proves that Encode/Decode share no unsynchronised mutable state (tiktoken-go's maps are only
-// read; regexp2 pools its runners under a mutex).
+// it proves that Encode/Decode share no unsynchronised mutable state (the tables are only read;
+// the piece cache and the merge scratch pool lock themselves).
 func TestConcurrentEncode(t *testing.T) {
 	tok := gpt2(t)
 	cases := loadGolden(t)

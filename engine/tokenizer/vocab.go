@@ -2,10 +2,10 @@ package tokenizer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
-
-	"github.com/pkoukk/tiktoken-go"
 )
 
 // source is a vocabulary as read from files, before it is checked and turned into a Tokenizer.
@@ -41,22 +41,23 @@ func build(s source) (*Tokenizer, error) {
 			return nil, s.bad(s.mergesFile, "%v", err)
 		}
 	}
-	core, err := tiktoken.NewCoreBPE(ranks, special, gpt2Pattern)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.vocabFile, err)
+	t := &Tokenizer{tokens: tokens, ranks: ranks, special: special, eos: int32(special[EndOfText]), cache: newPieceCache(),
+		scratch: &sync.Pool{New: func() any { return new(mergeScratch) }}}
+	for b := range 256 {
+		t.byteID[b] = int32(ranks[string([]byte{byte(b)})])
 	}
-	set := make(map[string]any, len(special))
+	t.pairRank, t.maxTokenLen = pairRanks(ranks)
 	for text := range special {
-		set[text] = true
+		t.specials = append(t.specials, text)
 	}
-	enc := &tiktoken.Encoding{Name: "gpt2", PatStr: gpt2Pattern, MergeableRanks: ranks, SpecialTokens: special,
-		ExplicitNVocab: len(tokens)}
-	return &Tokenizer{bpe: tiktoken.NewTiktoken(core, enc, set), tokens: tokens, eos: int32(special[EndOfText])}, nil
+	slices.Sort(t.specials)
+	return t, nil
 }
 
 // resolveSpecial gives every special token its id and checks that <|endoftext|> is one and that
-// no special token contains another: tiktoken-go matches them with an alternation built in map
-// order, so which one won would be left to chance (Hugging Face takes the leftmost longest).
+// no special token contains another: Encode takes the leftmost occurrence, which is then the
+// only one starting there, as Hugging Face's leftmost-longest rule would (tiktoken-go, the tests'
+// reference, matches them with an alternation built in map order, where the winner is chance).
 func (s *source) resolveSpecial() (map[string]int, error) {
 	special := make(map[string]int, len(s.special))
 	for text, id := range s.special {
@@ -84,8 +85,9 @@ func (s *source) resolveSpecial() (map[string]int, error) {
 	return special, nil
 }
 
-// tokenTable returns each id's raw bytes and tiktoken's rank table (raw bytes -> id, special
-// tokens left out). tiktoken uses a token's rank as its id, which is why the ids must be dense.
+// tokenTable returns each id's raw bytes and the rank table (raw bytes -> id, special tokens left
+// out). Rank-based BPE (tiktoken's, and Encode's) uses a token's rank as its id, which is why the
+// ids must be dense.
 func (s *source) tokenTable(special map[string]int) (tokens [][]byte, ranks map[string]int, err error) {
 	n := len(s.vocab)
 	for text := range special {
