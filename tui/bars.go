@@ -4,18 +4,16 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/NimbleMarkets/ntcharts/barchart"
-	"github.com/NimbleMarkets/ntcharts/canvas"
-
 	"rosetop/bench"
-	"rosetop/themes"
 )
 
 // admitChart draws one bar per recent prefill admission (newest at the right) and the prefill
 // max batch limit in force at each as a dashed line; a bar that reaches its limit (the queue
-// had more waiting than one admission may take) is drawn in the warning colour.
+// had more waiting than one admission may take) is drawn in the warning colour. The bars are
+// drawn as ntcharts' barchart draws them (graph.DrawColumnBottomToTop) into a grid kept between
+// frames: barchart.Draw allocates its whole canvas anew on every call.
 type admitChart struct {
-	bc   barchart.Model
+	g    grid
 	w, h int
 }
 
@@ -26,13 +24,11 @@ func (c *admitChart) SetSize(w, h int) {
 		return
 	}
 	c.w, c.h = w, h
-	c.bc = barchart.New(max(w, 1), max(h, 1),
-		barchart.WithNoAxis(), barchart.WithNoAutoMaxValue(), barchart.WithNoAutoBarWidth(),
-		barchart.WithBarWidth(1), barchart.WithBarGap(0))
+	c.g.resize(max(w, 1), max(h, 1))
 }
 
 // body renders the legend line and the bars into iw x ih.
-func (c *admitChart) body(st themes.Styles, adm []bench.Admission, iw, ih int) string {
+func (c *admitChart) body(st *paint, adm []bench.Admission, iw, ih int) string {
 	c.SetSize(iw, ih-1)
 	if len(adm) > iw {
 		adm = adm[len(adm)-iw:]
@@ -57,28 +53,27 @@ func (c *admitChart) body(st themes.Styles, adm []bench.Admission, iw, ih int) s
 	if ih < 2 {
 		return fit(head, iw)
 	}
-	bc := &c.bc
-	bc.Clear()
-	bc.SetMax(float64(top))
-	for _, a := range adm {
-		s := st.Series[0]
+	g := &c.g
+	g.clear()
+	h := g.h
+	scale := float64(h) / float64(top) // rows per request
+	off := g.w - len(adm)              // right-aligned: the newest admission at the right edge
+	for i, a := range adm {
+		k := inkSeries
 		if a.Limit > 0 && a.Size >= a.Limit {
-			s = st.Warn
+			k = inkWarn
 		}
-		bc.Push(barchart.BarData{Values: []barchart.BarValue{{Value: float64(a.Size), Style: s}}})
+		g.column(off+i, h-1, math.Min(float64(a.Size)*scale, float64(h)), k)
 	}
-	bc.Draw()
 	// The limit line: in each bar's column, the row whose top edge is the limit, where empty.
-	h := bc.Canvas.Height()
 	for i, a := range adm {
 		if a.Limit <= 0 {
 			continue
 		}
-		y := h - int(math.Ceil(float64(a.Limit)/float64(top)*float64(h)-1e-9))
-		p := canvas.Point{X: i, Y: max(0, y)}
-		if bc.Canvas.Cell(p).Rune == 0 {
-			bc.Canvas.SetCell(p, canvas.NewCellWithStyle('┄', st.Warn))
+		y := max(0, h-int(math.Ceil(float64(a.Limit)/float64(top)*float64(h)-1e-9)))
+		if g.at(off+i, y) == 0 {
+			g.set(off+i, y, '┄', inkWarn)
 		}
 	}
-	return fit(head, iw) + "\n" + canvasString(&bc.Canvas)
+	return fit(head, iw) + "\n" + g.render(st)
 }

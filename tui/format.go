@@ -6,10 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
-
-	"rosetop/themes"
 )
 
 // numW is the width of every number column: wide enough for "12345" or "99.99", so columns
@@ -56,7 +53,7 @@ func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	if sw := lipgloss.Width(s); sw > w {
+	if sw := widthOf(s); sw > w {
 		return ansi.Truncate(s, w, "…")
 	} else if sw < w {
 		return s + strings.Repeat(" ", w-sw)
@@ -66,35 +63,61 @@ func fit(s string, w int) string {
 
 // fitLines makes a block exactly w x h: every line fitted, missing lines blank, extra dropped.
 func fitLines(s string, w, h int) string {
-	var lines []string
-	if s != "" {
-		lines = strings.Split(s, "\n")
-	}
-	out := make([]string, h)
-	for i := range out {
-		l := ""
-		if i < len(lines) {
-			l = lines[i]
+	var b strings.Builder
+	b.Grow(len(s) + h)
+	eachLine(s, h, func(i int, l string) {
+		if i > 0 {
+			b.WriteByte('\n')
 		}
-		out[i] = fit(l, w)
+		b.WriteString(fit(l, w))
+	})
+	return b.String()
+}
+
+// eachLine calls fn with exactly n lines of s: its first n lines, then "" for lines s lacks
+// ("" has no lines). It is strings.Split without the slice.
+func eachLine(s string, n int, fn func(i int, line string)) {
+	c := newLines(s)
+	for i := range n {
+		fn(i, c.next())
 	}
-	return strings.Join(out, "\n")
+}
+
+// lines reads a string line by line, then "" forever (strings.Split's lines, one at a time).
+type lines struct {
+	rest string
+	done bool
+}
+
+func newLines(s string) lines { return lines{rest: s, done: s == ""} }
+
+func (c *lines) next() string {
+	if c.done {
+		return ""
+	}
+	if j := strings.IndexByte(c.rest, '\n'); j >= 0 {
+		l := c.rest[:j]
+		c.rest = c.rest[j+1:]
+		return l
+	}
+	c.done = true
+	return c.rest
 }
 
 // spread puts left and right on one line of width w, right-aligned, left truncated if need be.
 func spread(left, right string, w int) string {
-	rw := lipgloss.Width(right)
+	rw := widthOf(right)
 	if rw >= w {
 		return fit(right, w)
 	}
-	if lipgloss.Width(left) > w-rw {
+	if widthOf(left) > w-rw {
 		return fit(fit(left, w-rw-1)+" ", w-rw) + right
 	}
 	return fit(left, w-rw) + right
 }
 
 // onOff renders a boolean setting.
-func onOff(st themes.Styles, b bool) string {
+func onOff(st *paint, b bool) string {
 	if b {
 		return st.Good.Render("on ")
 	}
@@ -103,8 +126,6 @@ func onOff(st themes.Styles, b bool) string {
 
 // secs converts chart x values (seconds) back to a duration.
 func secs(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
-
-func widthOf(s string) int { return lipgloss.Width(s) }
 
 func spaces(n int) string { return strings.Repeat(" ", max(0, n)) }
 

@@ -3,6 +3,7 @@ package tui
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,7 +92,7 @@ func TestLayoutTiers(t *testing.T) {
 	}{
 		{200, 60, nil}, {120, 40, nil}, {80, 24, []paneID{pITL}},
 	} {
-		l := computeLayout(st, tc.w, tc.h, 2, v)
+		l := computeLayout(newPaint(st), tc.w, tc.h, 2, v)
 		for id := range nPanes {
 			if hid := l.heights[id] == 0; hid != slices.Contains(tc.hidden, id) {
 				t.Errorf("%dx%d: pane %d hidden = %v", tc.w, tc.h, id, hid)
@@ -144,5 +145,64 @@ func TestAxisLabels(t *testing.T) {
 		if got := lg(tc.v); got != tc.want {
 			t.Errorf("logLabel(%v) = %q, want %q", tc.v, got, tc.want)
 		}
+	}
+}
+
+// eachLine yields what strings.Split yields, cut or padded with "" to n lines.
+func TestEachLine(t *testing.T) {
+	tests := []struct {
+		name string
+		s    string
+		n    int
+	}{
+		{"empty has no lines", "", 3},
+		{"one line padded", "ab", 3},
+		{"trailing newline is an empty line", "a\n", 3},
+		{"cut", "a\nb\nc\nd", 2},
+		{"blank lines kept", "\n\nx", 4},
+		{"zero", "a\nb", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []string
+			if tc.s != "" {
+				want = strings.Split(tc.s, "\n")
+			}
+			for len(want) < tc.n {
+				want = append(want, "")
+			}
+			want = want[:tc.n]
+			var got []string
+			eachLine(tc.s, tc.n, func(i int, l string) {
+				if i != len(got) {
+					t.Fatalf("line index %d, want %d", i, len(got))
+				}
+				got = append(got, l)
+			})
+			if strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+				t.Fatalf("eachLine(%q, %d) = %q, want %q", tc.s, tc.n, got, want)
+			}
+		})
+	}
+}
+
+func TestRowName(t *testing.T) {
+	tests := []struct {
+		name, in string
+		w        int
+		want     string
+	}{
+		{"fits", "Prefill->first", 16, "Prefill->first"},
+		{"abbreviated", "Prefill->first", 12, "Prefill→1st"},
+		{"queue abbreviated", "Queue wait", 8, "Queue"},
+		{"short name kept", "TTFT", 4, "TTFT"},
+		{"unknown kept (fit truncates)", "Something long", 8, "Something long"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rowName(tc.in, tc.w); got != tc.want {
+				t.Fatalf("rowName(%q, %d) = %q, want %q", tc.in, tc.w, got, tc.want)
+			}
+		})
 	}
 }

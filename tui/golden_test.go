@@ -106,3 +106,32 @@ func TestThemesColour(t *testing.T) {
 		}
 	}
 }
+
+// Golden frames with their escapes: the pens and chart grids must style exactly as lipgloss
+// would, run for run (the frames were checked byte for byte against per-cell Style.Render when
+// the pens replaced it). Rewrite with: go test ./tui/ -update
+func TestGoldenViewColour(t *testing.T) {
+	tests := []struct {
+		name    string
+		theme   string
+		profile termenv.Profile
+		w, h    int
+	}{
+		{"dark_truecolor_120x40", "dark", termenv.TrueColor, 120, 40},
+		{"light_ansi256_80x24", "light", termenv.ANSI256, 80, 24},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := lipgloss.NewRenderer(io.Discard)
+			r.SetColorProfile(tc.profile)
+			m, err := New(newFakeSession(testView()), r, tc.theme)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tm, _ := m.Update(sizeMsg(tc.w, tc.h))
+			out := tm.View()
+			checkFrame(t, ansi.Strip(out), tc.w, tc.h)
+			golden.RequireEqual(t, []byte(out))
+		})
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"rosetop/bench"
-	"rosetop/themes"
 )
 
 // headerH is the header's height in rows.
@@ -32,7 +31,7 @@ func phaseText(h bench.Header) string {
 
 // headerView is two lines: what runs where and how fast; then every tunable setting, each in
 // a fixed-width slot so values changing never shift their neighbours.
-func headerView(st themes.Styles, v *bench.View, w int) string {
+func headerView(st *paint, v *bench.View, w int) string {
 	if v == nil {
 		return fit(st.AppName.Render("rosetop")+st.Muted.Render("  waiting for the session…"), w) + "\n" + spaces(w)
 	}

@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/NimbleMarkets/ntcharts/sparkline"
-
 	"rosetop/bench"
 	"rosetop/themes"
 )
 
 // itlChart draws inter-token latency sparklines: the pooled recent ITL, then one row per slow
-// recent request, all on one scale so a slow request looks slow next to the aggregate.
+// recent request, all on one scale so a slow request looks slow next to the aggregate. Each row
+// is drawn as ntcharts' sparkline draws its columns (graph.DrawColumns) into a grid kept between
+// frames: the sparkline model allocates its canvas anew on every draw.
 type itlChart struct {
-	lines []sparkline.Model // [0] aggregate, then slow requests; resized on demand
+	lines []grid // [0] aggregate, then slow requests
 }
 
 func newITLChart() *itlChart { return &itlChart{} }
@@ -22,7 +22,7 @@ const itlLabelW = 10 // "#1234567 " / "all"
 const itlValueW = 11 // " max 123.4"
 
 // body renders into iw x ih: the aggregate takes what the slow rows leave, up to 3 rows.
-func (c *itlChart) body(st themes.Styles, v *bench.View, iw, ih int) string {
+func (c *itlChart) body(st *paint, v *bench.View, iw, ih int) string {
 	sw := iw - itlLabelW - itlValueW
 	if sw < 4 || ih < 1 {
 		return ""
@@ -44,27 +44,24 @@ func (c *itlChart) body(st themes.Styles, v *bench.View, iw, ih int) string {
 	scale := math.Max(top, 1e-9) // no axis here: fill the height
 
 	for len(c.lines) < 1+len(slow) {
-		c.lines = append(c.lines, sparkline.New(1, 1))
+		c.lines = append(c.lines, grid{})
 	}
 	row := func(i, h int, label string, data []float64, style int) string {
-		sp := &c.lines[i]
-		if sp.Width() != sw || sp.Height() != h {
-			sp.Resize(sw, h)
+		g := &c.lines[i]
+		g.resize(sw, h)
+		rows := float64(h) / scale // rows per ms
+		data = tail(data)
+		for j, x := range data { // right-aligned: the newest at the right edge
+			g.column(sw-len(data)+j, h-1, math.Max(x, 0)*rows, inkSeries+ink(style))
 		}
-		sp.AutoMaxValue = false
-		sp.SetMax(scale)
-		sp.Style = st.Series[style]
-		sp.Clear()
-		sp.PushAll(tail(data))
-		sp.DrawColumnsOnly()
 		mx := math.NaN()
-		for _, x := range tail(data) {
+		for _, x := range data {
 			if math.IsNaN(mx) || x > mx {
 				mx = x
 			}
 		}
 		right := st.Muted.Render(" max") + st.Strong.Render(fmt.Sprintf("%*s", itlValueW-4, numRaw(mx)))
-		return joinCols(fit(st.Muted.Render(label), itlLabelW), canvasString(&sp.Canvas), right, h)
+		return joinCols(fit(st.Muted.Render(label), itlLabelW), g.render(st), right, h)
 	}
 	out := row(0, aggH, "all", v.ITL, 0)
 	for i, r := range slow {

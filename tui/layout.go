@@ -2,7 +2,6 @@ package tui
 
 import (
 	"rosetop/bench"
-	"rosetop/themes"
 )
 
 // The smallest terminal the dashboard draws in; below it, it says so instead.
@@ -41,7 +40,7 @@ type slot struct {
 	prio     int // lower gets its minimum first
 }
 
-func computeLayout(st themes.Styles, w, h, footerH int, v *bench.View) layout {
+func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 	l := layout{w: w, h: h}
 	if w < MinWidth || h < MinHeight {
 		l.tooSmall = true

@@ -47,6 +47,7 @@ type Model struct {
 	s        Session
 	r        *lipgloss.Renderer
 	st       themes.Styles
+	pt       *paint // st as pens; replaced (never mutated) with st
 	keys     KeyMap
 	help     help.Model
 	id       *tickID
@@ -55,8 +56,12 @@ type Model struct {
 	view     *bench.View // latest view read from s
 	flash    string      // the last key result shown in the status line ("" none)
 	flashErr bool
-	flashN   int // ticks left
+	flashN   int           // ticks left
+	last     string        // the last key result, kept for the idle status line ("" none yet)
+	lastErr  bool          // last was a refusal
+	lastAt   time.Duration // session clock when last came back
 	ch       *charts
+	cache    *paneCache // the table panes as last drawn; shared by copies, touched only in Update
 	lay      layout
 	header   string
 	panes    [nPanes]string
@@ -72,8 +77,9 @@ func New(s Session, r *lipgloss.Renderer, theme string) (Model, error) {
 		return Model{}, fmt.Errorf("tui: %w", err)
 	}
 	m := Model{
-		s: s, r: r, st: st, keys: DefaultKeyMap(), help: help.New(), id: &tickID{},
-		ch: &charts{queue: newTimeChart(false), p99: newTimeChart(true), admit: newAdmitChart(), itl: newITLChart(), span: 10},
+		s: s, r: r, st: st, pt: newPaint(st), keys: DefaultKeyMap(), help: help.New(), id: &tickID{},
+		cache: &paneCache{},
+		ch:    &charts{queue: newTimeChart(false), p99: newTimeChart(true), admit: newAdmitChart(), itl: newITLChart(), span: 10},
 	}
 	m.applyHelpStyles()
 	return m, nil
@@ -169,7 +175,7 @@ func (m *Model) cycleTheme() {
 	if err != nil {
 		m.setFlash(err.Error(), true)
 	} else {
-		m.st = st
+		m.st, m.pt = st, newPaint(st)
 		m.applyHelpStyles()
 		m.setFlash("theme "+next, false)
 	}
@@ -178,6 +184,10 @@ func (m *Model) cycleTheme() {
 
 func (m *Model) setFlash(text string, isErr bool) {
 	m.flash, m.flashErr, m.flashN = text, isErr, flashTicks
+	m.last, m.lastErr = text, isErr
+	if m.view != nil {
+		m.lastAt = m.view.Now
+	}
 	if isErr {
 		m.flashN = 2 * flashTicks
 	}

@@ -25,7 +25,7 @@ func (m *Model) refresh(redraw bool) {
 	if m.w < 100 { // the short help must fit the 80-column minimum whole
 		m.help.ShortSeparator = "  "
 	}
-	lay := computeLayout(m.st, m.w, m.h, m.footerH(), m.view)
+	lay := computeLayout(m.pt, m.w, m.h, m.footerH(), m.view)
 	if lay != m.lay {
 		m.lay, redraw = lay, true
 	}
@@ -42,9 +42,10 @@ func (m *Model) footerH() int {
 	return 2
 }
 
-// renderPanes draws the header and every shown pane at its layout size.
+// renderPanes draws the header and every shown pane at its layout size; a table pane whose
+// inputs equal those it was last drawn from is reused (see paneCache).
 func (m *Model) renderPanes() {
-	st, l := m.st, m.lay
+	st, l := m.pt, m.lay
 	v := m.view
 	if v == nil { // before the session's first view: empty panes
 		v = &bench.View{}
@@ -60,6 +61,13 @@ func (m *Model) renderPanes() {
 		if h == 0 {
 			m.panes[id] = ""
 			continue
+		}
+		memo, table := paneInputs(id, v, st, w, h)
+		if table {
+			if out, ok := m.cache.get(id, memo); ok {
+				m.panes[id] = out
+				continue
+			}
 		}
 		iw, ih := paneInner(st, w, h)
 		var title, body string
@@ -88,7 +96,27 @@ func (m *Model) renderPanes() {
 			title, body = "events", eventsBody(st, v.Events, iw, ih)
 		}
 		m.panes[id] = renderPane(st, title, body, w, h)
+		if table {
+			m.cache.put(id, memo, m.panes[id])
+		}
 	}
+}
+
+// paneInputs is what a table pane is drawn from (table is false for the chart panes, which
+// change with the clock on every frame).
+func paneInputs(id paneID, v *bench.View, st *paint, w, h int) (memo paneMemo, table bool) {
+	memo = paneMemo{pt: st, w: w, h: h}
+	switch id {
+	case pLatency:
+		memo.latency = v.Latency
+	case pCold:
+		memo.compare, memo.ledger, memo.steady = v.Compare, v.Ledger, len(v.Steady)
+	case pEvents:
+		memo.events = v.Events
+	default:
+		return memo, false
+	}
+	return memo, true
 }
 
 // window is the time range of the charts, [now-span, now] in seconds. span covers the oldest
@@ -116,7 +144,7 @@ func (c *charts) window(v *bench.View) (x0, x1 float64) {
 }
 
 func (m *Model) queueBody(v *bench.View, x0, x1 float64, iw, ih int) string {
-	st := m.st
+	st := m.pt
 	var wait, run []bench.Point
 	top := 1.0
 	for _, q := range v.Queue {
@@ -135,19 +163,19 @@ func (m *Model) queueBody(v *bench.View, x0, x1 float64, iw, ih int) string {
 	}
 	m.ch.queue.SetSize(iw, ih-1)
 	chart := m.ch.queue.draw(st, x0, x1, 0, niceMax(top), []tseries{
-		{pts: wait, style: st.Series[0]}, {pts: run, style: st.Series[1]},
+		{pts: wait, ink: inkSeries}, {pts: run, ink: inkSeries + 1},
 	}, v.Markers)
 	return fit(head, iw) + "\n" + chart
 }
 
 func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
-	st := m.st
+	st := m.pt
 	var series []tseries
 	var items []string
 	lo, hi := math.Inf(1), 0.0
 	for i, s := range v.P99 {
 		style := st.Series[i%len(st.Series)]
-		series = append(series, tseries{pts: s.Points, style: style})
+		series = append(series, tseries{pts: s.Points, ink: inkSeries + ink(i%len(st.Series))})
 		last := math.NaN()
 		for _, p := range s.Points {
 			if x := p.At.Seconds(); x >= x0 && x <= x1 && p.Value > 0 {
@@ -194,8 +222,8 @@ func (m *Model) compose() {
 		return
 	}
 	if l.tooSmall {
-		msg := m.st.Warn.Render(fmt.Sprintf("rosetop needs at least %d×%d", MinWidth, MinHeight)) + "\n" +
-			m.st.Muted.Render(fmt.Sprintf("this terminal is %d×%d · q quits", m.w, m.h))
+		msg := m.pt.Warn.Render(fmt.Sprintf("rosetop needs at least %d×%d", MinWidth, MinHeight)) + "\n" +
+			m.pt.Muted.Render(fmt.Sprintf("this terminal is %d×%d · q quits", m.w, m.h))
 		m.frame = lipgloss.Place(m.w, m.h, lipgloss.Center, lipgloss.Center, msg)
 		return
 	}
@@ -208,23 +236,27 @@ func (m *Model) compose() {
 		}
 		return strings.Join(parts, "\n")
 	}
-	left := fitLines(col(pQueue, pAdmit, pP99), l.leftW, l.bodyH)
-	right := fitLines(col(pLatency, pITL, pCold, pEvents), l.rightW, l.bodyH)
-	// Both columns are exactly bodyH lines of their width: join them line by line.
+	left, right := col(pQueue, pAdmit, pP99), col(pLatency, pITL, pCold, pEvents)
+	footer := m.footer()
+	// Each column is fitted to exactly bodyH lines of its width; they are joined line by line.
 	var b strings.Builder
+	b.Grow(len(m.header) + len(left) + len(right) + len(footer) + l.bodyH + 1)
 	b.WriteString(m.header)
-	ll, rl := strings.Split(left, "\n"), strings.Split(right, "\n")
-	for i := range ll {
-		b.WriteString("\n" + ll[i] + rl[i])
+	lc, rc := newLines(left), newLines(right)
+	for range l.bodyH {
+		b.WriteByte('\n')
+		b.WriteString(fit(lc.next(), l.leftW))
+		b.WriteString(fit(rc.next(), l.rightW))
 	}
-	b.WriteString("\n" + m.footer())
+	b.WriteByte('\n')
+	b.WriteString(footer)
 	m.frame = b.String()
 }
 
-// footer is the status line (a key's result, or a hint) and the key help.
+// footer is the status line (a key's result, else idleStatus) and the key help.
 func (m *Model) footer() string {
-	st := m.st
-	status := st.Muted.Render("p g r restart the engine (a new cold run); [ ] { } - + s space apply live")
+	st := m.pt
+	status := m.idleStatus()
 	if m.flash != "" {
 		if m.flashErr {
 			status = st.Bad.Render("✗ " + m.flash)
@@ -239,4 +271,38 @@ func (m *Model) footer() string {
 		help = m.help.ShortHelpView(m.keys.ShortHelp())
 	}
 	return fit(status, m.w) + "\n" + fitLines(help, m.w, m.footerH()-1)
+}
+
+// idleStatus is the status line between key results: where the session is, then the last
+// change made (or, before any, how changes apply).
+func (m *Model) idleStatus() string {
+	st, v := m.pt, m.view
+	if v == nil {
+		return st.Muted.Render("waiting for the session's first numbers…")
+	}
+	h := v.Header
+	var state string
+	switch h.Phase {
+	case bench.PhaseStarting:
+		state = "starting: loading the model and building the engine"
+	case bench.PhaseCold:
+		state = "cold run on a fresh engine"
+	case bench.PhaseRun, bench.PhaseLive:
+		state = phaseText(h) + " running"
+	case bench.PhaseDone:
+		state = "done: q quits and prints the summaries"
+	}
+	out := st.Text.Render(state)
+	if h.Paused {
+		out += st.Muted.Render(" · ") + st.Warn.Render("arrivals paused") + st.Muted.Render(" (space resumes)")
+	}
+	switch {
+	case m.last == "":
+		out += st.Muted.Render(" · p g r: new engine, cold run · other keys apply live")
+	case m.lastErr:
+		out += st.Muted.Render(" · last key at "+clock(m.lastAt)+": ") + st.Bad.Render("✗ "+m.last)
+	default:
+		out += st.Muted.Render(" · last change at "+clock(m.lastAt)+": ") + st.Text.Render(m.last)
+	}
+	return out
 }

@@ -8,11 +8,10 @@ import (
 
 	"rosetop/bench"
 	"rosetop/engine"
-	"rosetop/themes"
 )
 
 // latencyBody is the rolling percentile table: one row per metric, fixed-width number columns.
-func latencyBody(st themes.Styles, rows []bench.LatencyRow, iw int) string {
+func latencyBody(st *paint, rows []bench.LatencyRow, iw int) string {
 	cols := []string{"p50", "p95", "p99", "max"}
 	if iw < 12+len(cols)*(numW+1) {
 		cols = cols[:3]
@@ -27,7 +26,7 @@ func latencyBody(st themes.Styles, rows []bench.LatencyRow, iw int) string {
 		b.WriteString("\n" + st.Muted.Render("no finished requests yet"))
 	}
 	for _, r := range rows {
-		b.WriteString("\n" + st.Text.Render(fit(r.Name, nameW)))
+		b.WriteString("\n" + st.Text.Render(fit(rowName(r.Name, nameW), nameW)))
 		d := r.Dist
 		vals := []float64{d.P50, d.P95, d.P99, d.Max}
 		for i := range cols {
@@ -45,6 +44,21 @@ func latencyBody(st themes.Styles, rows []bench.LatencyRow, iw int) string {
 	return b.String()
 }
 
+// rowName is a latency row's name, or its abbreviation when the name is wider than w (an
+// 80-column terminal leaves 12 cells: "Prefill->fi…" would lose the word that matters).
+func rowName(name string, w int) string {
+	if widthOf(name) <= w {
+		return name
+	}
+	switch name {
+	case "Prefill->first":
+		return "Prefill→1st"
+	case "Queue wait":
+		return "Queue"
+	}
+	return name
+}
+
 // latencyN is the request count in the latency pane title: the first row's (TTFT: one sample
 // per request; ITL has one per token).
 func latencyN(rows []bench.LatencyRow) int {
@@ -55,7 +69,7 @@ func latencyN(rows []bench.LatencyRow) int {
 }
 
 // coldBody is the cold-vs-steady comparison and, below it, the engine's cold-start ledger.
-func coldBody(st themes.Styles, v *bench.View, iw, ih int) string {
+func coldBody(st *paint, v *bench.View, iw, ih int) string {
 	const ratioW = 6
 	nameW := min(iw-2*(numW+1)-(ratioW+1), 22)
 	var b strings.Builder
@@ -128,7 +142,7 @@ func ledgerGroups(es []engine.LedgerEntry) []ledgerGroup {
 }
 
 // eventsBody is the newest events that fit, oldest at the top, like a log.
-func eventsBody(st themes.Styles, es []bench.LogEvent, iw, ih int) string {
+func eventsBody(st *paint, es []bench.LogEvent, iw, ih int) string {
 	if len(es) == 0 {
 		return st.Muted.Render("no events yet")
 	}

@@ -8,11 +8,10 @@ import (
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/NimbleMarkets/ntcharts/canvas/graph"
+	"github.com/NimbleMarkets/ntcharts/canvas/runes"
 	"github.com/NimbleMarkets/ntcharts/linechart"
-	"github.com/charmbracelet/lipgloss"
 
 	"rosetop/bench"
-	"rosetop/themes"
 )
 
 // yLabelW is the fixed width of y-axis labels, so the plot area never shifts as values grow.
@@ -23,18 +22,23 @@ const xLabelStep = 12
 
 // tseries is one line of a time chart: x in seconds since the session start.
 type tseries struct {
-	pts   []bench.Point
-	style lipgloss.Style
+	pts []bench.Point
+	ink ink
 }
 
 // timeChart is an ntcharts linechart with braille lines, fixed-width axis labels and vertical
-// markers. It is owned by the dashboard Model and touched only inside Update.
+// markers. It is owned by the dashboard Model and touched only inside Update. The linechart
+// model lays the chart out (origin, plot size, label width); the axes, labels, lines and markers
+// are drawn as its DrawXYAxisAndLabel and braille drawing do, into a grid kept between frames.
 type timeChart struct {
-	lc     linechart.Model
-	w, h   int
-	log    bool // y is log10 of the value (latencies spanning decades)
-	yLabel func(v float64) string
-	xLabel func(v float64) string
+	lc           linechart.Model
+	w, h         int
+	xStep, yStep int  // the linechart's label steps (0: no axis)
+	log          bool // y is log10 of the value (latencies spanning decades)
+	yLabel       func(v float64) string
+	xLabel       func(v float64) string
+	g            grid // the drawn chart, w x h
+	d            dots // one series' braille dots over the plot area
 }
 
 func newTimeChart(log bool) *timeChart { return &timeChart{log: log} }
@@ -53,16 +57,21 @@ func (c *timeChart) SetSize(w, h int) {
 		xStep = 0
 	}
 	yStep := 1 // every row is asked; only rows holding a round value get a label
+	c.xStep, c.yStep = xStep, yStep
 	c.lc = linechart.New(max(w, 1), max(h, 1), 0, 1, 0, 1,
 		linechart.WithXYSteps(xStep, yStep),
 		linechart.WithXLabelFormatter(func(_ int, v float64) string { return c.xLabel(v) }),
-		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yLabelW, c.yLabel(v)) }),
+		linechart.WithYLabelFormatter(func(_ int, v float64) string { return c.yText(v) }),
 	)
 }
 
+// yText is the y label of v right-aligned in yLabelW cells ("" rows are blank, not absent: the
+// linechart reserves the label column from these widths).
+func (c *timeChart) yText(v float64) string { return fmt.Sprintf("%*s", yLabelW, c.yLabel(v)) }
+
 // draw renders the series over [x0, x1] seconds and [ymin, ymax] (ymin is used on a log
 // scale only; linear charts start at 0), with markers; the canvas is exactly w x h cells.
-func (c *timeChart) draw(st themes.Styles, x0, x1, ymin, ymax float64, series []tseries, markers []bench.Marker) string {
+func (c *timeChart) draw(st *paint, x0, x1, ymin, ymax float64, series []tseries, markers []bench.Marker) string {
 	if c.w < yLabelW+4 || c.h < 2 {
 		return ""
 	}
@@ -87,19 +96,19 @@ func (c *timeChart) draw(st themes.Styles, x0, x1, ymin, ymax float64, series []
 		ymin = 0
 	}
 	lc := &c.lc
-	lc.AxisStyle, lc.LabelStyle = st.Axis, st.Label
 	lc.SetXYRange(x0, x1, ymin, ymax)
 	lc.SetViewXYRange(x0, x1, ymin, ymax)
-	clearCanvas(&lc.Canvas)
-	lc.DrawXYAxisAndLabel()
+	g := &c.g
+	g.resize(lc.Canvas.Width(), lc.Canvas.Height())
+	c.drawAxes(x0, x1, ymin, ymax)
 
 	gw, gh := lc.GraphWidth(), lc.GraphHeight()
 	if gw < 2 || gh < 1 {
-		return canvasString(&lc.Canvas)
+		return g.render(st)
 	}
 	plot0 := canvas.Point{X: lc.Origin().X + 1, Y: 0}
 	for _, s := range series {
-		grid := graph.NewBrailleGrid(gw, gh, x0, x1, ymin, ymax)
+		c.d.reset(gw, gh, x0, x1, ymin, ymax)
 		var prev canvas.Point
 		have := false
 		for _, p := range s.pts {
@@ -109,27 +118,77 @@ func (c *timeChart) draw(st themes.Styles, x0, x1, ymin, ymax float64, series []
 				continue
 			}
 			y := math.Min(math.Max(tr(p.Value), ymin), ymax)
-			gp := grid.GridPoint(canvas.Float64Point{X: x, Y: y})
+			var gp canvas.Point
+			gp.X, gp.Y = c.d.point(x, y)
 			if have {
 				for _, q := range graph.GetLinePoints(prev, gp) {
-					grid.Set(q)
+					c.d.set(q.X, q.Y)
 				}
 			} else {
-				grid.Set(gp)
+				c.d.set(gp.X, gp.Y)
 			}
 			prev, have = gp, true
 		}
-		graph.DrawBraillePatterns(&lc.Canvas, plot0, grid.BraillePatterns(), s.style)
+		g.braille(plot0.X, plot0.Y, &c.d, s.ink)
 	}
-	c.drawMarkers(st, plot0, gw, gh, x0, x1, markers)
-	return canvasString(&lc.Canvas)
+	c.drawMarkers(plot0, gw, gh, x0, x1, markers)
+	return g.render(st)
+}
+
+// drawAxes draws the axes and their labels as linechart.DrawXYAxisAndLabel does: the y labels
+// right-aligned left of the axis where the label changes, the x labels under it where the cell
+// left of them is free and they fit.
+func (c *timeChart) drawAxes(x0, x1, ymin, ymax float64) {
+	g, o := &c.g, c.lc.Origin()
+	gw, gh := c.lc.GraphWidth(), c.lc.GraphHeight()
+	up := func(y int) {
+		for ; y >= 0; y-- {
+			g.set(o.X, y, runes.LineVertical, inkAxis)
+		}
+	}
+	right := func(x int) {
+		for ; x < g.w; x++ {
+			g.set(x, o.Y, runes.LineHorizontal, inkAxis)
+		}
+	}
+	switch {
+	case c.yStep > 0 && c.xStep > 0:
+		g.set(o.X, o.Y, runes.LineUpRight, inkAxis)
+		up(o.Y - 1)
+		right(o.X + 1)
+	case c.yStep > 0:
+		up(o.Y)
+	case c.xStep > 0:
+		right(o.X)
+	}
+	if c.yStep > 0 {
+		last, inc := "", (ymax-ymin)/float64(gh)
+		for i := 0; i <= gh; i += c.yStep {
+			if s := c.yText(ymin + inc*float64(i)); s != last {
+				g.text(o.X-len(s), o.Y-i, s, inkLabel)
+				last = s
+			}
+		}
+	}
+	if c.xStep > 0 {
+		last, inc := "", (x1-x0)/float64(gw)
+		for i := 0; i < gw; i += c.xStep {
+			if g.at(o.X+i-1, o.Y+1) != 0 {
+				continue
+			}
+			if s := c.xLabel(x0 + inc*float64(i)); s != last && len(s)+o.X+i <= g.w {
+				g.text(o.X+i, o.Y+1, s, inkLabel)
+				last = s
+			}
+		}
+	}
 }
 
 // drawMarkers draws each marker as a dotted vertical line through the empty cells of its column
 // (data stays on top) and, on the top row, its label: ending a cell before the next marker,
 // truncated only when at least 8 cells are free, left out when data is in the way.
-func (c *timeChart) drawMarkers(st themes.Styles, plot0 canvas.Point, gw, gh int, x0, x1 float64, ms []bench.Marker) {
-	cv := &c.lc.Canvas
+func (c *timeChart) drawMarkers(plot0 canvas.Point, gw, gh int, x0, x1 float64, ms []bench.Marker) {
+	g := &c.g
 	type mark struct {
 		col   int
 		label string
@@ -143,9 +202,8 @@ func (c *timeChart) drawMarkers(st themes.Styles, plot0 canvas.Point, gw, gh int
 	sort.SliceStable(marks, func(a, b int) bool { return marks[a].col < marks[b].col })
 	for i, m := range marks {
 		for y := 0; y < gh; y++ {
-			p := canvas.Point{X: m.col, Y: y}
-			if cv.Cell(p).Rune == 0 {
-				cv.SetCell(p, canvas.NewCellWithStyle('┊', st.Marker))
+			if g.at(m.col, y) == 0 {
+				g.set(m.col, y, '┊', inkMarker)
 			}
 		}
 		end := plot0.X + gw // first column past the label's room
@@ -156,16 +214,16 @@ func (c *timeChart) drawMarkers(st themes.Styles, plot0 canvas.Point, gw, gh int
 		if lw > room && room < 8 { // "run …" says nothing: whole labels, or at least 7 cells of one
 			continue
 		}
-		label := []rune(fit(m.label, min(room, lw)))
+		label := fit(m.label, min(room, lw))
 		free := true
-		for k := range label {
-			if cv.Cell(canvas.Point{X: m.col + 1 + k, Y: 0}).Rune != 0 {
+		for k := range []rune(label) {
+			if g.at(m.col+1+k, 0) != 0 {
 				free = false
 				break
 			}
 		}
 		if free {
-			cv.SetRunesWithStyle(canvas.Point{X: m.col + 1, Y: 0}, label, st.Marker)
+			g.text(m.col+1, 0, label, inkMarker)
 		}
 	}
 }
@@ -188,7 +246,7 @@ func niceMax(v float64) float64 {
 // items from the end until they fit w.
 func legend(items []string, w int) string {
 	for n := len(items); n > 0; n-- {
-		if s := strings.Join(items[:n], " "); lipgloss.Width(s) <= w {
+		if s := strings.Join(items[:n], " "); widthOf(s) <= w {
 			return s
 		}
 	}

@@ -1,0 +1,54 @@
+package tui
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+
+	"rosetop/bench"
+)
+
+// The status line between key results says where the session is and what was changed last;
+// a key's result flashes first, then stays as "last change".
+func TestIdleStatus(t *testing.T) {
+	cold := testView()
+	cold.Header.Phase, cold.Header.RunLabel = bench.PhaseCold, "warmup 1/1"
+	paused := testView()
+	paused.Header.Paused = true
+	tests := []struct {
+		name  string
+		v     *bench.View
+		msgs  []tea.Msg
+		ticks int // ticks after msgs
+		want  string
+	}{
+		{"steady, no change yet", testView(), nil, 0, "live 3 running · p g r: new engine, cold run · other keys apply live"},
+		{"cold run", cold, nil, 0, "cold run on a fresh engine · p g r"},
+		{"paused", paused, nil, 0, "live 3 running · arrivals paused (space resumes)"},
+		{"flash", testView(), []tea.Msg{actionMsg{a: bench.ActPrefillBatchDown, msg: "prefill max batch 15"}}, 0, "✓ prefill max batch 15"},
+		{"after the flash", testView(), []tea.Msg{actionMsg{a: bench.ActPrefillBatchDown, msg: "prefill max batch 15"}}, flashTicks,
+			"live 3 running · last change at 1:30: prefill max batch 15"},
+		{"refusal after its flash", testView(), []tea.Msg{actionMsg{a: bench.ActToggleGraph, err: errors.New("CUDA Graph needs a GPU")}}, 2 * flashTicks,
+			"live 3 running · last key at 1:30: ✗ CUDA Graph needs a GPU"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := sized(t, newFakeSession(tc.v), "dark", 120, 40)
+			for _, msg := range tc.msgs {
+				tm, _ := m.Update(msg)
+				m = tm.(Model)
+			}
+			for range tc.ticks {
+				tm, _ := m.Update(tickMsg{id: m.id})
+				m = tm.(Model)
+			}
+			lines := strings.Split(ansi.Strip(m.View()), "\n")
+			if status := lines[len(lines)-2]; !strings.HasPrefix(status, tc.want) {
+				t.Fatalf("status line = %q, want it to start with %q", status, tc.want)
+			}
+		})
+	}
+}
