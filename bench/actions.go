@@ -35,7 +35,11 @@ func (s *Session) do(a Action) (string, error) {
 		return s.requestRestart("paged attention " + onOff(s.want.Paged))
 	case ActToggleGraph:
 		if s.info.Device == "cpu" {
-			return "", fmt.Errorf("%w: this engine runs on the CPU (%s)", ErrNeedsGPU, s.info.DeviceDetail)
+			why := "no GPU was found"
+			if s.info.DeviceNote != "" {
+				why = s.info.DeviceNote
+			}
+			return "", fmt.Errorf("%w; the engine runs on %s (%s)", ErrNeedsGPU, s.info.DeviceDetail, why)
 		}
 		s.want.CUDAGraph = !s.want.CUDAGraph
 		return s.requestRestart("CUDA Graph " + onOff(s.want.CUDAGraph))

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -153,7 +154,10 @@ func (l *liveState) slowest() []RequestITL {
 	all := l.slow.slice()
 	sort.SliceStable(all, func(i, j int) bool { return all[i].tpot > all[j].tpot })
 	var out []RequestITL
-	for i := 0; i < len(all) && i < slowShown; i++ {
+	for i := 0; i < len(all) && len(out) < slowShown; i++ {
+		if sameITLAsAny(all[i].itl.ITL, out) {
+			continue // decoded in lockstep with one already shown: its row would be identical
+		}
 		out = append(out, RequestITL{ID: all[i].itl.ID, ITL: append([]float64(nil), all[i].itl.ITL...)})
 	}
 	return out
@@ -210,4 +214,14 @@ func (l *liveState) view(start time.Time, now time.Duration, h Header, ledger []
 		v.P99 = append(v.P99, Series{Name: name + " p99", Points: l.p99[i].slice()})
 	}
 	return v
+}
+
+// sameITLAsAny reports whether itl equals the inter-token latencies of a request already chosen.
+func sameITLAsAny(itl []float64, chosen []RequestITL) bool {
+	for _, c := range chosen {
+		if slices.Equal(itl, c.ITL) {
+			return true
+		}
+	}
+	return false
 }

@@ -31,7 +31,7 @@ func TestLiveStateStaysBounded(t *testing.T) {
 	for i := 0; i < 20000; i++ {
 		at += 180 * time.Millisecond // 20000 steps over an hour
 		l.addStep(sched.Snapshot{Step: uint64(i), At: at, Admitted: 1, Waiting: i % 7, Running: 3, Preemptions: uint64(i / 1000)}, 4)
-		l.addRequest(at, fakeRequest(i, at-50*time.Millisecond, 8, time.Millisecond))
+		l.addRequest(at, fakeRequest(i, at-50*time.Millisecond, 8, time.Millisecond+time.Duration(i%13)*time.Microsecond))
 		l.log(at, LogInfo, "x")
 		l.mark(at, "m")
 		if i%100 == 0 {
@@ -110,5 +110,24 @@ func BenchmarkView(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.view(time.Time{}, at, Header{}, nil)
+	}
+}
+
+// TestSlowestSkipsLockstepTwins: requests decoded in the same batches have identical inter-token
+// latencies; the slowest-requests pane shows one of them, not several identical rows.
+func TestSlowestSkipsLockstepTwins(t *testing.T) {
+	l := newLiveState(30 * time.Second)
+	at := time.Second
+	for i := 0; i < 4; i++ { // four twins: same gaps
+		l.addRequest(at, fakeRequest(i, 0, 8, 3*time.Millisecond))
+	}
+	l.addRequest(at, fakeRequest(10, 0, 8, 2*time.Millisecond))
+	l.addRequest(at, fakeRequest(11, 0, 8, time.Millisecond))
+	got := l.slowest()
+	if len(got) != 3 {
+		t.Fatalf("%d rows, want 3 (one of the twins, then the two others)", len(got))
+	}
+	if got[0].ID > 3 || got[1].ID != 10 || got[2].ID != 11 {
+		t.Errorf("rows %d, %d, %d: want a twin, then 10, then 11 (slowest first)", got[0].ID, got[1].ID, got[2].ID)
 	}
 }
