@@ -94,14 +94,13 @@ func TestBatchMatchesAlone(t *testing.T) {
 				if !slices.Equal(toks[j], aloneToks[0]) {
 					t.Errorf("prompt %d: batched %v\nalone %v", i, toks[j], aloneToks[0])
 				}
-				worst := 0.0
+				// Every kernel computes a row with the same operations whatever rows surround it,
+				// so the logits are not just close but bit for bit those of the sequence alone.
 				for s := range logits[j] {
-					worst = math.Max(worst, relDiff(logits[j][s], aloneLogits[0][s]))
+					if !slices.Equal(logits[j][s], aloneLogits[0][s]) {
+						t.Errorf("prompt %d step %d: batched logits differ from alone by %.2e relative, want identical", i, s, relDiff(logits[j][s], aloneLogits[0][s]))
+					}
 				}
-				if worst > 1e-5 {
-					t.Errorf("prompt %d: batched logits differ from alone by %.2e relative, want <= 1e-5", i, worst)
-				}
-				t.Logf("prompt %d: %d steps, max relative logit difference batched vs alone %.1e", i, steps+1, worst)
 			}
 		})
 	}

@@ -25,6 +25,12 @@ type CPUBackend struct {
 	// Position p of a sequence lives in block Blocks[p/BlockSize] at offset p%BlockSize.
 	kv []float32
 
+	// packed holds each layer's Conv1D weights in panels (packMat), read by the matmuls instead
+	// of the model's [in, out] slices, and head the LM head, wte transposed (C, V), in panels;
+	// both written once by newCPUBackend.
+	packed []packedLayer
+	head   packedMat
+
 	// Per-token scratch, grown when a batch has more tokens than any before (n = tokens of the step).
 	capTok int
 	x      []float32 // (n, C) residual stream
@@ -37,19 +43,18 @@ type CPUBackend struct {
 
 	// Per-row scratch for the LM head (rows = sequences, or tokens when all logits are asked for).
 	capRow int
+	rows   int       // rows of xf and logits this step
 	rowTok []int32   // (rows) token index of each row
 	xf     []float32 // (rows, C) final layer-norm output
 	logits []float32 // (rows, V)
 
 	scores  [][]float32     // per worker (n_positions) attention weights
 	samples []SampleScratch // per worker
-	quads   [][4]float32    // per worker: dot4 results (attention scores, LM head)
-	octs    [][8]float32    // per worker: dot8 results (LM head)
 
 	k    kernels // AVX2/FMA or Go inner loops, chosen once
 	mm   matmulJob
 	attn attnJob
-	head headJob
+	ln   normJob
 	samp sampleJob
 }
 
@@ -81,8 +86,6 @@ func newCPUBackend(m *Model, layout KVLayout, threads int) (*CPUBackend, error) 
 		pool:    newWorkerPool(threads),
 		scores:  make([][]float32, threads),
 		samples: make([]SampleScratch, threads),
-		quads:   make([][4]float32, threads),
-		octs:    make([][8]float32, threads),
 		k:       pickKernels(),
 	}
 	for i := range c.scores {
@@ -90,11 +93,56 @@ func newCPUBackend(m *Model, layout KVLayout, threads int) (*CPUBackend, error) 
 	}
 	c.mm.tiles = make([][]float32, threads)
 	for i := range c.mm.tiles {
-		c.mm.tiles[i] = make([]float32, matRows*matMaxCols)
+		c.mm.tiles[i] = make([]float32, matRows*panelW)
 	}
+	c.packed, c.head = packWeights(cfg, m.Weights, c.pool)
 	c.mm.k = &c.k
-	c.attn.c, c.head.c, c.samp.c = c, c, c
+	c.attn.c, c.ln.c, c.samp.c = c, c, c
 	return c, nil
+}
+
+// packedLayer is one layer's Conv1D weights in panels.
+type packedLayer struct {
+	attn     packedMat // (C, 3C)
+	attnProj packedMat // (C, C)
+	fc       packedMat // (C, inner)
+	fcProj   packedMat // (inner, C)
+}
+
+// packJob packs one matrix per item: item 4l+i is matrix i of layer l, the last item wte.
+type packJob struct {
+	cfg  Config
+	w    *Weights
+	out  []packedLayer
+	head packedMat
+}
+
+func (j *packJob) do(_, lo, hi int) {
+	C, inner := j.cfg.NEmbd, innerDim(j.cfg)
+	for it := lo; it < hi; it++ {
+		if it == 4*len(j.out) {
+			j.head = packMatT(j.w.WTE, j.cfg.VocabSize, C)
+			continue
+		}
+		lw, pl := &j.w.Layers[it/4], &j.out[it/4]
+		switch it % 4 {
+		case 0:
+			pl.attn = packMat(lw.AttnW, C, 3*C)
+		case 1:
+			pl.attnProj = packMat(lw.AttnProjW, C, C)
+		case 2:
+			pl.fc = packMat(lw.FCW, C, inner)
+		case 3:
+			pl.fcProj = packMat(lw.FCProjW, inner, C)
+		}
+	}
+}
+
+// packWeights packs every layer's Conv1D weights and the LM head on the pool's workers.
+func packWeights(cfg Config, w *Weights, pool *workerPool) ([]packedLayer, packedMat) {
+	j := &packJob{cfg: cfg, w: w, out: make([]packedLayer, len(w.Layers))}
+	pool.run(j, 4*len(w.Layers)+1, 1)
+	return j.out, j.head
 }
 
 // checkShapes verifies that every weight has the length the config implies, so the forward pass
@@ -154,7 +202,7 @@ func (c *CPUBackend) Close() error {
 		c.pool.close()
 		c.pool = nil
 	}
-	c.kv = nil
+	c.kv, c.packed, c.head = nil, nil, packedMat{}
 	return nil
 }
 
@@ -180,7 +228,7 @@ func (c *CPUBackend) Logits(b *Batch, all bool) ([][]float32, error) {
 		return nil, err
 	}
 	V := c.cfg.VocabSize
-	out := make([][]float32, c.head.rows)
+	out := make([][]float32, c.rows)
 	for r := range out {
 		out[r] = append([]float32(nil), c.logits[r*V:(r+1)*V]...)
 	}

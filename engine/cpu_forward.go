@@ -7,7 +7,7 @@ import "fmt"
 // Only attention and the KV writes look at a row's sequence and position.
 
 // forward runs every layer over b's tokens and leaves in c.logits the logits of each sequence's
-// last token (all=false) or of every token (all=true); c.head.rows says how many rows.
+// last token (all=false) or of every token (all=true); c.rows says how many rows.
 func (c *CPUBackend) forward(b *Batch, all bool) error {
 	if c.pool == nil {
 		return fmt.Errorf("%w: backend is closed", ErrBadBatch)
@@ -17,27 +17,22 @@ func (c *CPUBackend) forward(b *Batch, all bool) error {
 		return err
 	}
 	c.embed(b, n)
-	C := c.cfg.NEmbd
 	for l := range c.w.Layers {
-		lw := &c.w.Layers[l]
-		c.norm(c.xn, c.x, lw.LN1W, lw.LN1B, n)
-		c.matmul(c.qkv, c.xn, lw.AttnW, lw.AttnB, n, C, 3*C, epiStore)
+		lw, pw := &c.w.Layers[l], &c.packed[l]
+		c.norm(c.xn, c.x, lw.LN1W, lw.LN1B, n, nil)
+		c.matmul(c.qkv, c.xn, &pw.attn, lw.AttnB, n, epiStore)
 		c.writeKV(b, l, n)
 		c.attn.layer, c.attn.b = l, b
 		c.pool.run(&c.attn, n*c.cfg.NHead, 1)
 		c.attn.b = nil
-		c.matmul(c.x, c.att, lw.AttnProjW, lw.AttnProjB, n, C, C, epiResidual)
-		c.norm(c.xn, c.x, lw.LN2W, lw.LN2B, n)
-		inner := innerDim(c.cfg)
-		c.matmul(c.fc, c.xn, lw.FCW, lw.FCB, n, C, inner, epiGELU)
-		c.matmul(c.x, c.fc, lw.FCProjW, lw.FCProjB, n, inner, C, epiResidual)
+		c.matmul(c.x, c.att, &pw.attnProj, lw.AttnProjB, n, epiResidual)
+		c.norm(c.xn, c.x, lw.LN2W, lw.LN2B, n, nil)
+		c.matmul(c.fc, c.xn, &pw.fc, lw.FCB, n, epiGELU)
+		c.matmul(c.x, c.fc, &pw.fcProj, lw.FCProjB, n, epiResidual)
 	}
-	rows := c.head.rows
-	for r := 0; r < rows; r++ {
-		t := int(c.rowTok[r])
-		layerNorm(c.xf[r*C:(r+1)*C], c.x[t*C:(t+1)*C], c.w.LNFW, c.w.LNFB, c.cfg.LayerNormEps)
-	}
-	c.pool.run(&c.head, c.cfg.VocabSize, (c.pool.split(c.cfg.VocabSize, 8, 64)+3)&^3)
+	c.norm(c.xf, c.x, c.w.LNFW, c.w.LNFB, c.rows, c.rowTok[:c.rows])
+	// The LM head is one more matmul: logits (rows, V) = xf (rows, C) @ wte^T, no bias.
+	c.matmul(c.logits, c.xf, &c.head, nil, c.rows, epiStore)
 	return nil
 }
 
@@ -72,7 +67,7 @@ func (c *CPUBackend) prepare(b *Batch, all bool) (int, error) {
 			c.rowTok[i] = int32(t - 1)
 		}
 	}
-	c.head.rows = rows
+	c.rows = rows
 	return n, nil
 }
 
@@ -142,23 +137,22 @@ func (c *CPUBackend) embed(b *Batch, n int) {
 	}
 }
 
-// norm layer-normalizes n rows of x into out.
-func (c *CPUBackend) norm(out, x, w, b []float32, n int) {
-	C := c.cfg.NEmbd
-	for t := 0; t < n; t++ {
-		layerNorm(out[t*C:(t+1)*C], x[t*C:(t+1)*C], w, b, c.cfg.LayerNormEps)
-	}
+// norm layer-normalizes n rows into out: row r from x's row src[r], or row r when src is nil.
+// Four rows or more per chunk: waking a helper costs more than normalizing a few rows.
+func (c *CPUBackend) norm(out, x, w, b []float32, n int, src []int32) {
+	j := &c.ln
+	j.out, j.x, j.w, j.b, j.src = out, x, w, b, src
+	c.pool.run(j, n, c.pool.split(n, 1, 4))
+	j.out, j.x, j.w, j.b, j.src = nil, nil, nil, nil, nil
 }
 
-// matmul runs y = x W + b (with the epilogue) over the worker pool.
-func (c *CPUBackend) matmul(y, x, w, b []float32, n, in, out int, epi epilogue) {
+// matmul runs y = x W + b (with the epilogue) over the worker pool, a few panels per chunk.
+func (c *CPUBackend) matmul(y, x []float32, w *packedMat, b []float32, n int, epi epilogue) {
 	j := &c.mm
 	j.x, j.w, j.b, j.y = x, w, b, y
-	j.n, j.in, j.out, j.epi = n, in, out, epi
-	j.cols = colsFor(out, c.pool.threads)
-	j.colTile = (out + j.cols - 1) / j.cols
-	rowTiles := (n + matRows - 1) / matRows
-	c.pool.run(j, rowTiles*j.colTile, 1)
+	j.n, j.epi = n, epi
+	panels := (w.out + panelW - 1) / panelW
+	c.pool.run(j, panels, c.pool.split(panels, 4, 1))
 	j.x, j.w, j.b, j.y = nil, nil, nil, nil
 }
 

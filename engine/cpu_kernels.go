@@ -11,50 +11,44 @@ import "math"
 // that does not depend on how many rows are computed together.
 type kernels struct {
 	name string
-	// mm4 adds x (4 rows of stride ldx, k columns) @ w (k rows of stride ldw, 16 columns) to acc (4, 16).
-	mm4 func(acc, x []float32, ldx int, w []float32, ldw, k int)
-	// mm1 adds x (k) @ w (k rows of stride ldw, 16 columns) to acc (16).
-	mm1 func(acc, x, w []float32, ldw, k int)
-	// dot8 writes x[r*ldx:][:n] . w[i*ldw:][:n] into out[r*4+i] for r < 2, i < 4, each exactly as dot would.
-	dot8 func(out *[8]float32, x []float32, ldx int, w []float32, ldw, n int)
-	// dot4 writes x . w[i*ldw : i*ldw+len(x)] into out[i] for i < 4, each exactly as dot would.
-	dot4 func(out *[4]float32, x, w []float32, ldw int)
+	// mp4 adds x (4 rows of stride ldx, k columns) @ w (k, 24), a packed panel, to acc (4, 24).
+	// It may prefetch the first k&^1 cache lines ((k&^1)*16 floats) of pf, memory read soon after.
+	mp4 func(acc, x []float32, ldx int, w []float32, k int, pf []float32)
+	// mp1 adds x (k) @ w (k, 24), a packed panel, to acc (24).
+	mp1 func(acc, x, w []float32, k int)
 	// dot returns x . w[:len(x)].
 	dot func(x, w []float32) float32
+	// gelu writes geluGo(a[i] + b[i]) into y[i] for i < len(y).
+	gelu func(y, a, b []float32)
+	// bias writes a[i] + b[i] into y[i] for i < len(y), or adds it to y[i] when residual.
+	bias func(y, a, b []float32, residual bool)
+	// exp replaces x[i] with expGo(x[i] - top) (within float32 rounding).
+	exp func(x []float32, top float32)
+	// qk writes q . k[i*ldk : i*ldk+len(q)] into s[i] for i < len(s): one head's scores.
+	qk func(s, q, k []float32, ldk int)
+	// av adds e[i] * v[i*ldv : i*ldv+len(out)] to out for i < len(e), in order of i.
+	av func(out, e, v []float32, ldv int)
 }
 
 // goKernels are the portable kernels.
 func goKernels() kernels {
-	return kernels{name: "go", mm4: mm4Go, mm1: mm1Go, dot8: dot8Go, dot4: dot4Go, dot: dotGo}
+	return kernels{name: "go", mp4: mp4Go, mp1: mp1Go, dot: dotGo, gelu: geluSliceGo, bias: biasGo,
+		exp: expShiftGo, qk: qkGo, av: avGo}
 }
 
-func mm4Go(acc, x []float32, ldx int, w []float32, ldw, k int) {
+func mp4Go(acc, x []float32, ldx int, w []float32, k int, _ []float32) {
 	for r := range 4 {
-		mm1Go(acc[r*16:], x[r*ldx:], w, ldw, k)
+		mp1Go(acc[r*panelW:], x[r*ldx:], w, k)
 	}
 }
 
-func mm1Go(acc, x, w []float32, ldw, k int) {
-	a := acc[:16:16]
+func mp1Go(acc, x, w []float32, k int) {
+	a := acc[:panelW:panelW]
 	for i, xv := range x[:k] {
-		wr := w[i*ldw : i*ldw+16 : i*ldw+16]
+		wr := w[i*panelW : (i+1)*panelW : (i+1)*panelW]
 		for c := range a {
 			a[c] += xv * wr[c]
 		}
-	}
-}
-
-func dot8Go(out *[8]float32, x []float32, ldx int, w []float32, ldw, n int) {
-	for r := range 2 {
-		for i := range 4 {
-			out[r*4+i] = dotGo(x[r*ldx:r*ldx+n], w[i*ldw:])
-		}
-	}
-}
-
-func dot4Go(out *[4]float32, x, w []float32, ldw int) {
-	for i := range out {
-		out[i] = dotGo(x, w[i*ldw:])
 	}
 }
 
@@ -90,26 +84,125 @@ func dotGo(x, w []float32) float32 {
 func layerNorm(out, x, w, b []float32, eps float32) {
 	n := len(x)
 	out, w, b = out[:n], w[:n], b[:n]
-	var sum float64
-	for _, v := range x {
-		sum += float64(v)
-	}
-	mean := sum / float64(n)
-	var ss float64
-	for _, v := range x {
-		d := float64(v) - mean
-		ss += d * d
-	}
-	rstd := 1 / math.Sqrt(ss/float64(n)+float64(eps))
+	mean := sum64(x) / float64(n)
+	rstd := 1 / math.Sqrt(sumSq64(x, mean)/float64(n)+float64(eps))
 	m, r := float32(mean), float32(rstd)
 	for i, v := range x {
 		out[i] = (v-m)*r*w[i] + b[i]
 	}
 }
 
-// geluTanh is GPT-2's activation (gelu_new): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-func geluTanh(x float32) float32 {
-	const s = 0.7978845608028654 // sqrt(2/pi)
-	v := float64(x)
-	return float32(0.5 * v * (1 + math.Tanh(s*(v+0.044715*v*v*v))))
+// sum64 returns the sum of x in float64, with four partial sums so that the adds do not wait on
+// each other.
+func sum64(x []float32) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		x4 := x[i : i+4 : i+4]
+		s0 += float64(x4[0])
+		s1 += float64(x4[1])
+		s2 += float64(x4[2])
+		s3 += float64(x4[3])
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// sumSq64 returns the sum of (x[i] - mean)^2 in float64, four partial sums like sum64.
+func sumSq64(x []float32, mean float64) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		x4 := x[i : i+4 : i+4]
+		d0, d1, d2, d3 := float64(x4[0])-mean, float64(x4[1])-mean, float64(x4[2])-mean, float64(x4[3])-mean
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; i < len(x); i++ {
+		d := float64(x[i]) - mean
+		s0 += d * d
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func biasGo(y, a, b []float32, residual bool) {
+	a, b = a[:len(y)], b[:len(y)]
+	if residual {
+		for i := range y {
+			y[i] += a[i] + b[i]
+		}
+		return
+	}
+	for i := range y {
+		y[i] = a[i] + b[i]
+	}
+}
+
+func geluSliceGo(y, a, b []float32) {
+	a, b = a[:len(y)], b[:len(y)]
+	for i := range y {
+		y[i] = geluGo(a[i] + b[i])
+	}
+}
+
+// Constants of geluGo (see it).
+const (
+	geluA       = -1.5957691216057308  // -2 sqrt(2/pi)
+	geluB       = -0.07135481627260025 // -2 sqrt(2/pi) 0.044715
+	expLog2E    = 1.4426950408889634   // log2 e
+	expNegLn2Hi = -0.693359375         // -ln2, high part: 9 significant bits, so n*expNegLn2Hi is exact
+	expNegLn2Lo = 2.12194440054713e-4  // -(ln2 - 0.693359375)
+)
+
+// geluGo is GPT-2's activation gelu_new, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3),
+// computed in float32 as x / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2 / (1 + e^-2u)).
+// The AVX2 kernel (geluBias) does the same operations, with fused multiply-adds.
+func geluGo(x float32) float32 {
+	return x / (1 + expGo(x*(geluA+geluB*x*x)))
+}
+
+// expGo is exp(t) in float32: 2^n e^r with n = round(t log2 e) and r = t - n ln2 (ln2 in two
+// parts, the first short enough that n times it is exact without a fused multiply-add), e^r by its Taylor polynomial to r^7: |r| <= ln2/2 bounds the truncation by 6e-9
+// relative, so the result is within a few float32 roundings of exp. t is clamped to [-87, 88],
+// where 2^n is a normal float (GELU and softmax do not notice the clamp). The AVX2 kernels
+// (geluBias, expShift) do the same operations, with fused multiply-adds.
+func expGo(t float32) float32 {
+	t = min(max(t, -87), 88)
+	n := float32(math.RoundToEven(float64(t * expLog2E)))
+	r := t + n*expNegLn2Hi
+	r += n * expNegLn2Lo
+	p := float32(1.0 / 5040)
+	p = p*r + 1.0/720
+	p = p*r + 1.0/120
+	p = p*r + 1.0/24
+	p = p*r + 1.0/6
+	p = p*r + 0.5
+	p = p*r + 1
+	p = p*r + 1
+	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+}
+
+// expShiftGo replaces every x[i] with exp(x[i] - top).
+func expShiftGo(x []float32, top float32) {
+	for i, v := range x {
+		x[i] = expGo(v - top)
+	}
+}
+
+// qkGo writes q . k[i*ldk : i*ldk+len(q)] into s[i] for every i < len(s).
+func qkGo(s, q, k []float32, ldk int) {
+	for i := range s {
+		s[i] = dotGo(q, k[i*ldk:])
+	}
+}
+
+// avGo adds e[i] * v[i*ldv : i*ldv+len(out)] to out for every i < len(e), in order of i.
+func avGo(out, e, v []float32, ldv int) {
+	for i, ei := range e {
+		axpyGo(out, v[i*ldv:], ei)
+	}
 }

@@ -5,16 +5,25 @@ import "golang.org/x/sys/cpu"
 // Assembly kernels (cpu_kernels_amd64.s); the Go wrappers below check every length first.
 
 //go:noescape
-func mm4x16(acc *float32, x *float32, ldx int, w *float32, ldw int, k int)
+func mp4x24(acc *float32, x *float32, ldx int, w *float32, k int, pf *float32)
 
 //go:noescape
-func mm1x16(acc *float32, x *float32, w *float32, ldw int, k int)
+func mp1x24(acc *float32, x *float32, w *float32, k int)
 
 //go:noescape
-func dot4x(out *float32, x *float32, w *float32, ldw int, n int)
+func geluBias(y *float32, a *float32, b *float32, n int)
 
 //go:noescape
-func dot2x4(out *float32, x *float32, ldx int, w *float32, ldw int, n int)
+func qk64(s *float32, q *float32, k *float32, ldk int, n int)
+
+//go:noescape
+func av64(out *float32, e *float32, v *float32, ldv int, n int)
+
+//go:noescape
+func expShift(x *float32, n int, top float32)
+
+//go:noescape
+func addBias(y *float32, a *float32, b *float32, n int, residual bool)
 
 //go:noescape
 func dot1x(x *float32, w *float32, n int) float32
@@ -28,61 +37,33 @@ func pickKernels() kernels {
 }
 
 func asmKernels() kernels {
-	return kernels{name: "avx2+fma", mm4: mm4Asm, mm1: mm1Asm, dot8: dot8Asm, dot4: dot4Asm, dot: dotAsm}
+	return kernels{name: "avx2+fma", mp4: mp4Asm, mp1: mp1Asm, dot: dotAsm, gelu: geluAsm, bias: biasAsm,
+		exp: expAsm, qk: qkAsm, av: avAsm}
 }
 
-func mm4Asm(acc, x []float32, ldx int, w []float32, ldw, k int) {
+func mp4Asm(acc, x []float32, ldx int, w []float32, k int, pf []float32) {
 	if k <= 0 {
 		return
 	}
-	_ = acc[63]
+	_ = acc[4*panelW-1]
 	_ = x[3*ldx+k-1]
-	_ = w[(k-1)*ldw+15]
-	mm4x16(&acc[0], &x[0], ldx, &w[0], ldw, k)
+	_ = w[k*panelW-1]
+	// a prefetch never faults, but keep pf inside the slice it came from
+	p := &w[0]
+	if len(pf) >= (k&^1)*16 && len(pf) > 0 {
+		p = &pf[0]
+	}
+	mp4x24(&acc[0], &x[0], ldx, &w[0], k, p)
 }
 
-func mm1Asm(acc, x, w []float32, ldw, k int) {
+func mp1Asm(acc, x, w []float32, k int) {
 	if k <= 0 {
 		return
 	}
-	_ = acc[15]
+	_ = acc[panelW-1]
 	_ = x[k-1]
-	_ = w[(k-1)*ldw+15]
-	mm1x16(&acc[0], &x[0], &w[0], ldw, k)
-}
-
-func dot4Asm(out *[4]float32, x, w []float32, ldw int) {
-	n := len(x)
-	if n == 0 {
-		*out = [4]float32{}
-		return
-	}
-	_ = w[3*ldw+n-1]
-	n8 := n &^ 7
-	dot4x(&out[0], &x[0], &w[0], ldw, n8)
-	for i := range out {
-		for j := n8; j < n; j++ {
-			out[i] += x[j] * w[i*ldw+j]
-		}
-	}
-}
-
-func dot8Asm(out *[8]float32, x []float32, ldx int, w []float32, ldw, n int) {
-	if n == 0 {
-		*out = [8]float32{}
-		return
-	}
-	_ = x[ldx+n-1]
-	_ = w[3*ldw+n-1]
-	n8 := n &^ 7
-	dot2x4(&out[0], &x[0], ldx, &w[0], ldw, n8)
-	for r := range 2 {
-		for i := range 4 {
-			for j := n8; j < n; j++ {
-				out[r*4+i] += x[r*ldx+j] * w[i*ldw+j]
-			}
-		}
-	}
+	_ = w[k*panelW-1]
+	mp1x24(&acc[0], &x[0], &w[0], k)
 }
 
 func dotAsm(x, w []float32) float32 {
@@ -97,4 +78,66 @@ func dotAsm(x, w []float32) float32 {
 		s += x[j] * w[j]
 	}
 	return s
+}
+
+func geluAsm(y, a, b []float32) {
+	n := len(y)
+	a, b = a[:n], b[:n]
+	n8 := n &^ 7
+	if n8 > 0 {
+		geluBias(&y[0], &a[0], &b[0], n8)
+	}
+	for i := n8; i < n; i++ {
+		y[i] = geluGo(a[i] + b[i])
+	}
+}
+
+func expAsm(x []float32, top float32) {
+	n8 := len(x) &^ 7
+	if n8 > 0 {
+		expShift(&x[0], n8, top)
+	}
+	for i := n8; i < len(x); i++ {
+		x[i] = expGo(x[i] - top)
+	}
+}
+
+// qkAsm runs qk64 for head dimension 64 (every GPT-2 size), dot per position otherwise.
+func qkAsm(s, q, k []float32, ldk int) {
+	n := len(s)
+	if n == 0 {
+		return
+	}
+	if len(q) != 64 {
+		for i := range s {
+			s[i] = dotAsm(q, k[i*ldk:])
+		}
+		return
+	}
+	_ = k[(n-1)*ldk+63]
+	qk64(&s[0], &q[0], &k[0], ldk, n)
+}
+
+// avAsm runs av64 for head dimension 64, the Go loop otherwise.
+func avAsm(out, e, v []float32, ldv int) {
+	n := len(e)
+	if n == 0 {
+		return
+	}
+	if len(out) != 64 {
+		avGo(out, e, v, ldv)
+		return
+	}
+	_ = v[(n-1)*ldv+63]
+	av64(&out[0], &e[0], &v[0], ldv, n)
+}
+
+func biasAsm(y, a, b []float32, residual bool) {
+	n := len(y)
+	a, b = a[:n], b[:n]
+	n8 := n &^ 7
+	if n8 > 0 {
+		addBias(&y[0], &a[0], &b[0], n8, residual)
+	}
+	biasGo(y[n8:], a[n8:], b[n8:], residual)
 }

@@ -2,97 +2,8 @@
 
 // AVX2+FMA kernels of the CPU backend (selected at run time when the CPU has both; see
 // cpu_kernels_amd64.go). Every output element is one FMA chain in a fixed order, the same in the
-// 4-row and 1-row matmul kernels and in the 4-row and 1-row dot kernels, so a row's results do
-// not depend on how many rows are computed with it.
-
-// func mm4x16(acc *float32, x *float32, ldx int, w *float32, ldw int, k int)
-// acc (4, 16) row-major += x (4 rows of stride ldx, k columns) @ w (k rows of stride ldw, 16 columns)
-TEXT ·mm4x16(SB), NOSPLIT, $0-48
-	MOVQ acc+0(FP), DX
-	MOVQ x+8(FP), SI
-	MOVQ ldx+16(FP), R8
-	SHLQ $2, R8
-	MOVQ w+24(FP), DI
-	MOVQ ldw+32(FP), R9
-	SHLQ $2, R9
-	MOVQ k+40(FP), CX
-	LEAQ (SI)(R8*1), R10
-	LEAQ (R10)(R8*1), R11
-	LEAQ (R11)(R8*1), R12
-	VMOVUPS 0(DX), Y0
-	VMOVUPS 32(DX), Y1
-	VMOVUPS 64(DX), Y2
-	VMOVUPS 96(DX), Y3
-	VMOVUPS 128(DX), Y4
-	VMOVUPS 160(DX), Y5
-	VMOVUPS 192(DX), Y6
-	VMOVUPS 224(DX), Y7
-	TESTQ CX, CX
-	JZ    mm4done
-
-mm4loop:
-	VMOVUPS      0(DI), Y8
-	VMOVUPS      32(DI), Y9
-	VBROADCASTSS (SI), Y10
-	VFMADD231PS  Y8, Y10, Y0
-	VFMADD231PS  Y9, Y10, Y1
-	VBROADCASTSS (R10), Y11
-	VFMADD231PS  Y8, Y11, Y2
-	VFMADD231PS  Y9, Y11, Y3
-	VBROADCASTSS (R11), Y12
-	VFMADD231PS  Y8, Y12, Y4
-	VFMADD231PS  Y9, Y12, Y5
-	VBROADCASTSS (R12), Y13
-	VFMADD231PS  Y8, Y13, Y6
-	VFMADD231PS  Y9, Y13, Y7
-	ADDQ         $4, SI
-	ADDQ         $4, R10
-	ADDQ         $4, R11
-	ADDQ         $4, R12
-	ADDQ         R9, DI
-	DECQ         CX
-	JNZ          mm4loop
-
-mm4done:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, 64(DX)
-	VMOVUPS Y3, 96(DX)
-	VMOVUPS Y4, 128(DX)
-	VMOVUPS Y5, 160(DX)
-	VMOVUPS Y6, 192(DX)
-	VMOVUPS Y7, 224(DX)
-	VZEROUPPER
-	RET
-
-// func mm1x16(acc *float32, x *float32, w *float32, ldw int, k int)
-// acc (16) += x (k) @ w (k rows of stride ldw, 16 columns)
-TEXT ·mm1x16(SB), NOSPLIT, $0-40
-	MOVQ acc+0(FP), DX
-	MOVQ x+8(FP), SI
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), R9
-	SHLQ $2, R9
-	MOVQ k+32(FP), CX
-	VMOVUPS 0(DX), Y0
-	VMOVUPS 32(DX), Y1
-	TESTQ CX, CX
-	JZ    mm1done
-
-mm1loop:
-	VBROADCASTSS (SI), Y10
-	VFMADD231PS  0(DI), Y10, Y0
-	VFMADD231PS  32(DI), Y10, Y1
-	ADDQ         $4, SI
-	ADDQ         R9, DI
-	DECQ         CX
-	JNZ          mm1loop
-
-mm1done:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 32(DX)
-	VZEROUPPER
-	RET
+// 4-row and 1-row panel kernels, so a row's results do not depend on how many rows are computed
+// with it.
 
 // HSUM reduces the 8 lanes of Y into the low float of X (X is Y's low half; T is scratch):
 // lanes i and i+4, then pairs i and i+2, then the last two: always in this order.
@@ -104,54 +15,9 @@ mm1done:
 	VMOVSHDUP    X, T; \
 	VADDSS       T, X, X
 
-// func dot4x(out *float32, x *float32, w *float32, ldw int, n int)
-// out[i] = x (n) . w[i*ldw : i*ldw+n] for i = 0..3; n is a multiple of 8
-TEXT ·dot4x(SB), NOSPLIT, $0-40
-	MOVQ out+0(FP), DX
-	MOVQ x+8(FP), SI
-	MOVQ w+16(FP), DI
-	MOVQ ldw+24(FP), R9
-	SHLQ $2, R9
-	MOVQ n+32(FP), CX
-	SHRQ $3, CX
-	LEAQ (DI)(R9*1), R10
-	LEAQ (R10)(R9*1), R11
-	LEAQ (R11)(R9*1), R12
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	TESTQ  CX, CX
-	JZ     dot4done
-
-dot4loop:
-	VMOVUPS     (SI), Y8
-	VFMADD231PS (DI), Y8, Y0
-	VFMADD231PS (R10), Y8, Y1
-	VFMADD231PS (R11), Y8, Y2
-	VFMADD231PS (R12), Y8, Y3
-	ADDQ        $32, SI
-	ADDQ        $32, DI
-	ADDQ        $32, R10
-	ADDQ        $32, R11
-	ADDQ        $32, R12
-	DECQ        CX
-	JNZ         dot4loop
-
-dot4done:
-	HSUM(Y0, X0, X9)
-	HSUM(Y1, X1, X9)
-	HSUM(Y2, X2, X9)
-	HSUM(Y3, X3, X9)
-	VMOVSS X0, 0(DX)
-	VMOVSS X1, 4(DX)
-	VMOVSS X2, 8(DX)
-	VMOVSS X3, 12(DX)
-	VZEROUPPER
-	RET
-
 // func dot1x(x *float32, w *float32, n int) float32
-// x (n) . w (n); n is a multiple of 8; the same chain as one lane of dot4x
+// x (n) . w (n); n is a multiple of 8: eight lanes of partial sums, then HSUM (attention
+// scores when the head dimension is not 64)
 TEXT ·dot1x(SB), NOSPLIT, $0-28
 	MOVQ x+0(FP), SI
 	MOVQ w+8(FP), DI
@@ -175,74 +41,402 @@ dot1done:
 	VZEROUPPER
 	RET
 
-// func dot2x4(out *float32, x *float32, ldx int, w *float32, ldw int, n int)
-// out[r*4+i] = x[r*ldx : r*ldx+n] . w[i*ldw : i*ldw+n] for r < 2, i < 4; n is a multiple of 8.
-// Eight independent chains keep both FMA units busy; each chain is exactly dot1x's.
-TEXT ·dot2x4(SB), NOSPLIT, $0-48
-	MOVQ out+0(FP), DX
+// Panel kernels: w is a packed panel of 24 columns, k rows of 24 contiguous floats (see
+// packedMat), so W streams sequentially. Twelve accumulators (4 rows x 3 vectors) keep both FMA
+// pipes busy through the 4-cycle FMA latency. Each output element is one FMA chain over k in
+// order, the same in mp4x24 and mp1x24.
+
+// MP4STEP is one k of mp4x24: W row at WOFF(DI), x at XOFF from each row pointer.
+#define MP4STEP(WOFF, XOFF) \
+	VMOVUPS      WOFF(DI), Y12; \
+	VMOVUPS      WOFF+32(DI), Y13; \
+	VMOVUPS      WOFF+64(DI), Y14; \
+	VBROADCASTSS XOFF(SI), Y15; \
+	VFMADD231PS  Y12, Y15, Y0; \
+	VFMADD231PS  Y13, Y15, Y1; \
+	VFMADD231PS  Y14, Y15, Y2; \
+	VBROADCASTSS XOFF(SI)(R8*1), Y15; \
+	VFMADD231PS  Y12, Y15, Y3; \
+	VFMADD231PS  Y13, Y15, Y4; \
+	VFMADD231PS  Y14, Y15, Y5; \
+	VBROADCASTSS XOFF(SI)(R8*2), Y15; \
+	VFMADD231PS  Y12, Y15, Y6; \
+	VFMADD231PS  Y13, Y15, Y7; \
+	VFMADD231PS  Y14, Y15, Y8; \
+	VBROADCASTSS XOFF(R10), Y15; \
+	VFMADD231PS  Y12, Y15, Y9; \
+	VFMADD231PS  Y13, Y15, Y10; \
+	VFMADD231PS  Y14, Y15, Y11
+
+// func mp4x24(acc *float32, x *float32, ldx int, w *float32, k int, pf *float32)
+// acc (4, 24) row-major += x (4 rows of stride ldx, k columns) @ w (k, 24). Every k (pair of k)
+// it also prefetches one cache line (two) from pf onwards, k &^ 1 lines in all: the caller points
+// pf at a part of the panel it reads next, so that memory works while this chunk runs from L1.
+TEXT ·mp4x24(SB), NOSPLIT, $0-48
+	MOVQ acc+0(FP), DX
 	MOVQ x+8(FP), SI
 	MOVQ ldx+16(FP), R8
 	SHLQ $2, R8
 	MOVQ w+24(FP), DI
-	MOVQ ldw+32(FP), R9
-	SHLQ $2, R9
-	MOVQ n+40(FP), CX
-	SHRQ $3, CX
-	LEAQ (SI)(R8*1), R13
-	LEAQ (DI)(R9*1), R10
-	LEAQ (R10)(R9*1), R11
-	LEAQ (R11)(R9*1), R12
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	TESTQ  CX, CX
-	JZ     dot24done
+	MOVQ k+32(FP), CX
+	MOVQ pf+40(FP), R11
+	LEAQ (SI)(R8*2), R10
+	ADDQ R8, R10 // R10 = row 3
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	VMOVUPS 128(DX), Y4
+	VMOVUPS 160(DX), Y5
+	VMOVUPS 192(DX), Y6
+	VMOVUPS 224(DX), Y7
+	VMOVUPS 256(DX), Y8
+	VMOVUPS 288(DX), Y9
+	VMOVUPS 320(DX), Y10
+	VMOVUPS 352(DX), Y11
+	MOVQ CX, R12
+	SHRQ $1, R12 // pairs of k
+	ANDQ $1, CX  // odd k left
+	TESTQ R12, R12
+	JZ    mp4odd
 
-dot24loop:
-	VMOVUPS     (SI), Y8
-	VMOVUPS     (R13), Y9
-	VMOVUPS     (DI), Y10
-	VFMADD231PS Y10, Y8, Y0
-	VFMADD231PS Y10, Y9, Y4
-	VMOVUPS     (R10), Y11
-	VFMADD231PS Y11, Y8, Y1
-	VFMADD231PS Y11, Y9, Y5
-	VMOVUPS     (R11), Y12
-	VFMADD231PS Y12, Y8, Y2
-	VFMADD231PS Y12, Y9, Y6
-	VMOVUPS     (R12), Y13
-	VFMADD231PS Y13, Y8, Y3
-	VFMADD231PS Y13, Y9, Y7
-	ADDQ        $32, SI
-	ADDQ        $32, R13
-	ADDQ        $32, DI
-	ADDQ        $32, R10
-	ADDQ        $32, R11
-	ADDQ        $32, R12
-	DECQ        CX
-	JNZ         dot24loop
+mp4loop:
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       $128, R11
+	MP4STEP(0, 0)
+	MP4STEP(96, 4)
+	ADDQ       $8, SI
+	ADDQ       $8, R10
+	ADDQ       $192, DI
+	DECQ       R12
+	JNZ        mp4loop
 
-dot24done:
-	HSUM(Y0, X0, X14)
-	HSUM(Y1, X1, X14)
-	HSUM(Y2, X2, X14)
-	HSUM(Y3, X3, X14)
-	HSUM(Y4, X4, X14)
-	HSUM(Y5, X5, X14)
-	HSUM(Y6, X6, X14)
-	HSUM(Y7, X7, X14)
-	VMOVSS X0, 0(DX)
-	VMOVSS X1, 4(DX)
-	VMOVSS X2, 8(DX)
-	VMOVSS X3, 12(DX)
-	VMOVSS X4, 16(DX)
-	VMOVSS X5, 20(DX)
-	VMOVSS X6, 24(DX)
-	VMOVSS X7, 28(DX)
+mp4odd:
+	TESTQ CX, CX
+	JZ    mp4done
+	MP4STEP(0, 0)
+
+mp4done:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 160(DX)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+	VMOVUPS Y8, 256(DX)
+	VMOVUPS Y9, 288(DX)
+	VMOVUPS Y10, 320(DX)
+	VMOVUPS Y11, 352(DX)
 	VZEROUPPER
+	RET
+
+// func mp1x24(acc *float32, x *float32, w *float32, k int)
+// acc (24) += x (k) @ w (k, 24)
+TEXT ·mp1x24(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), DX
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DI
+	MOVQ k+24(FP), CX
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	TESTQ CX, CX
+	JZ    mp1done
+
+mp1loop:
+	VBROADCASTSS (SI), Y15
+	VFMADD231PS  0(DI), Y15, Y0
+	VFMADD231PS  32(DI), Y15, Y1
+	VFMADD231PS  64(DI), Y15, Y2
+	ADDQ         $4, SI
+	ADDQ         $96, DI
+	DECQ         CX
+	JNZ          mp1loop
+
+mp1done:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VZEROUPPER
+	RET
+
+// Constants of geluBias (float32 bits): gelu_new(x) = 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)),
+// u = sqrt(2/pi) (x + 0.044715 x^3), so -2u = x (A + B x^2). exp(t) = 2^n e^r with
+// n = round(t log2 e), r = t - n ln2 (ln2 split in two so that n*high is exact), e^r by its Taylor
+// polynomial to r^7 (|r| <= ln2/2: truncation under 6e-9 relative). t is clamped to
+// [-87, 88] so that 2^n stays a normal float; past that, exp no longer changes the result.
+DATA geluK<>+0(SB)/4, $0xbfcc422a  // A = -2 sqrt(2/pi)
+DATA geluK<>+4(SB)/4, $0xbd922279  // B = -2 sqrt(2/pi) 0.044715
+DATA geluK<>+8(SB)/4, $0x42b00000  // 88
+DATA geluK<>+12(SB)/4, $0xc2ae0000 // -87
+DATA geluK<>+16(SB)/4, $0x3fb8aa3b // log2 e
+DATA geluK<>+20(SB)/4, $0xbf318000 // -ln2, high part: 0.693359375 has 9 bits, so n*it is exact
+DATA geluK<>+24(SB)/4, $0x395e8083 // -ln2, low part: -(ln2 - 0.693359375)
+DATA geluK<>+28(SB)/4, $0x3f800000 // 1
+DATA geluK<>+32(SB)/4, $0x3f000000 // 1/2!
+DATA geluK<>+36(SB)/4, $0x3e2aaaab // 1/3!
+DATA geluK<>+40(SB)/4, $0x3d2aaaab // 1/4!
+DATA geluK<>+44(SB)/4, $0x3c088889 // 1/5!
+DATA geluK<>+48(SB)/4, $0x3ab60b61 // 1/6!
+DATA geluK<>+52(SB)/4, $0x39500d01 // 1/7!
+GLOBL geluK<>(SB), RODATA|NOPTR, $56
+
+// func geluBias(y *float32, a *float32, b *float32, n int)
+// y[i] = gelu_new(a[i] + b[i]) for i < n; n is a multiple of 8. geluGo is the same computation
+// without fused multiply-adds.
+TEXT ·geluBias(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), BX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   gelu_done
+	VBROADCASTSS geluK<>+0(SB), Y6
+	VBROADCASTSS geluK<>+4(SB), Y7
+	VBROADCASTSS geluK<>+8(SB), Y8
+	VBROADCASTSS geluK<>+12(SB), Y9
+	VBROADCASTSS geluK<>+16(SB), Y10
+	VBROADCASTSS geluK<>+20(SB), Y11
+	VBROADCASTSS geluK<>+24(SB), Y12
+	VBROADCASTSS geluK<>+28(SB), Y13
+	VBROADCASTSS geluK<>+48(SB), Y14
+	VBROADCASTSS geluK<>+52(SB), Y15
+
+gelu_loop:
+	VMOVUPS      (SI), Y0
+	VADDPS       (BX), Y0, Y0 // x
+	VMULPS       Y0, Y0, Y1   // x^2
+	VFMADD213PS  Y6, Y7, Y1   // A + B x^2
+	VMULPS       Y0, Y1, Y1   // t = -2u
+	VMINPS       Y1, Y8, Y1   // x second: a NaN stays NaN
+	VMAXPS       Y1, Y9, Y1
+	VMULPS       Y10, Y1, Y3
+	VROUNDPS     $0, Y3, Y3   // n, to nearest even
+	VFMADD231PS  Y11, Y3, Y1  // r = t - n ln2_hi
+	VFMADD231PS  Y12, Y3, Y1  //     - n ln2_lo
+	VMOVAPS      Y15, Y4      // p = 1/7!
+	VFMADD213PS  Y14, Y1, Y4  // p = p r + 1/6!
+	VBROADCASTSS geluK<>+44(SB), Y2
+	VFMADD213PS  Y2, Y1, Y4
+	VBROADCASTSS geluK<>+40(SB), Y2
+	VFMADD213PS  Y2, Y1, Y4
+	VBROADCASTSS geluK<>+36(SB), Y2
+	VFMADD213PS  Y2, Y1, Y4
+	VBROADCASTSS geluK<>+32(SB), Y2
+	VFMADD213PS  Y2, Y1, Y4
+	VFMADD213PS  Y13, Y1, Y4  // p r + 1
+	VFMADD213PS  Y13, Y1, Y4  // p r + 1 = e^r
+	VCVTPS2DQ    Y3, Y5
+	VPSLLD       $23, Y5, Y5
+	VPADDD       Y13, Y5, Y5  // bits of 2^n: (n + 127) << 23
+	VMULPS       Y5, Y4, Y4   // exp(t)
+	VADDPS       Y13, Y4, Y4  // 1 + exp(-2u)
+	VDIVPS       Y4, Y0, Y0
+	VMOVUPS      Y0, (DI)
+	ADDQ         $32, SI
+	ADDQ         $32, BX
+	ADDQ         $32, DI
+	DECQ         CX
+	JNZ          gelu_loop
+	VZEROUPPER
+
+gelu_done:
+	RET
+
+// func qk64(s *float32, q *float32, k *float32, ldk int, n int)
+// s[i] = q[0:64] . k[i*ldk : i*ldk+64] for i < n: attention scores of one head (head dim 64) over
+// n positions whose keys are rows of stride ldk. q stays in Y8-Y15; each score is two chains of
+// four products (vectors 0,2,4,6 and 1,3,5,7), added, then summed across lanes like HSUM. The key
+// row two positions ahead is prefetched while this one is computed.
+TEXT ·qk64(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), DX
+	MOVQ q+8(FP), SI
+	MOVQ k+16(FP), DI
+	MOVQ ldk+24(FP), R9
+	SHLQ $2, R9
+	MOVQ n+32(FP), CX
+	TESTQ CX, CX
+	JZ    qk_done
+	VMOVUPS 0(SI), Y8
+	VMOVUPS 32(SI), Y9
+	VMOVUPS 64(SI), Y10
+	VMOVUPS 96(SI), Y11
+	VMOVUPS 128(SI), Y12
+	VMOVUPS 160(SI), Y13
+	VMOVUPS 192(SI), Y14
+	VMOVUPS 224(SI), Y15
+
+qk_loop:
+	LEAQ        (DI)(R9*2), R10
+	PREFETCHT0  (R10)
+	PREFETCHT0  64(R10)
+	PREFETCHT0  128(R10)
+	PREFETCHT0  192(R10)
+	VMULPS      0(DI), Y8, Y0
+	VMULPS      32(DI), Y9, Y1
+	VFMADD231PS 64(DI), Y10, Y0
+	VFMADD231PS 96(DI), Y11, Y1
+	VFMADD231PS 128(DI), Y12, Y0
+	VFMADD231PS 160(DI), Y13, Y1
+	VFMADD231PS 192(DI), Y14, Y0
+	VFMADD231PS 224(DI), Y15, Y1
+	VADDPS      Y1, Y0, Y0
+	HSUM(Y0, X0, X1)
+	VMOVSS      X0, (DX)
+	ADDQ        $4, DX
+	ADDQ        R9, DI
+	DECQ        CX
+	JNZ         qk_loop
+	VZEROUPPER
+
+qk_done:
+	RET
+
+// func av64(out *float32, e *float32, v *float32, ldv int, n int)
+// out[0:64] += sum over i < n of e[i] * v[i*ldv : i*ldv+64], in order of i: one head's weighted
+// sum of values (head dim 64), rows of stride ldv; the running sums stay in Y0-Y7, and the row
+// two positions ahead is prefetched.
+TEXT ·av64(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DX
+	MOVQ e+8(FP), SI
+	MOVQ v+16(FP), DI
+	MOVQ ldv+24(FP), R9
+	SHLQ $2, R9
+	MOVQ n+32(FP), CX
+	TESTQ CX, CX
+	JZ    av_done
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	VMOVUPS 128(DX), Y4
+	VMOVUPS 160(DX), Y5
+	VMOVUPS 192(DX), Y6
+	VMOVUPS 224(DX), Y7
+
+av_loop:
+	LEAQ         (DI)(R9*2), R10
+	PREFETCHT0   (R10)
+	PREFETCHT0   64(R10)
+	PREFETCHT0   128(R10)
+	PREFETCHT0   192(R10)
+	VBROADCASTSS (SI), Y8
+	VFMADD231PS  0(DI), Y8, Y0
+	VFMADD231PS  32(DI), Y8, Y1
+	VFMADD231PS  64(DI), Y8, Y2
+	VFMADD231PS  96(DI), Y8, Y3
+	VFMADD231PS  128(DI), Y8, Y4
+	VFMADD231PS  160(DI), Y8, Y5
+	VFMADD231PS  192(DI), Y8, Y6
+	VFMADD231PS  224(DI), Y8, Y7
+	ADDQ         $4, SI
+	ADDQ         R9, DI
+	DECQ         CX
+	JNZ          av_loop
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 160(DX)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+	VZEROUPPER
+
+av_done:
+	RET
+
+// func expShift(x *float32, n int, top float32)
+// x[i] = exp(x[i] - top) for i < n (n a multiple of 8), as expGo computes it (geluBias's exp).
+TEXT ·expShift(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	JZ   exp_done
+	VBROADCASTSS top+16(FP), Y7
+	VBROADCASTSS geluK<>+8(SB), Y8
+	VBROADCASTSS geluK<>+12(SB), Y9
+	VBROADCASTSS geluK<>+16(SB), Y10
+	VBROADCASTSS geluK<>+20(SB), Y11
+	VBROADCASTSS geluK<>+24(SB), Y12
+	VBROADCASTSS geluK<>+28(SB), Y13
+	VBROADCASTSS geluK<>+48(SB), Y14
+	VBROADCASTSS geluK<>+52(SB), Y15
+
+exp_loop:
+	VMOVUPS      (DI), Y1
+	VSUBPS       Y7, Y1, Y1   // t = x - top
+	VMINPS       Y1, Y8, Y1   // x second: a NaN stays NaN
+	VMAXPS       Y1, Y9, Y1
+	VMULPS       Y10, Y1, Y3
+	VROUNDPS     $0, Y3, Y3   // n, to nearest even
+	VFMADD231PS  Y11, Y3, Y1  // r = t - n ln2_hi
+	VFMADD231PS  Y12, Y3, Y1  //     - n ln2_lo
+	VMOVAPS      Y15, Y4      // p = 1/7!
+	VFMADD213PS  Y14, Y1, Y4  // p = p r + 1/6!
+	VBROADCASTSS geluK<>+44(SB), Y2
+	VFMADD213PS  Y2, Y1, Y4
+	VBROADCASTSS geluK<>+40(SB), Y2
+	VFMADD213PS  Y2, Y1, Y4
+	VBROADCASTSS geluK<>+36(SB), Y2
+	VFMADD213PS  Y2, Y1, Y4
+	VBROADCASTSS geluK<>+32(SB), Y2
+	VFMADD213PS  Y2, Y1, Y4
+	VFMADD213PS  Y13, Y1, Y4  // p r + 1
+	VFMADD213PS  Y13, Y1, Y4  // p r + 1 = e^r
+	VCVTPS2DQ    Y3, Y5
+	VPSLLD       $23, Y5, Y5
+	VPADDD       Y13, Y5, Y5  // bits of 2^n
+	VMULPS       Y5, Y4, Y4
+	VMOVUPS      Y4, (DI)
+	ADDQ         $32, DI
+	DECQ         CX
+	JNZ          exp_loop
+	VZEROUPPER
+
+exp_done:
+	RET
+
+// func addBias(y *float32, a *float32, b *float32, n int, residual bool)
+// y[i] = a[i] + b[i] for i < n, or y[i] += a[i] + b[i] when residual (a matmul's epilogue);
+// n is a multiple of 8.
+TEXT ·addBias(SB), NOSPLIT, $0-33
+	MOVQ y+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), BX
+	MOVQ n+24(FP), CX
+	MOVBLZX residual+32(FP), AX
+	SHRQ $3, CX
+	JZ   bias_done
+	TESTQ AX, AX
+	JNZ  bias_res
+
+bias_store:
+	VMOVUPS (SI), Y0
+	VADDPS  (BX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, BX
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     bias_store
+	VZEROUPPER
+	RET
+
+bias_res:
+	VMOVUPS (SI), Y0
+	VADDPS  (BX), Y0, Y0 // a + b first, as the Go loop
+	VADDPS  (DI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, BX
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     bias_res
+	VZEROUPPER
+
+bias_done:
 	RET

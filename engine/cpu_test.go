@@ -53,8 +53,8 @@ func randTokens(rng *rand.Rand, n, vocab int) []int32 {
 // float64 reference, for both layouts and several thread counts.
 func TestCPUMatchesReference(t *testing.T) {
 	wide := smallConfig()
-	wide.NEmbd, wide.InnerDim = 32, 128 // head dim 16: the values go through the matmul kernel
-	for _, cfg := range []Config{smallConfig(), wide} {
+	wide.NEmbd, wide.InnerDim = 32, 128 // head dim 16
+	for _, cfg := range []Config{smallConfig(), wide, hd64Config()} {
 		for _, paged := range []bool{false, true} {
 			for _, threads := range []int{1, 3} {
 				t.Run(fmt.Sprintf("headdim=%d/paged=%v/threads=%d", cfg.HeadDim(), paged, threads), func(t *testing.T) {
@@ -115,6 +115,54 @@ func checkAgainstReference(t *testing.T, cfg Config, paged bool, threads int) {
 	}
 }
 
+// hd64Config is smallConfig with GPT-2's head dimension, 64: attention takes the assembly path.
+func hd64Config() Config {
+	cfg := smallConfig()
+	cfg.NEmbd, cfg.InnerDim = 128, 256
+	return cfg
+}
+
+// TestGoKernelsMatchAsm runs the whole forward pass with the portable kernels (what a machine
+// without AVX2/FMA, or not amd64, runs) and with this CPU's, over prefill and decode steps.
+func TestGoKernelsMatchAsm(t *testing.T) {
+	if pickKernels().name == goKernels().name {
+		t.Skip("this CPU runs the Go kernels only")
+	}
+	for _, cfg := range []Config{smallConfig(), hd64Config()} {
+		t.Run(fmt.Sprintf("headdim=%d", cfg.HeadDim()), func(t *testing.T) {
+			m := smallModel(t, cfg, 4)
+			asm, gok := newTestBackend(t, m, true, 2, cfg.NPositions, 2), newTestBackend(t, m, true, 2, cfg.NPositions, 2)
+			gok.k = goKernels()
+			rng := rand.New(rand.NewPCG(8, 8))
+			tables := blockTables(asm.layout, 2, cfg.NPositions, 6)
+			b := Batch{Seqs: []SeqStep{
+				{ID: 0, Tokens: randTokens(rng, 21, cfg.VocabSize), Blocks: tables[0]},
+				{ID: 1, Tokens: randTokens(rng, 6, cfg.VocabSize), Blocks: tables[1]},
+			}}
+			for step := range 4 {
+				want, err := asm.Logits(&b, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := gok.Logits(&b, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r := range want {
+					if d := relDiff(got[r], want[r]); d > 1e-5 {
+						t.Errorf("step %d row %d: Go kernels differ from %s by %.2e relative, want <= 1e-5", step, r, asm.k.name, d)
+					}
+				}
+				for i := range b.Seqs { // decode: one more token each
+					s := &b.Seqs[i]
+					s.Start += len(s.Tokens)
+					s.Tokens = randTokens(rng, 1, cfg.VocabSize)
+				}
+			}
+		})
+	}
+}
+
 func TestMatmulMatchesNaive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	randSlice := func(n int) []float32 {
@@ -142,11 +190,12 @@ func TestMatmulMatchesNaive(t *testing.T) {
 			t.Run(ks.name+"/"+tc.name, func(t *testing.T) {
 				c := &CPUBackend{pool: newWorkerPool(3), k: ks}
 				defer c.pool.close()
-				c.mm.tiles = [][]float32{make([]float32, matRows*matMaxCols), make([]float32, matRows*matMaxCols), make([]float32, matRows*matMaxCols)}
+				c.mm.tiles = [][]float32{make([]float32, matRows*panelW), make([]float32, matRows*panelW), make([]float32, matRows*panelW)}
 				c.mm.k = &c.k
 				x, w, b, y := randSlice(tc.n*tc.in), randSlice(tc.in*tc.out), randSlice(tc.out), randSlice(tc.n*tc.out)
 				y0 := append([]float32(nil), y...)
-				c.matmul(y, x, w, b, tc.n, tc.in, tc.out, tc.epi)
+				pw := packMat(w, tc.in, tc.out)
+				c.matmul(y, x, &pw, b, tc.n, tc.epi)
 				for r := range tc.n {
 					for j := range tc.out {
 						s := float64(b[j])
