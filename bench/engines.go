@@ -56,6 +56,7 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	s.srv, s.info, s.knobs = srv, info, knobs
 	s.live.cold = nil
 	s.live.steady = newRing[Summary](steadyCap)
+	s.live.resetRequests() // the stopped engine's recorder has returned: its requests are over
 	s.logf(LogInfo, "engine %d: %s on %s, paged attention %s, CUDA Graph %s", index, modelName(info), info.DeviceDetail, onOff(info.Paged), onOff(info.CUDAGraph))
 	if info.DeviceNote != "" {
 		s.logf(LogInfo, "%s", info.DeviceNote)
@@ -97,12 +98,14 @@ func (s *Session) record(g *generation) {
 	}
 }
 
-// onStep files one step's events: records go to the current run and the rolling windows.
+// onStep files one step's events: every event goes to the rolling windows (token events as
+// they come), records to the current run.
 func (s *Session) onStep(g *generation, so sched.StepOutput) {
 	tokens := 0
 	s.mu.Lock()
 	for i := range so.Events {
 		ev := &so.Events[i]
+		s.live.addEvent(so.Snapshot.At, ev)
 		switch ev.Kind {
 		case sched.EventTokens:
 			tokens += len(ev.Tokens)
@@ -117,10 +120,7 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 				default:
 				}
 			}
-			rr := RequestResult{Record: ev.Record}
-			if rr.completed() {
-				s.live.addRequest(so.Snapshot.At, &rr)
-			} else if ev.Record.Reason != sched.FinishCancelled {
+			if rr := (RequestResult{Record: ev.Record}); !rr.completed() && ev.Record.Reason != sched.FinishCancelled {
 				s.logf(LogError, "request %d: %s: %v", ev.ID, ev.Record.Reason, ev.Record.Err)
 			}
 		}

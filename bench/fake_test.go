@@ -183,23 +183,30 @@ func (s *fakeServer) record(fr fakeReq) *sched.Record {
 func (s *fakeServer) Run(ctx context.Context, out chan<- sched.StepOutput) error {
 	held := map[sched.RequestID]fakeReq{}
 	var step uint64
+	// emit sends a request's life as the scheduler would: a step per token (the first carrying
+	// First), the last one with the finished event.
 	emit := func(rec *sched.Record, admitted int) bool {
-		step++
-		so := sched.StepOutput{
-			Snapshot: sched.Snapshot{Step: step, At: rec.Times.Finished, Kind: sched.StepDecode, Waiting: len(held),
-				Running: 1, Admitted: admitted, KVUsed: 3, KVTotal: 128, Config: s.Config()},
-			Events: []sched.Event{
-				{Kind: sched.EventTokens, ID: rec.ID, Tokens: rec.Output},
-				{Kind: sched.EventFinished, ID: rec.ID, Record: rec},
-			},
-			Finished: []sched.RequestID{rec.ID},
+		events := streamEvents(rec)
+		for i := range max(1, len(rec.Times.Tokens)) {
+			step++
+			so := sched.StepOutput{Snapshot: sched.Snapshot{Step: step, At: rec.Times.Finished, Kind: sched.StepDecode,
+				Waiting: len(held), Running: 1, KVUsed: 3, KVTotal: 128, Config: s.Config()}}
+			if i < len(rec.Times.Tokens) {
+				so.Snapshot.At, so.Events = rec.Times.Tokens[i], events[i:i+1:i+1]
+			}
+			if i == 0 {
+				so.Snapshot.Admitted = admitted
+			}
+			if last := i == len(rec.Times.Tokens)-1 || len(rec.Times.Tokens) == 0; last {
+				so.Events, so.Finished = append(so.Events, events[len(events)-1]), []sched.RequestID{rec.ID}
+			}
+			select {
+			case out <- so:
+			case <-ctx.Done():
+				return false
+			}
 		}
-		select {
-		case out <- so:
-			return true
-		case <-ctx.Done():
-			return false
-		}
+		return true
 	}
 	for {
 		select {

@@ -31,6 +31,15 @@ const (
 // latencyNames are the rolling metrics, in the order the dashboard's table shows them.
 var latencyNames = [...]string{"TTFT", "Queue wait", "Prefill->first", "TPOT", "ITL"}
 
+// Indexes of latencyNames and liveState.windows.
+const (
+	winTTFT = iota
+	winQueueWait
+	winPrefillFirst
+	winTPOT
+	winITL
+)
+
 // liveState is what the dashboard sees, accumulated from step outputs and finished runs. It is
 // guarded by Session.mu.
 type liveState struct {
@@ -49,6 +58,18 @@ type liveState struct {
 	preempts   uint64         // scheduler's preemption total last seen
 	cold       *Summary       // the current engine's first run
 	steady     *ring[Summary] // later complete runs of the current engine
+	// open holds the current engine's requests whose first token is in the windows and which
+	// have not finished: what of them the windows already hold. At most the requests in flight;
+	// cleared when an engine starts (request ids are per engine).
+	open map[sched.RequestID]inflight
+}
+
+// inflight is what the rolling windows hold of an unfinished request: its TTFT, queue wait and
+// prefill->first samples, added at its first token, and its first gaps ITL samples.
+type inflight struct {
+	last    time.Duration // the newest token's sample time
+	gaps    int           // ITL samples added: the record's ITL[:gaps]
+	stopped bool          // a token event did not carry exactly one timed token: the rest of its gaps come from the record
 }
 
 type slowReq struct {
@@ -62,6 +83,7 @@ func newLiveState(span time.Duration) *liveState {
 		itl: newRing[float64](itlRecentCap), slow: newRing[slowReq](slowCap),
 		stepTokens: newRing[sample](4096), events: newRing[LogEvent](eventCap),
 		markers: newRing[Marker](markerCap), steady: newRing[Summary](steadyCap),
+		open: map[sched.RequestID]inflight{},
 	}
 	for i := range l.windows {
 		c := windowCap
@@ -88,24 +110,76 @@ func (l *liveState) addStep(s sched.Snapshot, tokens int) {
 	l.preempts = s.Preemptions
 }
 
-// addRequest records a completed request's latencies into the rolling windows.
-func (l *liveState) addRequest(at time.Duration, r *RequestResult) {
-	m := metricsOf(r)
-	vals := [len(latencyNames)]float64{m.TTFT, m.QueueWait, m.PrefillFirst, m.TPOT}
-	for i := 0; i < 4; i++ {
-		if i == 3 && !m.HasTPOT {
-			continue
+// addEvent files one event of a step that ended at at into the rolling windows.
+func (l *liveState) addEvent(at time.Duration, e *sched.Event) {
+	switch e.Kind {
+	case sched.EventTokens:
+		l.addTokens(e)
+	case sched.EventFinished:
+		if e.Record != nil {
+			l.addRequest(at, &RequestResult{Record: e.Record})
 		}
-		l.windows[i].add(at, vals[i])
-	}
-	for _, v := range m.ITL {
-		l.windows[4].add(at, v)
-		l.itl.push(v)
-	}
-	if m.HasTPOT {
-		l.slow.push(slowReq{tpot: m.TPOT, itl: RequestITL{ID: uint64(r.Record.ID), ITL: m.ITL}})
 	}
 }
+
+// addTokens records a token event as it arrives, so that the windows show a request's first
+// token latencies while it is still decoding (in a batch that finishes together, seconds
+// before its record): on a request's first token (Event.First) its TTFT, queue wait and
+// prefill->first samples, on each later one its inter-token gap, each at the token's time.
+// The values are those its record will give (see firstTokenMetrics). A request whose events
+// carry no First is measured when it finishes instead.
+func (l *liveState) addTokens(e *sched.Event) {
+	if e.First != nil {
+		m := firstTokenMetrics(e.First)
+		at := e.First.FirstToken
+		l.windows[winTTFT].add(at, m.TTFT)
+		l.windows[winQueueWait].add(at, m.QueueWait)
+		l.windows[winPrefillFirst].add(at, m.PrefillFirst)
+		l.open[e.ID] = inflight{last: at, stopped: len(e.Tokens) != 1 || e.At != at}
+		return
+	}
+	o, ok := l.open[e.ID]
+	if !ok || o.stopped {
+		return
+	}
+	if len(e.Tokens) != 1 || e.At < o.last {
+		o.stopped = true // several tokens share one time: their gaps are unknown until the record
+	} else {
+		gap := ms(e.At - o.last)
+		l.windows[winITL].add(e.At, gap)
+		l.itl.push(gap)
+		o.last, o.gaps = e.At, o.gaps+1
+	}
+	l.open[e.ID] = o
+}
+
+// addRequest records a finished request at its finish step's time at: a completed one's TPOT,
+// and whatever addTokens has not added already (all of it for a request whose events carried
+// no First). Samples already added stay, whatever the request's end.
+func (l *liveState) addRequest(at time.Duration, r *RequestResult) {
+	o, early := l.open[r.Record.ID]
+	delete(l.open, r.Record.ID)
+	if !r.completed() {
+		return
+	}
+	m := metricsOf(r)
+	if !early {
+		l.windows[winTTFT].add(at, m.TTFT)
+		l.windows[winQueueWait].add(at, m.QueueWait)
+		l.windows[winPrefillFirst].add(at, m.PrefillFirst)
+	}
+	if m.HasTPOT {
+		l.windows[winTPOT].add(at, m.TPOT)
+		l.slow.push(slowReq{tpot: m.TPOT, itl: RequestITL{ID: uint64(r.Record.ID), ITL: m.ITL}})
+	}
+	for _, v := range m.ITL[min(o.gaps, len(m.ITL)):] {
+		l.windows[winITL].add(at, v)
+		l.itl.push(v)
+	}
+}
+
+// resetRequests forgets the open requests of a stopped engine.
+func (l *liveState) resetRequests() { clear(l.open) }
 
 func (l *liveState) log(at time.Duration, kind LogKind, text string) {
 	l.events.push(LogEvent{At: at, Kind: kind, Text: text})

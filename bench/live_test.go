@@ -31,7 +31,14 @@ func TestLiveStateStaysBounded(t *testing.T) {
 	for i := 0; i < 20000; i++ {
 		at += 180 * time.Millisecond // 20000 steps over an hour
 		l.addStep(sched.Snapshot{Step: uint64(i), At: at, Admitted: 1, Waiting: i % 7, Running: 3, Preemptions: uint64(i / 1000)}, 4)
-		l.addRequest(at, fakeRequest(i, at-50*time.Millisecond, 8, time.Millisecond+time.Duration(i%13)*time.Microsecond))
+		r := fakeRequest(i, at-50*time.Millisecond, 8, time.Millisecond+time.Duration(i%13)*time.Microsecond)
+		if i%2 == 0 { // streamed token by token, as the scheduler does
+			for _, e := range streamEvents(r.Record) {
+				l.addEvent(at, &e)
+			}
+		} else { // measured at finish, as for a server whose events carry no First
+			l.addRequest(at, r)
+		}
 		l.log(at, LogInfo, "x")
 		l.mark(at, "m")
 		if i%100 == 0 {
@@ -54,6 +61,9 @@ func TestLiveStateStaysBounded(t *testing.T) {
 	ttft := v.Latency[0]
 	if ttft.Name != "TTFT" || ttft.Dist.N != 167 || math.Abs(ttft.Dist.P99-3.01) > 1e-9 {
 		t.Errorf("TTFT window = %+v", ttft)
+	}
+	if len(l.open) != 0 {
+		t.Errorf("%d finished requests still open", len(l.open))
 	}
 	if v.Queue[len(v.Queue)-1].At != at {
 		t.Error("the newest queue point is not last")

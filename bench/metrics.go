@@ -40,17 +40,24 @@ type requestMetrics struct {
 	HasLag       bool
 }
 
-// metricsOf derives r's metrics; r must be completed.
-func metricsOf(r *RequestResult) requestMetrics {
-	t := r.Record.Times
-	m := requestMetrics{
+// firstTokenMetrics derives the metrics known once the first token is out (AddRequest,
+// Tokenize, QueueWait, PrefillFirst, TTFT); the dashboard takes them from a request's first
+// token event, the reports from its record, both through here so that they agree exactly.
+func firstTokenMetrics(t *sched.Times) requestMetrics {
+	return requestMetrics{
 		AddRequest:   ms(t.SubmitEnd - t.SubmitStart),
 		Tokenize:     ms(t.Tokenized - t.SubmitEnd),
 		QueueWait:    ms(t.Admitted - t.Tokenized),
 		PrefillFirst: ms(t.FirstToken - t.Admitted),
 		TTFT:         ms(t.FirstToken - t.SubmitStart),
-		Latency:      ms(t.Finished - t.SubmitStart),
 	}
+}
+
+// metricsOf derives r's metrics; r must be completed.
+func metricsOf(r *RequestResult) requestMetrics {
+	t := r.Record.Times
+	m := firstTokenMetrics(&t)
+	m.Latency = ms(t.Finished - t.SubmitStart)
 	if n := len(r.Record.Output); n > 1 {
 		m.TPOT = ms(t.Finished-t.FirstToken) / float64(n-1)
 		m.HasTPOT = true

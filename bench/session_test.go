@@ -129,6 +129,11 @@ func TestLiveSessionViewAndActions(t *testing.T) {
 	if len(v.Compare) != 4 || v.Compare[0].Ratio <= 0 || len(v.Latency) != 5 || v.Latency[0].Dist.N == 0 || len(v.Queue) == 0 {
 		t.Errorf("view lacks data: compare %+v latency %+v queue %d", v.Compare, v.Latency, len(v.Queue))
 	}
+	// Every request is in the TTFT window once: from its first token, so at most the 4 of the
+	// run in flight are ahead of the TPOT window, which takes them when they finish.
+	if ttft, tpot := v.Latency[winTTFT].Dist.N, v.Latency[winTPOT].Dist.N; ttft < tpot || ttft > tpot+4 {
+		t.Errorf("TTFT window has %d samples, TPOT %d: a request counted twice or not at all", ttft, tpot)
+	}
 	if len(v.Ledger) < 2 || v.Header.Model != "fake-gpt2" {
 		t.Errorf("ledger %+v header %+v", v.Ledger, v.Header)
 	}

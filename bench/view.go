@@ -85,7 +85,9 @@ type Admission struct {
 	Limit int // the prefill max batch size in force
 }
 
-// LatencyRow is one metric's rolling percentiles (last Window of finished requests).
+// LatencyRow is one metric's rolling percentiles over the last Window: TTFT, queue wait and
+// prefill->first of the requests whose first token came in it (taken as the token arrives),
+// ITL of the tokens that came in it, TPOT of the requests that finished in it.
 type LatencyRow struct {
 	Name string // "TTFT", "Queue wait", "Prefill->first", "TPOT", "ITL"
 	Dist Dist

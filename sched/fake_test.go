@@ -198,6 +198,10 @@ type harness struct {
 	order   []RequestID // submission order
 	calls   int         // backend calls checked so far
 	cached  int         // prompt tokens served by the prefix cache, over all steps
+	// streamed is each request's token times as its token events told them (Event.At); first
+	// is the Event.First of its first token event. Both are checked against the record.
+	streamed map[RequestID][]time.Duration
+	first    map[RequestID]Times
 }
 
 func newHarness(t *testing.T, o Options) *harness {
@@ -214,7 +218,8 @@ func newHarness(t *testing.T, o Options) *harness {
 	}
 	t.Cleanup(s.Close)
 	return &harness{t: t, s: s, be: be, clock: clock, prompts: map[RequestID][]int32{},
-		reqs: map[RequestID]Request{}, records: map[RequestID]*Record{}}
+		reqs: map[RequestID]Request{}, records: map[RequestID]*Record{},
+		streamed: map[RequestID][]time.Duration{}, first: map[RequestID]Times{}}
 }
 
 // prompt returns a prompt of n tokens whose first token is marker (an admission-order tag).
@@ -280,17 +285,62 @@ func (h *harness) check(out StepOutput) {
 		if _, done := h.records[e.ID]; done {
 			h.t.Errorf("step %d: event %v for request %d after its finished event", snap.Step, e.Kind, e.ID)
 		}
-		if e.Kind == EventFinished {
+		switch e.Kind {
+		case EventTokens:
+			h.checkTokenEvent(snap, e)
+		case EventFinished:
 			if e.Record == nil || e.Record.ID != e.ID {
 				h.t.Fatalf("step %d: finished event without its record: %+v", snap.Step, e)
 			}
 			h.records[e.ID] = e.Record
 			ended = append(ended, e.ID)
 			h.checkTimes(e.Record)
+			h.checkStreamedTimes(e.Record)
 		}
 	}
 	if !slices.Equal(ended, out.Finished) {
 		h.t.Errorf("step %d: Finished %v, finished events %v", snap.Step, out.Finished, ended)
+	}
+}
+
+// checkTokenEvent asserts a token event carries one token sampled within the step, and
+// Event.First exactly on a request's first token.
+func (h *harness) checkTokenEvent(snap Snapshot, e Event) {
+	h.t.Helper()
+	prev := h.streamed[e.ID]
+	if len(e.Tokens) != 1 || e.At <= 0 || e.At > snap.At || (len(prev) > 0 && e.At <= prev[len(prev)-1]) {
+		h.t.Errorf("step %d: request %d: %d tokens at %v (snapshot at %v, previous token at %v)", snap.Step, e.ID, len(e.Tokens), e.At, snap.At, prev)
+	}
+	switch {
+	case len(prev) == 0 && e.First == nil:
+		h.t.Errorf("step %d: request %d: first token event without First", snap.Step, e.ID)
+	case len(prev) == 0:
+		f := *e.First
+		if f.FirstToken != e.At || len(f.Tokens) != 1 || f.Tokens[0] != e.At || cap(f.Tokens) != 1 || f.Finished != 0 {
+			h.t.Errorf("step %d: request %d: First %+v for a token at %v", snap.Step, e.ID, f, e.At)
+		}
+		h.first[e.ID] = f // a copy: a later change by the scheduler would show at the record check
+	case e.First != nil:
+		h.t.Errorf("step %d: request %d: First on token %d", snap.Step, e.ID, len(prev)+1)
+	}
+	h.streamed[e.ID] = append(prev, e.At)
+}
+
+// checkStreamedTimes asserts the token events told the record's timestamps exactly: every token
+// time, and the early First stamps.
+func (h *harness) checkStreamedTimes(r *Record) {
+	h.t.Helper()
+	tm := r.Times
+	if !slices.Equal(h.streamed[r.ID], tm.Tokens) {
+		h.t.Errorf("request %d: token events at %v, record token times %v", r.ID, h.streamed[r.ID], tm.Tokens)
+	}
+	f, ok := h.first[r.ID]
+	if !ok {
+		return // no token was ever sampled
+	}
+	if f.SubmitStart != tm.SubmitStart || f.SubmitEnd != tm.SubmitEnd || f.Tokenized != tm.Tokenized ||
+		f.Admitted != tm.Admitted || f.FirstToken != tm.FirstToken || f.Tokens[0] != tm.Tokens[0] {
+		h.t.Errorf("request %d: First %+v differs from the record's %+v", r.ID, f, tm)
 	}
 }
 

@@ -91,6 +91,16 @@ func (q *request) decode(id int32, skip, final bool) string {
 	return piece
 }
 
+// firstTimes copies the request's timestamps at its first token for Event.First. Its Tokens
+// shares the first element of times.Tokens, which is never written again, with capacity 1: an
+// append by the consumer cannot write into the request's buffer.
+func (q *request) firstTimes() *Times {
+	t := q.times
+	t.Tokens = t.Tokens[:1:1]
+	t.Finished = 0
+	return &t
+}
+
 // record builds the request's final record; the caller has set times.Finished.
 func (q *request) record(reason FinishReason, err error) *Record {
 	if q.stream != nil {

@@ -282,7 +282,10 @@ func (s *Scheduler) advance(q *request, tok int32, now time.Duration) {
 	}
 	text := q.decode(tok, reason == FinishEOS, reason != "")
 	e := l.events.next()
-	e.Kind, e.ID, e.Tokens, e.Text = EventTokens, q.id, q.last(), text
+	e.Kind, e.ID, e.Tokens, e.Text, e.At = EventTokens, q.id, q.last(), text, now
+	if len(q.times.Tokens) == 1 {
+		e.First = q.firstTimes()
+	}
 	if reason != "" {
 		s.finish(q, reason, nil, now)
 	}

@@ -86,6 +86,15 @@ type Event struct {
 	Tokens []int32 // EventTokens: the ids produced this step
 	Text   string  // EventTokens: a text piece (whole UTF-8 characters), when one is due
 	Record *Record // EventFinished
+	// At is, for EventTokens, when the step's token was sampled: its entry in the record's
+	// Times.Tokens (the end of the backend call that produced it, not Snapshot.At, which is the
+	// end of the whole step).
+	At time.Duration
+	// First is set on a request's first EventTokens only: its timestamps up to the first token
+	// (SubmitStart, SubmitEnd, Tokenized, Admitted, FirstToken; Tokens holds the first token's
+	// time; Finished is zero), equal to those its Record will carry. A fresh value the scheduler
+	// never writes again, so a consumer can measure TTFT and its parts as the first token arrives.
+	First *Times
 }
 
 // StepKind says what a step ran.
