@@ -43,6 +43,7 @@ rt_api *rt_open(char *err, int errlen, int with_cublas) {
 	SYM(libcuda, cuMemFree, "cuMemFree_v2");
 	SYM(libcuda, cuMemAllocHost, "cuMemAllocHost_v2");
 	SYM(libcuda, cuMemFreeHost, "cuMemFreeHost");
+	SYM(libcuda, cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
 	SYM(libcuda, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
 	SYM(libcuda, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
 	SYM(libcuda, cuMemsetD8Async, "cuMemsetD8Async");
@@ -60,6 +61,11 @@ rt_api *rt_open(char *err, int errlen, int with_cublas) {
 	SYM(libcuda, cuGraphLaunch, "cuGraphLaunch");
 	SYM(libcuda, cuGraphExecDestroy, "cuGraphExecDestroy");
 	SYM(libcuda, cuGraphDestroy, "cuGraphDestroy");
+	SYM(libcuda, cuEventCreate, "cuEventCreate");
+	SYM(libcuda, cuEventDestroy, "cuEventDestroy_v2");
+	SYM(libcuda, cuEventRecord, "cuEventRecord");
+	SYM(libcuda, cuEventSynchronize, "cuEventSynchronize");
+	SYM(libcuda, cuEventElapsedTime, "cuEventElapsedTime");
 	if (!with_cublas) {
 		return a;
 	}
@@ -79,6 +85,7 @@ rt_api *rt_open(char *err, int errlen, int with_cublas) {
 	SYM(libcublas, cublasSetStream, "cublasSetStream_v2");
 	SYM(libcublas, cublasSetWorkspace, "cublasSetWorkspace_v2");
 	SYM(libcublas, cublasGemmEx, "cublasGemmEx");
+	SYM(libcublas, cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx");
 	// cublasGetStatusName exists from cuBLAS 11.4 on; without it errors show the number.
 	*(void **)(&a->cublasGetStatusName) = dlsym(a->libcublas, "cublasGetStatusName");
 	return a;
@@ -114,6 +121,7 @@ CUresult w_memAlloc(rt_api *a, CUdeviceptr *p, size_t n) { return a->cuMemAlloc(
 CUresult w_memFree(rt_api *a, CUdeviceptr p) { return a->cuMemFree(p); }
 CUresult w_hostAlloc(rt_api *a, void **p, size_t n) { return a->cuMemAllocHost(p, n); }
 CUresult w_hostFree(rt_api *a, void *p) { return a->cuMemFreeHost(p); }
+CUresult w_hostDevPtr(rt_api *a, CUdeviceptr *d, void *p) { return a->cuMemHostGetDevicePointer(d, p, 0); }
 CUresult w_htod(rt_api *a, CUdeviceptr d, uintptr_t h, size_t n, CUstream s) { return a->cuMemcpyHtoDAsync(d, (const void *)h, n, s); }
 CUresult w_dtoh(rt_api *a, uintptr_t h, CUdeviceptr d, size_t n, CUstream s) { return a->cuMemcpyDtoHAsync((void *)h, d, n, s); }
 CUresult w_memset(rt_api *a, CUdeviceptr d, size_t n, CUstream s) { return a->cuMemsetD8Async(d, 0, n, s); }
@@ -133,6 +141,10 @@ CUresult w_instantiate(rt_api *a, CUgraphExec *e, CUgraph g) { return a->cuGraph
 CUresult w_graphLaunch(rt_api *a, CUgraphExec e, CUstream s) { return a->cuGraphLaunch(e, s); }
 CUresult w_graphExecDestroy(rt_api *a, CUgraphExec e) { return a->cuGraphExecDestroy(e); }
 CUresult w_graphDestroy(rt_api *a, CUgraph g) { return a->cuGraphDestroy(g); }
+CUresult w_eventCreate(rt_api *a, CUevent *e) { return a->cuEventCreate(e, 0); } // CU_EVENT_DEFAULT: timing on
+CUresult w_eventDestroy(rt_api *a, CUevent e) { return a->cuEventDestroy(e); }
+CUresult w_eventRecord(rt_api *a, CUevent e, CUstream s) { return a->cuEventRecord(e, s); }
+CUresult w_eventElapsed(rt_api *a, float *ms, CUevent start, CUevent end) { return a->cuEventElapsedTime(ms, start, end); }
 
 cublasStatus_t w_blasCreate(rt_api *a, cublasHandle_t *h) { return a->cublasCreate(h); }
 cublasStatus_t w_blasDestroy(rt_api *a, cublasHandle_t h) { return a->cublasDestroy(h); }
@@ -145,6 +157,19 @@ cublasStatus_t w_gemm(rt_api *a, cublasHandle_t h, int transA, int m, int n, int
 	// CUDA_R_16F = 2, CUBLAS_COMPUTE_32F = 68, CUBLAS_GEMM_DEFAULT = -1, CUBLAS_OP_N = 0, CUBLAS_OP_T = 1.
 	return a->cublasGemmEx(h, transA, 0, m, n, k, &alpha, (const void *)A, 2, lda, (const void *)B, 2, ldb,
 	                       &beta, (void *)C, ctype, ldc, 68, -1);
+}
+// w_gemmSplitK: column-major C_s(m,n) = A_s(m,k/splits) B_s(k/splits,n) for s < splits, the
+// K dimension cut into slices run as one strided batch (more blocks for a long K and a short n);
+// each slice's fp32 partial sum C_s lands at C + s*ldc*n for the consumer to add. A is the
+// row-major weight (k, m): A_s is its rows [s*ks, (s+1)*ks), ks*lda further on; B is the
+// row-major input (n, k): B_s is its columns [s*ks, (s+1)*ks), ks further on.
+cublasStatus_t w_gemmSplitK(rt_api *a, cublasHandle_t h, int m, int n, int k, int splits, CUdeviceptr A, int lda,
+                            CUdeviceptr B, int ldb, CUdeviceptr C, int ldc) {
+	const float alpha = 1.0f, beta = 0.0f;
+	int ks = k / splits;
+	return a->cublasGemmStridedBatchedEx(h, 0, 0, m, n, ks, &alpha, (const void *)A, 2, lda, (long long)ks * lda,
+	                                     (const void *)B, 2, ldb, (long long)ks, &beta, (void *)C, 0, ldc,
+	                                     (long long)ldc * n, splits, 68, -1);
 }
 const char *w_blasStatusName(rt_api *a, cublasStatus_t s) {
 	if (a->cublasGetStatusName == NULL) return "CUBLAS_STATUS";

@@ -41,6 +41,7 @@ typedef struct rt_api {
 	CUresult (*cuMemFree)(CUdeviceptr);
 	CUresult (*cuMemAllocHost)(void **, size_t);
 	CUresult (*cuMemFreeHost)(void *);
+	CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
 	CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
 	CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
 	CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
@@ -59,6 +60,11 @@ typedef struct rt_api {
 	CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
 	CUresult (*cuGraphExecDestroy)(CUgraphExec);
 	CUresult (*cuGraphDestroy)(CUgraph);
+	CUresult (*cuEventCreate)(CUevent *, unsigned int);
+	CUresult (*cuEventDestroy)(CUevent);
+	CUresult (*cuEventRecord)(CUevent, CUstream);
+	CUresult (*cuEventSynchronize)(CUevent);
+	CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
 
 	cublasStatus_t (*cublasCreate)(cublasHandle_t *);
 	cublasStatus_t (*cublasDestroy)(cublasHandle_t);
@@ -67,6 +73,10 @@ typedef struct rt_api {
 	cublasStatus_t (*cublasGemmEx)(cublasHandle_t, int, int, int, int, int, const void *,
 	                               const void *, int, int, const void *, int, int, const void *,
 	                               void *, int, int, int, int);
+	cublasStatus_t (*cublasGemmStridedBatchedEx)(cublasHandle_t, int, int, int, int, int, const void *,
+	                                             const void *, int, int, long long, const void *, int, int,
+	                                             long long, const void *, void *, int, int, long long, int, int,
+	                                             int);
 	const char *(*cublasGetStatusName)(cublasStatus_t);
 } rt_api;
 
@@ -94,6 +104,7 @@ CUresult w_memAlloc(rt_api *a, CUdeviceptr *p, size_t n);
 CUresult w_memFree(rt_api *a, CUdeviceptr p);
 CUresult w_hostAlloc(rt_api *a, void **p, size_t n);
 CUresult w_hostFree(rt_api *a, void *p);
+CUresult w_hostDevPtr(rt_api *a, CUdeviceptr *d, void *p);
 CUresult w_htod(rt_api *a, CUdeviceptr d, uintptr_t h, size_t n, CUstream s);
 CUresult w_dtoh(rt_api *a, uintptr_t h, CUdeviceptr d, size_t n, CUstream s);
 CUresult w_memset(rt_api *a, CUdeviceptr d, size_t n, CUstream s);
@@ -111,12 +122,18 @@ CUresult w_instantiate(rt_api *a, CUgraphExec *e, CUgraph g);
 CUresult w_graphLaunch(rt_api *a, CUgraphExec e, CUstream s);
 CUresult w_graphExecDestroy(rt_api *a, CUgraphExec e);
 CUresult w_graphDestroy(rt_api *a, CUgraph g);
+CUresult w_eventCreate(rt_api *a, CUevent *e);
+CUresult w_eventDestroy(rt_api *a, CUevent e);
+CUresult w_eventRecord(rt_api *a, CUevent e, CUstream s);
+CUresult w_eventElapsed(rt_api *a, float *ms, CUevent start, CUevent end);
 cublasStatus_t w_blasCreate(rt_api *a, cublasHandle_t *h);
 cublasStatus_t w_blasDestroy(rt_api *a, cublasHandle_t h);
 cublasStatus_t w_blasSetStream(rt_api *a, cublasHandle_t h, CUstream s);
 cublasStatus_t w_blasSetWorkspace(rt_api *a, cublasHandle_t h, CUdeviceptr w, size_t n);
 cublasStatus_t w_gemm(rt_api *a, cublasHandle_t h, int transA, int m, int n, int k,
                              CUdeviceptr A, int lda, CUdeviceptr B, int ldb, CUdeviceptr C, int ctype, int ldc);
+cublasStatus_t w_gemmSplitK(rt_api *a, cublasHandle_t h, int m, int n, int k, int splits, CUdeviceptr A, int lda,
+                            CUdeviceptr B, int ldb, CUdeviceptr C, int ldc);
 const char *w_blasStatusName(rt_api *a, cublasStatus_t s);
 
 #endif

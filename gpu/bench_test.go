@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -65,8 +66,10 @@ func BenchmarkDecodeGPT2Sampling(b *testing.B) {
 	}
 }
 
-// TestProfileDecodeGPT2 prints the wall time of each op of an eager decode step (synchronizing
-// after every op) of the GPT-2-124M-shaped model at context 128. Set ROSETOP_GPU_PROFILE=1.
+// TestProfileDecodeGPT2 prints the GPU time of each op kind of a greedy decode step of the
+// GPT-2-124M-shaped model at context 128 (CUDA events, kernels back to back), the GPU time of a
+// graph replay, the wall time of a whole Step and of a worker round trip. Set
+// ROSETOP_GPU_PROFILE=1; ROSETOP_GPU_PROFILE_SAMPLING=1 profiles temperature/top-k/top-p too.
 func TestProfileDecodeGPT2(t *testing.T) {
 	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
 		t.Skip("ROSETOP_GPU_PROFILE is not set")
@@ -74,32 +77,318 @@ func TestProfileDecodeGPT2(t *testing.T) {
 	needGPU(t)
 	w := testModel(gpt2Cfg, 1)
 	for _, B := range []int{1, 64} {
-		r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
-		if err != nil {
-			t.Fatal(err)
+		profileOps(t, w, B, true)
+		profileGraph(t, w, B)
+		if os.Getenv("ROSETOP_GPU_PROFILE_SAMPLING") != "" {
+			profileOps(t, w, B, false)
 		}
-		st := decodeStep(B, 128, tablesFor(r, B))
-		next := make([]int32, B)
+	}
+	profileLaunch(t, w)
+	profileGEMM(t, w)
+}
+
+// profileGEMM logs cuBLAS's time per batch-64 GEMM of each GPT-2 shape, with the weight as
+// stored now ([in, out], "NN") and transposed ([out, in], "TN"; the same bytes read as the
+// transposed shape), fp32 and fp16 output.
+func profileGEMM(t *testing.T, w *Weights) {
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, L := r.s, &r.s.wts.layers[0]
+	C, F := gpt2Cfg.NEmbd, gpt2Cfg.Inner
+	const reps = 24
+	for _, g := range []struct {
+		name    string
+		x, w    devPtr
+		in, out int
+	}{{"qkv", s.act.xln, L.attnW, C, 3 * C}, {"attn proj", s.act.att, L.projW, C, C}, {"fc", s.act.xln, L.fcW, C, F}, {"fc proj", s.act.h, L.fcProjW, F, C}} {
+		line := fmt.Sprintf("gemm %-9s 64x%dx%d:", g.name, g.in, g.out)
+		for _, v := range []struct {
+			name    string
+			f32, wT bool
+		}{{"NN fp32", true, false}, {"NN fp16", false, false}, {"TN fp32", true, true}, {"TN fp16", false, true}} {
+			us, err := timeGraph(r, 20, func() error {
+				for range reps {
+					if err := s.rt.gemmLayout(s.act.y, g.x, g.w, 64, g.in, g.out, v.f32, v.wT); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			line += fmt.Sprintf("  %s %.2f us", v.name, us/reps)
+		}
+		for _, sp := range []int{2, 4, 8} {
+			if g.in%(16*sp) != 0 {
+				continue
+			}
+			us, err := timeGraph(r, 20, func() error {
+				for range reps {
+					if err := s.rt.gemmSplitK(s.act.y, g.x, g.w, 64, g.in, g.out, sp); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			line += fmt.Sprintf("  split%d %.2f us", sp, us/reps)
+		}
+		t.Log(line)
+	}
+}
+
+// timeGraph captures body once and returns the GPU time of one replay in us (reps back to back).
+func timeGraph(r *Runner, reps int, body func() error) (float64, error) {
+	var us float64
+	var err error
+	r.w.do(func() {
+		rt := r.s.rt
+		// Once eagerly first: cuBLAS loads its kernels outside the capture.
+		if err = body(); err != nil {
+			return
+		}
+		if err = rt.sync(); err != nil {
+			return
+		}
+		var g graphExec
+		if g, err = rt.capture(body); err != nil {
+			return
+		}
+		defer rt.destroyGraph(g)
+		var e0, e1 event
+		if e0, err = rt.newEvent(); err != nil {
+			return
+		}
+		defer rt.destroyEvent(e0)
+		if e1, err = rt.newEvent(); err != nil {
+			return
+		}
+		defer rt.destroyEvent(e1)
+		_ = rt.launch(rt.fn.spin, 1, 1, 1, 0, arg(profileSpinNs))
+		_ = rt.record(e0)
+		for range reps {
+			if err = rt.replay(g); err != nil {
+				return
+			}
+		}
+		_ = rt.record(e1)
+		if err = rt.sync(); err != nil {
+			return
+		}
+		var ms float64
+		ms, err = rt.elapsed(e0, e1)
+		us = 1000 * ms / float64(reps)
+	})
+	return us, err
+}
+
+// profileLaunch logs what a graph node costs here: an empty kernel, and a 64-row layernorm.
+func profileLaunch(t *testing.T, w *Weights) {
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	st := decodeStep(64, 128, tablesFor(r, 64))
+	if err := r.Step(st, make([]int32, 64)); err != nil {
+		t.Fatal(err)
+	}
+	const nodes = 100
+	s := r.s
+	empty, err := timeGraph(r, 20, func() error {
+		for range nodes {
+			if err := s.rt.launch(s.rt.fn.spin, 1, 1, 1, 0, arg(0)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, a, wt := &s.meta, &s.act, s.wts
+	embed, err := timeGraph(r, 20, func() error {
+		for range nodes {
+			if err := s.rt.launch(s.rt.fn.embedLN, 64, 1, 256, 0, pArg(a.x), pArg(a.xln), pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos)),
+				pArg(wt.wte), pArg(wt.wpe), pArg(wt.layers[0].ln1w), pArg(wt.layers[0].ln1b), iArg(768), fArg(1e-5)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("graph node cost: %.2f us per empty kernel, %.2f us per 64-row embed+layernorm", empty/nodes, embed/nodes)
+}
+
+// profileOps logs the per-op GPU time of eager paged steps.
+func profileOps(t *testing.T, w *Weights, B int, greedy bool) {
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	st := decodeStep(B, 128, tablesFor(r, B))
+	if greedy {
+		clear(st.Temperature)
+	}
+	next := make([]int32, B)
+	if err := r.Step(st, next); err != nil {
+		t.Fatal(err)
+	}
+	var p *opProfile
+	r.w.do(func() {
+		if p, err = newOpProfile(r.s.rt, 512); err == nil {
+			r.s.prof = p
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.w.do(func() { r.s.prof = nil; p.close() })
+	const steps = 20
+	for range steps {
 		if err := r.Step(st, next); err != nil {
 			t.Fatal(err)
 		}
-		p := &opProfile{took: map[string]time.Duration{}}
-		r.w.do(func() { p.rt = r.s.rt; r.s.prof = p })
-		const steps = 20
-		for range steps {
-			r.w.do(func() { p.last = time.Now() })
-			if err := r.Step(st, next); err != nil {
-				t.Fatal(err)
+	}
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	kinds := slices.Clone(p.kinds)
+	var total float64
+	for _, op := range p.ops {
+		total += p.ms[op]
+	}
+	t.Logf("batch %d (greedy %v): %.1f us per step on the GPU, kernels back to back", B, greedy, 1000*total/float64(p.steps))
+	for _, op := range p.ops {
+		t.Logf("  %-22s %8.1f us/step  %3d ops  %5.1f%%", op, 1000*p.ms[op]/float64(p.steps), p.count[op], 100*p.ms[op]/total)
+	}
+	if !greedy {
+		return
+	}
+	// The same step as graphs of one op kind each: no events between kernels, so these times
+	// add up to about the whole step's replay.
+	r.w.do(func() { r.s.prof = nil })
+	s := r.s
+	step := func() error {
+		s.rt.calls = 0
+		return s.forward(B, B)
+	}
+	whole, err := timeGraph(r, 20, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("batch %d per kind, graph replays (the forward pass alone: %.1f us):", B, whole)
+	var sum float64
+	for _, op := range p.ops {
+		only := make([]bool, len(kinds))
+		for i, k := range kinds {
+			only[i] = k == op
+		}
+		r.w.do(func() { s.rt.only = only })
+		us, err := timeGraph(r, 20, step)
+		r.w.do(func() { s.rt.only = nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += us
+		t.Logf("  %-22s %8.1f us/step  %3d calls", op, us, countOf(kinds, op))
+	}
+	t.Logf("  %-22s %8.1f us/step", "sum of kinds", sum)
+}
+
+// profileGraph logs the GPU time of back-to-back replays of the batch's decode graph, the wall
+// time of a Step, and of an empty round trip to the worker goroutine.
+func profileGraph(t *testing.T, w *Weights, B int) {
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, Graphs: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	st := decodeStep(B, 128, tablesFor(r, B))
+	clear(st.Temperature)
+	next := make([]int32, B)
+	if err := r.Step(st, next); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var gpuMs float64
+	r.w.do(func() {
+		rt := r.s.rt
+		g := r.s.graphs[bucketFor(r.s.buckets, B)]
+		var e0, e1 event
+		if e0, err = rt.newEvent(); err != nil {
+			return
+		}
+		defer rt.destroyEvent(e0)
+		if e1, err = rt.newEvent(); err != nil {
+			return
+		}
+		defer rt.destroyEvent(e1)
+		_ = rt.launch(rt.fn.spin, 1, 1, 1, 0, arg(profileSpinNs))
+		_ = rt.record(e0)
+		for range n {
+			if err = rt.replay(g); err != nil {
+				return
 			}
 		}
-		var total time.Duration
-		for _, op := range p.ops {
-			total += p.took[op]
+		_ = rt.record(e1)
+		if err = rt.sync(); err != nil {
+			return
 		}
-		t.Logf("batch %d: %.1f us per step with a sync after each op", B, float64(total.Microseconds())/steps)
-		for _, op := range p.ops {
-			t.Logf("  %-22s %8.1f us/step", op, float64(p.took[op].Microseconds())/steps)
-		}
-		r.Close()
+		gpuMs, err = rt.elapsed(e0, e1)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	// One replay at a time, each waited for: the GPU time plus launch and wake-up latency.
+	var sync time.Duration
+	r.w.do(func() {
+		g := r.s.graphs[bucketFor(r.s.buckets, B)]
+		t0 := time.Now()
+		for range n {
+			if err = r.s.rt.replay(g); err != nil {
+				return
+			}
+			if err = r.s.rt.sync(); err != nil {
+				return
+			}
+		}
+		sync = time.Since(t0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for range n {
+		if err := r.Step(st, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := time.Since(t0)
+	t0 = time.Now()
+	for range 10 * n {
+		r.w.do(func() {})
+	}
+	trip := time.Since(t0)
+	t.Logf("batch %d graph: %.1f us GPU per replay (back to back), %.1f us per replay+sync, %.1f us wall per Step, %.1f us per worker round trip",
+		B, 1000*gpuMs/n, float64(sync.Microseconds())/n, float64(step.Microseconds())/n, float64(trip.Microseconds())/(10*n))
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
 }

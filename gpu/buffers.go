@@ -13,11 +13,11 @@ type activations struct {
 	xln     devPtr // fp16 (T, C) normalized input of the next GEMM
 	qkv     devPtr // fp16 (T, 3C)
 	att     devPtr // fp16 (T, C) attention output
-	y       devPtr // fp16 (T, C) projection output before its bias
+	y       devPtr // fp32 (T, max(3C, F)) the last GEMM's output before its bias (or its split-K partials)
 	h       devPtr // fp16 (T, F) MLP hidden
 	xlast   devPtr // fp16 (B, C) final-normed last rows
 	logits  devPtr // fp32 (B, Vp), Vp = V rounded up to 8; the padding columns are never read
-	next    devPtr // int32 (B) sampled tokens
+	amax    devPtr // uint64 (B, argmaxChunks) argmax_part's packed per-chunk maxima
 	weights devPtr // float64 (B, Vp) the sampler's scratch
 }
 
@@ -35,7 +35,8 @@ type metaBufs struct {
 	temp, topp             []float32
 	tables                 []int32 // (B, width)
 	seed                   []uint64
-	next                   []int32 // (B) download target
+	next                   []int32 // (B) the sampled tokens, written by the sampler through nextDev
+	nextDev                devPtr  // the device's address of next (mapped pinned memory: no copy node)
 	off                    metaOffsets
 }
 
@@ -66,8 +67,10 @@ func (s *state) allocBuffers() error {
 		n   int64
 	}{
 		{&s.act.x, T * C * 4}, {&s.act.xln, T * C * 2}, {&s.act.qkv, T * 3 * C * 2}, {&s.act.att, T * C * 2},
-		{&s.act.y, T * C * 2}, {&s.act.h, T * F * 2}, {&s.act.xlast, B * C * 2},
-		{&s.act.logits, B * int64(paddedVocab(int(V))) * 4}, {&s.act.next, B * 4}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
+		{&s.act.y, max(T*max(3*C, F), fcProjSplits*fcProjSplitRows*C) * 4},
+		{&s.act.h, T * F * 2}, {&s.act.xlast, B * C * 2},
+		{&s.act.logits, B * int64(paddedVocab(int(V))) * 4},
+		{&s.act.amax, B * argmaxChunks * 8}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
 	}
 	var total int64
 	for _, z := range sizes {
@@ -111,7 +114,9 @@ func (s *state) allocBuffers() error {
 	m.tables = i32(m.off.tables, B*int64(s.kv.width))
 	m.seed = unsafe.Slice((*uint64)(unsafe.Add(m.host, m.off.seed)), B)
 	m.next = i32(nextOff, B)
-	return nil
+	hostDev, err := s.rt.hostDevPtr(m.host)
+	m.nextDev = hostDev + devPtr(nextOff)
+	return err
 }
 
 func (m *metaBufs) devAt(off int64) devPtr { return m.dev + devPtr(off) }
@@ -148,25 +153,20 @@ func (s *state) allocKV() error {
 	return nil
 }
 
-const attnThreads = 256
+const attnThreads = 128 // ATT_THREADS in gpt2.cu
+
+// argmaxChunks is how many blocks share one logits row in argmax_part.
+const argmaxChunks = 16
+
+// fcProjSplits cuts the MLP's output projection (K = F = 3072 for GPT-2, N = C) into K slices
+// run as one batched GEMM for decode-sized steps: at 64 rows cuBLAS took 6.5 us for it whole and
+// 3.7 us as 4 slices (H200); residual_ln adds the slices' partial sums.
+const (
+	fcProjSplits    = 4
+	fcProjSplitRows = 64 // most rows a split runs for; longer steps have enough blocks without
+)
 
 // maxPagedBlocks caps the paged pool: 2^18 blocks of 16 are 4M positions, more than any batch
 // uses, and keep the engine's host-side block bookkeeping (~100 bytes a block) near 25 MB. Only
 // small models reach it (the tiny model would otherwise get millions of blocks).
 const maxPagedBlocks = 1 << 18
-
-// attnShared is the attention kernel's dynamic shared memory: q (HD), scores (MaxSeqLen rounded
-// to 4) and the value phase's partial sums (at most 8 per thread), all fp32, then the block
-// table row (width int32).
-func (s *state) attnShared() int {
-	hd := s.cfg.NEmbd / s.cfg.NHead
-	return 4 * (hd + (s.opt.MaxSeqLen+3)&^3 + 8*attnThreads + s.kv.width)
-}
-
-func setAttentionShared(s *state) error {
-	n := s.attnShared()
-	if err := s.rt.setMaxShared(s.rt.fn.attnPaged, n); err != nil {
-		return err
-	}
-	return s.rt.setMaxShared(s.rt.fn.attnContig, n)
-}

@@ -74,7 +74,7 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 		if err := s.forward(nt, end-first); err != nil {
 			return err
 		}
-		if err := s.finish(end-first, next[first:end], rowsFrom(logits, first, s.cfg.VocabSize)); err != nil {
+		if err := s.collect(end-first, next[first:end], rowsFrom(logits, first, s.cfg.VocabSize)); err != nil {
 			return err
 		}
 		tok += n
@@ -90,14 +90,13 @@ func rowsFrom(logits []float32, first, V int) []float32 {
 	return logits[first*V:]
 }
 
-// decodeGraph pads the step to its bucket and replays (capturing first if needed) its graph.
+// decodeGraph pads the step to its bucket and replays (capturing first if needed) its graph,
+// which holds the whole step: the metadata upload, the forward pass and the sampler, which writes
+// the ids straight into pinned host memory. The host only fills the metadata, launches and waits.
 func (s *state) decodeGraph(in *Step, next []int32, logits []float32) error {
 	B := len(in.SeqLens)
 	bucket := bucketFor(s.buckets, B)
 	s.fill(in, 0, B, 0, bucket)
-	if err := s.upload(); err != nil {
-		return err
-	}
 	g, err := s.graphFor(bucket)
 	if err != nil {
 		return err
@@ -105,24 +104,30 @@ func (s *state) decodeGraph(in *Step, next []int32, logits []float32) error {
 	if err = s.rt.replay(g); err != nil {
 		return err
 	}
-	return s.finish(B, next, logits)
+	return s.collect(B, next, logits)
 }
 
 // graphFor returns the bucket's graph, capturing it on first use. Before capturing, the same
-// forward runs once eagerly so cuBLAS picks and loads its kernels outside the capture; both
+// step runs once eagerly so cuBLAS picks and loads its kernels outside the capture; both
 // write the same values to the same KV slots, so the repeat is harmless.
 func (s *state) graphFor(bucket int) (graphExec, error) {
 	if g, ok := s.graphs[bucket]; ok {
 		return g, nil
 	}
 	t0 := time.Now()
-	if err := s.forward(bucket, bucket); err != nil {
+	body := func() error {
+		if err := s.upload(); err != nil {
+			return err
+		}
+		return s.forward(bucket, bucket)
+	}
+	if err := body(); err != nil {
 		return graphExec{}, err
 	}
 	if err := s.rt.sync(); err != nil {
 		return graphExec{}, err
 	}
-	g, err := s.rt.capture(func() error { return s.forward(bucket, bucket) })
+	g, err := s.rt.capture(body)
 	if err != nil {
 		return graphExec{}, fmt.Errorf("gpu: capturing the batch-%d decode graph: %w", bucket, err)
 	}
@@ -169,9 +174,6 @@ func (s *state) captureAhead() error {
 		for i := 0; i < b; i++ {
 			s.padRow(i, i)
 		}
-		if err := s.upload(); err != nil {
-			return err
-		}
 		if _, err := s.graphFor(b); err != nil {
 			return err
 		}
@@ -195,16 +197,17 @@ func (s *state) padRow(b, t int) {
 // synchronization, so no earlier copy from the pinned buffer is still in flight.
 func (s *state) upload() error { return s.rt.upload(s.meta.dev, s.meta.host, s.meta.bytes) }
 
-// finish copies the sampled tokens (and optionally the logits) back and waits for the stream.
-func (s *state) finish(B int, next []int32, logits []float32) error {
+// collect waits for the stream, whose work ends with the sampler writing the ids into the mapped
+// pinned meta.next, and hands them (and, for tests, the logits) to the caller.
+func (s *state) collect(B int, next []int32, logits []float32) error {
 	rt := s.rt
-	if err := rt.download(ptrOf(s.meta.next), s.act.next, int64(B)*4); err != nil {
-		return err
-	}
 	if err := rt.sync(); err != nil {
 		return err
 	}
 	copy(next[:B], s.meta.next[:B])
+	if s.prof != nil {
+		s.prof.end()
+	}
 	if logits != nil {
 		// Tests only: download the padded rows, then drop the padding.
 		V, vp := s.cfg.VocabSize, paddedVocab(s.cfg.VocabSize)
@@ -226,83 +229,136 @@ func (s *state) finish(B int, next []int32, logits []float32) error {
 
 // forward enqueues the whole model for n token rows of nb sequences: embeddings, L blocks, the
 // final norm of each sequence's last row, the logits and the sampler. Nothing here synchronizes
-// or allocates, so it can be captured.
+// or allocates, so it can be captured. A step of one token per sequence (n == nb: decode) runs
+// the fused attention kernel that also adds the QKV bias and writes the KV cache.
 func (s *state) forward(n, nb int) error {
 	rt, c, a, m, w := s.rt, s.cfg, &s.act, &s.meta, s.wts
-	C, F, NH := c.NEmbd, c.Inner, c.NHead
-	eps := fArg(c.Eps)
-	const ln = 256
-	ids, pos, slot, tokSeq := m.devAt(m.off.ids), m.devAt(m.off.pos), m.devAt(m.off.slot), m.devAt(m.off.tokSeq)
-	err := rt.launch(rt.fn.embedLN, n, 1, ln, 0, pArg(a.x), pArg(a.xln), pArg(ids), pArg(pos), pArg(w.wte), pArg(w.wpe),
-		pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(C), eps)
-	s.mark("embed+ln")
-	attn := rt.fn.attnContig
-	if s.opt.Paged {
-		attn = rt.fn.attnPaged
+	if s.prof != nil {
+		s.prof.begin()
 	}
-	scale := fArg(float32(1 / math.Sqrt(float64(C/NH))))
+	err := rt.launch(rt.fn.embedLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.xln), pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos)),
+		pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(c.NEmbd), fArg(c.Eps))
 	if err != nil {
 		return err
 	}
-	tables := pArg(m.devAt(m.off.tables))
-	for l := 0; l < c.NLayer; l++ {
-		L := &w.layers[l]
-		kc, vc := pArg(s.kv.keys(l)), pArg(s.kv.values(l))
-		if err = rt.gemm(a.qkv, a.xln, L.attnW, n, C, 3*C, false); err != nil {
+	s.mark("embed+ln")
+	for l := range c.NLayer {
+		if err = s.attentionBlock(l, n, n == nb); err != nil {
 			return err
 		}
-		s.mark("gemm qkv")
-		if err = rt.launch(rt.fn.qkvKV, n, 1, ln, 0, pArg(a.qkv), pArg(L.attnB), kc, vc, pArg(slot), iArg(C)); err != nil {
+		if err = s.mlpBlock(l, n, nb); err != nil {
+			return err
+		}
+	}
+	return s.head(nb)
+}
+
+const lnThreads = 256 // block of the row kernels (embed_ln, residual_ln, qkv_bias_kv_write)
+
+// attentionBlock enqueues layer l's QKV GEMM, attention (with the KV write), output projection
+// and the residual add + ln_2 into act.xln.
+func (s *state) attentionBlock(l, n int, decode bool) error {
+	rt, c, a, m, L := s.rt, s.cfg, &s.act, &s.meta, &s.wts.layers[l]
+	C, NH := c.NEmbd, c.NHead
+	kc, vc := pArg(s.kv.keys(l)), pArg(s.kv.values(l))
+	slot, tokSeq, pos, tables := pArg(m.devAt(m.off.slot)), pArg(m.devAt(m.off.tokSeq)), pArg(m.devAt(m.off.pos)), pArg(m.devAt(m.off.tables))
+	scale := fArg(float32(1 / math.Sqrt(float64(C/NH))))
+	if err := rt.gemm(a.y, a.xln, L.attnW, n, C, 3*C, true); err != nil {
+		return err
+	}
+	s.mark("gemm qkv")
+	var err error
+	if decode {
+		attn := rt.fn.attnDecodeContig
+		if s.opt.Paged {
+			attn = rt.fn.attnDecodePaged
+		}
+		err = rt.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.y), pArg(L.attnB), slot, kc, vc,
+			tokSeq, pos, tables, iArg(s.kv.width), iArg(s.kv.bs), iArg(C), iArg(NH), scale)
+	} else {
+		if err = rt.launch(rt.fn.qkvKV, n, 1, lnThreads, 0, pArg(a.qkv), pArg(a.y), pArg(L.attnB), kc, vc, slot, iArg(C)); err != nil {
 			return err
 		}
 		s.mark("qkv bias + kv write")
-		if err = rt.launch(attn, n, NH, attnThreads, s.attnShared(), pArg(a.att), pArg(a.qkv), kc, vc,
-			pArg(tokSeq), pArg(pos), tables, iArg(s.kv.width), iArg(s.kv.bs), iArg(C), iArg(NH), scale); err != nil {
-			return err
+		attn := rt.fn.attnContig
+		if s.opt.Paged {
+			attn = rt.fn.attnPaged
 		}
-		s.mark("attention")
-		if err = rt.gemm(a.y, a.att, L.projW, n, C, C, false); err != nil {
-			return err
-		}
-		s.mark("gemm attn proj")
-		if err = rt.launch(rt.fn.residualLN, n, 1, ln, 0, pArg(a.x), pArg(a.y), pArg(L.projB), pArg(L.ln2w), pArg(L.ln2b),
-			pArg(a.xln), iArg(C), eps); err != nil {
-			return err
-		}
-		s.mark("residual+ln")
-		if err = rt.gemm(a.h, a.xln, L.fcW, n, C, F, false); err != nil {
-			return err
-		}
-		s.mark("gemm fc")
-		if err = rt.launch(rt.fn.biasGELU, (n*F+255)/256, 1, 256, 0, pArg(a.h), pArg(L.fcB), iArg(F), iArg(n*F)); err != nil {
-			return err
-		}
-		s.mark("bias+gelu")
-		if err = rt.gemm(a.y, a.h, L.fcProjW, n, F, C, false); err != nil {
-			return err
-		}
-		s.mark("gemm fc proj")
-		if l+1 < c.NLayer {
-			nx := &w.layers[l+1]
-			err = rt.launch(rt.fn.residualLN, n, 1, ln, 0, pArg(a.x), pArg(a.y), pArg(L.fcProjB), pArg(nx.ln1w), pArg(nx.ln1b),
-				pArg(a.xln), iArg(C), eps)
-		} else {
-			// Only each sequence's last row goes through the final norm and the LM head.
-			err = rt.launch(rt.fn.residualLNLast, nb, 1, ln, 0, pArg(a.x), pArg(a.y), pArg(L.fcProjB), pArg(w.lnfw), pArg(w.lnfb),
-				pArg(a.xlast), pArg(m.devAt(m.off.last)), iArg(C), eps)
-		}
-		if err != nil {
-			return err
-		}
-		s.mark("residual+ln")
+		err = rt.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.qkv), kc, vc,
+			tokSeq, pos, tables, iArg(s.kv.width), iArg(s.kv.bs), iArg(C), iArg(NH), scale)
 	}
+	if err != nil {
+		return err
+	}
+	s.mark("attention")
+	if err = rt.gemm(a.y, a.att, L.projW, n, C, C, true); err != nil {
+		return err
+	}
+	s.mark("gemm attn proj")
+	if err = rt.launch(rt.fn.residualLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(1), arg(n*C), pArg(L.projB),
+		pArg(L.ln2w), pArg(L.ln2b), pArg(a.xln), iArg(C), fArg(c.Eps)); err != nil {
+		return err
+	}
+	s.mark("residual+ln")
+	return nil
+}
+
+// mlpBlock enqueues layer l's MLP and the residual add + the next norm: the next layer's ln_1
+// into act.xln, or after the last layer ln_f of each sequence's last row into act.xlast.
+func (s *state) mlpBlock(l, n, nb int) error {
+	rt, c, a, m, w := s.rt, s.cfg, &s.act, &s.meta, s.wts
+	C, F, L := c.NEmbd, c.Inner, &w.layers[l]
+	if err := rt.gemm(a.y, a.xln, L.fcW, n, C, F, true); err != nil {
+		return err
+	}
+	s.mark("gemm fc")
+	if err := rt.launch(rt.fn.biasGELU, (n*F/2+255)/256, 1, 256, 0, pArg(a.h), pArg(a.y), pArg(L.fcB), iArg(F), iArg(n*F)); err != nil {
+		return err
+	}
+	s.mark("bias+gelu")
+	splits := 1
+	var err error
+	if n <= fcProjSplitRows && F%(16*fcProjSplits) == 0 {
+		splits = fcProjSplits
+		err = rt.gemmSplitK(a.y, a.h, L.fcProjW, n, F, C, splits)
+	} else {
+		err = rt.gemm(a.y, a.h, L.fcProjW, n, F, C, true)
+	}
+	if err != nil {
+		return err
+	}
+	s.mark("gemm fc proj")
+	if l+1 < c.NLayer {
+		nx := &w.layers[l+1]
+		err = rt.launch(rt.fn.residualLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(n*C), pArg(L.fcProjB),
+			pArg(nx.ln1w), pArg(nx.ln1b), pArg(a.xln), iArg(C), fArg(c.Eps))
+	} else {
+		// Only each sequence's last row goes through the final norm and the LM head.
+		err = rt.launch(rt.fn.residualLNLast, nb, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(n*C), pArg(L.fcProjB),
+			pArg(w.lnfw), pArg(w.lnfb), pArg(a.xlast), pArg(m.devAt(m.off.last)), iArg(C), fArg(c.Eps))
+	}
+	if err != nil {
+		return err
+	}
+	s.mark("residual+ln")
+	return nil
+}
+
+// head enqueues the LM head on the nb last rows and the sampler: argmax_part's chunked argmax
+// for the greedy rows, then sample.
+func (s *state) head(nb int) error {
+	rt, c, a, m := s.rt, s.cfg, &s.act, &s.meta
 	vp := paddedVocab(c.VocabSize)
-	if err = rt.gemm(a.logits, a.xlast, w.wteT, nb, C, vp, true); err != nil {
+	if err := rt.gemm(a.logits, a.xlast, s.wts.wteT, nb, c.NEmbd, vp, true); err != nil {
 		return err
 	}
 	s.mark("gemm lm head")
-	err = rt.launch(rt.fn.sample, nb, 1, 1024, 0, pArg(a.next), pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(m.devAt(m.off.temp)),
-		pArg(m.devAt(m.off.topk)), pArg(m.devAt(m.off.topp)), pArg(m.devAt(m.off.seed)), pArg(m.devAt(m.off.outPos)), pArg(a.weights))
+	if err := rt.launch(rt.fn.argmaxPart, nb, argmaxChunks, 256, 0, pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(a.amax)); err != nil {
+		return err
+	}
+	err := rt.launch(rt.fn.sample, nb, 1, 1024, 0, pArg(m.nextDev), pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(m.devAt(m.off.temp)),
+		pArg(m.devAt(m.off.topk)), pArg(m.devAt(m.off.topp)), pArg(m.devAt(m.off.seed)), pArg(m.devAt(m.off.outPos)), pArg(a.weights),
+		pArg(a.amax), iArg(argmaxChunks))
 	s.mark("sample")
 	return err
 }

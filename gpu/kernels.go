@@ -8,18 +8,25 @@ import "C"
 
 import (
 	_ "embed"
-	"fmt"
 	"unsafe"
 )
 
-// The PTX is generated from kernels/*.cu by scripts/gen-ptx.sh and committed; the driver
-// JIT-compiles it for the device at module load (part of the cold start).
+// The PTX and fatbins are generated from kernels/*.cu by scripts/gen-ptx.sh and committed. A
+// fatbin holds SASS for sm_80 and sm_90 and the compute_80 PTX: Ampere and Hopper load machine
+// code at once, other GPUs JIT the PTX inside it. The plain PTX is the fallback when a driver
+// rejects the fatbin (it is also what reviewers read).
 //
 //go:embed kernels/gpt2.ptx
 var ptxGPT2 string
 
 //go:embed kernels/sample.ptx
 var ptxSample string
+
+//go:embed kernels/gpt2.fatbin
+var fatbinGPT2 string
+
+//go:embed kernels/sample.fatbin
+var fatbinSample string
 
 // kernel is one loaded function.
 type kernel struct {
@@ -29,25 +36,30 @@ type kernel struct {
 
 // kernels are the functions of the two modules (gpt2.ptx and sample.ptx).
 type kernels struct {
-	embedLN, residualLN, residualLNLast, biasGELU, qkvKV, attnPaged, attnContig, sample kernel
+	embedLN, residualLN, residualLNLast, biasGELU, qkvKV     kernel
+	attnPaged, attnContig, attnDecodePaged, attnDecodeContig kernel
+	spin                                                     kernel // profiling only
+	argmaxPart, sample                                       kernel
 }
 
-const numKernels = 8
+const numKernels = 12
 
-func ptxBytes() int { return len(ptxGPT2) + len(ptxSample) }
-
-// loadKernels JIT-loads the two modules and looks up every kernel.
-func (r *cudaRuntime) loadKernels() error {
+// loadKernels loads the two modules (fatbin first, PTX when the driver refuses it) and looks up
+// every kernel. It returns which image loaded, for the ledger.
+func (r *cudaRuntime) loadKernels() (string, error) {
 	var mods [2]C.CUmodule
-	for i, src := range []string{ptxGPT2, ptxSample} {
-		img := C.CString(src) // NUL-terminated copy: cuModuleLoadData reads PTX as a C string
-		err := r.a.check(C.w_moduleLoad(r.a.c, &mods[i], unsafe.Pointer(img)), "cuModuleLoadData(module %d)", i)
-		C.free(unsafe.Pointer(img))
+	from := "fatbin (sm_80/sm_90 SASS, compute_80 PTX)"
+	for i, imgs := range [][2]string{{fatbinGPT2, ptxGPT2}, {fatbinSample, ptxSample}} {
+		err := r.loadModule(&mods[i], imgs[0], i)
+		if err != nil {
+			from = "PTX (JIT)"
+			err = r.loadModule(&mods[i], imgs[1], i)
+		}
 		if err != nil {
 			if i == 1 {
 				_ = r.a.check(C.w_moduleUnload(r.a.c, mods[0]), "cuModuleUnload")
 			}
-			return err
+			return "", err
 		}
 	}
 	r.mod, r.mod2 = mods[0], mods[1]
@@ -63,27 +75,26 @@ func (r *cudaRuntime) loadKernels() error {
 		{&r.fn.qkvKV, mods[0], "qkv_bias_kv_write"},
 		{&r.fn.attnPaged, mods[0], "attention_paged"},
 		{&r.fn.attnContig, mods[0], "attention_contig"},
+		{&r.fn.attnDecodePaged, mods[0], "attention_decode_paged"},
+		{&r.fn.attnDecodeContig, mods[0], "attention_decode_contig"},
+		{&r.fn.spin, mods[0], "spin_ns"},
+		{&r.fn.argmaxPart, mods[1], "argmax_part"},
 		{&r.fn.sample, mods[1], "sample"},
 	} {
 		name := C.CString(k.name)
 		err := r.a.check(C.w_moduleFunc(r.a.c, &k.dst.f, k.mod, name), "cuModuleGetFunction(%s)", k.name)
 		C.free(unsafe.Pointer(name))
 		if err != nil {
-			return err
+			return "", err
 		}
 		k.dst.name = k.name
 	}
-	return nil
+	return from, nil
 }
 
-// setMaxShared lets f use up to n bytes of dynamic shared memory (above the default 48 KB).
-func (r *cudaRuntime) setMaxShared(f kernel, n int) error {
-	if n <= 48<<10 {
-		return nil
-	}
-	if n > r.info.maxSharedOptin {
-		return fmt.Errorf("gpu: %s needs %d bytes of shared memory, the device allows %d", f.name, n, r.info.maxSharedOptin)
-	}
-	// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-	return r.a.check(C.w_funcAttr(r.a.c, f.f, 8, C.int(n)), "cuFuncSetAttribute(%s, %d)", f.name, n)
+// loadModule loads one image (a fatbin, or PTX text) into m.
+func (r *cudaRuntime) loadModule(m *C.CUmodule, image string, i int) error {
+	img := C.CString(image) // a NUL-terminated copy: PTX is read as a C string, a fatbin by its header
+	defer C.free(unsafe.Pointer(img))
+	return r.a.check(C.w_moduleLoad(r.a.c, m, unsafe.Pointer(img)), "cuModuleLoadData(module %d)", i)
 }

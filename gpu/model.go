@@ -3,6 +3,9 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -43,6 +46,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("gpu: config %+v: every size must be positive", c)
 	case c.NEmbd%c.NHead != 0:
 		return fmt.Errorf("gpu: n_embd %d is not a multiple of n_head %d", c.NEmbd, c.NHead)
+	case c.NEmbd/c.NHead < 8 || c.NEmbd/c.NHead > 256 || (c.NEmbd/c.NHead)&(c.NEmbd/c.NHead-1) != 0:
+		// The attention kernel spreads a head over hd/8 lanes of 16-byte loads.
+		return fmt.Errorf("gpu: head size %d (n_embd %d / n_head %d): the CUDA kernels want a power of two from 8 to 256", c.NEmbd/c.NHead, c.NEmbd, c.NHead)
+	case c.Inner%2 != 0:
+		return fmt.Errorf("gpu: MLP width %d: the CUDA kernels want an even width", c.Inner)
 	case c.NEmbd > 2048:
 		// The norm kernels keep a row in registers: 256 threads x 8 values (gpt2-xl is 1600).
 		return fmt.Errorf("gpu: n_embd %d: the CUDA kernels support at most 2048", c.NEmbd)
@@ -123,34 +131,69 @@ func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights) (*devWeights, error)
 		return nil, err
 	}
 	d.buf, d.bytes = buf, total
-	var half []uint16
 	for i, s := range specs {
 		*s.dst = buf + devPtr(offs[i])
-		if s.half {
-			n := s.stored()
-			if cap(half) < n {
-				half = make([]uint16, n)
-			}
-			half = half[:n]
-			if s.cols > 0 {
-				toHalfT(half, s.src, s.cols, s.padRows)
-			} else {
-				toHalf(half, s.src)
-			}
-			err = r.upload(*s.dst, unsafe.Pointer(&half[0]), int64(n)*2)
-		} else {
-			err = r.upload(*s.dst, unsafe.Pointer(&s.src[0]), int64(s.n)*4)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("gpu: uploading %s: %w", s.name, err)
-		}
-		// A pageable source is staged by the driver before the call returns, but the next
-		// conversion reuses half: synchronize so the order never depends on that detail.
-		if err = r.sync(); err != nil {
-			return nil, err
-		}
+	}
+	// The device image is built on the host by every core (fp16 conversion and the LM head's
+	// transpose dominate the cold start when done on one), then moves in one copy.
+	img := make([]byte, total)
+	fillImage(img, specs, offs)
+	if err = r.upload(buf, unsafe.Pointer(&img[0]), total); err != nil {
+		return nil, fmt.Errorf("gpu: uploading the weights: %w", err)
+	}
+	// img is pageable and the driver staged it before returning; synchronize anyway so the
+	// weights are resident before anything reads them and img may be collected.
+	if err = r.sync(); err != nil {
+		return nil, err
 	}
 	return d, nil
+}
+
+// fillImage writes every tensor of specs into img at its offset: fp16 (transposed and padded
+// where cols > 0) or fp32. The work is split into pieces of about a million values, shared by
+// GOMAXPROCS goroutines.
+func fillImage(img []byte, specs []tensorSpec, offs []int64) {
+	type piece struct {
+		s      *tensorSpec
+		off    int64
+		lo, hi int // elements [lo, hi) of src; rows [lo, hi) when transposed
+	}
+	var pieces []piece
+	const grain = 1 << 20
+	for i := range specs {
+		s := &specs[i]
+		n, step := s.n, grain
+		if s.cols > 0 {
+			n, step = s.n/s.cols, max(grain/s.cols, 64)
+		}
+		for lo := 0; lo < n; lo += step {
+			pieces = append(pieces, piece{s, offs[i], lo, min(lo+step, n)})
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(pieces)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(next.Add(1) - 1); k < len(pieces); k = int(next.Add(1) - 1) {
+				p := pieces[k]
+				dst := img[p.off : p.off+int64(p.s.stored())*elemSize(p.s.half)]
+				switch {
+				case !p.s.half:
+					f := unsafe.Slice((*float32)(unsafe.Pointer(&dst[0])), p.s.n)
+					copy(f[p.lo:p.hi], p.s.src[p.lo:p.hi])
+				case p.s.cols > 0:
+					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.stored())
+					toHalfT(h, p.s.src, p.s.cols, p.s.padRows, p.lo, p.hi)
+				default:
+					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.n)
+					toHalf(h[p.lo:p.hi], p.s.src[p.lo:p.hi])
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // stored is the number of elements on the device (transposed matrices are padded).
@@ -183,14 +226,24 @@ func toHalf(dst []uint16, src []float32) {
 	}
 }
 
-// toHalfT converts the (rows, cols) matrix src (rows = len/cols) to fp16 and writes its
-// transpose into dst as (cols, padRows), the padding columns zero.
-func toHalfT(dst []uint16, src []float32, cols, padRows int) {
+// toHalfT converts rows [lo, hi) of the (rows, cols) matrix src (rows = len/cols) to fp16 and
+// writes their transpose into dst, which is (cols, padRows); the piece holding the last row
+// also zeroes the padding columns [rows, padRows). Pieces of different rows may run at once.
+func toHalfT(dst []uint16, src []float32, cols, padRows, lo, hi int) {
 	rows := len(src) / cols
-	clear(dst)
-	for r := range rows {
-		for c, f := range src[r*cols : (r+1)*cols] {
-			dst[c*padRows+r] = halfBits(f)
+	const tile = 64 // rows per pass: src's tile lines stay in L1 while c sweeps them
+	for r0 := lo; r0 < hi; r0 += tile {
+		r1 := min(r0+tile, hi)
+		for c := range cols {
+			out := dst[c*padRows+r0 : c*padRows+r1]
+			for r := range out {
+				out[r] = halfBits(src[(r0+r)*cols+c])
+			}
+		}
+	}
+	if hi == rows {
+		for c := range cols {
+			clear(dst[c*padRows+rows : (c+1)*padRows])
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,13 +45,44 @@ func TestPTXUpToDate(t *testing.T) {
 			t.Errorf("%s is not PTX ISA 7.8 for sm_80: generate it with nvcc 11.8 -arch=compute_80", ptxPath)
 		}
 	}
-	for _, k := range []string{"embed_ln", "residual_ln", "residual_ln_last", "bias_gelu", "qkv_bias_kv_write", "attention_paged", "attention_contig"} {
+	// The fatbins: kernels/fatbin.sha256 lists the source hash each was built from.
+	sums, err := os.ReadFile("kernels/fatbin.sha256")
+	if err != nil {
+		t.Fatalf("no kernels/fatbin.sha256: run scripts/gen-ptx.sh (%v)", err)
+	}
+	built := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(sums)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			built[f[1]] = f[0]
+		}
+	}
+	for _, cu := range cus {
+		src, err := os.ReadFile(cu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(src)
+		fb := strings.TrimSuffix(filepath.Base(cu), ".cu") + ".fatbin"
+		if got, want := built[fb], hex.EncodeToString(sum[:]); got != want {
+			t.Errorf("%s was built from a different %s (%q, source is %s): run scripts/gen-ptx.sh", fb, cu, got, want[:12])
+		}
+		if _, err := os.Stat(filepath.Join("kernels", fb)); err != nil {
+			t.Errorf("%s is missing: run scripts/gen-ptx.sh", fb)
+		}
+	}
+	// A fatbin starts with its magic number (0xBA55ED50, little endian).
+	for name, fb := range map[string]string{"gpt2.fatbin": fatbinGPT2, "sample.fatbin": fatbinSample} {
+		if len(fb) < 4 || fb[:4] != "\x50\xed\x55\xba" {
+			t.Errorf("embedded %s does not start with the fatbin magic", name)
+		}
+	}
+	for _, k := range []string{"embed_ln", "residual_ln", "residual_ln_last", "bias_gelu", "qkv_bias_kv_write", "attention_paged", "attention_contig", "attention_decode_paged", "attention_decode_contig", "spin_ns"} {
 		if !strings.Contains(ptxGPT2, ".entry "+k+"(") {
 			t.Errorf("embedded gpt2.ptx has no kernel %s", k)
 		}
 	}
-	if !strings.Contains(ptxSample, ".entry sample(") {
-		t.Errorf("embedded sample.ptx has no kernel sample")
+	if !strings.Contains(ptxSample, ".entry sample(") || !strings.Contains(ptxSample, ".entry argmax_part(") {
+		t.Errorf("embedded sample.ptx lacks kernel sample or argmax_part")
 	}
 }
 
@@ -95,11 +127,69 @@ func TestHalfBits(t *testing.T) {
 func TestToHalfTransposes(t *testing.T) {
 	src := []float32{1, 2, 3, 4, 5, 6} // (2, 3)
 	dst := make([]uint16, 9)
-	toHalfT(dst, src, 3, 3)
+	for i := range dst {
+		dst[i] = 0xffff // poison: the padding must be zeroed
+	}
+	toHalfT(dst, src, 3, 3, 0, 2)
 	want := []float32{1, 4, 0, 2, 5, 0, 3, 6, 0} // (3, 2) padded to (3, 3)
 	for i, h := range dst {
 		if got := halfToFloat(h); got != want[i] {
 			t.Fatalf("transposed[%d] = %g, want %g (all: %v)", i, got, want[i], dst)
+		}
+	}
+}
+
+// TestFillImageMatchesSerial builds a device image from pieces on every core and compares each
+// tensor with a one-value-at-a-time conversion.
+func TestFillImageMatchesSerial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	randn := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(rng.NormFloat64())
+		}
+		return s
+	}
+	const rows, cols, pad = 3001, 7, 3008 // more rows than one piece, not a multiple of the tile
+	var a, b, c devPtr
+	specs := []tensorSpec{
+		{dst: &a, src: randn(1<<21 + 5), n: 1<<21 + 5, half: true, name: "half"},
+		{dst: &b, src: randn(rows * cols), n: rows * cols, half: true, name: "transposed", cols: cols, padRows: pad},
+		{dst: &c, src: randn(33), n: 33, name: "float"},
+	}
+	offs := make([]int64, len(specs))
+	var total int64
+	for i, s := range specs {
+		offs[i] = total
+		total += align(int64(s.stored()) * elemSize(s.half))
+	}
+	img := make([]byte, total)
+	for i := range img {
+		img[i] = 0xff
+	}
+	fillImage(img, specs, offs)
+	h16 := func(off int64, i int) uint16 { return uint16(img[off+int64(2*i)]) | uint16(img[off+int64(2*i)+1])<<8 }
+	for i, f := range specs[0].src {
+		if got, want := h16(offs[0], i), halfBits(f); got != want {
+			t.Fatalf("half[%d] = %#04x, want %#04x", i, got, want)
+		}
+	}
+	for ch := range cols {
+		for r := range pad {
+			want := uint16(0)
+			if r < rows {
+				want = halfBits(specs[1].src[r*cols+ch])
+			}
+			if got := h16(offs[1], ch*pad+r); got != want {
+				t.Fatalf("transposed[%d][%d] = %#04x, want %#04x", ch, r, got, want)
+			}
+		}
+	}
+	for i, f := range specs[2].src {
+		o := offs[2] + int64(4*i)
+		bits := uint32(img[o]) | uint32(img[o+1])<<8 | uint32(img[o+2])<<16 | uint32(img[o+3])<<24
+		if got := math.Float32frombits(bits); got != f {
+			t.Fatalf("float[%d] = %g, want %g", i, got, f)
 		}
 	}
 }

@@ -18,7 +18,7 @@ type Options struct {
 	MemoryFraction float64 // share of the free memory (after weights and activations) the KV pool takes; 0: 0.5
 	Graphs         bool    // replay decode steps from CUDA Graphs, one per batch bucket
 	CaptureAhead   bool    // capture every bucket in Open instead of on first use
-	// Record receives each cold-start cost (context, JIT, weights, cuBLAS, KV pool, graph
+	// Record receives each cold-start cost (context, modules, weights, cuBLAS, KV pool, graph
 	// captures). It is called on the runner's worker goroutine; it may be nil.
 	Record func(what, detail string, took time.Duration)
 }
@@ -174,9 +174,6 @@ func (s *state) open(w *Weights) error {
 		kind = "paged"
 	}
 	s.record("KV pool allocation", fmt.Sprintf("%s, %d blocks x %d positions, %d MB", kind, s.kv.numBlocks, s.kv.bs, s.kv.bytes>>20), time.Since(t0))
-	if err = setAttentionShared(s); err != nil {
-		return err
-	}
 	if s.opt.Graphs && s.opt.CaptureAhead {
 		if err = s.captureAhead(); err != nil {
 			return err

@@ -9,7 +9,6 @@ import "C"
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"time"
 	"unsafe"
 )
@@ -37,6 +36,18 @@ type cudaRuntime struct {
 	graphs                   int   // instantiated graphs alive
 	live                     map[devPtr]int64
 	liveHost                 map[unsafe.Pointer]int64
+
+	// Profiling (tests only): calls counts kernel launches and GEMM calls; when only is set,
+	// call i is enqueued only if only[i], so a graph can hold one kind of op of a step.
+	calls int
+	only  []bool
+}
+
+// skip counts a launch or GEMM call and reports whether the profiling filter drops it.
+func (r *cudaRuntime) skip() bool {
+	i := r.calls
+	r.calls++
+	return r.only != nil && (i >= len(r.only) || !r.only[i])
 }
 
 // timed is one cold-start cost measured while opening: what, detail, took.
@@ -48,7 +59,7 @@ type timed struct {
 const workspaceBytes = 32 << 20
 
 // openRuntime loads the driver and cuBLAS, retains the primary context of device 0, creates the
-// stream, JIT-loads the kernels and creates the cuBLAS handle. It must run on the worker thread.
+// stream, loads the kernels and creates the cuBLAS handle. It must run on the worker thread.
 func openRuntime(costs *[]timed) (*cudaRuntime, error) {
 	a, err := openAPI(true)
 	if err != nil {
@@ -75,11 +86,12 @@ func openRuntime(costs *[]timed) (*cudaRuntime, error) {
 	}
 	*costs = append(*costs, timed{"CUDA context", r.info.Name, time.Since(t0)})
 	t0 = time.Now()
-	if err = r.loadKernels(); err != nil {
+	from, err := r.loadKernels()
+	if err != nil {
 		r.close()
 		return nil, err
 	}
-	*costs = append(*costs, timed{"kernel module load (JIT)", fmt.Sprintf("%d kernels, PTX %d KB", numKernels, ptxBytes()/1024), time.Since(t0)})
+	*costs = append(*costs, timed{"kernel module load", fmt.Sprintf("%d kernels from %s", numKernels, from), time.Since(t0)})
 	t0 = time.Now()
 	if err = a.checkBLAS(C.w_blasCreate(a.c, &r.blas), "cublasCreate"); err != nil {
 		r.blas = nil
@@ -187,6 +199,14 @@ func (r *cudaRuntime) allocHost(n int64, what string) (unsafe.Pointer, error) {
 	return p, nil
 }
 
+// hostDevPtr is the device address of pinned host memory (cuMemAllocHost memory is mapped into
+// the device's address space): kernels write there directly, with no copy node.
+func (r *cudaRuntime) hostDevPtr(p unsafe.Pointer) (devPtr, error) {
+	var d devPtr
+	err := r.a.check(C.w_hostDevPtr(r.a.c, &d, p), "cuMemHostGetDevicePointer")
+	return d, err
+}
+
 func (r *cudaRuntime) freeHost(p unsafe.Pointer) error {
 	n, ok := r.liveHost[p]
 	if !ok {
@@ -239,6 +259,9 @@ func fArg(v float32) arg { return arg(math.Float32bits(v)) }
 // launch runs kernel f on the stream with grid (gx, gy), bx threads and shmem bytes of dynamic
 // shared memory. The arguments are copied into the runtime's C argument block: no allocation.
 func (r *cudaRuntime) launch(f kernel, gx, gy, bx, shmem int, args ...arg) error {
+	if r.skip() {
+		return nil
+	}
 	if len(args) > len(r.args.vals) {
 		return fmt.Errorf("gpu: %s: %d arguments, at most %d", f.name, len(args), len(r.args.vals))
 	}
@@ -255,41 +278,39 @@ func (r *cudaRuntime) launch(f kernel, gx, gy, bx, shmem int, args ...arg) error
 // gemm computes row-major Y(n, out) = X(n, in) W(in, out) with fp16 X and W, fp32 accumulation,
 // and Y in fp16 (yF32 false) or fp32. Column-major cuBLAS sees Y^T = W^T X^T: no transposes.
 func (r *cudaRuntime) gemm(y, x, w devPtr, n, in, out int, yF32 bool) error {
+	return r.gemmLayout(y, x, w, n, in, out, yF32, false)
+}
+
+// gemmSplitK is gemm (fp32 Y, weight [in, out]) with K cut into splits slices run as one
+// strided batch: Y_s(n, out) at y + s*n*out (floats) holds slice s's partial sum.
+func (r *cudaRuntime) gemmSplitK(y, x, w devPtr, n, in, out, splits int) error {
+	if r.skip() {
+		return nil
+	}
+	s := C.w_gemmSplitK(r.a.c, r.blas, C.int(out), C.int(n), C.int(in), C.int(splits), w, C.int(out), x, C.int(in), y, C.int(out))
+	if s != 0 {
+		return r.a.checkBLAS(s, fmt.Sprintf("cublasGemmStridedBatchedEx(%dx%d @ %dx%d, %d K slices)", n, in, in, out, splits))
+	}
+	return nil
+}
+
+// gemmLayout is gemm with the weight stored as W (in, out) row-major, or transposed as
+// W^T (out, in) row-major when wT (cuBLAS's "TN" case, PyTorch's nn.Linear layout).
+func (r *cudaRuntime) gemmLayout(y, x, w devPtr, n, in, out int, yF32, wT bool) error {
+	if r.skip() {
+		return nil
+	}
 	ct := C.int(2) // CUDA_R_16F
 	if yF32 {
 		ct = 0 // CUDA_R_32F
 	}
-	s := C.w_gemm(r.a.c, r.blas, 0, C.int(out), C.int(n), C.int(in), w, C.int(out), x, C.int(in), y, ct, C.int(out))
+	trans, lda := C.int(0), C.int(out)
+	if wT {
+		trans, lda = 1, C.int(in)
+	}
+	s := C.w_gemm(r.a.c, r.blas, trans, C.int(out), C.int(n), C.int(in), w, lda, x, C.int(in), y, ct, C.int(out))
 	if s != 0 {
 		return r.a.checkBLAS(s, fmt.Sprintf("cublasGemmEx(%dx%d @ %dx%d)", n, in, in, out))
 	}
 	return nil
 }
-
-// worker runs functions on one goroutine locked to its OS thread: the CUDA context is current
-// on that thread and stream capture runs in thread-local mode there.
-type worker struct {
-	calls chan func() // owned by callers (send) and the worker goroutine (receive)
-	ack   chan struct{}
-}
-
-func startWorker() *worker {
-	w := &worker{calls: make(chan func()), ack: make(chan struct{})}
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for f := range w.calls {
-			f()
-			w.ack <- struct{}{}
-		}
-	}()
-	return w
-}
-
-// do runs f on the worker thread and waits for it. Calls must come from one goroutine at a time.
-func (w *worker) do(f func()) {
-	w.calls <- f
-	<-w.ack
-}
-
-func (w *worker) stop() { close(w.calls) }

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Regenerates gpu/kernels/*.ptx from gpu/kernels/*.cu with nvcc -arch=compute_80 -ptx (PTX ISA 7.8
-# from Debian's nvcc 11.8: loads on drivers >= 520, runs on Ampere, Ada and Hopper). Installs
-# Debian's nvidia-cuda-toolkit when nvcc is missing. Each .ptx starts with the sha256 of its .cu;
-# gpu's TestPTXUpToDate fails when they differ.
+# Regenerates gpu/kernels/*.ptx and *.fatbin from gpu/kernels/*.cu with Debian's nvcc 11.8.
+#   .ptx:    nvcc -arch=compute_80 -ptx (PTX ISA 7.8: loads on drivers >= 520, runs on Ampere, Ada
+#            and Hopper through the driver's JIT).
+#   .fatbin: SASS for sm_80 and sm_90 plus the same compute_80 PTX, so Ampere (A100) and Hopper
+#            (H100/H200) load machine code without JIT at start; other GPUs JIT the PTX inside.
+# Installs Debian's nvidia-cuda-toolkit when nvcc is missing. Each .ptx starts with the sha256 of
+# its .cu, and kernels/fatbin.sha256 lists the source sha256 of each .fatbin; gpu's
+# TestPTXUpToDate fails when they differ from the sources.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v nvcc >/dev/null 2>&1 || scripts/install-nvcc.sh
+sums=gpu/kernels/fatbin.sha256
+: >"$sums.tmp"
 for cu in gpu/kernels/*.cu; do
 	ptx="${cu%.cu}.ptx"
+	fatbin="${cu%.cu}.fatbin"
 	sum=$(sha256sum "$cu" | cut -d' ' -f1)
 	tmp=$(mktemp)
 	nvcc -arch=compute_80 -ptx -O3 -o "$tmp" "$cu"
@@ -18,5 +25,9 @@ for cu in gpu/kernels/*.cu; do
 		cat "$tmp"
 	} >"$ptx"
 	rm -f "$tmp"
-	echo "$ptx: $(wc -c <"$ptx") bytes, $(grep -c '^.entry\|^\.visible \.entry' "$ptx") kernels"
+	nvcc -fatbin -O3 -gencode arch=compute_80,code=[sm_80,compute_80] -gencode arch=compute_90,code=sm_90 \
+		-o "$fatbin" "$cu"
+	echo "$sum $(basename "$fatbin")" >>"$sums.tmp"
+	echo "$ptx: $(wc -c <"$ptx") bytes, $(grep -c '^.entry\|^\.visible \.entry' "$ptx") kernels; $fatbin: $(wc -c <"$fatbin") bytes"
 done
+mv "$sums.tmp" "$sums"

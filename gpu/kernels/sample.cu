@@ -1,6 +1,6 @@
 // Token sampling on the GPU with exactly the rules of engine/sample.go, so that only token ids
 // travel back to the host:
-//   1. greedy (temperature <= 0 or top-k == 1): argmax, lowest id on ties;
+//   1. greedy (temperature <= 0 or top-k == 1): argmax, lowest id on ties (argmax_part + sample);
 //   2. w_i = exp(z_i - max z), z_i = logit_i / T, in double;
 //   3. top-k: the K best by (logit desc, id asc), exactly K tokens;
 //   4. top-p: the shortest prefix of the kept tokens in that order reaching P * kept weight;
@@ -90,16 +90,55 @@ template <typename P> __device__ unsigned largest_key(unsigned lo, unsigned hi, 
 	return lo;
 }
 
+// argmax_part: the greedy rows' first pass. Block (b, c) of grid (B, chunks) finds the largest
+// logit of chunk c of row b (lowest id on ties) and writes it packed as key << 32 | ~id into
+// part[b * chunks + c], 0 for an empty chunk: the largest packed value is the row's argmax. Many
+// blocks per row read the 200 KB of a GPT-2 row in parallel; sample then reads the chunks.
+// Block 256.
+extern "C" __global__ void argmax_part(const float *__restrict__ logits, int V, int ld,
+                                       unsigned long long *__restrict__ part) {
+	__shared__ unsigned long long best[WARP];
+	int b = blockIdx.x, chunks = gridDim.y, c = blockIdx.y;
+	int per = (V + chunks - 1) / chunks, lo = c * per, hi = min(V, lo + per);
+	const float *row = logits + (size_t)b * ld;
+	unsigned long long m = 0;
+#pragma unroll 4
+	for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+		unsigned long long p = (unsigned long long)key_of(row[i]) << 32 | (0xffffffffu - (unsigned)i);
+		m = p > m ? p : m;
+	}
+	for (int o = WARP / 2; o > 0; o >>= 1) {
+		unsigned long long q = __shfl_xor_sync(0xffffffffu, m, o);
+		m = q > m ? q : m;
+	}
+	if (threadIdx.x % WARP == 0) best[threadIdx.x / WARP] = m;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < (int)(blockDim.x / WARP); w++) m = best[w] > m ? best[w] : m;
+		part[b * chunks + c] = m;
+	}
+}
+
 // sample: one block of SAMPLE_THREADS per sequence b. logits (B, ld) fp32, the first V columns
 // used; wbuf (B, ld) double is scratch for the weights. next[b] gets the token.
+// A greedy row (temperature <= 0 or top-k 1) takes its token from argmax_part's chunks partials.
 extern "C" __global__ void sample(int *next, const float *logits, int V, int ld, const float *temp, const int *topk,
-                                  const float *topp, const unsigned long long *seed, const int *outPos, double *wbuf) {
+                                  const float *topp, const unsigned long long *seed, const int *outPos, double *wbuf,
+                                  const unsigned long long *part, int chunks) {
 	__shared__ double redd[32];
 	__shared__ int redi[32];
 	__shared__ int cnt[SAMPLE_THREADS];
 	__shared__ double scan[SAMPLE_THREADS];
 	__shared__ int best;
 	int b = blockIdx.x;
+	if (temp[b] <= 0.f || topk[b] == 1 || V <= 1) {
+		if (threadIdx.x == 0) {
+			unsigned long long m = 0;
+			for (int i = 0; i < chunks; i++) m = part[b * chunks + i] > m ? part[b * chunks + i] : m;
+			next[b] = (int)(0xffffffffu - (unsigned)(m & 0xffffffffu));
+		}
+		return;
+	}
 	Ctx c;
 	c.l = logits + (size_t)b * ld;
 	c.V = V;
@@ -150,10 +189,6 @@ extern "C" __global__ void sample(int *next, const float *logits, int V, int ld,
 	float T = temp[b];
 	int K = topk[b];
 	float P = topp[b];
-	if (T <= 0.f || K == 1 || V <= 1) {
-		if (threadIdx.x == 0) next[b] = argmax;
-		return;
-	}
 	c.invT = 1.0 / (double)T;
 	c.zmax = (double)c.l[argmax] * c.invT;
 

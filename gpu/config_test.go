@@ -1,0 +1,36 @@
+package gpu
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	ok := gpt2Cfg
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string // "" = valid
+	}{
+		{"gpt2", func(*Config) {}, ""},
+		{"tiny head size 8", func(c *Config) { c.NEmbd, c.NHead = 32, 4 }, ""},
+		{"head size 48", func(c *Config) { c.NEmbd, c.NHead = 768, 16 }, "head size 48"},
+		{"head size 4", func(c *Config) { c.NEmbd, c.NHead = 32, 8 }, "head size 4"},
+		{"odd MLP width", func(c *Config) { c.Inner = 3071 }, "MLP width 3071"},
+		{"heads do not divide", func(c *Config) { c.NHead = 7 }, "not a multiple"},
+		{"too wide", func(c *Config) { c.NEmbd, c.NHead = 4096, 32 }, "at most 2048"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.edit(&c)
+			err := c.validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("valid config rejected: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
