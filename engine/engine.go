@@ -80,7 +80,7 @@ type Backend interface {
 
 // LedgerEntry is one cold-start cost the engine paid: model load, module JIT, a graph capture...
 type LedgerEntry struct {
-	What   string        // e.g. "model load", "kernel module load (JIT)", "graph capture"
+	What   string        // e.g. "model load", "kernel module load", "graph capture"
 	Detail string        // e.g. "batch 16", "12 tensors, 497 MB"
 	Took   time.Duration // wall time
 	At     time.Time     // when it finished

@@ -1,10 +1,5 @@
-// Package gpu runs GPT-2 on an NVIDIA GPU through the CUDA driver API and cuBLAS, both opened with
-// dlopen at run time: building needs no CUDA headers or libraries, and one binary runs on machines
-// with and without a GPU. The API is flat and low level (configuration ints, weights as float32
-// slices, per-step metadata arrays) so that package engine can adapt its own types to it.
-//
-// Every CUDA call runs on one goroutine locked to its OS thread (see worker), on one non-blocking
-// stream of the device's primary context.
+//go:build cgo
+
 package gpu
 
 /*
