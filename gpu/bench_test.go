@@ -80,7 +80,8 @@ func TestProfileDecodeGPT2(t *testing.T) {
 	w := testModel(gpt2Cfg, 1)
 	for _, B := range []int{1, 64} {
 		profileOps(t, w, B, true)
-		profileGraph(t, w, B)
+		profileGraph(t, w, B, false)
+		profileGraph(t, w, B, true) // cublasGemmEx only, for comparison
 		if os.Getenv("ROSETOP_GPU_PROFILE_SAMPLING") != "" {
 			profileOps(t, w, B, false)
 		}
@@ -309,8 +310,8 @@ func profileOps(t *testing.T, w *Weights, B int, greedy bool) {
 
 // profileGraph logs the GPU time of back-to-back replays of the batch's decode graph, the wall
 // time of a Step, and of an empty round trip to the worker goroutine.
-func profileGraph(t *testing.T, w *Weights, B int) {
-	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, Graphs: true, MemoryFraction: 0.1})
+func profileGraph(t *testing.T, w *Weights, B int, noLt bool) {
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, Graphs: true, MemoryFraction: 0.1, NoCublasLt: noLt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,8 +382,10 @@ func profileGraph(t *testing.T, w *Weights, B int) {
 		r.w.do(func() {})
 	}
 	trip := time.Since(t0)
-	t.Logf("batch %d graph: %.1f us GPU per replay (back to back), %.1f us per replay+sync, %.1f us wall per Step, %.1f us per worker round trip",
-		B, 1000*gpuMs/n, float64(sync.Microseconds())/n, float64(step.Microseconds())/n, float64(trip.Microseconds())/(10*n))
+	var choices string
+	r.w.do(func() { choices = r.s.ltChoice(bucketFor(r.s.buckets, B)) })
+	t.Logf("batch %d graph: %.1f us GPU per replay (back to back), %.1f us per replay+sync, %.1f us wall per Step, %.1f us per worker round trip (%s)",
+		B, 1000*gpuMs/n, float64(sync.Microseconds())/n, float64(step.Microseconds())/n, float64(trip.Microseconds())/(10*n), choices)
 }
 
 func countOf(xs []string, x string) int {

@@ -64,14 +64,16 @@ func (k *kvPool) scratchBlock() int32 { return int32(k.numBlocks) }
 func (s *state) allocBuffers() error {
 	c, o := s.cfg, s.opt
 	T, B, C, F, V := int64(o.MaxTokens), int64(o.MaxBatch), int64(c.NEmbd), int64(c.Inner), int64(c.VocabSize)
+	// The GEMMs run for gemmRows rows: their inputs and outputs are sized for that (Tg, Bg).
+	Tg, Bg := int64(gemmRows(o.MaxTokens)), int64(gemmRows(o.MaxBatch))
 	sizes := []struct {
 		dst *devPtr
 		n   int64
 	}{
-		{&s.act.x, T * C * 4}, {&s.act.xln, T * C * 2}, {&s.act.qkv, T * 3 * C * 2}, {&s.act.att, T * C * 2},
-		{&s.act.y, max(T*max(3*C, F), fcProjSplits*fcProjSplitRows*C) * 4},
-		{&s.act.h, T * F * 2}, {&s.act.xlast, B * C * 2},
-		{&s.act.logits, B * int64(paddedVocab(int(V))) * 4},
+		{&s.act.x, T * C * 4}, {&s.act.xln, Tg * C * 2}, {&s.act.qkv, T * 3 * C * 2}, {&s.act.att, Tg * C * 2},
+		{&s.act.y, max(Tg*max(3*C, F), fcProjSplits*fcProjSplitRows*C) * 4},
+		{&s.act.h, Tg * F * 2}, {&s.act.xlast, Bg * C * 2},
+		{&s.act.logits, Bg * int64(paddedVocab(int(V))) * 4},
 		{&s.act.amax, B * argmaxChunks * 8}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
 	}
 	var total int64

@@ -1,5 +1,5 @@
-// Package gpu runs GPT-2 on an NVIDIA GPU through the CUDA driver API and cuBLAS, both opened with
-// dlopen at run time: building needs no CUDA headers or libraries, and one binary runs on machines
+// Package gpu runs GPT-2 on an NVIDIA GPU through the CUDA driver API, cuBLAS and cuBLASLt, all
+// opened with dlopen at run time: building needs no CUDA headers or libraries, and one binary runs on machines
 // with and without a GPU. The API is flat and low level (configuration ints, weights as float32
 // slices, per-step metadata arrays) so that package engine can adapt its own types to it.
 //

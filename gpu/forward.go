@@ -238,8 +238,15 @@ func (s *state) forward(n, nb int) error {
 	if s.prof != nil {
 		s.prof.begin()
 	}
-	err := rt.launch(rt.fn.embedLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.xln), pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos)),
-		pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(c.NEmbd), fArg(c.Eps))
+	var err error
+	ids, pos := pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos))
+	if rowWarp(c.NEmbd) {
+		err = rt.launch(rt.fn.embedLNW, (n+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.xln), ids, pos,
+			pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(c.NEmbd), fArg(c.Eps), iArg(n))
+	} else {
+		err = rt.launch(rt.fn.embedLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.xln), ids, pos,
+			pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(c.NEmbd), fArg(c.Eps))
+	}
 	if err != nil {
 		return err
 	}
@@ -257,6 +264,37 @@ func (s *state) forward(n, nb int) error {
 
 const lnThreads = 256 // block of the row kernels (embed_ln, residual_ln, qkv_bias_kv_write)
 
+// lnwRows is LNW_ROWS of gpt2.cu: rows per block of the warp-per-row kernels (*_warp), which
+// need C % 128 == 0 and C <= 1024 (rowWarp); other widths run the block-per-row kernels.
+const lnwRows = 2
+
+func rowWarp(C int) bool { return C%128 == 0 && C <= 1024 }
+
+// residualLN enqueues x(n,C) += y + bias, y the sum of splits partials of a GEMM of m rows (m*C
+// floats apart), then out = LN(x) with lnw, lnb.
+func (s *state) residualLN(n, m, splits int, bias, lnw, lnb, out devPtr) error {
+	rt, a, C, eps := s.rt, &s.act, s.cfg.NEmbd, fArg(s.cfg.Eps)
+	if rowWarp(C) {
+		return rt.launch(rt.fn.residualLNW, (n+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.y), iArg(splits),
+			arg(m*C), pArg(bias), pArg(lnw), pArg(lnb), pArg(out), iArg(C), eps, iArg(n))
+	}
+	return rt.launch(rt.fn.residualLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(m*C), pArg(bias),
+		pArg(lnw), pArg(lnb), pArg(out), iArg(C), eps)
+}
+
+// residualLNLast is residualLN for the last row of each of nb sequences, not stored back to x:
+// xlast(nb,C) = LN(x + y + bias), the partials of a GEMM of m rows.
+func (s *state) residualLNLast(m, nb, splits int, bias, lnw, lnb devPtr) error {
+	rt, a, C, eps := s.rt, &s.act, s.cfg.NEmbd, fArg(s.cfg.Eps)
+	last := pArg(s.meta.devAt(s.meta.off.last))
+	if rowWarp(C) {
+		return rt.launch(rt.fn.residualLNLastW, (nb+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.y), iArg(splits),
+			arg(m*C), pArg(bias), pArg(lnw), pArg(lnb), pArg(a.xlast), last, iArg(C), eps, iArg(nb))
+	}
+	return rt.launch(rt.fn.residualLNLast, nb, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(m*C), pArg(bias),
+		pArg(lnw), pArg(lnb), pArg(a.xlast), last, iArg(C), eps)
+}
+
 // attentionBlock enqueues layer l's QKV GEMM, attention (with the KV write), output projection
 // and the residual add + ln_2 into act.xln.
 func (s *state) attentionBlock(l, n int, decode bool) error {
@@ -265,7 +303,8 @@ func (s *state) attentionBlock(l, n int, decode bool) error {
 	kc, vc := pArg(s.kv.keys(l)), pArg(s.kv.values(l))
 	slot, tokSeq, pos, tables := pArg(m.devAt(m.off.slot)), pArg(m.devAt(m.off.tokSeq)), pArg(m.devAt(m.off.pos)), pArg(m.devAt(m.off.tables))
 	scale := fArg(float32(1 / math.Sqrt(float64(C/NH))))
-	if err := rt.gemm(a.y, a.xln, L.attnW, n, C, 3*C, true); err != nil {
+	gr := gemmRows(n) // the GEMMs' rows (shapes.go)
+	if err := rt.gemm(a.y, a.xln, L.attnW, gr, C, 3*C, true); err != nil {
 		return err
 	}
 	s.mark("gemm qkv")
@@ -293,12 +332,11 @@ func (s *state) attentionBlock(l, n int, decode bool) error {
 		return err
 	}
 	s.mark("attention")
-	if err = rt.gemm(a.y, a.att, L.projW, n, C, C, true); err != nil {
+	if err = rt.gemm(a.y, a.att, L.projW, gr, C, C, true); err != nil {
 		return err
 	}
 	s.mark("gemm attn proj")
-	if err = rt.launch(rt.fn.residualLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(1), arg(n*C), pArg(L.projB),
-		pArg(L.ln2w), pArg(L.ln2b), pArg(a.xln), iArg(C), fArg(c.Eps)); err != nil {
+	if err = s.residualLN(n, gr, 1, L.projB, L.ln2w, L.ln2b, a.xln); err != nil {
 		return err
 	}
 	s.mark("residual+ln")
@@ -308,23 +346,32 @@ func (s *state) attentionBlock(l, n int, decode bool) error {
 // mlpBlock enqueues layer l's MLP and the residual add + the next norm: the next layer's ln_1
 // into act.xln, or after the last layer ln_f of each sequence's last row into act.xlast.
 func (s *state) mlpBlock(l, n, nb int) error {
-	rt, c, a, m, w := s.rt, s.cfg, &s.act, &s.meta, s.wts
+	rt, c, a, w := s.rt, s.cfg, &s.act, s.wts
 	C, F, L := c.NEmbd, c.Inner, &w.layers[l]
-	if err := rt.gemm(a.y, a.xln, L.fcW, n, C, F, true); err != nil {
-		return err
+	m := gemmRows(n)
+	if s.lt != nil {
+		// cuBLASLt adds the bias, applies GELU and writes h itself.
+		if err := s.fcGELU(m, L); err != nil {
+			return err
+		}
+		s.mark("gemm fc")
+	} else {
+		if err := rt.gemm(a.y, a.xln, L.fcW, m, C, F, true); err != nil {
+			return err
+		}
+		s.mark("gemm fc")
+		if err := rt.launch(rt.fn.biasGELU, (n*F/2+255)/256, 1, 256, 0, pArg(a.h), pArg(a.y), pArg(L.fcB), iArg(F), iArg(n*F)); err != nil {
+			return err
+		}
+		s.mark("bias+gelu")
 	}
-	s.mark("gemm fc")
-	if err := rt.launch(rt.fn.biasGELU, (n*F/2+255)/256, 1, 256, 0, pArg(a.h), pArg(a.y), pArg(L.fcB), iArg(F), iArg(n*F)); err != nil {
-		return err
-	}
-	s.mark("bias+gelu")
 	splits := 1
 	var err error
-	if n <= fcProjSplitRows && F%(16*fcProjSplits) == 0 {
+	if s.splitFCProj(m) {
 		splits = fcProjSplits
-		err = rt.gemmSplitK(a.y, a.h, L.fcProjW, n, F, C, splits)
+		err = rt.gemmSplitK(a.y, a.h, L.fcProjW, m, F, C, splits)
 	} else {
-		err = rt.gemm(a.y, a.h, L.fcProjW, n, F, C, true)
+		err = rt.gemm(a.y, a.h, L.fcProjW, m, F, C, true)
 	}
 	if err != nil {
 		return err
@@ -332,12 +379,10 @@ func (s *state) mlpBlock(l, n, nb int) error {
 	s.mark("gemm fc proj")
 	if l+1 < c.NLayer {
 		nx := &w.layers[l+1]
-		err = rt.launch(rt.fn.residualLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(n*C), pArg(L.fcProjB),
-			pArg(nx.ln1w), pArg(nx.ln1b), pArg(a.xln), iArg(C), fArg(c.Eps))
+		err = s.residualLN(n, m, splits, L.fcProjB, nx.ln1w, nx.ln1b, a.xln)
 	} else {
 		// Only each sequence's last row goes through the final norm and the LM head.
-		err = rt.launch(rt.fn.residualLNLast, nb, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(n*C), pArg(L.fcProjB),
-			pArg(w.lnfw), pArg(w.lnfb), pArg(a.xlast), pArg(m.devAt(m.off.last)), iArg(C), fArg(c.Eps))
+		err = s.residualLNLast(m, nb, splits, L.fcProjB, w.lnfw, w.lnfb)
 	}
 	if err != nil {
 		return err
@@ -351,7 +396,7 @@ func (s *state) mlpBlock(l, n, nb int) error {
 func (s *state) head(nb int) error {
 	rt, c, a, m := s.rt, s.cfg, &s.act, &s.meta
 	vp := paddedVocab(c.VocabSize)
-	if err := rt.gemm(a.logits, a.xlast, s.wts.wteT, nb, c.NEmbd, vp, true); err != nil {
+	if err := rt.gemm(a.logits, a.xlast, s.wts.wteT, gemmRows(nb), c.NEmbd, vp, true); err != nil {
 		return err
 	}
 	s.mark("gemm lm head")

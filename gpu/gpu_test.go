@@ -267,7 +267,7 @@ func TestColdStartLedger(t *testing.T) {
 	}
 	defer r.Close()
 	all := strings.Join(got, "\n")
-	for _, want := range []string{"CUDA context", "kernel module load | 12 kernels from fatbin", "weight upload", "cuBLAS init | libcublas.so.", "activation buffers", "KV pool allocation | paged",
+	for _, want := range []string{"CUDA context", fmt.Sprintf("kernel module load | %d kernels from fatbin", numKernels), "weight upload", "cuBLAS init | libcublas.so.", "activation buffers", "KV pool allocation | paged", "cuBLAS warm-up | ",
 		"graph capture | batch 1\n", "graph capture | batch 2\n", "graph capture | batch 4\n", "graph capture | batch 8\n", "graph capture | batch 16"} {
 		if !strings.Contains(all+"\n", want) {
 			t.Errorf("ledger lacks %q:\n%s", want, all)

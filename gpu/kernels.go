@@ -39,12 +39,13 @@ type kernel struct {
 // kernels are the functions of the two modules (gpt2.ptx and sample.ptx).
 type kernels struct {
 	embedLN, residualLN, residualLNLast, biasGELU, qkvKV     kernel
+	embedLNW, residualLNW, residualLNLastW                   kernel // warp per row (rowWarp)
 	attnPaged, attnContig, attnDecodePaged, attnDecodeContig kernel
 	spin                                                     kernel // profiling only
 	argmaxPart, sample                                       kernel
 }
 
-const numKernels = 12
+const numKernels = 15
 
 // loadKernels loads the two modules (fatbin first, PTX when the driver refuses it) and looks up
 // every kernel. It returns which image loaded, for the ledger.
@@ -73,6 +74,9 @@ func (r *cudaRuntime) loadKernels() (string, error) {
 		{&r.fn.embedLN, mods[0], "embed_ln"},
 		{&r.fn.residualLN, mods[0], "residual_ln"},
 		{&r.fn.residualLNLast, mods[0], "residual_ln_last"},
+		{&r.fn.embedLNW, mods[0], "embed_ln_warp"},
+		{&r.fn.residualLNW, mods[0], "residual_ln_warp"},
+		{&r.fn.residualLNLastW, mods[0], "residual_ln_last_warp"},
 		{&r.fn.biasGELU, mods[0], "bias_gelu"},
 		{&r.fn.qkvKV, mods[0], "qkv_bias_kv_write"},
 		{&r.fn.attnPaged, mods[0], "attention_paged"},

@@ -63,6 +63,7 @@ func (c Config) validate() error {
 // devLayer is one block's parameters on the device.
 type devLayer struct {
 	ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, fcProjW, fcProjB devPtr
+	fcBh                                                                           devPtr // fp16 copy of fcB: the bias of cuBLASLt's GELU epilogue
 }
 
 // devWeights is every parameter on the device, sub-allocated from one buffer.
@@ -115,7 +116,7 @@ func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights) (*devWeights, error)
 			h(&dl.attnW, s.AttnW, C*3*C, p+"attn.c_attn.weight"), f(&dl.attnB, s.AttnB, 3*C, p+"attn.c_attn.bias"),
 			h(&dl.projW, s.AttnProjW, C*C, p+"attn.c_proj.weight"), f(&dl.projB, s.AttnProjB, C, p+"attn.c_proj.bias"),
 			f(&dl.ln2w, s.LN2W, C, p+"ln_2.weight"), f(&dl.ln2b, s.LN2B, C, p+"ln_2.bias"),
-			h(&dl.fcW, s.FCW, C*F, p+"mlp.c_fc.weight"), f(&dl.fcB, s.FCB, F, p+"mlp.c_fc.bias"),
+			h(&dl.fcW, s.FCW, C*F, p+"mlp.c_fc.weight"), f(&dl.fcB, s.FCB, F, p+"mlp.c_fc.bias"), h(&dl.fcBh, s.FCB, F, p+"mlp.c_fc.bias (fp16)"),
 			h(&dl.fcProjW, s.FCProjW, F*C, p+"mlp.c_proj.weight"), f(&dl.fcProjB, s.FCProjB, C, p+"mlp.c_proj.bias"),
 		)
 	}

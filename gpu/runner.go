@@ -20,6 +20,7 @@ type Options struct {
 	MemoryFraction float64 // share of the free memory (after weights and activations) the KV pool takes; 0: 0.5
 	Graphs         bool    // replay decode steps from CUDA Graphs, one per batch bucket
 	CaptureAhead   bool    // capture every bucket in Open instead of on first use
+	NoCublasLt     bool    // every GEMM through cublasGemmEx, none through cuBLASLt (comparisons)
 	// Record receives each cold-start cost (context, modules, weights, cuBLAS, KV pool, graph
 	// captures). It is called on the runner's worker goroutine; it may be nil.
 	Record func(what, detail string, took time.Duration)
@@ -85,6 +86,7 @@ type state struct {
 	err    error
 	stepFn func()
 	prof   *opProfile // nil except in profiling tests
+	lt     *ltGEMMs   // nil: no cuBLASLt (lt.go)
 	// logitsHost receives padded logits rows for StepLogits (tests and debugging only).
 	logitsHost []float32
 }
@@ -167,6 +169,14 @@ func (s *state) open(w *Weights) error {
 		return fitErr(err)
 	}
 	s.record("activation buffers", fmt.Sprintf("%d tokens x %d sequences, %d MB", s.opt.MaxTokens, s.opt.MaxBatch, s.rt.deviceLive>>20-s.wts.bytes>>20-workspaceBytes>>20), time.Since(t0))
+	if !s.opt.NoCublasLt {
+		if err = s.openLt(); err != nil {
+			return err
+		}
+	}
+	if err = s.warmGEMMs(); err != nil {
+		return err
+	}
 	t0 = time.Now()
 	if err = s.allocKV(); err != nil {
 		return err
@@ -203,6 +213,10 @@ func (s *state) close() error {
 			first = err
 		}
 		delete(s.graphs, b)
+	}
+	if s.lt != nil {
+		s.lt.close()
+		s.lt = nil
 	}
 	if err := s.rt.close(); err != nil && first == nil {
 		first = err

@@ -169,6 +169,136 @@ extern "C" __global__ void residual_ln_last(const float *__restrict__ x, const f
 	layernorm_regs(v, w, bb, out + (size_t)b * C, C, eps, red);
 }
 
+// Warp-per-row variants of the three row kernels, used when C % 128 == 0 and C <= 128 * LNW_VEC
+// (GPT-2 small and medium): one warp owns a row, each lane holds float4 vectors of channels
+// 4*(lane + 32k) .. +3, so every access is 16 bytes wide and coalesced, and the two reductions are
+// warp shuffles with no block barrier. A block holds LNW_ROWS rows. At decode sizes the block-per-
+// row kernels above paid two barrier round trips and 3 values per thread for 768 channels.
+#define LNW_VEC 8
+#define LNW_ROWS 2
+
+__device__ __forceinline__ float4 add4(float4 a, float4 b) {
+	return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+// warp_ln writes LN(v) (nv float4 vectors per lane, layout above) to out as fp16.
+__device__ __forceinline__ void warp_ln(const float4 (&v)[LNW_VEC], int nv, const float *__restrict__ lnw,
+                                        const float *__restrict__ lnb, half *__restrict__ out, int C, float eps) {
+	int lane = threadIdx.x % WARP;
+	float4 w[LNW_VEC], b[LNW_VEC];
+	float s = 0.f;
+#pragma unroll
+	for (int k = 0; k < LNW_VEC; k++) {
+		if (k < nv) {
+			int c = 4 * (lane + k * WARP);
+			w[k] = *reinterpret_cast<const float4 *>(lnw + c);
+			b[k] = *reinterpret_cast<const float4 *>(lnb + c);
+			s += v[k].x + v[k].y + v[k].z + v[k].w;
+		}
+	}
+	float mean = warp_sum(s) / C, q = 0.f;
+#pragma unroll
+	for (int k = 0; k < LNW_VEC; k++) {
+		if (k < nv) {
+			float dx = v[k].x - mean, dy = v[k].y - mean, dz = v[k].z - mean, dw = v[k].w - mean;
+			q += dx * dx + dy * dy + dz * dz + dw * dw;
+		}
+	}
+	float rstd = rsqrtf(warp_sum(q) / C + eps);
+#pragma unroll
+	for (int k = 0; k < LNW_VEC; k++) {
+		if (k < nv) {
+			int c = 4 * (lane + k * WARP);
+			half2 lo = __floats2half2_rn((v[k].x - mean) * rstd * w[k].x + b[k].x, (v[k].y - mean) * rstd * w[k].y + b[k].y);
+			half2 hi = __floats2half2_rn((v[k].z - mean) * rstd * w[k].z + b[k].z, (v[k].w - mean) * rstd * w[k].w + b[k].w);
+			half2 *o = reinterpret_cast<half2 *>(out + c);
+			o[0] = lo;
+			o[1] = hi;
+		}
+	}
+}
+
+// warp_residual loads row t of x plus bias plus the S partials of y (pstride floats apart).
+__device__ __forceinline__ void warp_residual(float4 (&v)[LNW_VEC], int nv, const float *__restrict__ x,
+                                              const float *__restrict__ y, int S, size_t pstride,
+                                              const float *__restrict__ bias, size_t row) {
+	int lane = threadIdx.x % WARP;
+#pragma unroll
+	for (int k = 0; k < LNW_VEC; k++) {
+		if (k < nv) {
+			int c = 4 * (lane + k * WARP);
+			v[k] = add4(*reinterpret_cast<const float4 *>(x + row + c), *reinterpret_cast<const float4 *>(bias + c));
+		}
+	}
+#pragma unroll 4
+	for (int s = 0; s < S; s++) {
+#pragma unroll
+		for (int k = 0; k < LNW_VEC; k++) {
+			if (k < nv) {
+				int c = 4 * (lane + k * WARP);
+				v[k] = add4(v[k], *reinterpret_cast<const float4 *>(y + s * pstride + row + c));
+			}
+		}
+	}
+}
+
+// residual_ln_warp: residual_ln with a warp per row. Grid ceil(N/LNW_ROWS), block 32*LNW_ROWS.
+extern "C" __global__ void residual_ln_warp(float *__restrict__ x, const float *__restrict__ y, int S, size_t pstride,
+                                            const float *__restrict__ bias, const float *__restrict__ lnw,
+                                            const float *__restrict__ lnb, half *__restrict__ xln, int C, float eps,
+                                            int N) {
+	int t = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, lane = threadIdx.x % WARP, nv = C / (4 * WARP);
+	if (t >= N) return;
+	size_t row = (size_t)t * C;
+	float4 v[LNW_VEC];
+	warp_residual(v, nv, x, y, S, pstride, bias, row);
+#pragma unroll
+	for (int k = 0; k < LNW_VEC; k++) {
+		if (k < nv) *reinterpret_cast<float4 *>(x + row + 4 * (lane + k * WARP)) = v[k];
+	}
+	warp_ln(v, nv, lnw, lnb, xln + row, C, eps);
+}
+
+// residual_ln_last_warp: residual_ln_last with a warp per row. Grid ceil(B/LNW_ROWS), block
+// 32*LNW_ROWS.
+extern "C" __global__ void residual_ln_last_warp(const float *__restrict__ x, const float *__restrict__ y, int S,
+                                                 size_t pstride, const float *__restrict__ bias,
+                                                 const float *__restrict__ lnw, const float *__restrict__ lnb,
+                                                 half *__restrict__ out, const int *__restrict__ last, int C,
+                                                 float eps, int B) {
+	int b = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, nv = C / (4 * WARP);
+	if (b >= B) return;
+	float4 v[LNW_VEC];
+	warp_residual(v, nv, x, y, S, pstride, bias, (size_t)last[b] * C);
+	warp_ln(v, nv, lnw, lnb, out + (size_t)b * C, C, eps);
+}
+
+// embed_ln_warp: embed_ln with a warp per row. Grid ceil(N/LNW_ROWS), block 32*LNW_ROWS.
+extern "C" __global__ void embed_ln_warp(float *__restrict__ x, half *__restrict__ xln, const int *__restrict__ ids,
+                                         const int *__restrict__ pos, const half *__restrict__ wte,
+                                         const half *__restrict__ wpe, const float *__restrict__ lnw,
+                                         const float *__restrict__ lnb, int C, float eps, int N) {
+	int t = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, lane = threadIdx.x % WARP, nv = C / (4 * WARP);
+	if (t >= N) return;
+	const half *te = wte + (size_t)ids[t] * C, *pe = wpe + (size_t)pos[t] * C;
+	size_t row = (size_t)t * C;
+	float4 v[LNW_VEC];
+#pragma unroll
+	for (int k = 0; k < LNW_VEC; k++) {
+		if (k < nv) {
+			int c = 4 * (lane + k * WARP);
+			const half2 *a = reinterpret_cast<const half2 *>(te + c), *p = reinterpret_cast<const half2 *>(pe + c);
+			float2 a0 = __half22float2(a[0]), a1 = __half22float2(a[1]), p0 = __half22float2(p[0]), p1 = __half22float2(p[1]);
+			v[k] = make_float4(a0.x + p0.x, a0.y + p0.y, a1.x + p1.x, a1.y + p1.y);
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < LNW_VEC; k++) {
+		if (k < nv) *reinterpret_cast<float4 *>(x + row + 4 * (lane + k * WARP)) = v[k];
+	}
+	warp_ln(v, nv, lnw, lnb, xln + row, C, eps);
+}
+
 // bias_gelu: h(N,F) = gelu_tanh(y(N,F) + bias(F)), two values per thread (F even).
 // Grid ceil(N*F/2/256), block 256.
 extern "C" __global__ void bias_gelu(half *__restrict__ h, const float *__restrict__ y, const float *__restrict__ bias,
