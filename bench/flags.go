@@ -94,7 +94,7 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 	fs.BoolVar(&cfg.NoPrefixCache, "no-prefix-cache", cfg.NoPrefixCache, "turn the prefix cache off")
 	fs.BoolVar(&cfg.Paged, "paged-attn", cfg.Paged, "paged KV cache (block size 16)")
 	fs.BoolVar(&cfg.CUDAGraph, "cuda-graph", cfg.CUDAGraph, "capture decode steps in CUDA Graphs (GPU only)")
-	fs.BoolVar(&cfg.CaptureAhead, "capture-ahead", cfg.CaptureAhead, "capture every batch bucket at start, not on first use")
+	fs.BoolVar(&cfg.CaptureAhead, "capture-ahead", cfg.CaptureAhead, "GPU: pay the one-time costs at start (every graph capture, cuBLAS first calls), not on first use in the cold run")
 	fs.Float64Var(&cfg.GPUMemoryFraction, "gpu-memory-fraction", cfg.GPUMemoryFraction, "share of free GPU memory for the KV pool (0: engine default)")
 	fs.IntVar(&cfg.Threads, "threads", cfg.Threads, "CPU threads (0: all cores)")
 	fs.IntVar(&cfg.MaxSeqLen, "max-seq-len", cfg.MaxSeqLen, "longest sequence (0: longest prompt + max new tokens)")

@@ -70,6 +70,9 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 			end++
 		}
 		nt := s.fill(in, first, end, tok, 0)
+		if err := s.ensureWarm(nt, end-first); err != nil {
+			return err
+		}
 		if err := s.upload(); err != nil {
 			return err
 		}
@@ -115,6 +118,9 @@ func (s *state) decodeGraph(in *Step, next []int32, logits []float32) error {
 func (s *state) graphFor(bucket int) (graphExec, error) {
 	if g, ok := s.graphs[bucket]; ok {
 		return g, nil
+	}
+	if err := s.ensureWarm(bucket, bucket); err != nil { // cuBLAS's first call, outside the capture
+		return graphExec{}, err
 	}
 	t0 := time.Now()
 	body := func() error {

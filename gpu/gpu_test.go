@@ -321,3 +321,45 @@ func TestContiguousDoesNotFit(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestLazyGEMMWarmup: without CaptureAhead, Open pays no cuBLAS warm-up; the first eager step of
+// a row class pays cuBLAS's first-call cost and says so in the ledger, once per class.
+func TestLazyGEMMWarmup(t *testing.T) {
+	needGPU(t)
+	var mu sync.Mutex
+	var got []string
+	rec := func(what, detail string, took time.Duration) {
+		mu.Lock()
+		got = append(got, what+" | "+detail)
+		mu.Unlock()
+	}
+	count := func(prefix string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, g := range got {
+			if strings.HasPrefix(g, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	r, err := Open(smallCfg, testModel(smallCfg, 6), Options{MaxBatch: 4, MaxSeqLen: 64, Paged: true, Record: rec, MemoryFraction: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if n := count("cuBLAS warm-up"); n != 0 {
+		t.Fatalf("Open warmed cuBLAS without CaptureAhead (%d entries)", n)
+	}
+	tables := tablesFor(r, 2)
+	next := make([]int32, 2)
+	for k := range 3 {
+		if err := r.Step(decodeStep(2, int32(k), tables), next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count("cuBLAS first use | layer GEMMs at 2 rows, LM head at 2 rows"); n != 1 {
+		t.Errorf("%d 'cuBLAS first use' entries for the 2-row class after 3 steps, want exactly 1:\n%s", n, strings.Join(got, "\n"))
+	}
+}

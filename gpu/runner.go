@@ -87,6 +87,9 @@ type state struct {
 	stepFn func()
 	prof   *opProfile // nil except in profiling tests
 	lt     *ltGEMMs   // nil: no cuBLASLt (lt.go)
+	// warmLayers and warmHead are the GEMM row classes whose cuBLAS first-call cost has been paid
+	// (shapes.go): the layers' GEMMs and the LM head's.
+	warmLayers, warmHead map[int]bool
 	// logitsHost receives padded logits rows for StepLogits (tests and debugging only).
 	logitsHost []float32
 }
@@ -174,8 +177,11 @@ func (s *state) open(w *Weights) error {
 			return err
 		}
 	}
-	if err = s.warmGEMMs(); err != nil {
-		return err
+	s.warmLayers, s.warmHead = map[int]bool{}, map[int]bool{}
+	if s.opt.CaptureAhead {
+		if err = s.warmGEMMs(); err != nil {
+			return err
+		}
 	}
 	t0 = time.Now()
 	if err = s.allocKV(); err != nil {

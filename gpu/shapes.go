@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -13,7 +14,9 @@ import (
 // it is cuBLAS's own per-shape setup, not lazy module loading). Steps of a size the process had
 // not run yet paid it inside their TTFT. So the GEMMs run for a fixed set of row counts, the
 // step's rows rounded up by gemmRows (the rows past the step's are scratch: GEMM rows are
-// independent and nothing reads them), and Open runs each of them once (warmGEMMs).
+// independent and nothing reads them), and each class pays its first call once: in Open with
+// CaptureAhead (warmGEMMs), else in the first eager step that needs it (ensureWarm, recorded in
+// the ledger, so the cold run shows the cost and says where it went).
 
 // gemmRows is the row count the GEMMs run for a step of n token rows (or n sequences for the LM
 // head): the decode graph buckets up to 64 (1, 2, 4, 8, 16, 24, 32, 48, 64), then 128 and 256,
@@ -55,18 +58,72 @@ func (s *state) splitFCProj(m int) bool {
 }
 
 // warmGEMMs runs every cuBLAS GEMM shape of the forward pass once for each row class, on the
-// real buffers (their contents do not matter), so that no step pays cuBLAS's first-call cost.
+// real buffers (their contents do not matter), so that no step pays cuBLAS's first-call cost
+// (Options.CaptureAhead: the whole cold start paid in Open).
 func (s *state) warmGEMMs() error {
 	t0 := time.Now()
-	rt, c, a, L := s.rt, s.cfg, &s.act, &s.wts.layers[0]
-	C, F := c.NEmbd, c.Inner
 	classes := gemmRowClasses(s.opt.MaxTokens)
 	calls := 0
 	for _, m := range classes {
-		gemms := []func() error{
+		n, err := s.warmClass(m, true, m <= gemmRows(s.opt.MaxBatch))
+		if err != nil {
+			return err
+		}
+		calls += n
+	}
+	if err := s.rt.sync(); err != nil {
+		return err
+	}
+	s.record("cuBLAS warm-up", fmt.Sprintf("%d GEMMs, %d row classes (1..%d)", calls, len(classes), classes[len(classes)-1]), time.Since(t0))
+	return nil
+}
+
+// ensureWarm pays cuBLAS's first-call cost for an eager step of n token rows and nb sequences
+// whose row classes have not run yet, and records it in the ledger: without CaptureAhead this is
+// part of the cold start the first run shows. It runs before the step's own work is enqueued
+// (never inside a graph capture; decode graphs run their first step eagerly in graphFor).
+func (s *state) ensureWarm(n, nb int) error {
+	mT, mB := gemmRows(n), gemmRows(nb)
+	layers, head := !s.warmLayers[mT], !s.warmHead[mB]
+	if !layers && !head {
+		return nil
+	}
+	t0 := time.Now()
+	if layers {
+		if _, err := s.warmClass(mT, true, false); err != nil {
+			return err
+		}
+	}
+	if head {
+		if _, err := s.warmClass(mB, false, true); err != nil {
+			return err
+		}
+	}
+	if err := s.rt.sync(); err != nil {
+		return err
+	}
+	var what []string
+	if layers {
+		what = append(what, fmt.Sprintf("layer GEMMs at %d rows", mT))
+	}
+	if head {
+		what = append(what, fmt.Sprintf("LM head at %d rows", mB))
+	}
+	s.record("cuBLAS first use", strings.Join(what, ", "), time.Since(t0))
+	return nil
+}
+
+// warmClass enqueues the GEMMs of row class m: the layers' (one layer's weights stand for all:
+// the shapes are the same) and/or the LM head's. It returns how many it enqueued.
+func (s *state) warmClass(m int, layers, head bool) (int, error) {
+	rt, c, a, L := s.rt, s.cfg, &s.act, &s.wts.layers[0]
+	C, F := c.NEmbd, c.Inner
+	var gemms []func() error
+	if layers {
+		gemms = append(gemms,
 			func() error { return rt.gemm(a.y, a.xln, L.attnW, m, C, 3*C, true) },
 			func() error { return rt.gemm(a.y, a.att, L.projW, m, C, C, true) },
-		}
+		)
 		if s.lt == nil { // else openLt ran cuBLASLt's fc GEMMs
 			gemms = append(gemms, func() error { return rt.gemm(a.y, a.xln, L.fcW, m, C, F, true) })
 		}
@@ -75,21 +132,18 @@ func (s *state) warmGEMMs() error {
 		} else {
 			gemms = append(gemms, func() error { return rt.gemm(a.y, a.h, L.fcProjW, m, F, C, true) })
 		}
-		if m <= gemmRows(s.opt.MaxBatch) {
-			gemms = append(gemms, func() error {
-				return rt.gemm(a.logits, a.xlast, s.wts.wteT, m, C, paddedVocab(c.VocabSize), true)
-			})
-		}
-		for _, g := range gemms {
-			if err := g(); err != nil {
-				return err
-			}
-			calls++
+		s.warmLayers[m] = true
+	}
+	if head {
+		gemms = append(gemms, func() error {
+			return rt.gemm(a.logits, a.xlast, s.wts.wteT, m, C, paddedVocab(c.VocabSize), true)
+		})
+		s.warmHead[m] = true
+	}
+	for _, g := range gemms {
+		if err := g(); err != nil {
+			return 0, err
 		}
 	}
-	if err := rt.sync(); err != nil {
-		return err
-	}
-	s.record("cuBLAS warm-up", fmt.Sprintf("%d GEMMs, %d row classes (1..%d)", calls, len(classes), classes[len(classes)-1]), time.Since(t0))
-	return nil
+	return len(gemms), nil
 }
