@@ -55,6 +55,7 @@ rt_api *rt_open(char *err, int errlen, int with_cublas) {
 	SYM(libcuda, cuModuleGetFunction, "cuModuleGetFunction");
 	SYM(libcuda, cuFuncSetAttribute, "cuFuncSetAttribute");
 	SYM(libcuda, cuLaunchKernel, "cuLaunchKernel");
+	*(void **)(&a->cuLaunchKernelEx) = dlsym(a->libcuda, "cuLaunchKernelEx"); // optional (CUDA 11.8+)
 	SYM(libcuda, cuStreamBeginCapture, "cuStreamBeginCapture_v2");
 	SYM(libcuda, cuStreamEndCapture, "cuStreamEndCapture");
 	SYM(libcuda, cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
@@ -135,6 +136,52 @@ CUresult w_funcAttr(rt_api *a, CUfunction f, int attr, int v) { return a->cuFunc
 CUresult w_launch(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args) {
 	return a->cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shmem, s, args, NULL);
 }
+
+// cuLaunchKernelEx's configuration (cuda.h, CUDA 11.8+): the attribute is an 8-byte id slot and a
+// 64-byte value union; the two used here are CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (4, value
+// {x, y, z}) and CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (6, value int).
+typedef struct {
+	int id;
+	int pad;
+	union {
+		char pad[64];
+		struct { unsigned x, y, z; } cluster;
+		int pss;
+	} value;
+} launch_attr;
+typedef struct {
+	unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+	CUstream hStream;
+	launch_attr *attrs;
+	unsigned numAttrs;
+} launch_config;
+
+int w_haveLaunchEx(rt_api *a) { return a->cuLaunchKernelEx != NULL; }
+
+// w_launchEx launches f with programmatic dependent launch (pdl: the kernel may start before the
+// previous kernel on the stream ends, and waits for it with griddepcontrol.wait) and/or in
+// clusters of (1, clusterY, 1) blocks (clusterY > 1).
+CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args,
+                    int pdl, unsigned clusterY) {
+	launch_attr at[2];
+	memset(at, 0, sizeof at);
+	unsigned n = 0;
+	if (pdl) {
+		at[n].id = 6;
+		at[n].value.pss = 1;
+		n++;
+	}
+	if (clusterY > 1) {
+		at[n].id = 4;
+		at[n].value.cluster.x = 1;
+		at[n].value.cluster.y = clusterY;
+		at[n].value.cluster.z = 1;
+		n++;
+	}
+	launch_config c = {gx, gy, 1, bx, 1, 1, shmem, s, at, n};
+	return a->cuLaunchKernelEx(&c, f, args, NULL);
+}
+
 CUresult w_beginCapture(rt_api *a, CUstream s) { return a->cuStreamBeginCapture(s, 1); } // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 CUresult w_endCapture(rt_api *a, CUstream s, CUgraph *g) { return a->cuStreamEndCapture(s, g); }
 CUresult w_instantiate(rt_api *a, CUgraphExec *e, CUgraph g) { return a->cuGraphInstantiateWithFlags(e, g, 0); }

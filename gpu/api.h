@@ -54,6 +54,7 @@ typedef struct rt_api {
 	CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
 	CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
 	                           unsigned, CUstream, void **, void **);
+	CUresult (*cuLaunchKernelEx)(const void *, CUfunction, void **, void **); // NULL before CUDA 11.8
 	CUresult (*cuStreamBeginCapture)(CUstream, int);
 	CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
 	CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
@@ -116,6 +117,9 @@ CUresult w_moduleUnload(rt_api *a, CUmodule m);
 CUresult w_moduleFunc(rt_api *a, CUfunction *f, CUmodule m, const char *n);
 CUresult w_funcAttr(rt_api *a, CUfunction f, int attr, int v);
 CUresult w_launch(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args);
+int w_haveLaunchEx(rt_api *a);
+CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args,
+                    int pdl, unsigned clusterY);
 CUresult w_beginCapture(rt_api *a, CUstream s);
 CUresult w_endCapture(rt_api *a, CUstream s, CUgraph *g);
 CUresult w_instantiate(rt_api *a, CUgraphExec *e, CUgraph g);

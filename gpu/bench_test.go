@@ -80,11 +80,26 @@ func TestProfileDecodeGPT2(t *testing.T) {
 	w := testModel(gpt2Cfg, 1)
 	for _, B := range []int{1, 64} {
 		profileOps(t, w, B, true)
-		profileGraph(t, w, B, false)
-		profileGraph(t, w, B, true) // cublasGemmEx only, for comparison
+		for _, v := range []struct {
+			name string
+			opt  Options
+		}{
+			{"default", Options{}},
+			{"small_gemm + PDL", Options{SmallGEMMRows: 64}},
+			{"small_gemm, no PDL", Options{SmallGEMMRows: 64, NoPDL: true}},
+			{"cuBLAS", Options{SmallGEMMRows: -1}},
+			{"cublasGemmEx only", Options{SmallGEMMRows: -1, NoCublasLt: true}},
+		} {
+			profileGraph(t, w, B, v.name, v.opt)
+		}
 		if os.Getenv("ROSETOP_GPU_PROFILE_SAMPLING") != "" {
 			profileOps(t, w, B, false)
 		}
+	}
+	// Where small_gemm's step stops beating cuBLAS's (Options.SmallGEMMRows's default).
+	for _, B := range []int{2, 4, 8, 16, 24, 32, 48} {
+		profileGraph(t, w, B, "small_gemm + PDL", Options{SmallGEMMRows: 64})
+		profileGraph(t, w, B, "cuBLAS", Options{SmallGEMMRows: -1})
 	}
 	profileLaunch(t, w)
 	profileGEMM(t, w)
@@ -106,8 +121,26 @@ func profileGEMM(t *testing.T, w *Weights) {
 		name    string
 		x, w    devPtr
 		in, out int
-	}{{"qkv", s.act.xln, L.attnW, C, 3 * C}, {"attn proj", s.act.att, L.projW, C, C}, {"fc", s.act.xln, L.fcW, C, F}, {"fc proj", s.act.h, L.fcProjW, F, C}} {
+		wp      devPtr
+		p       smallPlan
+	}{{"qkv", s.act.xln, L.attnW, C, 3 * C, L.attnWp, s.small.qkv}, {"attn proj", s.act.att, L.projW, C, C, L.projWp, s.small.proj},
+		{"fc", s.act.xln, L.fcW, C, F, L.fcWp, s.small.fc}, {"fc proj", s.act.h, L.fcProjW, F, C, L.fcProjWp, s.small.fcProj}} {
 		line := fmt.Sprintf("gemm %-9s 64x%dx%d:", g.name, g.in, g.out)
+		if s.small.on {
+			// Back to back with PDL, as in a step: each call's weights load during the previous one.
+			us, err := timeGraph(r, 20, func() error {
+				for range reps {
+					if err := s.smallGEMM(s.act.y, g.x, g.wp, 0, 64, g.in, g.out, g.p, false); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			line += fmt.Sprintf("  small_gemm %+v %.2f us", g.p, us/reps)
+		}
 		for _, v := range []struct {
 			name    string
 			f32, wT bool
@@ -310,8 +343,9 @@ func profileOps(t *testing.T, w *Weights, B int, greedy bool) {
 
 // profileGraph logs the GPU time of back-to-back replays of the batch's decode graph, the wall
 // time of a Step, and of an empty round trip to the worker goroutine.
-func profileGraph(t *testing.T, w *Weights, B int, noLt bool) {
-	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, Graphs: true, MemoryFraction: 0.1, NoCublasLt: noLt})
+func profileGraph(t *testing.T, w *Weights, B int, name string, opt Options) {
+	opt.MaxBatch, opt.MaxSeqLen, opt.Paged, opt.Graphs, opt.MemoryFraction = 64, 1024, true, true, 0.1
+	r, err := Open(gpt2Cfg, w, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,8 +418,8 @@ func profileGraph(t *testing.T, w *Weights, B int, noLt bool) {
 	trip := time.Since(t0)
 	var choices string
 	r.w.do(func() { choices = r.s.ltChoice(bucketFor(r.s.buckets, B)) })
-	t.Logf("batch %d graph: %.1f us GPU per replay (back to back), %.1f us per replay+sync, %.1f us wall per Step, %.1f us per worker round trip (%s)",
-		B, 1000*gpuMs/n, float64(sync.Microseconds())/n, float64(step.Microseconds())/n, float64(trip.Microseconds())/(10*n), choices)
+	t.Logf("batch %d graph [%s]: %.1f us GPU per replay (back to back), %.1f us per replay+sync, %.1f us wall per Step, %.1f us per worker round trip (%s)",
+		B, name, 1000*gpuMs/n, float64(sync.Microseconds())/n, float64(step.Microseconds())/n, float64(trip.Microseconds())/(10*n), choices)
 }
 
 func countOf(xs []string, x string) int {

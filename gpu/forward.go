@@ -244,6 +244,7 @@ func (s *state) forward(n, nb int) error {
 	if s.prof != nil {
 		s.prof.begin()
 	}
+	s.pdlNow = s.pdl && s.useSmall(gemmRows(n))
 	var err error
 	ids, pos := pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos))
 	if rowWarp(c.NEmbd) {
@@ -268,6 +269,18 @@ func (s *state) forward(n, nb int) error {
 	return s.head(nb)
 }
 
+// launch enqueues one of gpt2.cu's kernels after the first (every one of them waits with
+// griddepcontrol.wait before reading what an earlier kernel wrote): with programmatic dependent
+// launch in small_gemm steps (s.pdlNow), so its launch and prologue overlap the previous kernel's
+// end. Between cuBLAS GEMMs, which do not trigger their dependents early, PDL measured slower
+// (bench/RESULTS.md), so those steps launch plainly.
+func (s *state) launch(f kernel, gx, gy, bx, shmem int, args ...arg) error {
+	if s.pdlNow {
+		return s.rt.launchEx(f, gx, gy, bx, shmem, true, 1, args...)
+	}
+	return s.rt.launch(f, gx, gy, bx, shmem, args...)
+}
+
 const lnThreads = 256 // block of the row kernels (embed_ln, residual_ln, qkv_bias_kv_write)
 
 // lnwRows is LNW_ROWS of gpt2.cu: rows per block of the warp-per-row kernels (*_warp), which
@@ -281,10 +294,10 @@ func rowWarp(C int) bool { return C%128 == 0 && C <= 1024 }
 func (s *state) residualLN(n, m, splits int, bias, lnw, lnb, out devPtr) error {
 	rt, a, C, eps := s.rt, &s.act, s.cfg.NEmbd, fArg(s.cfg.Eps)
 	if rowWarp(C) {
-		return rt.launch(rt.fn.residualLNW, (n+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.y), iArg(splits),
+		return s.launch(rt.fn.residualLNW, (n+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.y), iArg(splits),
 			arg(m*C), pArg(bias), pArg(lnw), pArg(lnb), pArg(out), iArg(C), eps, iArg(n))
 	}
-	return rt.launch(rt.fn.residualLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(m*C), pArg(bias),
+	return s.launch(rt.fn.residualLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(m*C), pArg(bias),
 		pArg(lnw), pArg(lnb), pArg(out), iArg(C), eps)
 }
 
@@ -294,10 +307,10 @@ func (s *state) residualLNLast(m, nb, splits int, bias, lnw, lnb devPtr) error {
 	rt, a, C, eps := s.rt, &s.act, s.cfg.NEmbd, fArg(s.cfg.Eps)
 	last := pArg(s.meta.devAt(s.meta.off.last))
 	if rowWarp(C) {
-		return rt.launch(rt.fn.residualLNLastW, (nb+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.y), iArg(splits),
+		return s.launch(rt.fn.residualLNLastW, (nb+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.y), iArg(splits),
 			arg(m*C), pArg(bias), pArg(lnw), pArg(lnb), pArg(a.xlast), last, iArg(C), eps, iArg(nb))
 	}
-	return rt.launch(rt.fn.residualLNLast, nb, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(m*C), pArg(bias),
+	return s.launch(rt.fn.residualLNLast, nb, 1, lnThreads, 0, pArg(a.x), pArg(a.y), iArg(splits), arg(m*C), pArg(bias),
 		pArg(lnw), pArg(lnb), pArg(a.xlast), last, iArg(C), eps)
 }
 
@@ -309,21 +322,27 @@ func (s *state) attentionBlock(l, n int, decode bool) error {
 	kc, vc := pArg(s.kv.keys(l)), pArg(s.kv.values(l))
 	slot, tokSeq, pos, tables := pArg(m.devAt(m.off.slot)), pArg(m.devAt(m.off.tokSeq)), pArg(m.devAt(m.off.pos)), pArg(m.devAt(m.off.tables))
 	scale := fArg(float32(1 / math.Sqrt(float64(C/NH))))
-	gr := gemmRows(n) // the GEMMs' rows (shapes.go)
-	if err := rt.gemm(a.y, a.xln, L.attnW, gr, C, 3*C, true); err != nil {
+	gr := gemmRows(n) // the cuBLAS GEMMs' rows (shapes.go)
+	small := s.useSmall(gr)
+	var err error
+	if small {
+		err = s.smallGEMM(a.y, a.xln, L.attnWp, 0, n, C, 3*C, s.small.qkv, false)
+	} else {
+		err = rt.gemm(a.y, a.xln, L.attnW, gr, C, 3*C, true)
+	}
+	if err != nil {
 		return err
 	}
 	s.mark("gemm qkv")
-	var err error
 	if decode {
 		attn := rt.fn.attnDecodeContig
 		if s.opt.Paged {
 			attn = rt.fn.attnDecodePaged
 		}
-		err = rt.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.y), pArg(L.attnB), slot, kc, vc,
+		err = s.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.y), pArg(L.attnB), slot, kc, vc,
 			tokSeq, pos, tables, iArg(s.kv.width), iArg(s.kv.bs), iArg(C), iArg(NH), scale)
 	} else {
-		if err = rt.launch(rt.fn.qkvKV, n, 1, lnThreads, 0, pArg(a.qkv), pArg(a.y), pArg(L.attnB), kc, vc, slot, iArg(C)); err != nil {
+		if err = s.launch(rt.fn.qkvKV, n, 1, lnThreads, 0, pArg(a.qkv), pArg(a.y), pArg(L.attnB), kc, vc, slot, iArg(C)); err != nil {
 			return err
 		}
 		s.mark("qkv bias + kv write")
@@ -331,14 +350,19 @@ func (s *state) attentionBlock(l, n int, decode bool) error {
 		if s.opt.Paged {
 			attn = rt.fn.attnPaged
 		}
-		err = rt.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.qkv), kc, vc,
+		err = s.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.qkv), kc, vc,
 			tokSeq, pos, tables, iArg(s.kv.width), iArg(s.kv.bs), iArg(C), iArg(NH), scale)
 	}
 	if err != nil {
 		return err
 	}
 	s.mark("attention")
-	if err = rt.gemm(a.y, a.att, L.projW, gr, C, C, true); err != nil {
+	if small {
+		err = s.smallGEMM(a.y, a.att, L.projWp, 0, n, C, C, s.small.proj, false)
+	} else {
+		err = rt.gemm(a.y, a.att, L.projW, gr, C, C, true)
+	}
+	if err != nil {
 		return err
 	}
 	s.mark("gemm attn proj")
@@ -352,22 +376,56 @@ func (s *state) attentionBlock(l, n int, decode bool) error {
 // mlpBlock enqueues layer l's MLP and the residual add + the next norm: the next layer's ln_1
 // into act.xln, or after the last layer ln_f of each sequence's last row into act.xlast.
 func (s *state) mlpBlock(l, n, nb int) error {
-	rt, c, a, w := s.rt, s.cfg, &s.act, s.wts
-	C, F, L := c.NEmbd, c.Inner, &w.layers[l]
+	c, w := s.cfg, s.wts
+	L := &w.layers[l]
 	m := gemmRows(n)
+	splits, err := s.mlpGEMMs(L, n, m)
+	if err != nil {
+		return err
+	}
+	if l+1 < c.NLayer {
+		nx := &w.layers[l+1]
+		err = s.residualLN(n, m, splits, L.fcProjB, nx.ln1w, nx.ln1b, s.act.xln)
+	} else {
+		// Only each sequence's last row goes through the final norm and the LM head.
+		err = s.residualLNLast(m, nb, splits, L.fcProjB, w.lnfw, w.lnfb)
+	}
+	if err != nil {
+		return err
+	}
+	s.mark("residual+ln")
+	return nil
+}
+
+// mlpGEMMs enqueues h = gelu(xln fcW + fcB) and y = h fcProjW for n token rows (m GEMM rows) and
+// returns how many K-slice partials of y the residual add must sum.
+func (s *state) mlpGEMMs(L *devLayer, n, m int) (int, error) {
+	rt, c, a := s.rt, s.cfg, &s.act
+	C, F := c.NEmbd, c.Inner
+	if s.useSmall(m) {
+		if err := s.smallGEMM(a.h, a.xln, L.fcWp, L.fcB, n, C, F, s.small.fc, true); err != nil {
+			return 0, err
+		}
+		s.mark("gemm fc")
+		if err := s.smallGEMM(a.y, a.h, L.fcProjWp, 0, n, F, C, s.small.fcProj, false); err != nil {
+			return 0, err
+		}
+		s.mark("gemm fc proj")
+		return 1, nil
+	}
 	if s.lt != nil {
 		// cuBLASLt adds the bias, applies GELU and writes h itself.
 		if err := s.fcGELU(m, L); err != nil {
-			return err
+			return 0, err
 		}
 		s.mark("gemm fc")
 	} else {
 		if err := rt.gemm(a.y, a.xln, L.fcW, m, C, F, true); err != nil {
-			return err
+			return 0, err
 		}
 		s.mark("gemm fc")
-		if err := rt.launch(rt.fn.biasGELU, (n*F/2+255)/256, 1, 256, 0, pArg(a.h), pArg(a.y), pArg(L.fcB), iArg(F), iArg(n*F)); err != nil {
-			return err
+		if err := s.launch(rt.fn.biasGELU, (n*F/2+255)/256, 1, 256, 0, pArg(a.h), pArg(a.y), pArg(L.fcB), iArg(F), iArg(n*F)); err != nil {
+			return 0, err
 		}
 		s.mark("bias+gelu")
 	}
@@ -380,21 +438,10 @@ func (s *state) mlpBlock(l, n, nb int) error {
 		err = rt.gemm(a.y, a.h, L.fcProjW, m, F, C, true)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	s.mark("gemm fc proj")
-	if l+1 < c.NLayer {
-		nx := &w.layers[l+1]
-		err = s.residualLN(n, m, splits, L.fcProjB, nx.ln1w, nx.ln1b, a.xln)
-	} else {
-		// Only each sequence's last row goes through the final norm and the LM head.
-		err = s.residualLNLast(m, nb, splits, L.fcProjB, w.lnfw, w.lnfb)
-	}
-	if err != nil {
-		return err
-	}
-	s.mark("residual+ln")
-	return nil
+	return splits, nil
 }
 
 // head enqueues the LM head on the nb last rows and the sampler: argmax_part's chunked argmax

@@ -30,42 +30,53 @@ var fatbinGPT2 string
 //go:embed kernels/sample.fatbin
 var fatbinSample string
 
+//go:embed kernels/gemm.ptx
+var ptxGEMM string
+
+//go:embed kernels/gemm.fatbin
+var fatbinGEMM string
+
 // kernel is one loaded function.
 type kernel struct {
 	f    C.CUfunction
 	name string
 }
 
-// kernels are the functions of the two modules (gpt2.ptx and sample.ptx).
+// kernels are the functions of the three modules (gpt2, sample and gemm).
 type kernels struct {
 	embedLN, residualLN, residualLNLast, biasGELU, qkvKV     kernel
 	embedLNW, residualLNW, residualLNLastW                   kernel // warp per row (rowWarp)
 	attnPaged, attnContig, attnDecodePaged, attnDecodeContig kernel
 	spin                                                     kernel // profiling only
 	argmaxPart, sample                                       kernel
+	// gemm.cu (sm_90 only): NT = 2 or 1 n8 tiles per warp, fp32 out or bias + GELU fp16 out.
+	gemmN2, gemmN1, gemmN2GELU, gemmN1GELU kernel
 }
 
-const numKernels = 15
+const (
+	numKernels = 19
+	numModules = 3
+)
 
-// loadKernels loads the two modules (fatbin first, PTX when the driver refuses it) and looks up
+// loadKernels loads the modules (fatbin first, PTX when the driver refuses it) and looks up
 // every kernel. It returns which image loaded, for the ledger.
 func (r *cudaRuntime) loadKernels() (string, error) {
-	var mods [2]C.CUmodule
+	var mods [numModules]C.CUmodule
 	from := "fatbin (sm_80/sm_90 SASS, compute_80 PTX)"
-	for i, imgs := range [][2]string{{fatbinGPT2, ptxGPT2}, {fatbinSample, ptxSample}} {
+	for i, imgs := range [numModules][2]string{{fatbinGPT2, ptxGPT2}, {fatbinSample, ptxSample}, {fatbinGEMM, ptxGEMM}} {
 		err := r.loadModule(&mods[i], imgs[0], i)
 		if err != nil {
 			from = "PTX (JIT)"
 			err = r.loadModule(&mods[i], imgs[1], i)
 		}
 		if err != nil {
-			if i == 1 {
-				_ = r.a.check(C.w_moduleUnload(r.a.c, mods[0]), "cuModuleUnload")
+			for _, m := range mods[:i] {
+				_ = r.a.check(C.w_moduleUnload(r.a.c, m), "cuModuleUnload")
 			}
 			return "", err
 		}
 	}
-	r.mod, r.mod2 = mods[0], mods[1]
+	r.mods = mods
 	for _, k := range []struct {
 		dst  *kernel
 		mod  C.CUmodule
@@ -86,6 +97,10 @@ func (r *cudaRuntime) loadKernels() (string, error) {
 		{&r.fn.spin, mods[0], "spin_ns"},
 		{&r.fn.argmaxPart, mods[1], "argmax_part"},
 		{&r.fn.sample, mods[1], "sample"},
+		{&r.fn.gemmN2, mods[2], "gemm_small_n2"},
+		{&r.fn.gemmN1, mods[2], "gemm_small_n1"},
+		{&r.fn.gemmN2GELU, mods[2], "gemm_small_n2_gelu"},
+		{&r.fn.gemmN1GELU, mods[2], "gemm_small_n1_gelu"},
 	} {
 		name := C.CString(k.name)
 		err := r.a.check(C.w_moduleFunc(r.a.c, &k.dst.f, k.mod, name), "cuModuleGetFunction(%s)", k.name)

@@ -56,6 +56,9 @@ func (s *state) openLt() error {
 	C_, F := s.cfg.NEmbd, s.cfg.Inner
 	tuned := 0
 	for _, m := range gemmRowClasses(s.opt.MaxTokens) {
+		if s.useSmall(m) {
+			continue // small_gemm runs these rows' fc GEMM
+		}
 		p := &ltPlan{p: (*C.lt_plan)(C.calloc(1, C.size_t(unsafe.Sizeof(C.lt_plan{}))))}
 		if p.p == nil {
 			lt.close()

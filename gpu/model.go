@@ -64,6 +64,8 @@ func (c Config) validate() error {
 type devLayer struct {
 	ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, fcProjW, fcProjB devPtr
 	fcBh                                                                           devPtr // fp16 copy of fcB: the bias of cuBLASLt's GELU epilogue
+	// The four matrices packed for small_gemm (mma.go); zero when it is not used.
+	attnWp, projWp, fcWp, fcProjWp devPtr
 }
 
 // devWeights is every parameter on the device, sub-allocated from one buffer.
@@ -84,11 +86,13 @@ type tensorSpec struct {
 	name    string
 	cols    int // > 0: upload the (n/cols, cols) matrix transposed, rows padded to padRows
 	padRows int
+	mma     int // > 0: upload the (n/mma, mma) matrix packed for small_gemm (packMMA)
 }
 
 // uploadWeights checks every tensor's size, allocates one device buffer and copies the
-// parameters into it (matrices as fp16, vectors as fp32).
-func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights) (*devWeights, error) {
+// parameters into it (matrices as fp16, vectors as fp32; with packed, each layer's four matrices
+// a second time in small_gemm's order).
+func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights, packed bool) (*devWeights, error) {
 	C, F, V, T := cfg.NEmbd, cfg.Inner, cfg.VocabSize, cfg.NPositions
 	if len(w.Layers) != cfg.NLayer {
 		return nil, fmt.Errorf("gpu: weights have %d layers, config says %d", len(w.Layers), cfg.NLayer)
@@ -119,6 +123,15 @@ func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights) (*devWeights, error)
 			h(&dl.fcW, s.FCW, C*F, p+"mlp.c_fc.weight"), f(&dl.fcB, s.FCB, F, p+"mlp.c_fc.bias"), h(&dl.fcBh, s.FCB, F, p+"mlp.c_fc.bias (fp16)"),
 			h(&dl.fcProjW, s.FCProjW, F*C, p+"mlp.c_proj.weight"), f(&dl.fcProjB, s.FCProjB, C, p+"mlp.c_proj.bias"),
 		)
+		if packed {
+			pk := func(dst *devPtr, src []float32, n, cols int, name string) tensorSpec {
+				return tensorSpec{dst: dst, src: src, n: n, half: true, name: name + " (packed)", mma: cols}
+			}
+			specs = append(specs,
+				pk(&dl.attnWp, s.AttnW, C*3*C, 3*C, p+"attn.c_attn.weight"), pk(&dl.projWp, s.AttnProjW, C*C, C, p+"attn.c_proj.weight"),
+				pk(&dl.fcWp, s.FCW, C*F, F, p+"mlp.c_fc.weight"), pk(&dl.fcProjWp, s.FCProjW, F*C, C, p+"mlp.c_proj.weight"),
+			)
+		}
 	}
 	var total int64
 	offs := make([]int64, len(specs))
@@ -159,15 +172,18 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 	type piece struct {
 		s      *tensorSpec
 		off    int64
-		lo, hi int // elements [lo, hi) of src; rows [lo, hi) when transposed
+		lo, hi int // elements [lo, hi) of src; rows [lo, hi) when transposed; n8 tiles when packed
 	}
 	var pieces []piece
 	const grain = 1 << 20
 	for i := range specs {
 		s := &specs[i]
 		n, step := s.n, grain
-		if s.cols > 0 {
+		switch {
+		case s.cols > 0:
 			n, step = s.n/s.cols, max(grain/s.cols, 64)
+		case s.mma > 0: // n8 column tiles of K rows each
+			n, step = s.mma/8, max(grain/(8*(s.n/s.mma)), 1)
 		}
 		for lo := 0; lo < n; lo += step {
 			pieces = append(pieces, piece{s, offs[i], lo, min(lo+step, n)})
@@ -189,6 +205,9 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 				case p.s.cols > 0:
 					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.stored())
 					toHalfT(h, p.s.src, p.s.cols, p.s.padRows, p.lo, p.hi)
+				case p.s.mma > 0:
+					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.n)
+					packMMA(h, p.s.src, p.s.n/p.s.mma, p.s.mma, p.lo, p.hi)
 				default:
 					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.n)
 					toHalf(h[p.lo:p.hi], p.s.src[p.lo:p.hi])

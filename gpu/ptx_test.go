@@ -73,7 +73,7 @@ func TestPTXUpToDate(t *testing.T) {
 		}
 	}
 	// A fatbin starts with its magic number (0xBA55ED50, little endian).
-	for name, fb := range map[string]string{"gpt2.fatbin": fatbinGPT2, "sample.fatbin": fatbinSample} {
+	for name, fb := range map[string]string{"gpt2.fatbin": fatbinGPT2, "sample.fatbin": fatbinSample, "gemm.fatbin": fatbinGEMM} {
 		if len(fb) < 4 || fb[:4] != "\x50\xed\x55\xba" {
 			t.Errorf("embedded %s does not start with the fatbin magic", name)
 		}
@@ -85,6 +85,11 @@ func TestPTXUpToDate(t *testing.T) {
 	}
 	if !strings.Contains(ptxSample, ".entry sample(") || !strings.Contains(ptxSample, ".entry argmax_part(") {
 		t.Errorf("embedded sample.ptx lacks kernel sample or argmax_part")
+	}
+	for _, k := range []string{"gemm_small_n2", "gemm_small_n1", "gemm_small_n2_gelu", "gemm_small_n1_gelu"} {
+		if !strings.Contains(ptxGEMM, ".entry "+k+"(") {
+			t.Errorf("embedded gemm.ptx has no kernel %s", k)
+		}
 	}
 }
 
@@ -153,11 +158,13 @@ func TestFillImageMatchesSerial(t *testing.T) {
 		return s
 	}
 	const rows, cols, pad = 3001, 7, 3008 // more rows than one piece, not a multiple of the tile
-	var a, b, c devPtr
+	const pk, pn = 3072, 776              // packed: more n8 tiles than one piece holds
+	var a, b, c, d devPtr
 	specs := []tensorSpec{
 		{dst: &a, src: randn(1<<21 + 5), n: 1<<21 + 5, half: true, name: "half"},
 		{dst: &b, src: randn(rows * cols), n: rows * cols, half: true, name: "transposed", cols: cols, padRows: pad},
 		{dst: &c, src: randn(33), n: 33, name: "float"},
+		{dst: &d, src: randn(pk * pn), n: pk * pn, half: true, name: "packed", mma: pn},
 	}
 	offs := make([]int64, len(specs))
 	var total int64
@@ -192,6 +199,13 @@ func TestFillImageMatchesSerial(t *testing.T) {
 		bits := uint32(img[o]) | uint32(img[o+1])<<8 | uint32(img[o+2])<<16 | uint32(img[o+3])<<24
 		if got := math.Float32frombits(bits); got != f {
 			t.Fatalf("float[%d] = %g, want %g", i, got, f)
+		}
+	}
+	want := make([]uint16, pk*pn)
+	packMMA(want, specs[3].src, pk, pn, 0, pn/8)
+	for i, w := range want {
+		if got := h16(offs[3], i); got != w {
+			t.Fatalf("packed[%d] = %#04x, want %#04x", i, got, w)
 		}
 	}
 }

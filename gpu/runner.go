@@ -21,6 +21,11 @@ type Options struct {
 	Graphs         bool    // replay decode steps from CUDA Graphs, one per batch bucket
 	CaptureAhead   bool    // capture every bucket in Open instead of on first use
 	NoCublasLt     bool    // every GEMM through cublasGemmEx, none through cuBLASLt (comparisons)
+	// SmallGEMMRows: on Hopper, steps of up to this many token rows (at most 64) run the layer
+	// GEMMs on small_gemm with programmatic dependent launch (mma.go); larger steps use cuBLAS.
+	// 0: smallDefaultRows; < 0: never (comparisons).
+	SmallGEMMRows int
+	NoPDL         bool // small_gemm steps without programmatic dependent launch (comparisons)
 	// Record receives each cold-start cost (context, modules, weights, cuBLAS, KV pool, graph
 	// captures). It is called on the runner's worker goroutine; it may be nil.
 	Record func(what, detail string, took time.Duration)
@@ -87,6 +92,9 @@ type state struct {
 	stepFn func()
 	prof   *opProfile // nil except in profiling tests
 	lt     *ltGEMMs   // nil: no cuBLASLt (lt.go)
+	small  smallGEMMs // the layer GEMMs' plans on small_gemm (mma.go); small.on false: cuBLAS only
+	pdl    bool       // programmatic dependent launch allowed (Hopper, not Options.NoPDL)
+	pdlNow bool       // the step being enqueued launches with PDL: set by forward
 	// warmLayers and warmHead are the GEMM row classes whose cuBLAS first-call cost has been paid
 	// (shapes.go): the layers' GEMMs and the LM head's.
 	warmLayers, warmHead map[int]bool
@@ -162,11 +170,24 @@ func (s *state) open(w *Weights) error {
 		return err
 	}
 	s.rt = rt
+	if rt.ex && s.opt.SmallGEMMRows >= 0 {
+		s.small = planLayer(s.cfg.NEmbd, s.cfg.Inner, rt.info.SMs)
+	}
+	s.pdl = rt.ex && !s.opt.NoPDL
+	if s.small.on {
+		if err = s.smallAttrs(); err != nil {
+			return err
+		}
+	}
 	t0 := time.Now()
-	if s.wts, err = rt.uploadWeights(s.cfg, w); err != nil {
+	if s.wts, err = rt.uploadWeights(s.cfg, w, s.small.on); err != nil {
 		return fitErr(err)
 	}
-	s.record("weight upload", fmt.Sprintf("%d layers, %d MB", s.cfg.NLayer, s.wts.bytes>>20), time.Since(t0))
+	detail := fmt.Sprintf("%d layers, %d MB", s.cfg.NLayer, s.wts.bytes>>20)
+	if s.small.on {
+		detail += ", with the layer matrices also packed for small_gemm"
+	}
+	s.record("weight upload", detail, time.Since(t0))
 	t0 = time.Now()
 	if err = s.allocBuffers(); err != nil {
 		return fitErr(err)

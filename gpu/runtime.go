@@ -25,12 +25,14 @@ type cudaRuntime struct {
 	info   deviceInfo
 	ctx    C.CUcontext
 	stream C.CUstream
-	mod    C.CUmodule // gpt2.ptx
-	mod2   C.CUmodule // sample.ptx
+	mods   [numModules]C.CUmodule // gpt2, sample, gemm
 	blas   C.cublasHandle_t
 	ws     devPtr // cuBLAS workspace, set before any capture
 	args   *C.rt_args
 	fn     kernels
+	// ex: compute capability 9.x and a driver with cuLaunchKernelEx, so launchEx works and the
+	// sm_90-only kernels (gemm.cu) run.
+	ex bool
 
 	// Allocation accounting: the steady-state test asserts these stop moving.
 	deviceAllocs, hostAllocs int   // calls to cuMemAlloc / cuMemAllocHost so far
@@ -94,6 +96,7 @@ func openRuntime(costs *[]timed) (*cudaRuntime, error) {
 		return nil, err
 	}
 	*costs = append(*costs, timed{"kernel module load", fmt.Sprintf("%d kernels from %s", numKernels, from), time.Since(t0)})
+	r.ex = r.info.CC/10 == 9 && C.w_haveLaunchEx(a.c) != 0
 	t0 = time.Now()
 	if err = a.checkBLAS(C.w_blasCreate(a.c, &r.blas), "cublasCreate"); err != nil {
 		r.blas = nil
@@ -145,10 +148,10 @@ func (r *cudaRuntime) close() error {
 	for p := range r.liveHost {
 		keep(r.freeHost(p))
 	}
-	for _, m := range []*C.CUmodule{&r.mod, &r.mod2} {
-		if *m != nil {
-			keep(a.check(C.w_moduleUnload(a.c, *m), "cuModuleUnload"))
-			*m = nil
+	for i, m := range r.mods {
+		if m != nil {
+			keep(a.check(C.w_moduleUnload(a.c, m), "cuModuleUnload"))
+			r.mods[i] = nil
 		}
 	}
 	if r.stream != nil {
@@ -275,6 +278,44 @@ func (r *cudaRuntime) launch(f kernel, gx, gy, bx, shmem int, args ...arg) error
 		return r.a.check(res, "cuLaunchKernel(%s, grid %dx%d, block %d)", f.name, gx, gy, bx)
 	}
 	return nil
+}
+
+// launchEx is launch through cuLaunchKernelEx: with pdl, the kernel may start while the previous
+// kernel on the stream is still running (programmatic dependent launch: every such kernel waits
+// with griddepcontrol.wait before it reads anything an earlier kernel wrote); with clusterY > 1,
+// in thread block clusters of (1, clusterY, 1). Only when r.ex (compute capability 9.x and a
+// driver with cuLaunchKernelEx).
+func (r *cudaRuntime) launchEx(f kernel, gx, gy, bx, shmem int, pdl bool, clusterY int, args ...arg) error {
+	if r.skip() {
+		return nil
+	}
+	if len(args) > len(r.args.vals) {
+		return fmt.Errorf("gpu: %s: %d arguments, at most %d", f.name, len(args), len(r.args.vals))
+	}
+	for i, v := range args {
+		r.args.vals[i] = C.ulonglong(v)
+	}
+	p := C.int(0)
+	if pdl {
+		p = 1
+	}
+	res := C.w_launchEx(r.a.c, f.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), r.stream, &r.args.ptrs[0], p, C.uint(clusterY))
+	if res != 0 {
+		return r.a.check(res, "cuLaunchKernelEx(%s, grid %dx%d, block %d, cluster 1x%d, pdl %v)", f.name, gx, gy, bx, clusterY, pdl)
+	}
+	return nil
+}
+
+// setMaxShared lets f use up to bytes of dynamic shared memory
+// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8).
+func (r *cudaRuntime) setMaxShared(f kernel, bytes int) error {
+	return r.a.check(C.w_funcAttr(r.a.c, f.f, 8, C.int(bytes)), "cuFuncSetAttribute(%s, %d bytes of shared memory)", f.name, bytes)
+}
+
+// allowBigClusters lets f run in clusters of more than 8 blocks
+// (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14).
+func (r *cudaRuntime) allowBigClusters(f kernel) error {
+	return r.a.check(C.w_funcAttr(r.a.c, f.f, 14, 1), "cuFuncSetAttribute(%s, non-portable cluster size)", f.name)
 }
 
 // gemm computes row-major Y(n, out) = X(n, in) W(in, out) with fp16 X and W, fp32 accumulation,

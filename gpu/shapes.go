@@ -65,7 +65,7 @@ func (s *state) warmGEMMs() error {
 	classes := gemmRowClasses(s.opt.MaxTokens)
 	calls := 0
 	for _, m := range classes {
-		n, err := s.warmClass(m, true, m <= gemmRows(s.opt.MaxBatch))
+		n, err := s.warmClass(m, !s.useSmall(m), m <= gemmRows(s.opt.MaxBatch))
 		if err != nil {
 			return err
 		}
@@ -84,7 +84,7 @@ func (s *state) warmGEMMs() error {
 // (never inside a graph capture; decode graphs run their first step eagerly in graphFor).
 func (s *state) ensureWarm(n, nb int) error {
 	mT, mB := gemmRows(n), gemmRows(nb)
-	layers, head := !s.warmLayers[mT], !s.warmHead[mB]
+	layers, head := !s.warmLayers[mT] && !s.useSmall(mT), !s.warmHead[mB]
 	if !layers && !head {
 		return nil
 	}

@@ -14,7 +14,7 @@ grep -E "RESULT|FAIL|^Benchmark" "$out/check.txt"
 # Per-op GPU times (CUDA events), per-kind graph replays, graph/Step timings, cuBLAS variants.
 (cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ROSETOP_GPU_PROFILE_SAMPLING=1 \
 	../bin/gpu.test -test.run 'TestProfileDecodeGPT2' -test.v) >"$out/profile.txt" 2>&1
-grep -E "graph:|forward pass alone|sum of kinds" "$out/profile.txt"
+grep -E "graph \[|forward pass alone|sum of kinds" "$out/profile.txt"
 # Process start -> first token: generate prints the token and exits; the clock stops when the
 # line arrives on the pipe.
 for i in 1 2 3; do

@@ -17,6 +17,19 @@ __device__ __forceinline__ float warp_max(float v) {
 	return v;
 }
 
+// pdl_wait: kernels after the first of a step are launched with programmatic dependent launch on
+// Hopper (gpu/forward.go launch): one may start while the previous kernel on the stream is still
+// running, so before reading anything an earlier kernel wrote it waits here for that kernel to
+// finish and flush; then it lets the next kernel launch, whose own prologue (weights, metadata)
+// overlaps this kernel. Only the step's metadata (uploaded before the first kernel) and the
+// weights may be read before it. Without PDL, and before sm_90, both are no-ops.
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 // block_sum returns the sum of v over the block to every thread. red holds 32 floats; the
 // trailing barrier lets the caller reuse red at once.
 __device__ float block_sum(float v, float *red) {
@@ -88,6 +101,7 @@ extern "C" __global__ void embed_ln(float *__restrict__ x, half *__restrict__ xl
                                     const int *__restrict__ pos, const half *__restrict__ wte,
                                     const half *__restrict__ wpe, const float *__restrict__ lnw,
                                     const float *__restrict__ lnb, int C, float eps) {
+	pdl_wait();
 	__shared__ float red[32];
 	int t = blockIdx.x;
 	const half *te = wte + (size_t)ids[t] * C, *pe = wpe + (size_t)pos[t] * C;
@@ -130,6 +144,7 @@ __device__ __forceinline__ void add_partials(float (&v)[LN_PER_THREAD], const fl
 extern "C" __global__ void residual_ln(float *__restrict__ x, const float *__restrict__ y, int S, size_t pstride,
                                        const float *__restrict__ bias, const float *__restrict__ lnw,
                                        const float *__restrict__ lnb, half *__restrict__ xln, int C, float eps) {
+	pdl_wait();
 	__shared__ float red[32];
 	int t = blockIdx.x;
 	float *xr = x + (size_t)t * C;
@@ -156,6 +171,7 @@ extern "C" __global__ void residual_ln_last(const float *__restrict__ x, const f
                                             size_t pstride, const float *__restrict__ bias,
                                             const float *__restrict__ lnw, const float *__restrict__ lnb,
                                             half *__restrict__ out, const int *__restrict__ last, int C, float eps) {
+	pdl_wait();
 	__shared__ float red[32];
 	int b = blockIdx.x, t = last[b];
 	float v[LN_PER_THREAD], w[LN_PER_THREAD], bb[LN_PER_THREAD];
@@ -247,6 +263,7 @@ extern "C" __global__ void residual_ln_warp(float *__restrict__ x, const float *
                                             const float *__restrict__ bias, const float *__restrict__ lnw,
                                             const float *__restrict__ lnb, half *__restrict__ xln, int C, float eps,
                                             int N) {
+	pdl_wait();
 	int t = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, lane = threadIdx.x % WARP, nv = C / (4 * WARP);
 	if (t >= N) return;
 	size_t row = (size_t)t * C;
@@ -266,6 +283,7 @@ extern "C" __global__ void residual_ln_last_warp(const float *__restrict__ x, co
                                                  const float *__restrict__ lnw, const float *__restrict__ lnb,
                                                  half *__restrict__ out, const int *__restrict__ last, int C,
                                                  float eps, int B) {
+	pdl_wait();
 	int b = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, nv = C / (4 * WARP);
 	if (b >= B) return;
 	float4 v[LNW_VEC];
@@ -278,6 +296,7 @@ extern "C" __global__ void embed_ln_warp(float *__restrict__ x, half *__restrict
                                          const int *__restrict__ pos, const half *__restrict__ wte,
                                          const half *__restrict__ wpe, const float *__restrict__ lnw,
                                          const float *__restrict__ lnb, int C, float eps, int N) {
+	pdl_wait();
 	int t = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, lane = threadIdx.x % WARP, nv = C / (4 * WARP);
 	if (t >= N) return;
 	const half *te = wte + (size_t)ids[t] * C, *pe = wpe + (size_t)pos[t] * C;
@@ -303,6 +322,7 @@ extern "C" __global__ void embed_ln_warp(float *__restrict__ x, half *__restrict
 // Grid ceil(N*F/2/256), block 256.
 extern "C" __global__ void bias_gelu(half *__restrict__ h, const float *__restrict__ y, const float *__restrict__ bias,
                                      int F, int total) {
+	pdl_wait();
 	int i = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
 	if (i >= total) return;
 	int f = i % F;
@@ -323,6 +343,7 @@ extern "C" __global__ void bias_gelu(half *__restrict__ h, const float *__restri
 extern "C" __global__ void qkv_bias_kv_write(half *__restrict__ qkv, const float *__restrict__ y,
                                              const float *__restrict__ bias, half *__restrict__ kc,
                                              half *__restrict__ vc, const int *__restrict__ slot, int C) {
+	pdl_wait();
 	int t = blockIdx.x;
 	half *row = qkv + (size_t)t * 3 * C;
 	size_t s = (size_t)slot[t] * C;
@@ -412,7 +433,8 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 	int ctx = pos[t] + 1;
 	const int *gtable = tables + (size_t)tokSeq[t] * maxBlocks;
 	int nblk = PAGED ? (ctx + bs - 1) / bs : 1;
-	for (int i = threadIdx.x; i < nblk; i += ATT_THREADS) table[i] = gtable[i];
+	for (int i = threadIdx.x; i < nblk; i += ATT_THREADS) table[i] = gtable[i]; // metadata: before the wait
+	pdl_wait();
 	float q[8];
 	{
 		uint4 u;

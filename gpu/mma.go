@@ -1,0 +1,149 @@
+//go:build cgo
+
+package gpu
+
+// The decode GEMMs on Hopper: gemm.cu's small_gemm runs the four weight GEMMs of a layer for steps
+// of up to smallMaxRows token rows, from copies of the weights packed in the order its tensor-core
+// fragments are loaded, launched with programmatic dependent launch so the weights stream in while
+// the previous kernel finishes, and with K split over a thread block cluster. Larger steps (prefill)
+// and other GPUs use cuBLAS on the row-major weights.
+
+const (
+	smallMaxRows    = 64 // gemm.cu's M limit: 4 m16 tiles
+	smallThreads    = 128
+	smallWarps      = 4
+	smallMaxCluster = 16 // Hopper's largest cluster (past the portable 8: allowed per kernel, smallAttrs)
+	smallWeightRegs = 64 // 32-bit registers of W per thread: kp * nt * 4 (gemm.cu's KPMAX * NT * 4)
+)
+
+// smallPlan is how small_gemm runs one (N, K) shape: nt n8 tiles per warp (a block covers 32*nt
+// of the N columns), K cut into splits slices of kp k32 steps, one slice per block of a cluster.
+type smallPlan struct{ nt, splits, kp int }
+
+// planSmall picks a plan for Y(m, N) = X(m, K) W: the widest blocks (nt 2 before 1) and the fewest
+// K slices whose grid has at least sms blocks, else the plan with the most blocks. ok is false when
+// no plan fits (N not a multiple of 32, K not a multiple of 32, or a slice needs too many
+// registers even at 16 slices).
+func planSmall(N, K, sms int) (p smallPlan, ok bool) {
+	blocks := func(q smallPlan) int { return N / (32 * q.nt) * q.splits }
+	for _, nt := range []int{2, 1} {
+		if N%(32*nt) != 0 || K%32 != 0 {
+			continue
+		}
+		for s := 1; s <= smallMaxCluster; s++ {
+			if K%(32*s) != 0 || K/(32*s)*nt*4 > smallWeightRegs {
+				continue
+			}
+			q := smallPlan{nt: nt, splits: s, kp: K / (32 * s)}
+			if blocks(q) >= sms {
+				return q, true
+			}
+			if !ok || blocks(q) > blocks(p) {
+				p, ok = q, true
+			}
+		}
+	}
+	return p, ok
+}
+
+// smallShared is the dynamic shared memory of a small_gemm block for m rows: X's slice (rows
+// padded by 8 halves) or, after the products, the fp32 partial tile (rows padded by 4 floats).
+func smallShared(m int, p smallPlan) int {
+	rows := (m + 15) / 16 * 16
+	return max(rows*(32*p.kp+8)*2, rows*(32*p.nt+4)*4)
+}
+
+// packMMA writes the fp16 copy of the row-major (K, N) matrix src in small_gemm's order, for the
+// n8 column tiles [nbLo, nbHi): tile nb, k32 step kp and lane l (g = l/4, t = l%4) own the 8
+// halves at ((nb*K/32 + kp)*32 + l)*8: column nb*8+g of rows kp*32 + 2t + {0, 1, 8, 9, 16, 17,
+// 24, 25}, the B fragments of mma.m16n8k16 for the step's two k16 halves. Tiles may be packed
+// by different goroutines at once.
+func packMMA(dst []uint16, src []float32, K, N, nbLo, nbHi int) {
+	KT := K / 32
+	rows := [8]int{0, 1, 8, 9, 16, 17, 24, 25}
+	for nb := nbLo; nb < nbHi; nb++ {
+		for kp := range KT {
+			for l := range 32 {
+				col, k0 := nb*8+l/4, kp*32+2*(l%4)
+				out := dst[((nb*KT+kp)*32+l)*8:][:8]
+				for e, r := range rows {
+					out[e] = halfBits(src[(k0+r)*N+col])
+				}
+			}
+		}
+	}
+}
+
+// smallGEMMs are the plans of a layer's four GEMMs; on is false when small_gemm is not used.
+type smallGEMMs struct {
+	on                    bool
+	qkv, proj, fc, fcProj smallPlan
+}
+
+// planLayer plans the four GEMMs of a layer of width C and MLP width F on sms multiprocessors.
+func planLayer(C, F, sms int) smallGEMMs {
+	var g smallGEMMs
+	var ok [4]bool
+	g.qkv, ok[0] = planSmall(3*C, C, sms)
+	g.proj, ok[1] = planSmall(C, C, sms)
+	g.fc, ok[2] = planSmall(F, C, sms)
+	g.fcProj, ok[3] = planSmall(C, F, sms)
+	g.on = ok[0] && ok[1] && ok[2] && ok[3]
+	return g
+}
+
+// smallDefaultRows is Options.SmallGEMMRows's default: up to this many rows a decode step on
+// small_gemm with PDL took less GPU time than on cuBLAS on the H200 (batch 1: 344 vs 407 us,
+// 16: 384 vs 432, 24: 417 vs 448, 32: 454 vs 457, 48: 508 vs 490; bench/RESULTS.md).
+const smallDefaultRows = 32
+
+// useSmall reports whether a step's layer GEMMs of m rows run on small_gemm.
+func (s *state) useSmall(m int) bool {
+	limit := s.opt.SmallGEMMRows
+	if limit == 0 {
+		limit = smallDefaultRows
+	}
+	return s.small.on && m <= min(limit, smallMaxRows)
+}
+
+// smallGEMM enqueues Y(m, out) = X(m, in) W with small_gemm and W's packed copy wp: y fp32, or
+// with gelu h = gelu(XW + bias) in fp16.
+func (s *state) smallGEMM(y, x, wp, bias devPtr, m, in, out int, p smallPlan, gelu bool) error {
+	rt := s.rt
+	f := rt.fn.gemmN2
+	switch {
+	case p.nt == 2 && gelu:
+		f = rt.fn.gemmN2GELU
+	case p.nt == 1 && gelu:
+		f = rt.fn.gemmN1GELU
+	case p.nt == 1:
+		f = rt.fn.gemmN1
+	}
+	return rt.launchEx(f, out/(32*p.nt), p.splits, smallThreads, smallShared(m, p), s.pdl, p.splits,
+		pArg(y), pArg(x), pArg(wp), pArg(bias), iArg(m), iArg(out), iArg(in), iArg(p.kp))
+}
+
+// smallAttrs lets each small_gemm kernel have the dynamic shared memory its plans need at
+// smallMaxRows rows (above the default 48 KB for K slices over 184).
+func (s *state) smallAttrs() error {
+	need := map[int]int{} // nt -> bytes
+	for _, p := range []smallPlan{s.small.qkv, s.small.proj, s.small.fc, s.small.fcProj} {
+		need[p.nt] = max(need[p.nt], smallShared(smallMaxRows, p))
+	}
+	fns := map[int][]kernel{2: {s.rt.fn.gemmN2, s.rt.fn.gemmN2GELU}, 1: {s.rt.fn.gemmN1, s.rt.fn.gemmN1GELU}}
+	for nt, bytes := range need {
+		if bytes > s.rt.info.maxSharedOptin {
+			s.small.on = false // a shape this device cannot hold: cuBLAS for everything
+			return nil
+		}
+		for _, f := range fns[nt] {
+			if err := s.rt.setMaxShared(f, bytes); err != nil {
+				return err
+			}
+			if err := s.rt.allowBigClusters(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// TestPackMMA multiplies through the packed layout the way mma.m16n8k16 consumes it, written
+// from the PTX ISA's fragment tables (B of a k16 step: lane l holds rows 2*(l%4) + {0, 1} in its
+// first register and + {8, 9} in its second, column l/4; the C fragment adds over k), and checks
+// the product against a plain one. A wrong lane, row or register order breaks the sum.
+func TestPackMMA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	const K, N = 96, 40
+	w := make([]float32, K*N)
+	for i := range w {
+		w[i] = halfToFloat(halfBits(float32(rng.NormFloat64())))
+	}
+	x := make([]float32, K)
+	for i := range x {
+		x[i] = float32(rng.IntN(9) - 4)
+	}
+	packed := make([]uint16, K*N)
+	packMMA(packed, w, K, N, 0, 2)   // two goroutines' worth of tiles,
+	packMMA(packed, w, K, N, 2, N/8) // packed separately
+	for nb := range N / 8 {
+		for col := range 8 {
+			got, want := 0.0, 0.0
+			for k := range K {
+				want += float64(x[k]) * float64(w[k*N+nb*8+col])
+			}
+			for kp := range K / 32 {
+				for l := range 32 {
+					if l/4 != col {
+						continue
+					}
+					h := packed[((nb*(K/32)+kp)*32+l)*8:][:8]
+					for half := range 2 { // the step's two k16 halves: registers .x.y, then .z.w
+						k16 := kp*32 + 16*half
+						for reg := range 2 {
+							for e := range 2 {
+								k := k16 + 2*(l%4) + 8*reg + e
+								got += float64(x[k]) * float64(halfToFloat(h[4*half+2*reg+e]))
+							}
+						}
+					}
+				}
+			}
+			if math.Abs(got-want) > 1e-9*max(1, math.Abs(want)) {
+				t.Fatalf("column %d: %g through the packed fragments, %g plainly", nb*8+col, got, want)
+			}
+		}
+	}
+}
+
+// TestPlanSmall checks the plans of GPT-2 124M's four GEMMs on a 132-multiprocessor H200 (the
+// shapes and block counts the kernel was measured with) and the invariants of every plan.
+func TestPlanSmall(t *testing.T) {
+	for _, c := range []struct {
+		N, K int
+		want smallPlan
+	}{
+		{2304, 768, smallPlan{nt: 2, splits: 4, kp: 6}},  // qkv: 36 x 4 = 144 blocks
+		{768, 768, smallPlan{nt: 2, splits: 12, kp: 2}},  // attn proj: 12 x 12
+		{3072, 768, smallPlan{nt: 2, splits: 3, kp: 8}},  // fc: 48 x 3
+		{768, 3072, smallPlan{nt: 2, splits: 12, kp: 8}}, // fc proj: 12 x 12
+	} {
+		if p, ok := planSmall(c.N, c.K, 132); !ok || p != c.want {
+			t.Errorf("planSmall(%d, %d) = %+v, %v; want %+v", c.N, c.K, p, ok, c.want)
+		}
+	}
+	for _, sh := range [][2]int{{64, 64}, {192, 64}, {256, 64}, {64, 256}, {3072, 1024}, {1024, 4096}, {4800, 1600}, {1600, 6400}, {50, 64}} {
+		p, ok := planSmall(sh[0], sh[1], 132)
+		if !ok {
+			continue
+		}
+		if sh[0]%(32*p.nt) != 0 || p.splits < 1 || p.splits > smallMaxCluster || 32*p.kp*p.splits != sh[1] || p.kp*p.nt*4 > smallWeightRegs {
+			t.Errorf("planSmall(%d, %d) = %+v breaks the kernel's limits", sh[0], sh[1], p)
+		}
+	}
+	if _, ok := planSmall(50, 64, 132); ok {
+		t.Errorf("planSmall accepted N = 50 (not a multiple of 32)")
+	}
+	if _, ok := planSmall(1600, 6400, 132); ok {
+		t.Errorf("planSmall accepted K = 6400, whose slices need more than %d registers at 16 slices", smallWeightRegs)
+	}
+}
+
+// TestSmallGEMMMatchesCuBLAS runs small_gemm against cuBLAS on GPT-2 124M's four GEMM shapes at
+// several row counts, on random inputs, with the output poisoned (NaN) before each run so an
+// unwritten element fails. Both accumulate the same fp16 products in fp32; only the order of the
+// sums differs.
+func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
+	needGPU(t)
+	w := testModel(gpt2Cfg, 3)
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 256, Paged: true, MemoryFraction: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s := r.s
+	if !s.small.on {
+		t.Skipf("small_gemm is not used on this GPU (compute capability %d)", s.rt.info.CC)
+	}
+	C, F := gpt2Cfg.NEmbd, gpt2Cfg.Inner
+	L := &s.wts.layers[1]
+	rng := rand.New(rand.NewPCG(9, 9))
+	input := make([]uint16, smallMaxRows*F)
+	for i := range input {
+		input[i] = halfBits(float32(rng.NormFloat64()))
+	}
+	nan := make([]float32, smallMaxRows*F)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	ref, got := make([]float32, smallMaxRows*F), make([]float32, smallMaxRows*F)
+	gotH := make([]uint16, smallMaxRows*F)
+	for _, g := range []struct {
+		name      string
+		x, w, wp  devPtr
+		in, out   int
+		p         smallPlan
+		gelu      bool
+		bias      devPtr
+		biasSlice []float32
+	}{
+		{"qkv", s.act.xln, L.attnW, L.attnWp, C, 3 * C, s.small.qkv, false, 0, nil},
+		{"attn proj", s.act.att, L.projW, L.projWp, C, C, s.small.proj, false, 0, nil},
+		{"fc+gelu", s.act.xln, L.fcW, L.fcWp, C, F, s.small.fc, true, L.fcB, w.Layers[1].FCB},
+		{"fc proj", s.act.h, L.fcProjW, L.fcProjWp, F, C, s.small.fcProj, false, 0, nil},
+	} {
+		for _, m := range []int{1, 3, 16, 37, 64} {
+			n := m * g.out
+			r.w.do(func() {
+				rt := s.rt
+				if err = rt.upload(g.x, unsafe.Pointer(&input[0]), int64(m*g.in*2)); err != nil {
+					return
+				}
+				if err = rt.gemm(s.act.y, g.x, g.w, m, g.in, g.out, true); err != nil {
+					return
+				}
+				if err = rt.download(unsafe.Pointer(&ref[0]), s.act.y, int64(n*4)); err != nil {
+					return
+				}
+				dst, bytes := s.act.y, int64(n*4)
+				if g.gelu {
+					dst, bytes = s.act.h, int64(n*2)
+					if g.x == s.act.h {
+						panic("the fc input must not be its output")
+					}
+				}
+				if err = rt.upload(dst, unsafe.Pointer(&nan[0]), bytes); err != nil {
+					return
+				}
+				if err = s.smallGEMM(dst, g.x, g.wp, g.bias, m, g.in, g.out, g.p, g.gelu); err != nil {
+					return
+				}
+				if g.gelu {
+					err = rt.download(unsafe.Pointer(&gotH[0]), dst, bytes)
+				} else {
+					err = rt.download(unsafe.Pointer(&got[0]), dst, bytes)
+				}
+				if err == nil {
+					err = rt.sync()
+				}
+			})
+			if err != nil {
+				t.Fatalf("%s, %d rows: %v", g.name, m, err)
+			}
+			var num, den float64
+			for i := range n {
+				want := float64(ref[i])
+				v := float64(got[i])
+				if g.gelu {
+					u := want + float64(g.biasSlice[i%g.out])
+					want = 0.5 * u * (1 + math.Tanh(0.7978845608028654*(u+0.044715*u*u*u)))
+					v = float64(halfToFloat(gotH[i]))
+				}
+				if math.IsNaN(v) {
+					t.Fatalf("%s, %d rows: element %d (row %d) not written", g.name, m, i, i/g.out)
+				}
+				num += (v - want) * (v - want)
+				den += want * want
+			}
+			rel := math.Sqrt(num / den)
+			tol := 1e-5 // fp32 sums in another order
+			if g.gelu {
+				tol = 1e-3 // fp16 output
+			}
+			if rel > tol {
+				t.Errorf("%s, %d rows (plan %+v): relative error %.2e against cuBLAS, want <= %.0e", g.name, m, g.p, rel, tol)
+			} else {
+				t.Logf("%s, %d rows (plan %+v): relative error %.2e", g.name, m, g.p, rel)
+			}
+		}
+	}
+}
