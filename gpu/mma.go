@@ -110,15 +110,7 @@ func (s *state) useSmall(m int) bool {
 // with gelu h = gelu(XW + bias) in fp16.
 func (s *state) smallGEMM(y, x, wp, bias devPtr, m, in, out int, p smallPlan, gelu bool) error {
 	rt := s.rt
-	f := rt.fn.gemmN2
-	switch {
-	case p.nt == 2 && gelu:
-		f = rt.fn.gemmN2GELU
-	case p.nt == 1 && gelu:
-		f = rt.fn.gemmN1GELU
-	case p.nt == 1:
-		f = rt.fn.gemmN1
-	}
+	f := rt.fn.smallFor(p.nt, gelu)
 	return rt.launchEx(f, out/(32*p.nt), p.splits, smallThreads, smallShared(m, p), s.pdl, p.splits,
 		pArg(y), pArg(x), pArg(wp), pArg(bias), iArg(m), iArg(out), iArg(in), iArg(p.kp))
 }
@@ -130,13 +122,12 @@ func (s *state) smallAttrs() error {
 	for _, p := range []smallPlan{s.small.qkv, s.small.proj, s.small.fc, s.small.fcProj} {
 		need[p.nt] = max(need[p.nt], smallShared(smallMaxRows, p))
 	}
-	fns := map[int][]kernel{2: {s.rt.fn.gemmN2, s.rt.fn.gemmN2GELU}, 1: {s.rt.fn.gemmN1, s.rt.fn.gemmN1GELU}}
 	for nt, bytes := range need {
 		if bytes > s.rt.info.maxSharedOptin {
 			s.small.on = false // a shape this device cannot hold: cuBLAS for everything
 			return nil
 		}
-		for _, f := range fns[nt] {
+		for _, f := range []kernel{s.rt.fn.smallFor(nt, false), s.rt.fn.smallFor(nt, true)} {
 			if err := s.rt.setMaxShared(f, bytes); err != nil {
 				return err
 			}
@@ -146,4 +137,18 @@ func (s *state) smallAttrs() error {
 		}
 	}
 	return nil
+}
+
+// smallFor is the small_gemm kernel for nt n8 tiles per warp (2 or 1), with the GELU epilogue
+// or not.
+func (k *kernels) smallFor(nt int, gelu bool) kernel {
+	switch {
+	case nt == 2 && gelu:
+		return k.gemmN2GELU
+	case nt == 2:
+		return k.gemmN2
+	case gelu:
+		return k.gemmN1GELU
+	}
+	return k.gemmN1
 }

@@ -31,9 +31,10 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
 	             : "r"(addr));
 }
 
-// mma16816: d += a(16x16, row) * b(16x8, col), fp16 in, fp32 accumulate.
+// mma16816: d += a(16x16, row) * b(16x8, col), fp16 in, fp32 accumulate. Registers only, so not
+// volatile: the compiler may schedule it between the (volatile, ordered) shared-memory loads.
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
 	             "{%0,%1,%2,%3};"
 	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -43,13 +44,13 @@ __device__ __forceinline__ void cluster_sync() {
 	asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 }
 
-// ld_cluster4 loads a float4 at shared address addr of cluster block rank.
-__device__ __forceinline__ float4 ld_cluster4(uint32_t addr, uint32_t rank) {
-	uint32_t ra;
-	float4 v;
-	asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(addr), "r"(rank));
-	asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(ra) : "memory");
-	return v;
+// in_rank maps p, in this block's shared memory, to the same offset in cluster block rank's, as
+// a generic address: plain loads through it are ordinary memory accesses the compiler may batch
+// (they stay between the cluster barriers, which clobber memory).
+template <typename T> __device__ __forceinline__ const T *in_rank(const T *p, uint32_t rank) {
+	uint64_t r;
+	asm("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
+	return reinterpret_cast<const T *>(r);
 }
 
 __device__ __forceinline__ float gelu(float v) {
@@ -108,22 +109,26 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 #pragma unroll
 		for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 	const uint32_t xa = (uint32_t)__cvta_generic_to_shared(xs) + 2 * ((lane % 16) * xst + (lane / 16) * 8);
+	// A k32 step's A fragments are all loaded before its first product: the loads are volatile,
+	// so their order is the source's, and one loaded right before its use stalls every MMA on a
+	// shared-memory round trip (at 64 rows the qkv GEMM took 5.96 us that way, 5.52 us this way).
 #pragma unroll
 	for (int kp = 0; kp < KPMAX; kp++) {
 		if (kp < KP) {
+			uint32_t a[2][4][4];
 #pragma unroll
-			for (int hk = 0; hk < 2; hk++) {
+			for (int hk = 0; hk < 2; hk++)
 #pragma unroll
-				for (int i = 0; i < 4; i++) {
-					if (i < mt) {
-						uint32_t a[4];
-						ldsm_x4(a, xa + 2 * (16 * i * xst + 16 * (2 * kp + hk)));
+				for (int i = 0; i < 4; i++)
+					if (i < mt) ldsm_x4(a[hk][i], xa + 2 * (16 * i * xst + 16 * (2 * kp + hk)));
+#pragma unroll
+			for (int hk = 0; hk < 2; hk++)
+#pragma unroll
+				for (int i = 0; i < 4; i++)
+					if (i < mt)
 #pragma unroll
 						for (int j = 0; j < NT; j++)
-							mma16816(acc[i][j], a, hk ? w[kp][j].z : w[kp][j].x, hk ? w[kp][j].w : w[kp][j].y);
-					}
-				}
-			}
+							mma16816(acc[i][j], a[hk][i], hk ? w[kp][j].z : w[kp][j].x, hk ? w[kp][j].w : w[kp][j].y);
 		}
 	}
 	__syncthreads(); // every warp is done with xs: the partial tile reuses the memory
@@ -150,13 +155,13 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 	const int R = (M + S - 1) / S, r0 = split * R, r1 = min(M, r0 + R), q4 = BN / 4;
 	for (int e = threadIdx.x; e < (r1 - r0) * q4; e += SG_THREADS) {
 		int r = r0 + e / q4, c = 4 * (e % q4);
-		uint32_t la = (uint32_t)__cvta_generic_to_shared(red + r * rst + c);
+		const float4 *la = reinterpret_cast<const float4 *>(red + r * rst + c);
 		// Every block's value first, then the sums: the S remote loads are in flight together
 		// (loading and adding in turn paid one distributed-shared-memory round trip per block).
 		float4 v[SG_MAX_CLUSTER];
 #pragma unroll
 		for (int q = 0; q < SG_MAX_CLUSTER; q++)
-			if (q < S) v[q] = ld_cluster4(la, q);
+			if (q < S) v[q] = *in_rank(la, q);
 		float4 s = v[0];
 #pragma unroll
 		for (int q = 1; q < SG_MAX_CLUSTER; q++) {
@@ -189,7 +194,8 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 #define SG_CALL y, x, wp, bias, M, N, K, KP
 
 // The four variants: NT = 2 (64 columns a block, K slices up to 256) or NT = 1 (32 columns, K
-// slices up to 512); 64 registers of weights per thread either way.
+// slices up to 512); 64 registers of weights per thread either way. (NT = 4 was measured too:
+// no plan of GPT-2's shapes ran faster with it.)
 extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n2(SG_ARGS) { small_gemm<2, 8, false>(SG_CALL); }
 extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n1(SG_ARGS) { small_gemm<1, 16, false>(SG_CALL); }
 extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n2_gelu(SG_ARGS) { small_gemm<2, 8, true>(SG_CALL); }
