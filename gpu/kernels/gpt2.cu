@@ -398,8 +398,16 @@ __device__ __forceinline__ float dot8(const float (&q)[8], uint4 u) {
 	return s;
 }
 
-// rescale returns exp(m - mn), 0 for an empty state (m = -inf).
-__device__ __forceinline__ float rescale(float m, float mn) { return m == -INFINITY ? 0.f : expf(m - mn); }
+// exp2_fast is 2^x by the special-function unit (ex2.approx: 2 ulp; 2^-inf = 0). The attention
+// scores are kept in base 2 (q is pre-scaled by log2(e)), so the softmax needs no expf.
+__device__ __forceinline__ float exp2_fast(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+// rescale returns 2^(m - mn), 0 for an empty state (m = -inf).
+__device__ __forceinline__ float rescale(float m, float mn) { return m == -INFINITY ? 0.f : exp2_fast(m - mn); }
 
 // load8 returns 8 consecutive fp32 values of y plus bias, rounded to fp16 (the cache's precision).
 __device__ __forceinline__ uint4 load8(const float *__restrict__ y, const float *__restrict__ b) {
@@ -454,8 +462,8 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
 			float2 f = __half22float2(q2[e]);
-			q[2 * e] = f.x * scale;
-			q[2 * e + 1] = f.y * scale;
+			q[2 * e] = f.x * scale * 1.4426950408889634f; // scores in base 2: log2(e)
+			q[2 * e + 1] = f.y * scale * 1.4426950408889634f;
 		}
 	}
 	__syncthreads(); // the table, and (FUSED) this token's k and v
@@ -474,22 +482,34 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 				vu[k] = *reinterpret_cast<const uint4 *>(vh + sl);
 			}
 		}
+		// The row's scores first, then one rescale of the running state for all of them (not one
+		// per position).
+		float sc[ATT_UNROLL], mn = m;
 #pragma unroll
 		for (int k = 0; k < ATT_UNROLL; k++) {
 			float s = dot8(q, ku[k]);
 			for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-			if (j0 + k * G + grp < ctx) {
-				float mn = fmaxf(m, s), c = rescale(m, mn), p = expf(s - mn);
-				l = l * c + p;
+			sc[k] = j0 + k * G + grp < ctx ? s : -INFINITY;
+			mn = fmaxf(mn, sc[k]);
+		}
+		if (mn != -INFINITY) { // else this lane group has no position in the row
+			float c = rescale(m, mn);
+			l *= c;
+#pragma unroll
+			for (int e = 0; e < 8; e++) acc[e] *= c;
+#pragma unroll
+			for (int k = 0; k < ATT_UNROLL; k++) {
+				float p = exp2_fast(sc[k] - mn);
+				l += p;
 				const half2 *v2 = reinterpret_cast<const half2 *>(&vu[k]);
 #pragma unroll
 				for (int e = 0; e < 4; e++) {
 					float2 f = __half22float2(v2[e]);
-					acc[2 * e] = acc[2 * e] * c + p * f.x;
-					acc[2 * e + 1] = acc[2 * e + 1] * c + p * f.y;
+					acc[2 * e] += p * f.x;
+					acc[2 * e + 1] += p * f.y;
 				}
-				m = mn;
 			}
+			m = mn;
 		}
 	}
 	// Merge the lane groups of a warp that hold the same dims (lanes sub, sub+L, ...).
