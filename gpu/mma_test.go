@@ -3,8 +3,10 @@
 package gpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"unsafe"
 )
@@ -195,6 +197,64 @@ func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
 				t.Errorf("%s, %d rows (plan %+v): relative error %.2e against cuBLAS, want <= %.0e", g.name, m, g.p, rel, tol)
 			} else {
 				t.Logf("%s, %d rows (plan %+v): relative error %.2e", g.name, m, g.p, rel)
+			}
+		}
+	}
+}
+
+// TestProfileSmallGEMM times small_gemm for every plan of GPT-2 124M's four layer GEMMs (the
+// plans planSmall could pick from), at 1 and 64 rows, 24 calls back to back with PDL as in a step.
+func TestProfileSmallGEMM(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	r, err := Open(gpt2Cfg, testModel(gpt2Cfg, 1), Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, L := r.s, &r.s.wts.layers[0]
+	if !s.small.on {
+		t.Skip("small_gemm is not used on this GPU")
+	}
+	C, F := gpt2Cfg.NEmbd, gpt2Cfg.Inner
+	const reps = 24
+	for _, g := range []struct {
+		name    string
+		x, wp   devPtr
+		in, out int
+	}{{"qkv", s.act.xln, L.attnWp, C, 3 * C}, {"attn proj", s.act.att, L.projWp, C, C}, {"fc", s.act.xln, L.fcWp, C, F}, {"fc proj", s.act.h, L.fcProjWp, F, C}} {
+		for _, nt := range []int{2, 1} {
+			for sp := 1; sp <= smallMaxCluster; sp++ {
+				if g.out%(32*nt) != 0 || g.in%(32*sp) != 0 || g.in/(32*sp)*nt*4 > smallWeightRegs || g.out/(32*nt)*sp < 36 {
+					continue
+				}
+				p := smallPlan{nt: nt, splits: sp, kp: g.in / (32 * sp)}
+				r.w.do(func() {
+					if err = s.rt.setMaxShared(s.rt.fn.smallFor(nt, false), smallShared(smallMaxRows, p)); err == nil {
+						err = s.rt.allowBigClusters(s.rt.fn.smallFor(nt, false))
+					}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				line := fmt.Sprintf("small_gemm %-9s plan %+v, %3d blocks:", g.name, p, g.out/(32*nt)*sp)
+				for _, m := range []int{1, 64} {
+					us, err := timeGraph(r, 20, func() error {
+						for range reps {
+							if err := s.smallGEMM(s.act.y, g.x, g.wp, 0, m, g.in, g.out, p, false); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						t.Fatalf("%s: %v", line, err)
+					}
+					line += fmt.Sprintf("  %d rows %.2f us", m, us/reps)
+				}
+				t.Log(line)
 			}
 		}
 	}

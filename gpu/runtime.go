@@ -261,17 +261,26 @@ func pArg(p devPtr) arg  { return arg(p) }
 func iArg(v int) arg     { return arg(uint32(int32(v))) }
 func fArg(v float32) arg { return arg(math.Float32bits(v)) }
 
-// launch runs kernel f on the stream with grid (gx, gy), bx threads and shmem bytes of dynamic
-// shared memory. The arguments are copied into the runtime's C argument block: no allocation.
-func (r *cudaRuntime) launch(f kernel, gx, gy, bx, shmem int, args ...arg) error {
+// setArgs copies a launch's arguments into the runtime's C argument block. It returns false (and
+// enqueues nothing) when the profiling filter drops the launch or the arguments do not fit.
+func (r *cudaRuntime) setArgs(f kernel, args []arg) (bool, error) {
 	if r.skip() {
-		return nil
+		return false, nil
 	}
 	if len(args) > len(r.args.vals) {
-		return fmt.Errorf("gpu: %s: %d arguments, at most %d", f.name, len(args), len(r.args.vals))
+		return false, fmt.Errorf("gpu: %s: %d arguments, at most %d", f.name, len(args), len(r.args.vals))
 	}
 	for i, v := range args {
 		r.args.vals[i] = C.ulonglong(v)
+	}
+	return true, nil
+}
+
+// launch runs kernel f on the stream with grid (gx, gy), bx threads and shmem bytes of dynamic
+// shared memory. The arguments are copied into the runtime's C argument block: no allocation.
+func (r *cudaRuntime) launch(f kernel, gx, gy, bx, shmem int, args ...arg) error {
+	if run, err := r.setArgs(f, args); !run {
+		return err
 	}
 	res := C.w_launch(r.a.c, f.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), r.stream, &r.args.ptrs[0])
 	if res != 0 {
@@ -286,14 +295,8 @@ func (r *cudaRuntime) launch(f kernel, gx, gy, bx, shmem int, args ...arg) error
 // in thread block clusters of (1, clusterY, 1). Only when r.ex (compute capability 9.x and a
 // driver with cuLaunchKernelEx).
 func (r *cudaRuntime) launchEx(f kernel, gx, gy, bx, shmem int, pdl bool, clusterY int, args ...arg) error {
-	if r.skip() {
-		return nil
-	}
-	if len(args) > len(r.args.vals) {
-		return fmt.Errorf("gpu: %s: %d arguments, at most %d", f.name, len(args), len(r.args.vals))
-	}
-	for i, v := range args {
-		r.args.vals[i] = C.ulonglong(v)
+	if run, err := r.setArgs(f, args); !run {
+		return err
 	}
 	p := C.int(0)
 	if pdl {
