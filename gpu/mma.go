@@ -2,6 +2,8 @@
 
 package gpu
 
+import "fmt"
+
 // The decode GEMMs on Hopper: gemm.cu's small_gemm runs the four weight GEMMs of a layer for steps
 // of up to smallMaxRows token rows, from copies of the weights packed in the order its tensor-core
 // fragments are loaded, launched with programmatic dependent launch so the weights stream in while
@@ -110,6 +112,9 @@ func (s *state) useSmall(m int) bool {
 // with gelu h = gelu(XW + bias) in fp16.
 func (s *state) smallGEMM(y, x, wp, bias devPtr, m, in, out int, p smallPlan, gelu bool) error {
 	rt := s.rt
+	if m < 1 || m > smallMaxRows {
+		return fmt.Errorf("gpu: small_gemm for %d rows, want 1..%d", m, smallMaxRows)
+	}
 	f := rt.fn.smallFor(p.nt, gelu)
 	return rt.launchEx(f, out/(32*p.nt), p.splits, smallThreads, smallShared(m, p), s.pdl, p.splits,
 		pArg(y), pArg(x), pArg(wp), pArg(bias), iArg(m), iArg(out), iArg(in), iArg(p.kp))
