@@ -11,11 +11,10 @@ import "fmt"
 // and other GPUs use cuBLAS on the row-major weights.
 
 const (
-	smallMaxRows    = 64 // gemm.cu's M limit: 4 m16 tiles
-	smallThreads    = 128
-	smallWarps      = 4
-	smallMaxCluster = 16 // Hopper's largest cluster (past the portable 8: allowed per kernel, smallAttrs)
-	smallWeightRegs = 64 // 32-bit registers of W per thread: kp * nt * 4 (gemm.cu's KPMAX * NT * 4)
+	smallMaxRows    = 64  // gemm.cu's M limit: 4 m16 tiles
+	smallThreads    = 128 // 4 warps
+	smallMaxCluster = 16  // Hopper's largest cluster (past the portable 8: allowed per kernel, smallAttrs)
+	smallWeightRegs = 64  // 32-bit registers of W per thread: kp * nt * 4 (gemm.cu's KPMAX * NT * 4)
 )
 
 // smallPlan is how small_gemm runs one (N, K) shape: nt n8 tiles per warp (a block covers 32*nt
@@ -95,8 +94,8 @@ func planLayer(C, F, sms int) smallGEMMs {
 }
 
 // smallDefaultRows is Options.SmallGEMMRows's default: up to this many rows a decode step on
-// small_gemm with PDL took less GPU time than on cuBLAS on the H200 (batch 1: 344 vs 407 us,
-// 16: 384 vs 432, 24: 417 vs 448, 32: 454 vs 457, 48: 508 vs 490; bench/RESULTS.md).
+// small_gemm with PDL took less GPU time than on cuBLAS on the H200 (batch 1: 319 vs 395 us,
+// 16: 359 vs 422, 32: 423 vs 447, 48: 473 vs 476, 64: 520 vs 499; bench/RESULTS.md).
 const smallDefaultRows = 32
 
 // useSmall reports whether a step's layer GEMMs of m rows run on small_gemm.
@@ -121,7 +120,8 @@ func (s *state) smallGEMM(y, x, wp, bias devPtr, m, in, out int, p smallPlan, ge
 }
 
 // smallAttrs lets each small_gemm kernel have the dynamic shared memory its plans need at
-// smallMaxRows rows (above the default 48 KB for K slices over 184).
+// smallMaxRows rows (above the default 48 KB for K slices over 376: none of GPT-2 124M's plans,
+// larger models' may) and clusters of more than 8 blocks.
 func (s *state) smallAttrs() error {
 	need := map[int]int{} // nt -> bytes
 	for _, p := range []smallPlan{s.small.qkv, s.small.proj, s.small.fc, s.small.fcProj} {

@@ -88,7 +88,7 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 	// 2. X's rows [0, 16*mt) of this K slice into shared memory, rows padded by 8 halves so the
 	// ldmatrix row addresses fall in different banks; rows past M are zero-filled. Every copy is
 	// an asynchronous 16-byte cp.async issued before the first wait: one L2 round trip for the
-	// whole slice (a load-then-store loop paid one per few rows: 2x slower GEMMs at 64 rows).
+	// whole slice, where a load-then-store loop paid one per few rows.
 	half *xs = reinterpret_cast<half *>(smem);
 	const int xst = KS + 8, vecs = KS / 8;
 	const uint32_t xs0 = (uint32_t)__cvta_generic_to_shared(xs);
