@@ -197,31 +197,39 @@ func timeGraph(r *Runner, reps int, body func() error) (float64, error) {
 			return
 		}
 		defer rt.destroyGraph(g)
-		var e0, e1 event
-		if e0, err = rt.newEvent(); err != nil {
-			return
-		}
-		defer rt.destroyEvent(e0)
-		if e1, err = rt.newEvent(); err != nil {
-			return
-		}
-		defer rt.destroyEvent(e1)
-		_ = rt.launch(rt.fn.spin, 1, 1, 1, 0, arg(profileSpinNs))
-		_ = rt.record(e0)
-		for range reps {
-			if err = rt.replay(g); err != nil {
-				return
-			}
-		}
-		_ = rt.record(e1)
-		if err = rt.sync(); err != nil {
-			return
-		}
 		var ms float64
-		ms, err = rt.elapsed(e0, e1)
+		ms, err = replayMs(rt, g, reps)
 		us = 1000 * ms / float64(reps)
 	})
 	return us, err
+}
+
+// replayMs replays g reps times back to back behind a spin kernel (so the host's enqueueing is
+// hidden) and returns the GPU time of all of them, in milliseconds, from CUDA events. It runs on
+// the worker.
+func replayMs(rt *cudaRuntime, g graphExec, reps int) (float64, error) {
+	e0, err := rt.newEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer rt.destroyEvent(e0)
+	e1, err := rt.newEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer rt.destroyEvent(e1)
+	_ = rt.launch(rt.fn.spin, 1, 1, 1, 0, arg(profileSpinNs))
+	_ = rt.record(e0)
+	for range reps {
+		if err = rt.replay(g); err != nil {
+			return 0, err
+		}
+	}
+	_ = rt.record(e1)
+	if err = rt.sync(); err != nil {
+		return 0, err
+	}
+	return rt.elapsed(e0, e1)
 }
 
 // profileLaunch logs what a graph node costs here: an empty kernel, and a 64-row layernorm.
@@ -358,31 +366,7 @@ func profileGraph(t *testing.T, w *Weights, B int, name string, opt Options) {
 	}
 	const n = 200
 	var gpuMs float64
-	r.w.do(func() {
-		rt := r.s.rt
-		g := r.s.graphs[bucketFor(r.s.buckets, B)]
-		var e0, e1 event
-		if e0, err = rt.newEvent(); err != nil {
-			return
-		}
-		defer rt.destroyEvent(e0)
-		if e1, err = rt.newEvent(); err != nil {
-			return
-		}
-		defer rt.destroyEvent(e1)
-		_ = rt.launch(rt.fn.spin, 1, 1, 1, 0, arg(profileSpinNs))
-		_ = rt.record(e0)
-		for range n {
-			if err = rt.replay(g); err != nil {
-				return
-			}
-		}
-		_ = rt.record(e1)
-		if err = rt.sync(); err != nil {
-			return
-		}
-		gpuMs, err = rt.elapsed(e0, e1)
-	})
+	r.w.do(func() { gpuMs, err = replayMs(r.s.rt, r.s.graphs[bucketFor(r.s.buckets, B)], n) })
 	if err != nil {
 		t.Fatal(err)
 	}
