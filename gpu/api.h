@@ -64,6 +64,7 @@ typedef struct rt_api {
 	CUresult (*cuEventCreate)(CUevent *, unsigned int);
 	CUresult (*cuEventDestroy)(CUevent);
 	CUresult (*cuEventRecord)(CUevent, CUstream);
+	CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
 	CUresult (*cuEventSynchronize)(CUevent);
 	CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
 
@@ -129,6 +130,8 @@ CUresult w_graphDestroy(rt_api *a, CUgraph g);
 CUresult w_eventCreate(rt_api *a, CUevent *e);
 CUresult w_eventDestroy(rt_api *a, CUevent e);
 CUresult w_eventRecord(rt_api *a, CUevent e, CUstream s);
+CUresult w_eventCreateNoTiming(rt_api *a, CUevent *e);
+CUresult w_streamWaitEvent(rt_api *a, CUstream s, CUevent e);
 CUresult w_eventElapsed(rt_api *a, float *ms, CUevent start, CUevent end);
 cublasStatus_t w_blasCreate(rt_api *a, cublasHandle_t *h);
 cublasStatus_t w_blasDestroy(rt_api *a, cublasHandle_t h);

@@ -85,10 +85,12 @@ func TestProfileDecodeGPT2(t *testing.T) {
 			opt  Options
 		}{
 			{"default", Options{}},
-			{"small_gemm + PDL", Options{SmallGEMMRows: 64}},
-			{"small_gemm, no PDL", Options{SmallGEMMRows: 64, NoPDL: true}},
-			{"cuBLAS", Options{SmallGEMMRows: -1}},
-			{"cublasGemmEx only", Options{SmallGEMMRows: -1, NoCublasLt: true}},
+			{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}},
+			{"one lane, small_gemm, no PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1, NoPDL: true}},
+			{"one lane, cuBLAS", Options{SmallGEMMRows: -1}},
+			{"one lane, cublasGemmEx only", Options{SmallGEMMRows: -1, NoCublasLt: true}},
+			{"two lanes", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}},
+			{"two lanes, no PDL", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64, NoPDL: true}},
 		} {
 			profileGraph(t, w, B, v.name, v.opt)
 		}
@@ -96,10 +98,12 @@ func TestProfileDecodeGPT2(t *testing.T) {
 			profileOps(t, w, B, false)
 		}
 	}
-	// Where small_gemm's step stops beating cuBLAS's (Options.SmallGEMMRows's default).
+	// Where small_gemm's step stops beating cuBLAS's (Options.SmallGEMMRows's default), and where
+	// two lanes start beating one (Options.SplitDecodeRows's).
 	for _, B := range []int{2, 4, 8, 16, 24, 32, 48} {
-		profileGraph(t, w, B, "small_gemm + PDL", Options{SmallGEMMRows: 64})
-		profileGraph(t, w, B, "cuBLAS", Options{SmallGEMMRows: -1})
+		profileGraph(t, w, B, "one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1})
+		profileGraph(t, w, B, "one lane, cuBLAS", Options{SmallGEMMRows: -1})
+		profileGraph(t, w, B, "two lanes", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64})
 	}
 	profileLaunch(t, w)
 	profileGEMM(t, w)
@@ -274,7 +278,8 @@ func profileLaunch(t *testing.T, w *Weights) {
 
 // profileOps logs the per-op GPU time of eager paged steps.
 func profileOps(t *testing.T, w *Weights, B int, greedy bool) {
-	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
+	// One lane: the kind graphs below replay the calls of the event-profiled (one-lane) step.
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1, SplitDecodeRows: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

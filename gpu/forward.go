@@ -244,7 +244,11 @@ func (s *state) forward(n, nb int) error {
 	if s.prof != nil {
 		s.prof.begin()
 	}
+	first := s.splitRows(n, nb)
 	s.pdlNow = s.pdl && s.useSmall(gemmRows(n))
+	if first > 0 {
+		s.pdlNow = s.pdl && s.useSmall(gemmRows(first))
+	}
 	var err error
 	ids, pos := pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos))
 	if rowWarp(c.NEmbd) {
@@ -258,15 +262,28 @@ func (s *state) forward(n, nb int) error {
 		return err
 	}
 	s.mark("embed+ln")
-	for l := range c.NLayer {
-		if err = s.attentionBlock(l, n, n == nb); err != nil {
+	if first > 0 {
+		return s.forwardSplit(n, first)
+	}
+	r := s.rowsFrom(0, n)
+	if err = s.layers(&r, nb, false); err != nil {
+		return err
+	}
+	return s.head(nb, a.xlast)
+}
+
+// layers enqueues the transformer blocks for rows r of a step of nb sequences. lnfAll: r is a
+// lane of a decode step (see mlpBlock); a step is a decode step when it has a row per sequence.
+func (s *state) layers(r *rows, nb int, lnfAll bool) error {
+	for l := range s.cfg.NLayer {
+		if err := s.attentionBlock(l, r, r.n == nb || lnfAll); err != nil {
 			return err
 		}
-		if err = s.mlpBlock(l, n, nb); err != nil {
+		if err := s.mlpBlock(l, r, nb, lnfAll); err != nil {
 			return err
 		}
 	}
-	return s.head(nb)
+	return nil
 }
 
 // launch enqueues one of gpt2.cu's kernels after the first (every one of them waits with
@@ -289,10 +306,10 @@ const lnwRows = 2
 
 func rowWarp(C int) bool { return C%128 == 0 && C <= 1024 }
 
-// residualLN enqueues x(n,C) += y + bias, y the sum of splits partials of a GEMM of m rows (m*C
-// floats apart), then out = LN(x) with lnw, lnb.
-func (s *state) residualLN(n, m, splits int, bias, lnw, lnb, out devPtr) error {
-	rt, a, C, eps := s.rt, &s.act, s.cfg.NEmbd, fArg(s.cfg.Eps)
+// residualLN enqueues x(n,C) += y + bias for r's n rows, y the sum of splits partials of a GEMM
+// of m rows (m*C floats apart), then out = LN(x) with lnw, lnb.
+func (s *state) residualLN(r *rows, m, splits int, bias, lnw, lnb, out devPtr) error {
+	rt, a, C, eps, n := s.rt, &r.a, s.cfg.NEmbd, fArg(s.cfg.Eps), r.n
 	if rowWarp(C) {
 		return s.launch(rt.fn.residualLNW, (n+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.y), iArg(splits),
 			arg(m*C), pArg(bias), pArg(lnw), pArg(lnb), pArg(out), iArg(C), eps, iArg(n))
@@ -316,11 +333,11 @@ func (s *state) residualLNLast(m, nb, splits int, bias, lnw, lnb devPtr) error {
 
 // attentionBlock enqueues layer l's QKV GEMM, attention (with the KV write), output projection
 // and the residual add + ln_2 into act.xln.
-func (s *state) attentionBlock(l, n int, decode bool) error {
-	rt, c, a, m, L := s.rt, s.cfg, &s.act, &s.meta, &s.wts.layers[l]
+func (s *state) attentionBlock(l int, r *rows, decode bool) error {
+	rt, c, a, m, L, n := s.rt, s.cfg, &r.a, &s.meta, &s.wts.layers[l], r.n
 	C, NH := c.NEmbd, c.NHead
 	kc, vc := pArg(s.kv.keys(l)), pArg(s.kv.values(l))
-	slot, tokSeq, pos, tables := pArg(m.devAt(m.off.slot)), pArg(m.devAt(m.off.tokSeq)), pArg(m.devAt(m.off.pos)), pArg(m.devAt(m.off.tables))
+	slot, tokSeq, pos, tables := pArg(r.slot), pArg(r.tokSeq), pArg(r.pos), pArg(m.devAt(m.off.tables))
 	scale := fArg(float32(1 / math.Sqrt(float64(C/NH))))
 	gr := gemmRows(n) // the cuBLAS GEMMs' rows (shapes.go)
 	small := s.useSmall(gr)
@@ -366,7 +383,7 @@ func (s *state) attentionBlock(l, n int, decode bool) error {
 		return err
 	}
 	s.mark("gemm attn proj")
-	if err = s.residualLN(n, gr, 1, L.projB, L.ln2w, L.ln2b, a.xln); err != nil {
+	if err = s.residualLN(r, gr, 1, L.projB, L.ln2w, L.ln2b, a.xln); err != nil {
 		return err
 	}
 	s.mark("residual+ln")
@@ -374,19 +391,23 @@ func (s *state) attentionBlock(l, n int, decode bool) error {
 }
 
 // mlpBlock enqueues layer l's MLP and the residual add + the next norm: the next layer's ln_1
-// into act.xln, or after the last layer ln_f of each sequence's last row into act.xlast.
-func (s *state) mlpBlock(l, n, nb int) error {
+// into xln, or after the last layer ln_f of each sequence's last row into act.xlast; with lnfAll
+// (a decode lane: every row is its sequence's last) ln_f of every row into xln.
+func (s *state) mlpBlock(l int, r *rows, nb int, lnfAll bool) error {
 	c, w := s.cfg, s.wts
 	L := &w.layers[l]
-	m := gemmRows(n)
-	splits, err := s.mlpGEMMs(L, n, m)
+	m := gemmRows(r.n)
+	splits, err := s.mlpGEMMs(L, r, m)
 	if err != nil {
 		return err
 	}
-	if l+1 < c.NLayer {
+	switch {
+	case l+1 < c.NLayer:
 		nx := &w.layers[l+1]
-		err = s.residualLN(n, m, splits, L.fcProjB, nx.ln1w, nx.ln1b, s.act.xln)
-	} else {
+		err = s.residualLN(r, m, splits, L.fcProjB, nx.ln1w, nx.ln1b, r.a.xln)
+	case lnfAll:
+		err = s.residualLN(r, m, splits, L.fcProjB, w.lnfw, w.lnfb, r.a.xln)
+	default:
 		// Only each sequence's last row goes through the final norm and the LM head.
 		err = s.residualLNLast(m, nb, splits, L.fcProjB, w.lnfw, w.lnfb)
 	}
@@ -399,8 +420,8 @@ func (s *state) mlpBlock(l, n, nb int) error {
 
 // mlpGEMMs enqueues h = gelu(xln fcW + fcB) and y = h fcProjW for n token rows (m GEMM rows) and
 // returns how many K-slice partials of y the residual add must sum.
-func (s *state) mlpGEMMs(L *devLayer, n, m int) (int, error) {
-	rt, c, a := s.rt, s.cfg, &s.act
+func (s *state) mlpGEMMs(L *devLayer, r *rows, m int) (int, error) {
+	rt, c, a, n := s.rt, s.cfg, &r.a, r.n
 	C, F := c.NEmbd, c.Inner
 	if s.useSmall(m) {
 		if err := s.smallGEMM(a.h, a.xln, L.fcWp, L.fcB, n, C, F, s.small.fc, true); err != nil {
@@ -444,12 +465,12 @@ func (s *state) mlpGEMMs(L *devLayer, n, m int) (int, error) {
 	return splits, nil
 }
 
-// head enqueues the LM head on the nb last rows and the sampler: argmax_part's chunked argmax
-// for the greedy rows, then sample.
-func (s *state) head(nb int) error {
+// head enqueues the LM head on the nb final-normed last rows in xlast (fp16, (nb, C)) and the
+// sampler: argmax_part's chunked argmax for the greedy rows, then sample.
+func (s *state) head(nb int, xlast devPtr) error {
 	rt, c, a, m := s.rt, s.cfg, &s.act, &s.meta
 	vp := paddedVocab(c.VocabSize)
-	if err := rt.gemm(a.logits, a.xlast, s.wts.wteT, gemmRows(nb), c.NEmbd, vp, true); err != nil {
+	if err := rt.gemm(a.logits, xlast, s.wts.wteT, gemmRows(nb), c.NEmbd, vp, true); err != nil {
 		return err
 	}
 	s.mark("gemm lm head")

@@ -5,6 +5,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -137,17 +138,67 @@ func TestForwardMatchesReference(t *testing.T) {
 	ps := makePlans(cfg, w, []int{1, 9, 30, 50, 7}, []int{0, 0, 0, 0, 3}, steps, 5)
 	var first [][]int32
 	for _, m := range modes {
+		// Decode steps as one lane, and (on Hopper) as two lanes from 2 rows on (split.go).
+		for _, split := range []int{-1, 2} {
+			t.Run(fmt.Sprintf("%v/split=%d", m, split), func(t *testing.T) {
+				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: m.paged, Graphs: m.graphs,
+					MemoryFraction: 0.02, SplitDecodeRows: split})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				got := runPlans(t, r, cfg, ps, steps, 1e-2)
+				if first == nil {
+					first = got
+				} else if !slices.EqualFunc(first, got, slices.Equal[[]int32]) {
+					t.Errorf("sampled tokens differ from mode %v without lanes:\n got %v\nwant %v", modes[0], got, first)
+				}
+			})
+		}
+	}
+}
+
+// TestLanesMatchOneLane runs the same decode steps as one lane on small_gemm and as two lanes
+// (split.go): every kernel computes a row from that row alone and small_gemm's sums run in a
+// fixed order whatever the row count, so the logits must be bit-identical.
+func TestLanesMatchOneLane(t *testing.T) {
+	needGPU(t)
+	cfg := smallCfg
+	w := testModel(cfg, 12)
+	for _, m := range modes {
 		t.Run(m.String(), func(t *testing.T) {
-			r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02})
-			if err != nil {
-				t.Fatal(err)
+			var runs [2][]float32
+			for i, split := range []int{-1, 2} {
+				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs,
+					MemoryFraction: 0.02, SmallGEMMRows: 64, SplitDecodeRows: split})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.s.small.on {
+					r.Close()
+					t.Skipf("small_gemm is not used on this GPU (compute capability %d): no lanes", r.s.rt.info.CC)
+				}
+				if i == 1 && r.s.splitRows(8, 8) == 0 {
+					r.Close()
+					t.Fatal("a decode step of 8 rows does not split with SplitDecodeRows 2")
+				}
+				tables := tablesFor(r, 8)
+				for k, B := range []int{8, 8, 8, 5} { // position k: every earlier position was written
+					st := decodeStep(B, int32(k), tables)
+					clear(st.Temperature)
+					logits := make([]float32, B*cfg.VocabSize)
+					if err := r.StepLogits(st, make([]int32, B), logits); err != nil {
+						r.Close()
+						t.Fatal(err)
+					}
+					runs[i] = append(runs[i], logits...)
+				}
+				r.Close()
 			}
-			defer r.Close()
-			got := runPlans(t, r, cfg, ps, steps, 1e-2)
-			if first == nil {
-				first = got
-			} else if !slices.EqualFunc(first, got, slices.Equal[[]int32]) {
-				t.Errorf("sampled tokens differ from mode %v:\n got %v\nwant %v", modes[0], got, first)
+			for j := range runs[0] {
+				if math.Float32bits(runs[0][j]) != math.Float32bits(runs[1][j]) {
+					t.Fatalf("logit %d: one lane %v, two lanes %v", j, runs[0][j], runs[1][j])
+				}
 			}
 		})
 	}

@@ -162,6 +162,9 @@ func (s *state) tuneLt(lt *ltGEMMs, m int, p *ltPlan) error {
 // ltFC runs candidate c of plan p: h(m, F) = GELU(xln(m, C) @ L.fcW + L.fcB).
 func (s *state) ltFC(lt *ltGEMMs, p *ltPlan, c, m int, L *devLayer) error {
 	rt, a := s.rt, &s.act
+	if err := rt.mainOnly("cublasLtMatmul"); err != nil {
+		return err
+	}
 	if rt.skip() {
 		return nil
 	}

@@ -26,6 +26,10 @@ type Options struct {
 	// 0: smallDefaultRows; < 0: never (comparisons).
 	SmallGEMMRows int
 	NoPDL         bool // small_gemm steps without programmatic dependent launch (comparisons)
+	// SplitDecodeRows and SplitDecodeMaxRows: on Hopper, decode steps of that many sequences run
+	// as two concurrent lanes of half the rows each (lanes.go) when small_gemm covers a lane.
+	// 0: splitDefaultRows and splitDefaultMaxRows; SplitDecodeRows < 0: never (comparisons).
+	SplitDecodeRows, SplitDecodeMaxRows int
 	// Record receives each cold-start cost (context, modules, weights, cuBLAS, KV pool, graph
 	// captures). It is called on the runner's worker goroutine; it may be nil.
 	Record func(what, detail string, took time.Duration)

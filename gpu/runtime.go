@@ -24,12 +24,16 @@ type cudaRuntime struct {
 	a      *api
 	info   deviceInfo
 	ctx    C.CUcontext
-	stream C.CUstream
-	mods   [numModules]C.CUmodule // gpt2, sample, gemm
-	blas   C.cublasHandle_t
-	ws     devPtr // cuBLAS workspace, set before any capture
-	args   *C.rt_args
-	fn     kernels
+	stream C.CUstream // the main stream: copies, cuBLAS, graph launches, synchronization
+	// cur is the stream kernel launches go to: stream, or lanes.side while a split decode step
+	// enqueues its second lane (lanes.go).
+	cur   C.CUstream
+	lanes lanes
+	mods  [numModules]C.CUmodule // gpt2, sample, gemm
+	blas  C.cublasHandle_t
+	ws    devPtr // cuBLAS workspace, set before any capture
+	args  *C.rt_args
+	fn    kernels
 	// ex: compute capability 9.x and a driver with cuLaunchKernelEx, so launchEx works and the
 	// sm_90-only kernels (gemm.cu) run.
 	ex bool
@@ -88,6 +92,11 @@ func openRuntime(costs *[]timed) (*cudaRuntime, error) {
 		r.close()
 		return nil, err
 	}
+	r.cur = r.stream
+	if err = r.openLanes(); err != nil {
+		r.close()
+		return nil, err
+	}
 	*costs = append(*costs, timed{"CUDA context", r.info.Name, time.Since(t0)})
 	t0 = time.Now()
 	from, err := r.loadKernels()
@@ -138,6 +147,7 @@ func (r *cudaRuntime) close() error {
 	if r.stream != nil {
 		keep(a.check(C.w_streamSync(a.c, r.stream), "cuStreamSynchronize"))
 	}
+	r.closeLanes(keep)
 	if r.blas != nil {
 		keep(a.checkBLAS(C.w_blasDestroy(a.c, r.blas), "cublasDestroy"))
 		r.blas = nil
@@ -282,7 +292,7 @@ func (r *cudaRuntime) launch(f kernel, gx, gy, bx, shmem int, args ...arg) error
 	if run, err := r.setArgs(f, args); !run {
 		return err
 	}
-	res := C.w_launch(r.a.c, f.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), r.stream, &r.args.ptrs[0])
+	res := C.w_launch(r.a.c, f.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), r.cur, &r.args.ptrs[0])
 	if res != 0 {
 		return r.a.check(res, "cuLaunchKernel(%s, grid %dx%d, block %d)", f.name, gx, gy, bx)
 	}
@@ -302,7 +312,7 @@ func (r *cudaRuntime) launchEx(f kernel, gx, gy, bx, shmem int, pdl bool, cluste
 	if pdl {
 		p = 1
 	}
-	res := C.w_launchEx(r.a.c, f.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), r.stream, &r.args.ptrs[0], p, C.uint(clusterY))
+	res := C.w_launchEx(r.a.c, f.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), r.cur, &r.args.ptrs[0], p, C.uint(clusterY))
 	if res != 0 {
 		return r.a.check(res, "cuLaunchKernelEx(%s, grid %dx%d, block %d, cluster 1x%d, pdl %v)", f.name, gx, gy, bx, clusterY, pdl)
 	}
@@ -330,6 +340,9 @@ func (r *cudaRuntime) gemm(y, x, w devPtr, n, in, out int, yF32 bool) error {
 // gemmSplitK is gemm (fp32 Y, weight [in, out]) with K cut into splits slices run as one
 // strided batch: Y_s(n, out) at y + s*n*out (floats) holds slice s's partial sum.
 func (r *cudaRuntime) gemmSplitK(y, x, w devPtr, n, in, out, splits int) error {
+	if err := r.mainOnly("cublasGemmStridedBatchedEx"); err != nil {
+		return err
+	}
 	if r.skip() {
 		return nil
 	}
@@ -343,6 +356,9 @@ func (r *cudaRuntime) gemmSplitK(y, x, w devPtr, n, in, out, splits int) error {
 // gemmLayout is gemm with the weight stored as W (in, out) row-major, or transposed as
 // W^T (out, in) row-major when wT (cuBLAS's "TN" case, PyTorch's nn.Linear layout).
 func (r *cudaRuntime) gemmLayout(y, x, w devPtr, n, in, out int, yF32, wT bool) error {
+	if err := r.mainOnly("cublasGemmEx"); err != nil {
+		return err
+	}
 	if r.skip() {
 		return nil
 	}
