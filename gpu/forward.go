@@ -332,7 +332,7 @@ func (s *state) residualLNLast(m, nb, splits int, bias, lnw, lnb devPtr) error {
 }
 
 // attentionBlock enqueues layer l's QKV GEMM, attention (with the KV write), output projection
-// and the residual add + ln_2 into act.xln.
+// and the residual add + ln_2 into r's xln.
 func (s *state) attentionBlock(l int, r *rows, decode bool) error {
 	rt, c, a, m, L, n := s.rt, s.cfg, &r.a, &s.meta, &s.wts.layers[l], r.n
 	C, NH := c.NEmbd, c.NHead
