@@ -12,12 +12,15 @@ import "fmt"
 // Split decode steps. A decode step's GPU time at 32-64 rows is mostly latency: each of its ~90
 // kernels waits for the previous one to finish and flush, and most of them use a fraction of the
 // GPU while they run (bench/RESULTS.md: the batch-64 step is 3.8x the time its DRAM bytes need).
-// So a large decode step can run as two independent chains of kernels ("lanes") over the two
-// halves of its rows, on two streams: the GPU overlaps one lane's kernels with the other's, and
-// each lane runs at the row count where small_gemm with programmatic dependent launch is fastest.
-// The weights are read by both lanes; the second read mostly hits L2 (a layer is 14 MB, the
-// H200's L2 50 MB). The embedding runs once before the fork, the LM head and the sampler once
-// after the join.
+// So a decode step can run as two independent chains of kernels ("lanes") over the two halves of
+// its rows, on two streams, each lane on small_gemm with programmatic dependent launch at half
+// the rows; the GPU overlaps one lane's kernels with the other's. The embedding runs once before
+// the fork, the LM head and the sampler once after the join. Both lanes read every weight (the
+// second read can hit L2: a layer is 14 MB).
+//
+// Measured on the H200 (bench/RESULTS.md), the overlap is partial: a 64-row step as two lanes of
+// 32 took 505.5 us against 427 us for one 32-row chain alone and 499.8 us for one 64-row chain on
+// cuBLAS. Two lanes win only at 32-48 rows (2-4%), which is the default range (split.go).
 
 // lanes are the runtime's second stream and the events that fork it from and join it to the main
 // stream. Owned by the worker goroutine, like the rest of cudaRuntime.
