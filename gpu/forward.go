@@ -244,11 +244,11 @@ func (s *state) forward(n, nb int) error {
 	if s.prof != nil {
 		s.prof.begin()
 	}
-	first := s.splitRows(n, nb)
-	s.pdlNow = s.pdl && s.useSmall(gemmRows(n))
+	first, chain := s.splitRows(n, nb), n // chain: the rows one chain of kernels runs
 	if first > 0 {
-		s.pdlNow = s.pdl && s.useSmall(gemmRows(first))
+		chain = first
 	}
+	s.pdlNow = s.pdl && s.useSmall(gemmRows(chain))
 	var err error
 	ids, pos := pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos))
 	if rowWarp(c.NEmbd) {

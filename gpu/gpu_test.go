@@ -167,34 +167,35 @@ func TestLanesMatchOneLane(t *testing.T) {
 	w := testModel(cfg, 12)
 	for _, m := range modes {
 		t.Run(m.String(), func(t *testing.T) {
-			var runs [2][]float32
-			for i, split := range []int{-1, 2} {
+			// steps returns the logits of the same four greedy decode steps (position k: every
+			// earlier position was written) on a runner with the given SplitDecodeRows.
+			steps := func(split int) []float32 {
 				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs,
 					MemoryFraction: 0.02, SmallGEMMRows: 64, SplitDecodeRows: split})
 				if err != nil {
 					t.Fatal(err)
 				}
+				defer r.Close()
 				if !r.s.small.on {
-					r.Close()
 					t.Skipf("small_gemm is not used on this GPU (compute capability %d): no lanes", r.s.rt.info.CC)
 				}
-				if i == 1 && r.s.splitRows(8, 8) == 0 {
-					r.Close()
-					t.Fatal("a decode step of 8 rows does not split with SplitDecodeRows 2")
+				if lanes := r.s.splitRows(8, 8) > 0; lanes != (split > 0) {
+					t.Fatalf("SplitDecodeRows %d: a decode step of 8 rows splits: %v", split, lanes)
 				}
 				tables := tablesFor(r, 8)
-				for k, B := range []int{8, 8, 8, 5} { // position k: every earlier position was written
+				var out []float32
+				for k, B := range []int{8, 8, 8, 5} {
 					st := decodeStep(B, int32(k), tables)
 					clear(st.Temperature)
 					logits := make([]float32, B*cfg.VocabSize)
 					if err := r.StepLogits(st, make([]int32, B), logits); err != nil {
-						r.Close()
 						t.Fatal(err)
 					}
-					runs[i] = append(runs[i], logits...)
+					out = append(out, logits...)
 				}
-				r.Close()
+				return out
 			}
+			runs := [2][]float32{steps(-1), steps(2)}
 			for j := range runs[0] {
 				if math.Float32bits(runs[0][j]) != math.Float32bits(runs[1][j]) {
 					t.Fatalf("logit %d: one lane %v, two lanes %v", j, runs[0][j], runs[1][j])
