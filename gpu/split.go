@@ -27,12 +27,13 @@ func (s *state) rowsFrom(first, n int) rows {
 }
 
 // The default range of Options.SplitDecodeRows and SplitDecodeMaxRows: where two lanes took
-// less GPU time per decode step than the faster one-lane path on the H200 (bench/RESULTS.md:
-// batch 32: 416.7 against 427.2 us, 48: 462.7 against 479.3; 24: 409.8 against 390.7, 64:
-// 505.5 against 499.8).
+// less GPU time per decode step than the faster one-lane path on the H200, once the attention
+// kernel loaded its first row of keys and values before its PDL wait (bench/RESULTS.md: batch
+// 32: 411.7 against 414.3 us, 48: 452.2 against 465.6, 64: 490.7 against 499.9 on cuBLAS; 24:
+// 397.1 against 381.4).
 const (
 	splitDefaultRows    = 32
-	splitDefaultMaxRows = 48
+	splitDefaultMaxRows = 64
 )
 
 // splitRows returns the first lane's rows when a step of n token rows and nb sequences runs as

@@ -398,6 +398,27 @@ __device__ __forceinline__ float dot8(const float (&q)[8], uint4 u) {
 	return s;
 }
 
+// kv_row loads this thread's keys and values of the row of positions starting at j0: position
+// j0 + k*G + grp into ku[k], vu[k] (zero from lim on). table and base as kv_slot's. Every slot is
+// computed before the first load, with no branch (positions past lim read a valid entry and are
+// not loaded), so a table in global memory costs one round trip, not one per position.
+template <bool PAGED>
+__device__ __forceinline__ void kv_row(uint4 (&ku)[ATT_UNROLL], uint4 (&vu)[ATT_UNROLL], const half *kh,
+                                       const half *vh, const int *table, size_t base, int j0, int lim, int G,
+                                       int grp, int bs, int C) {
+	size_t sl[ATT_UNROLL];
+#pragma unroll
+	for (int k = 0; k < ATT_UNROLL; k++) sl[k] = kv_slot<PAGED>(table, base, min(j0 + k * G + grp, max(lim - 1, 0)), bs) * C;
+#pragma unroll
+	for (int k = 0; k < ATT_UNROLL; k++) {
+		ku[k] = vu[k] = make_uint4(0, 0, 0, 0);
+		if (j0 + k * G + grp < lim) {
+			ku[k] = *reinterpret_cast<const uint4 *>(kh + sl[k]);
+			vu[k] = *reinterpret_cast<const uint4 *>(vh + sl[k]);
+		}
+	}
+}
+
 // exp2_fast is 2^x by the special-function unit (ex2.approx: 2 ulp; 2^-inf = 0). The attention
 // scores are kept in base 2 (q is pre-scaled by log2(e)), so the softmax needs no expf.
 __device__ __forceinline__ float exp2_fast(float x) {
@@ -425,8 +446,8 @@ __device__ __forceinline__ uint4 load8(const float *__restrict__ y, const float 
 // FUSED (decode: every sequence of the step has one token, at position pos[t]): the block first
 // does qkv_bias_kv_write's job for its head, from the QKV GEMM's fp32 output y(N,3C) and the
 // bias: q stays in registers, k and v go to the token's slot; the barrier that publishes the
-// block table also publishes them to the block's loads below (kc and vc are therefore not
-// __restrict__: the kernel writes and reads them). Otherwise q comes from qkv(N,3C).
+// block table also publishes them to the block's loads of later rows (kc and vc are therefore
+// not __restrict__: the kernel writes and reads them). Otherwise q comes from qkv(N,3C).
 template <bool PAGED, bool FUSED>
 __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, const float *__restrict__ y,
                           const float *__restrict__ bias, const int *__restrict__ slot, half *kc, half *vc,
@@ -442,18 +463,34 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 	const int *gtable = tables + (size_t)tokSeq[t] * maxBlocks;
 	int nblk = PAGED ? (ctx + bs - 1) / bs : 1;
 	for (int i = threadIdx.x; i < nblk; i += ATT_THREADS) table[i] = gtable[i]; // metadata: before the wait
+	const half *kh = kc + h * HD + 8 * sub, *vh = vc + h * HD + 8 * sub;
+	// The first row of keys and values, positions [0, G*ATT_UNROLL): in a decode step every one
+	// of them but the token's own (ctx - 1) was cached by an earlier step, so they load before the
+	// wait, overlapping the QKV GEMM that this kernel waits for.
+	uint4 ku[ATT_UNROLL], vu[ATT_UNROLL];
+	if (FUSED) kv_row<PAGED>(ku, vu, kh, vh, gtable, PAGED ? 0 : (size_t)gtable[0] * bs, 0, ctx - 1, G, grp, bs, C);
 	pdl_wait();
 	float q[8];
 	{
 		uint4 u;
 		if (FUSED) {
+			// The lane group that owns position ctx - 1 writes the token's k and v to the cache
+			// and, when the position is in the first row, keeps them in its registers: no reload.
 			const float *yr = y + (size_t)t * 3 * C + h * HD + 8 * sub;
 			const float *br = bias + h * HD + 8 * sub;
 			u = load8(yr, br);
-			if (grp == 0) {
+			if (grp == (ctx - 1) % G) {
+				uint4 k = load8(yr + C, br + C), v = load8(yr + 2 * C, br + 2 * C);
 				size_t s = (size_t)slot[t] * C + h * HD + 8 * sub;
-				*reinterpret_cast<uint4 *>(kc + s) = load8(yr + C, br + C);
-				*reinterpret_cast<uint4 *>(vc + s) = load8(yr + 2 * C, br + 2 * C);
+				*reinterpret_cast<uint4 *>(kc + s) = k;
+				*reinterpret_cast<uint4 *>(vc + s) = v;
+#pragma unroll
+				for (int j = 0; j < ATT_UNROLL; j++) {
+					if (j * G + grp == ctx - 1) {
+						ku[j] = k;
+						vu[j] = v;
+					}
+				}
 			}
 		} else {
 			u = *reinterpret_cast<const uint4 *>(qkv + (size_t)t * 3 * C + h * HD + 8 * sub);
@@ -468,20 +505,9 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 	}
 	__syncthreads(); // the table, and (FUSED) this token's k and v
 	size_t base = PAGED ? 0 : (size_t)table[0] * bs;
-	const half *kh = kc + h * HD + 8 * sub, *vh = vc + h * HD + 8 * sub;
+	if (!FUSED) kv_row<PAGED>(ku, vu, kh, vh, table, base, 0, ctx, G, grp, bs, C);
 	float m = -INFINITY, l = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-	for (int j0 = 0; j0 < ctx; j0 += G * ATT_UNROLL) { // uniform over the block: shuffles inside
-		uint4 ku[ATT_UNROLL], vu[ATT_UNROLL];
-#pragma unroll
-		for (int k = 0; k < ATT_UNROLL; k++) {
-			int j = j0 + k * G + grp;
-			ku[k] = vu[k] = make_uint4(0, 0, 0, 0);
-			if (j < ctx) {
-				size_t sl = kv_slot<PAGED>(table, base, j, bs) * C;
-				ku[k] = *reinterpret_cast<const uint4 *>(kh + sl);
-				vu[k] = *reinterpret_cast<const uint4 *>(vh + sl);
-			}
-		}
+	for (int j0 = 0;;) { // uniform over the block: shuffles inside
 		// The row's scores first, then one rescale of the running state for all of them (not one
 		// per position).
 		float sc[ATT_UNROLL], mn = m;
@@ -511,6 +537,9 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 			}
 			m = mn;
 		}
+		j0 += G * ATT_UNROLL;
+		if (j0 >= ctx) break;
+		kv_row<PAGED>(ku, vu, kh, vh, table, base, j0, ctx, G, grp, bs, C);
 	}
 	// Merge the lane groups of a warp that hold the same dims (lanes sub, sub+L, ...).
 	for (int o = L; o < WARP; o <<= 1) {
