@@ -86,10 +86,12 @@ func TestProfileDecodeGPT2(t *testing.T) {
 		}{
 			{"default", Options{}},
 			{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}},
+			{"one lane, small_gemm + PDL, norms not folded", Options{SmallGEMMRows: 64, SplitDecodeRows: -1, NoFold: true}},
 			{"one lane, small_gemm, no PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1, NoPDL: true}},
 			{"one lane, cuBLAS", Options{SmallGEMMRows: -1}},
 			{"one lane, cublasGemmEx only", Options{SmallGEMMRows: -1, NoCublasLt: true}},
 			{"two lanes", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}},
+			{"two lanes, norms not folded", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64, NoFold: true}},
 			{"two lanes, no PDL", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64, NoPDL: true}},
 		} {
 			profileGraph(t, w, B, v.name, v.opt)
@@ -134,7 +136,7 @@ func profileGEMM(t *testing.T, w *Weights) {
 			// Back to back with PDL, as in a step: each call's weights load during the previous one.
 			us, err := timeGraph(r, 20, func() error {
 				for range reps {
-					if err := s.smallGEMM(s.act.y, g.x, g.wp, 0, 64, g.in, g.out, g.p, false); err != nil {
+					if err := s.smallGEMM(s.act.y, g.x, g.wp, 64, g.in, g.out, g.p, gemmEpi{}); err != nil {
 						return err
 					}
 				}

@@ -21,6 +21,7 @@ type activations struct {
 	logits  devPtr // fp32 (B, Vp), Vp = V rounded up to 8; the padding columns are never read
 	amax    devPtr // uint64 (B, argmaxChunks) argmax_part's packed per-chunk maxima
 	weights devPtr // float64 (B, Vp) the sampler's scratch
+	stats   devPtr // float2 (smallMaxRows, statStride) the folded norms' row statistics (fold.go)
 }
 
 // metaBufs hold the per-step metadata: a pinned host copy written by the step and a device copy
@@ -75,6 +76,7 @@ func (s *state) allocBuffers() error {
 		{&s.act.h, Tg * F * 2}, {&s.act.xlast, Bg * C * 2},
 		{&s.act.logits, Bg * int64(paddedVocab(int(V))) * 4},
 		{&s.act.amax, B * argmaxChunks * 8}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
+		{&s.act.stats, smallMaxRows * int64(statStride(c.NEmbd)) * 8},
 	}
 	var total int64
 	for _, z := range sizes {

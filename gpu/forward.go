@@ -252,8 +252,13 @@ func (s *state) forward(n, nb int) error {
 	var err error
 	ids, pos := pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos))
 	if rowWarp(c.NEmbd) {
+		var stats devPtr // folded norms: embed_ln_warp writes x in fp16 and its statistics instead of ln_1(x)
+		if s.foldNow(chain) {
+			stats = a.stats
+		}
 		err = rt.launch(rt.fn.embedLNW, (n+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.xln), ids, pos,
-			pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(c.NEmbd), fArg(c.Eps), iArg(n))
+			pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(c.NEmbd), fArg(c.Eps), iArg(n),
+			pArg(stats), iArg(statStride(c.NEmbd)))
 	} else {
 		err = rt.launch(rt.fn.embedLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.xln), ids, pos,
 			pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(c.NEmbd), fArg(c.Eps))
@@ -340,11 +345,19 @@ func (s *state) attentionBlock(l int, r *rows, decode bool) error {
 	slot, tokSeq, pos, tables := pArg(r.slot), pArg(r.tokSeq), pArg(r.pos), pArg(m.devAt(m.off.tables))
 	scale := fArg(float32(1 / math.Sqrt(float64(C/NH))))
 	gr := gemmRows(n) // the cuBLAS GEMMs' rows (shapes.go)
-	small := s.useSmall(gr)
+	small, fold := s.useSmall(gr), s.foldNow(n)
 	var err error
-	if small {
-		err = s.smallGEMM(a.y, a.xln, L.attnWp, 0, n, C, 3*C, s.small.qkv, false)
-	} else {
+	switch {
+	case fold: // ln_1 in the epilogue, from the statistics of the embedding or the last layer's MLP
+		parts := C / foldParts
+		if l > 0 {
+			parts = C / (32 * s.small.fcProj.nt)
+		}
+		err = s.smallGEMM(a.y, a.xln, L.attnWp, n, C, 3*C, s.small.qkv,
+			gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts})
+	case small:
+		err = s.smallGEMM(a.y, a.xln, L.attnWp, n, C, 3*C, s.small.qkv, gemmEpi{})
+	default:
 		err = rt.gemm(a.y, a.xln, L.attnW, gr, C, 3*C, true)
 	}
 	if err != nil {
@@ -374,15 +387,21 @@ func (s *state) attentionBlock(l int, r *rows, decode bool) error {
 		return err
 	}
 	s.mark("attention")
-	if small {
-		err = s.smallGEMM(a.y, a.att, L.projWp, 0, n, C, C, s.small.proj, false)
-	} else {
+	switch {
+	case fold: // the residual add in the epilogue; ln_2 waits for the MLP's first GEMM
+		err = s.smallGEMM(a.x, a.att, L.projWp, n, C, C, s.small.proj, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln})
+	case small:
+		err = s.smallGEMM(a.y, a.att, L.projWp, n, C, C, s.small.proj, gemmEpi{})
+	default:
 		err = rt.gemm(a.y, a.att, L.projW, gr, C, C, true)
 	}
 	if err != nil {
 		return err
 	}
 	s.mark("gemm attn proj")
+	if fold {
+		return nil
+	}
 	if err = s.residualLN(r, gr, 1, L.projB, L.ln2w, L.ln2b, a.xln); err != nil {
 		return err
 	}
@@ -396,9 +415,17 @@ func (s *state) attentionBlock(l int, r *rows, decode bool) error {
 func (s *state) mlpBlock(l int, r *rows, nb int, lnfAll bool) error {
 	c, w := s.cfg, s.wts
 	L := &w.layers[l]
-	m := gemmRows(r.n)
-	splits, err := s.mlpGEMMs(L, r, m)
-	if err != nil {
+	m, splits := gemmRows(r.n), 1
+	var err error
+	if s.foldNow(r.n) {
+		// The residual add is in the second GEMM, except in the last layer: there its plain
+		// product (n rows in y) goes through the final norm's kernel below.
+		var done bool
+		if done, err = s.mlpFolded(l, r); done || err != nil {
+			return err
+		}
+		m = r.n
+	} else if splits, err = s.mlpGEMMs(L, r, m); err != nil {
 		return err
 	}
 	switch {
@@ -418,17 +445,41 @@ func (s *state) mlpBlock(l int, r *rows, nb int, lnfAll bool) error {
 	return nil
 }
 
+// foldNow reports whether a chain of n token rows folds its norms into its GEMMs (fold.go).
+func (s *state) foldNow(n int) bool { return s.fold && s.useSmall(gemmRows(n)) }
+
+// mlpFolded enqueues layer l's MLP with the folded norms: ln_2 in the first GEMM's epilogue,
+// and in every layer but the last the residual add (and the statistics of the next ln_1) in the
+// second's, done. In the last layer the second GEMM leaves its plain product in y.
+func (s *state) mlpFolded(l int, r *rows) (done bool, err error) {
+	a, L, C, F, n := &r.a, &s.wts.layers[l], s.cfg.NEmbd, s.cfg.Inner, r.n
+	err = s.smallGEMM(a.h, a.xln, L.fcWp, n, C, F, s.small.fc,
+		gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: C / (32 * s.small.proj.nt)})
+	if err != nil {
+		return false, err
+	}
+	s.mark("gemm fc")
+	if l+1 < s.cfg.NLayer {
+		err = s.smallGEMM(a.x, a.h, L.fcProjWp, n, F, C, s.small.fcProj, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln})
+		done = true
+	} else {
+		err = s.smallGEMM(a.y, a.h, L.fcProjWp, n, F, C, s.small.fcProj, gemmEpi{})
+	}
+	s.mark("gemm fc proj")
+	return done, err
+}
+
 // mlpGEMMs enqueues h = gelu(xln fcW + fcB) and y = h fcProjW for n token rows (m GEMM rows) and
 // returns how many K-slice partials of y the residual add must sum.
 func (s *state) mlpGEMMs(L *devLayer, r *rows, m int) (int, error) {
 	rt, c, a, n := s.rt, s.cfg, &r.a, r.n
 	C, F := c.NEmbd, c.Inner
 	if s.useSmall(m) {
-		if err := s.smallGEMM(a.h, a.xln, L.fcWp, L.fcB, n, C, F, s.small.fc, true); err != nil {
+		if err := s.smallGEMM(a.h, a.xln, L.fcWp, n, C, F, s.small.fc, gemmEpi{kind: epiGELU, bias: L.fcB}); err != nil {
 			return 0, err
 		}
 		s.mark("gemm fc")
-		if err := s.smallGEMM(a.y, a.h, L.fcProjWp, 0, n, F, C, s.small.fcProj, false); err != nil {
+		if err := s.smallGEMM(a.y, a.h, L.fcProjWp, n, F, C, s.small.fcProj, gemmEpi{}); err != nil {
 			return 0, err
 		}
 		s.mark("gemm fc proj")

@@ -10,6 +10,7 @@ import "C"
 
 import (
 	_ "embed"
+	"fmt"
 	"unsafe"
 )
 
@@ -49,14 +50,41 @@ type kernels struct {
 	attnPaged, attnContig, attnDecodePaged, attnDecodeContig kernel
 	spin                                                     kernel // profiling only
 	argmaxPart, sample                                       kernel
-	// gemm.cu (sm_90 only): NT = 2 or 1 n8 tiles per warp, fp32 out or bias + GELU fp16 out.
-	gemmN2, gemmN1, gemmN2GELU, gemmN1GELU kernel
+	// gemm.cu (sm_90 only): small_gemm for NT = 1 or 2 n8 tiles per warp, with each epilogue.
+	gemm [2][numEpilogues]kernel // [NT-1][epilogue]
 }
 
 const (
-	numKernels = 19
+	numKernels = 15 + 2*numEpilogues
 	numModules = 3
 )
+
+// epilogue is small_gemm's EPI_* (gemm.cu).
+type epilogue int
+
+const (
+	epiPlain  epilogue = iota // y fp32 = XW
+	epiGELU                   // y fp16 = gelu(XW + bias)
+	epiLN                     // y fp32 = the folded norm's product (fold.go)
+	epiLNGELU                 // y fp16 = gelu(the folded norm's product)
+	epiRes                    // the residual add, its fp16 copy and the norm's statistics
+	numEpilogues
+)
+
+// suffix is the epilogue's part of the kernel names (gemm.cu SG_KERNELS).
+func (e epilogue) suffix() string {
+	switch e {
+	case epiGELU:
+		return "_gelu"
+	case epiLN:
+		return "_ln"
+	case epiLNGELU:
+		return "_ln_gelu"
+	case epiRes:
+		return "_res"
+	}
+	return ""
+}
 
 // loadKernels loads the modules (fatbin first, PTX when the driver refuses it) and looks up
 // every kernel. It returns which image loaded, for the ledger.
@@ -77,11 +105,18 @@ func (r *cudaRuntime) loadKernels() (string, error) {
 		}
 	}
 	r.mods = mods
-	for _, k := range []struct {
+	type named struct {
 		dst  *kernel
 		mod  C.CUmodule
 		name string
-	}{
+	}
+	var gemms []named
+	for nt := 1; nt <= 2; nt++ {
+		for e := range numEpilogues {
+			gemms = append(gemms, named{&r.fn.gemm[nt-1][e], mods[2], fmt.Sprintf("gemm_small_n%d%s", nt, e.suffix())})
+		}
+	}
+	for _, k := range append([]named{
 		{&r.fn.embedLN, mods[0], "embed_ln"},
 		{&r.fn.residualLN, mods[0], "residual_ln"},
 		{&r.fn.residualLNLast, mods[0], "residual_ln_last"},
@@ -97,11 +132,7 @@ func (r *cudaRuntime) loadKernels() (string, error) {
 		{&r.fn.spin, mods[0], "spin_ns"},
 		{&r.fn.argmaxPart, mods[1], "argmax_part"},
 		{&r.fn.sample, mods[1], "sample"},
-		{&r.fn.gemmN2, mods[2], "gemm_small_n2"},
-		{&r.fn.gemmN1, mods[2], "gemm_small_n1"},
-		{&r.fn.gemmN2GELU, mods[2], "gemm_small_n2_gelu"},
-		{&r.fn.gemmN1GELU, mods[2], "gemm_small_n1_gelu"},
-	} {
+	}, gemms...) {
 		name := C.CString(k.name)
 		err := r.a.check(C.w_moduleFunc(r.a.c, &k.dst.f, k.mod, name), "cuModuleGetFunction(%s)", k.name)
 		C.free(unsafe.Pointer(name))

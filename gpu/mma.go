@@ -47,19 +47,23 @@ func planSmall(N, K, sms int) (p smallPlan, ok bool) {
 	return p, ok
 }
 
-// smallShared is the dynamic shared memory of a small_gemm block for m rows: X's slice (rows
-// padded by 8 halves) or, after the products, the fp32 partial tile (rows padded by 4 floats).
+// smallShared is the dynamic shared memory of a small_gemm block for m rows (gemm.cu): X's slice
+// (rows padded by 8 halves) or, after the products, the fp32 partial tile (rows padded by 4
+// floats); then the norms of the rows the block writes (64 float pairs) and, for the residual
+// epilogue, those rows of the residual stream.
 func smallShared(m int, p smallPlan) int {
-	rows := (m + 15) / 16 * 16
-	return max(rows*(32*p.kp+8)*2, rows*(32*p.nt+4)*4)
+	rows, bn := (m+15)/16*16, 32*p.nt
+	region := max(rows*(32*p.kp+8)*2, rows*(bn+4)*4)
+	return region + 64*8 + (m+p.splits-1)/p.splits*bn*4
 }
 
-// packMMA writes the fp16 copy of the row-major (K, N) matrix src in small_gemm's order, for the
-// n8 column tiles [nbLo, nbHi): tile nb, k32 step kp and lane l (g = l/4, t = l%4) own the 8
-// halves at ((nb*K/32 + kp)*32 + l)*8: column nb*8+g of rows kp*32 + 2t + {0, 1, 8, 9, 16, 17,
-// 24, 25}, the B fragments of mma.m16n8k16 for the step's two k16 halves. Tiles may be packed
-// by different goroutines at once.
-func packMMA(dst []uint16, src []float32, K, N, nbLo, nbHi int) {
+// packMMA writes the fp16 copy of the row-major (K, N) matrix src (its row k times scale[k]
+// when scale is not nil) in small_gemm's order, for the n8 column tiles [nbLo, nbHi): tile nb,
+// k32 step kp and lane l (g = l/4, t = l%4) own the 8 halves at ((nb*K/32 + kp)*32 + l)*8:
+// column nb*8+g of rows kp*32 + 2t + {0, 1, 8, 9, 16, 17, 24, 25}, the B fragments of
+// mma.m16n8k16 for the step's two k16 halves. Tiles may be packed by different goroutines at
+// once.
+func packMMA(dst []uint16, src, scale []float32, K, N, nbLo, nbHi int) {
 	KT := K / 32
 	rows := [8]int{0, 1, 8, 9, 16, 17, 24, 25}
 	for nb := nbLo; nb < nbHi; nb++ {
@@ -68,7 +72,11 @@ func packMMA(dst []uint16, src []float32, K, N, nbLo, nbHi int) {
 				col, k0 := nb*8+l/4, kp*32+2*(l%4)
 				out := dst[((nb*KT+kp)*32+l)*8:][:8]
 				for e, r := range rows {
-					out[e] = halfBits(src[(k0+r)*N+col])
+					v := src[(k0+r)*N+col]
+					if scale != nil {
+						v *= scale[k0+r]
+					}
+					out[e] = halfBits(v)
 				}
 			}
 		}
@@ -107,16 +115,26 @@ func (s *state) useSmall(m int) bool {
 	return s.small.on && m <= min(limit, smallMaxRows)
 }
 
-// smallGEMM enqueues Y(m, out) = X(m, in) W with small_gemm and W's packed copy wp: y fp32, or
-// with gelu h = gelu(XW + bias) in fp16.
-func (s *state) smallGEMM(y, x, wp, bias devPtr, m, in, out int, p smallPlan, gelu bool) error {
+// gemmEpi is what a small_gemm epilogue needs beyond XW (gemm.cu EPI_*; zero for epiPlain).
+type gemmEpi struct {
+	kind  epilogue
+	bias  devPtr // every epilogue but plain: fp32 (out)
+	colc  devPtr // epiLN, epiLNGELU: the folded matrix's column sums, fp32 (out)
+	stats devPtr // (rows, statStride) (mean, M2) pairs: epiLN* reads parts a row, epiRes writes out/(32 nt)
+	parts int    // epiLN*: the pairs a row of stats holds
+	x16   devPtr // epiRes: y's fp16 copy, (m, out)
+}
+
+// smallGEMM enqueues y(m, out) = X(m, in) W through epilogue e with small_gemm and W's packed
+// copy wp (y fp32, or fp16 for the GELU epilogues; with epiRes y is the residual stream).
+func (s *state) smallGEMM(y, x, wp devPtr, m, in, out int, p smallPlan, e gemmEpi) error {
 	rt := s.rt
 	if m < 1 || m > smallMaxRows {
 		return fmt.Errorf("gpu: small_gemm for %d rows, want 1..%d", m, smallMaxRows)
 	}
-	f := rt.fn.smallFor(p.nt, gelu)
-	return rt.launchEx(f, out/(32*p.nt), p.splits, smallThreads, smallShared(m, p), s.pdl, p.splits,
-		pArg(y), pArg(x), pArg(wp), pArg(bias), iArg(m), iArg(out), iArg(in), iArg(p.kp))
+	return rt.launchEx(rt.fn.gemm[p.nt-1][e.kind], out/(32*p.nt), p.splits, smallThreads, smallShared(m, p), s.pdl, p.splits,
+		pArg(y), pArg(x), pArg(wp), pArg(e.bias), iArg(m), iArg(out), iArg(in), iArg(p.kp),
+		pArg(e.colc), pArg(e.stats), iArg(e.parts), iArg(statStride(s.cfg.NEmbd)), fArg(s.cfg.Eps), pArg(e.x16))
 }
 
 // smallAttrs lets each small_gemm kernel have the dynamic shared memory its plans need at
@@ -132,7 +150,7 @@ func (s *state) smallAttrs() error {
 			s.small.on = false // a shape this device cannot hold: cuBLAS for everything
 			return nil
 		}
-		for _, f := range []kernel{s.rt.fn.smallFor(nt, false), s.rt.fn.smallFor(nt, true)} {
+		for _, f := range s.rt.fn.gemm[nt-1] {
 			if err := s.rt.setMaxShared(f, bytes); err != nil {
 				return err
 			}
@@ -142,18 +160,4 @@ func (s *state) smallAttrs() error {
 		}
 	}
 	return nil
-}
-
-// smallFor is the small_gemm kernel for nt n8 tiles per warp (2 or 1), with the GELU epilogue
-// or not.
-func (k *kernels) smallFor(nt int, gelu bool) kernel {
-	switch {
-	case nt == 2 && gelu:
-		return k.gemmN2GELU
-	case nt == 2:
-		return k.gemmN2
-	case gelu:
-		return k.gemmN1GELU
-	}
-	return k.gemmN1
 }

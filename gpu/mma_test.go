@@ -27,8 +27,8 @@ func TestPackMMA(t *testing.T) {
 		x[i] = float32(rng.IntN(9) - 4)
 	}
 	packed := make([]uint16, K*N)
-	packMMA(packed, w, K, N, 0, 2)   // two goroutines' worth of tiles,
-	packMMA(packed, w, K, N, 2, N/8) // packed separately
+	packMMA(packed, w, nil, K, N, 0, 2)   // two goroutines' worth of tiles,
+	packMMA(packed, w, nil, K, N, 2, N/8) // packed separately
 	for nb := range N / 8 {
 		for col := range 8 {
 			got, want := 0.0, 0.0
@@ -99,7 +99,8 @@ func TestPlanSmall(t *testing.T) {
 func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
 	needGPU(t)
 	w := testModel(gpt2Cfg, 3)
-	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 256, Paged: true, MemoryFraction: 0.01})
+	// NoFold: the packed matrices are the plain ones (folded, two hold gamma W; fold_test.go).
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 256, Paged: true, MemoryFraction: 0.01, NoFold: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,11 @@ func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
 				if err = rt.upload(dst, unsafe.Pointer(&nan[0]), bytes); err != nil {
 					return
 				}
-				if err = s.smallGEMM(dst, g.x, g.wp, g.bias, m, g.in, g.out, g.p, g.gelu); err != nil {
+				e := gemmEpi{}
+				if g.gelu {
+					e = gemmEpi{kind: epiGELU, bias: g.bias}
+				}
+				if err = s.smallGEMM(dst, g.x, g.wp, m, g.in, g.out, g.p, e); err != nil {
 					return
 				}
 				if g.gelu {
@@ -232,8 +237,8 @@ func TestProfileSmallGEMM(t *testing.T) {
 				}
 				p := smallPlan{nt: nt, splits: sp, kp: g.in / (32 * sp)}
 				r.w.do(func() {
-					if err = s.rt.setMaxShared(s.rt.fn.smallFor(nt, false), smallShared(smallMaxRows, p)); err == nil {
-						err = s.rt.allowBigClusters(s.rt.fn.smallFor(nt, false))
+					if err = s.rt.setMaxShared(s.rt.fn.gemm[nt-1][epiPlain], smallShared(smallMaxRows, p)); err == nil {
+						err = s.rt.allowBigClusters(s.rt.fn.gemm[nt-1][epiPlain])
 					}
 				})
 				if err != nil {
@@ -243,7 +248,7 @@ func TestProfileSmallGEMM(t *testing.T) {
 				for _, m := range []int{1, 64} {
 					us, err := timeGraph(r, 20, func() error {
 						for range reps {
-							if err := s.smallGEMM(s.act.y, g.x, g.wp, 0, m, g.in, g.out, p, false); err != nil {
+							if err := s.smallGEMM(s.act.y, g.x, g.wp, m, g.in, g.out, p, gemmEpi{}); err != nil {
 								return err
 							}
 						}

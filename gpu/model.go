@@ -64,8 +64,11 @@ func (c Config) validate() error {
 type devLayer struct {
 	ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, fcProjW, fcProjB devPtr
 	fcBh                                                                           devPtr // fp16 copy of fcB: the bias of cuBLASLt's GELU epilogue
-	// The four matrices packed for small_gemm (mma.go); zero when it is not used.
+	// The four matrices packed for small_gemm (mma.go); zero when it is not used. With folded
+	// norms (fold.go) attnWp and fcWp hold gamma W of ln_1 and ln_2, and the vectors below the
+	// column sums of those and beta W (+ the MLP's bias).
 	attnWp, projWp, fcWp, fcProjWp devPtr
+	qkvC, qkvD, fcC, fcD           devPtr
 }
 
 // devWeights is every parameter on the device, sub-allocated from one buffer.
@@ -87,12 +90,13 @@ type tensorSpec struct {
 	cols    int // > 0: upload the (n/cols, cols) matrix transposed, rows padded to padRows
 	padRows int
 	mma     int // > 0: upload the (n/mma, mma) matrix packed for small_gemm (packMMA)
+	scale   []float32 // packed only, if not nil: row k multiplied by scale[k] first (fold.go)
 }
 
 // uploadWeights checks every tensor's size, allocates one device buffer and copies the
 // parameters into it (matrices as fp16, vectors as fp32; with packed, each layer's four matrices
-// a second time in small_gemm's order).
-func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights, packed bool) (*devWeights, error) {
+// a second time in small_gemm's order, and with fold as well the folded norms' vectors).
+func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights, packed, fold bool) (*devWeights, error) {
 	C, F, V, T := cfg.NEmbd, cfg.Inner, cfg.VocabSize, cfg.NPositions
 	if len(w.Layers) != cfg.NLayer {
 		return nil, fmt.Errorf("gpu: weights have %d layers, config says %d", len(w.Layers), cfg.NLayer)
@@ -112,6 +116,13 @@ func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights, packed bool) (*devWe
 		{dst: &d.wteT, src: w.WTE, n: V * C, half: true, name: "wte (transposed LM head)", cols: C, padRows: paddedVocab(V)},
 		f(&d.lnfw, w.LNFW, C, "ln_f.weight"), f(&d.lnfb, w.LNFB, C, "ln_f.bias"),
 	}
+	var folded []foldedLayer
+	if packed && fold {
+		if err := checkNorms(cfg, w); err != nil {
+			return nil, err
+		}
+		folded = foldLayers(cfg, w)
+	}
 	for i := range w.Layers {
 		s, dl := &w.Layers[i], &d.layers[i]
 		p := fmt.Sprintf("h.%d.", i)
@@ -124,12 +135,23 @@ func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights, packed bool) (*devWe
 			h(&dl.fcProjW, s.FCProjW, F*C, p+"mlp.c_proj.weight"), f(&dl.fcProjB, s.FCProjB, C, p+"mlp.c_proj.bias"),
 		)
 		if packed {
-			pk := func(dst *devPtr, src []float32, n, cols int, name string) tensorSpec {
-				return tensorSpec{dst: dst, src: src, n: n, half: true, name: name + " (packed)", mma: cols}
+			pk := func(dst *devPtr, src []float32, n, cols int, name string, scale []float32) tensorSpec {
+				return tensorSpec{dst: dst, src: src, n: n, half: true, name: name + " (packed)", mma: cols, scale: scale}
+			}
+			var g1, g2 []float32
+			if folded != nil {
+				g1, g2 = s.LN1W, s.LN2W
 			}
 			specs = append(specs,
-				pk(&dl.attnWp, s.AttnW, C*3*C, 3*C, p+"attn.c_attn.weight"), pk(&dl.projWp, s.AttnProjW, C*C, C, p+"attn.c_proj.weight"),
-				pk(&dl.fcWp, s.FCW, C*F, F, p+"mlp.c_fc.weight"), pk(&dl.fcProjWp, s.FCProjW, F*C, C, p+"mlp.c_proj.weight"),
+				pk(&dl.attnWp, s.AttnW, C*3*C, 3*C, p+"attn.c_attn.weight", g1), pk(&dl.projWp, s.AttnProjW, C*C, C, p+"attn.c_proj.weight", nil),
+				pk(&dl.fcWp, s.FCW, C*F, F, p+"mlp.c_fc.weight", g2), pk(&dl.fcProjWp, s.FCProjW, F*C, C, p+"mlp.c_proj.weight", nil),
+			)
+		}
+		if folded != nil {
+			fl := &folded[i]
+			specs = append(specs,
+				f(&dl.qkvC, fl.qkvC, 3*C, p+"ln_1 folded: colsum"), f(&dl.qkvD, fl.qkvD, 3*C, p+"ln_1 folded: beta W"),
+				f(&dl.fcC, fl.fcC, F, p+"ln_2 folded: colsum"), f(&dl.fcD, fl.fcD, F, p+"ln_2 folded: beta W + b"),
 			)
 		}
 	}
@@ -207,7 +229,7 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 					toHalfT(h, p.s.src, p.s.cols, p.s.padRows, p.lo, p.hi)
 				case p.s.mma > 0:
 					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.n)
-					packMMA(h, p.s.src, p.s.n/p.s.mma, p.s.mma, p.lo, p.hi)
+					packMMA(h, p.s.src, p.s.scale, p.s.n/p.s.mma, p.s.mma, p.lo, p.hi)
 				default:
 					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.n)
 					toHalf(h[p.lo:p.hi], p.s.src[p.lo:p.hi])

@@ -202,7 +202,7 @@ func TestFillImageMatchesSerial(t *testing.T) {
 		}
 	}
 	want := make([]uint16, pk*pn)
-	packMMA(want, specs[3].src, pk, pn, 0, pn/8)
+	packMMA(want, specs[3].src, nil, pk, pn, 0, pn/8)
 	for i, w := range want {
 		if got := h16(offs[3], i); got != w {
 			t.Fatalf("packed[%d] = %#04x, want %#04x", i, got, w)

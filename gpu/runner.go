@@ -26,6 +26,9 @@ type Options struct {
 	// 0: smallDefaultRows; < 0: never (comparisons).
 	SmallGEMMRows int
 	NoPDL         bool // small_gemm steps without programmatic dependent launch (comparisons)
+	// NoFold keeps the layer norms and residual adds of small_gemm steps in kernels of their own
+	// instead of folding them into the GEMMs (fold.go; comparisons).
+	NoFold bool
 	// SplitDecodeRows and SplitDecodeMaxRows: on Hopper, decode steps of that many sequences run
 	// as two concurrent lanes of half the rows each (lanes.go) when small_gemm covers a lane.
 	// 0: splitDefaultRows and splitDefaultMaxRows; SplitDecodeRows < 0: never (comparisons).
@@ -98,6 +101,7 @@ type state struct {
 	lt     *ltGEMMs   // nil: no cuBLASLt (lt.go)
 	small  smallGEMMs // the layer GEMMs' plans on small_gemm (mma.go); small.on false: cuBLAS only
 	pdl    bool       // programmatic dependent launch allowed (Hopper, not Options.NoPDL)
+	fold   bool       // small_gemm steps fold their norms into the GEMMs (fold.go)
 	pdlNow bool       // the step being enqueued launches with PDL: set by forward
 	// warmLayers and warmHead are the GEMM row classes whose cuBLAS first-call cost has been paid
 	// (shapes.go): the layers' GEMMs and the LM head's.
@@ -178,18 +182,22 @@ func (s *state) open(w *Weights) error {
 		s.small = planLayer(s.cfg.NEmbd, s.cfg.Inner, rt.info.SMs)
 	}
 	s.pdl = rt.ex && !s.opt.NoPDL
+	s.fold = folds(s.cfg.NEmbd, s.small) && !s.opt.NoFold
 	if s.small.on {
 		if err = s.smallAttrs(); err != nil {
 			return err
 		}
 	}
 	t0 := time.Now()
-	if s.wts, err = rt.uploadWeights(s.cfg, w, s.small.on); err != nil {
+	if s.wts, err = rt.uploadWeights(s.cfg, w, s.small.on, s.fold); err != nil {
 		return fitErr(err)
 	}
 	detail := fmt.Sprintf("%d layers, %d MB", s.cfg.NLayer, s.wts.bytes>>20)
 	if s.small.on {
 		detail += ", with the layer matrices also packed for small_gemm"
+	}
+	if s.fold {
+		detail += " (the norms folded in)"
 	}
 	s.record("weight upload", detail, time.Since(t0))
 	t0 = time.Now()

@@ -22,6 +22,7 @@ func (s *state) rowsFrom(first, n int) rows {
 	at := func(p devPtr, rowBytes int) devPtr { return p + devPtr(first*rowBytes) }
 	a.x, a.xln, a.att = at(a.x, 4*C), at(a.xln, 2*C), at(a.att, 2*C)
 	a.qkv, a.y, a.h = at(a.qkv, 2*3*C), at(a.y, 4*max(3*C, F)), at(a.h, 2*F)
+	a.stats = at(a.stats, 8*statStride(C))
 	return rows{n: n, a: a,
 		pos: at(m.devAt(m.off.pos), 4), slot: at(m.devAt(m.off.slot), 4), tokSeq: at(m.devAt(m.off.tokSeq), 4)}
 }

@@ -1,6 +1,7 @@
 // rosetop's small-batch GEMM for Hopper: Y(M, N) = X(M, K) W(K, N) for the decode steps
-// (M <= 64 rows), fp16 X and W, fp32 accumulation on the tensor cores (mma.sync m16n8k16), Y in
-// fp32 or, for the MLP's first GEMM, gelu_tanh(Y + bias) in fp16.
+// (M <= 64 rows), fp16 X and W, fp32 accumulation on the tensor cores (mma.sync m16n8k16), with
+// one of the epilogues EPI_* below: the layer norms and residual adds of a decode step live in
+// them (gpu/fold.go), so a layer is four GEMMs and the attention kernel, nothing else.
 //
 // At M <= 64 a GEMM is a stream of weights: 1-5 MB read once against a few hundred KB of X, so
 // the kernel is built around getting the weights moving early and from many multiprocessors:
@@ -23,6 +24,14 @@
 #define SG_THREADS 128
 #define SG_WARPS 4
 #define SG_MAX_CLUSTER 16 // gpu/mma.go smallMaxCluster
+
+#define SG_MAX_PARTS 16 // gpu/fold.go foldMaxParts: (mean, M2) pairs a row of stats
+
+// smallRegion is the bytes of X's slice (16*mt rows of KS halves, padded by 8) or, after the
+// products, of the partial tile (16*mt rows of BN floats, padded by 4): multiples of 256.
+__host__ __device__ constexpr int smallRegion(int mt, int KS, int BN) {
+	return 16 * mt * (KS + 8) * 2 > 16 * mt * (BN + 4) * 4 ? 16 * mt * (KS + 8) * 2 : 16 * mt * (BN + 4) * 4;
+}
 
 #if __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
@@ -58,16 +67,30 @@ __device__ __forceinline__ float gelu(float v) {
 }
 #endif
 
+// The epilogues. A layer norm y = LN(x) W + b is folded (gpu/fold.go): X is the row x itself in
+// fp16, W holds gamma * W, and with the row's mean and rstd, colc = the column sums of that W
+// and bias = beta W + b, LN(x) W + b = rstd * (x W - mean * colc) + bias. The row's mean and
+// rstd come from stats, pstride pairs a row: its first P are (mean, M2) of K/P channels each,
+// written by whoever wrote x (EPI_RES below, or embed_ln_warp).
+#define EPI_PLAIN 0   // y fp32 (M, N) = XW
+#define EPI_GELU 1    // y fp16 (M, N) = gelu(XW + bias)
+#define EPI_LN 2      // y fp32 (M, N) = rstd * (XW - mean * colc) + bias
+#define EPI_LN_GELU 3 // y fp16 (M, N) = gelu(rstd * (XW - mean * colc) + bias)
+#define EPI_RES 4     // y fp32 (M, N) += XW + bias (the residual stream); x16 = y in fp16; the
+                      // first gridDim.x stats of each row = (mean, M2) of each block's 32*NT columns
+
 // small_gemm: grid (N / (32*NT), S), cluster (1, S, 1), block 128; dynamic shared memory
-// max(rows16 * (KS + 8) * 2, rows16 * (32*NT + 4) * 4) bytes with rows16 = M rounded up to 16 and
-// KS = 32*KP = K/S. wp is W packed by gpu/mma.go: for n8 tile nb and k32 step kp, lane l's 8
+// smallRegion + 512 + R * 32*NT * 4 bytes (gpu/mma.go smallShared): X's slice, then the partial
+// tile, in the first; the rows' norms (EPI_LN*) and the residual's rows (EPI_RES) after it, with
+// R = ceil(M/S) the rows a block writes. wp is W packed by gpu/mma.go: for n8 tile nb and k32 step kp, lane l's 8
 // halves at ((nb * K/32 + kp) * 32 + l) * 8 are the B fragments (rows k, column nb*8 + l/4) of
 // the step's two k16 halves: k = 2*(l%4) + {0, 1, 8, 9} and the same + 16.
-// GELU: y is half (M, N) = gelu(XW + bias); else y is float (M, N) = XW.
-template <int NT, int KPMAX, bool GELU>
+template <int NT, int KPMAX, int EPI>
 __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__restrict__ x,
                                            const uint4 *__restrict__ wp, const float *__restrict__ bias, int M,
-                                           int N, int K, int KP) {
+                                           int N, int K, int KP, const float *__restrict__ colc,
+                                           float2 *__restrict__ stats, int P, int pstride, float eps,
+                                           half *__restrict__ x16) {
 #if __CUDA_ARCH__ >= 900
 	extern __shared__ __align__(16) unsigned char smem[];
 	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -82,6 +105,12 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 #pragma unroll
 		for (int j = 0; j < NT; j++)
 			if (kp < KP) w[kp][j] = __ldg(wp + ((size_t)(nb0 + j) * KT + split * KP + kp) * 32 + lane);
+	// The epilogue's per-column vectors, also before the wait: a thread's columns are the same
+	// in every pass of step 5 (128 is a multiple of the BN/4 threads of a row).
+	const int BN = 32 * NT, q4 = BN / 4, ncol = blockIdx.x * BN + 4 * (threadIdx.x % q4);
+	float4 bv = make_float4(0.f, 0.f, 0.f, 0.f), cv = bv;
+	if (EPI != EPI_PLAIN) bv = __ldg(reinterpret_cast<const float4 *>(bias + ncol));
+	if (EPI == EPI_LN || EPI == EPI_LN_GELU) cv = __ldg(reinterpret_cast<const float4 *>(colc + ncol));
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;");
 
@@ -98,6 +127,39 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 		asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(xs0 + 2 * (r * xst + 8 * c)), "l"(src),
 		             "r"(r < M ? 16 : 0)
 		             : "memory");
+	}
+	// EPI_RES: the residual's rows this block writes (step 5), fp32, into shared memory with X.
+	const int R = (M + S - 1) / S, r0 = split * R, r1 = min(M, r0 + R);
+	float2 *rowNorm = reinterpret_cast<float2 *>(smem + smallRegion(mt, KS, BN));
+	float *xres = reinterpret_cast<float *>(rowNorm + 64);
+	if (EPI == EPI_RES) {
+		const uint32_t xr0 = (uint32_t)__cvta_generic_to_shared(xres);
+		for (int i = threadIdx.x; i < (r1 - r0) * q4; i += SG_THREADS) {
+			const float *src = reinterpret_cast<const float *>(y) + (size_t)(r0 + i / q4) * N + blockIdx.x * BN + 4 * (i % q4);
+			asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(xr0 + 16 * i), "l"(src) : "memory");
+		}
+	}
+	// The LN epilogues: the mean and rstd of the rows this block writes, from each row's P
+	// (mean, M2) pairs, all loaded at once (Chan et al.'s pairwise combination, a fixed order).
+	if ((EPI == EPI_LN || EPI == EPI_LN_GELU) && (int)threadIdx.x < r1 - r0) { // signed: r1 < r0 past M
+		const float2 *st = stats + (size_t)(r0 + threadIdx.x) * pstride;
+		float2 v[SG_MAX_PARTS];
+		float mean = 0.f, m2 = 0.f, n = (float)(K / P);
+#pragma unroll
+		for (int p = 0; p < SG_MAX_PARTS; p++)
+			if (p < P) v[p] = st[p];
+#pragma unroll
+		for (int p = 0; p < SG_MAX_PARTS; p++)
+			if (p < P) mean += v[p].x;
+		mean /= P;
+#pragma unroll
+		for (int p = 0; p < SG_MAX_PARTS; p++) {
+			if (p < P) {
+				float d = v[p].x - mean;
+				m2 += v[p].y + n * d * d;
+			}
+		}
+		rowNorm[threadIdx.x] = make_float2(mean, rsqrtf(m2 / K + eps));
 	}
 	asm volatile("cp.async.wait_all;" ::: "memory");
 	__syncthreads();
@@ -134,7 +196,7 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 	__syncthreads(); // every warp is done with xs: the partial tile reuses the memory
 
 	// 4. This block's partial tile (16*mt rows, 32*NT columns) into shared memory.
-	const int BN = 32 * NT, rst = BN + 4;
+	const int rst = BN + 4;
 	float *red = reinterpret_cast<float *>(smem);
 	const int g = lane / 4, tq = lane % 4;
 #pragma unroll
@@ -150,9 +212,9 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 	}
 	cluster_sync(); // every block's tile is written (and this block's own barrier)
 
-	// 5. Block `split` sums rows [split*R, (split+1)*R) of the S tiles, in rank order (the same
-	// sum every run), and writes them through the epilogue.
-	const int R = (M + S - 1) / S, r0 = split * R, r1 = min(M, r0 + R), q4 = BN / 4;
+	// 5. Block `split` sums rows [r0, r1) of the S tiles, in rank order (the same sum every run),
+	// and writes them through the epilogue. q4 consecutive threads share a row (EPI_RES's
+	// shuffles).
 	for (int e = threadIdx.x; e < (r1 - r0) * q4; e += SG_THREADS) {
 		int r = r0 + e / q4, c = 4 * (e % q4);
 		const float4 *la = reinterpret_cast<const float4 *>(red + r * rst + c);
@@ -172,16 +234,44 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 				s.w += v[q].w;
 			}
 		}
-		int n = blockIdx.x * BN + c;
-		if (GELU) {
-			float4 b = *reinterpret_cast<const float4 *>(bias + n);
-			half2 lo = __floats2half2_rn(gelu(s.x + b.x), gelu(s.y + b.y));
-			half2 hi = __floats2half2_rn(gelu(s.z + b.z), gelu(s.w + b.w));
-			half2 *o = reinterpret_cast<half2 *>(reinterpret_cast<half *>(y) + (size_t)r * N + n);
-			o[0] = lo;
-			o[1] = hi;
+		size_t o = (size_t)r * N + blockIdx.x * BN + c;
+		if (EPI == EPI_LN || EPI == EPI_LN_GELU) {
+			float2 nr = rowNorm[r - r0];
+			s.x = nr.y * (s.x - nr.x * cv.x);
+			s.y = nr.y * (s.y - nr.x * cv.y);
+			s.z = nr.y * (s.z - nr.x * cv.z);
+			s.w = nr.y * (s.w - nr.x * cv.w);
+		}
+		if (EPI != EPI_PLAIN) {
+			s.x += bv.x;
+			s.y += bv.y;
+			s.z += bv.z;
+			s.w += bv.w;
+		}
+		if (EPI == EPI_GELU || EPI == EPI_LN_GELU) {
+			half2 *h = reinterpret_cast<half2 *>(reinterpret_cast<half *>(y) + o);
+			h[0] = __floats2half2_rn(gelu(s.x), gelu(s.y));
+			h[1] = __floats2half2_rn(gelu(s.z), gelu(s.w));
+		} else if (EPI == EPI_RES) {
+			float4 xv = reinterpret_cast<const float4 *>(xres)[e];
+			s.x += xv.x;
+			s.y += xv.y;
+			s.z += xv.z;
+			s.w += xv.w;
+			*reinterpret_cast<float4 *>(reinterpret_cast<float *>(y) + o) = s;
+			half2 *h = reinterpret_cast<half2 *>(x16 + o);
+			h[0] = __floats2half2_rn(s.x, s.y);
+			h[1] = __floats2half2_rn(s.z, s.w);
+			// The row's mean and M2 over this block's BN columns: q4 lanes, one float4 each.
+			const unsigned grp = (q4 == 32 ? 0xffffffffu : ((1u << q4) - 1) << (lane & ~(q4 - 1)));
+			float sum = s.x + s.y + s.z + s.w;
+			for (int d = q4 / 2; d > 0; d >>= 1) sum += __shfl_xor_sync(grp, sum, d);
+			float mean = sum / BN, dx = s.x - mean, dy = s.y - mean, dz = s.z - mean, dw = s.w - mean;
+			float m2 = dx * dx + dy * dy + dz * dz + dw * dw;
+			for (int d = q4 / 2; d > 0; d >>= 1) m2 += __shfl_xor_sync(grp, m2, d);
+			if (c == 0) stats[(size_t)r * pstride + blockIdx.x] = make_float2(mean, m2);
 		} else {
-			*reinterpret_cast<float4 *>(reinterpret_cast<float *>(y) + (size_t)r * N + n) = s;
+			*reinterpret_cast<float4 *>(reinterpret_cast<float *>(y) + o) = s;
 		}
 	}
 	cluster_sync(); // no block leaves while another may still read its tile
@@ -190,13 +280,23 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 #endif
 }
 
-#define SG_ARGS void *y, const half *x, const uint4 *wp, const float *bias, int M, int N, int K, int KP
-#define SG_CALL y, x, wp, bias, M, N, K, KP
+#define SG_ARGS                                                                                                  \
+	void *y, const half *x, const uint4 *wp, const float *bias, int M, int N, int K, int KP, const float *colc,   \
+	    float2 *stats, int P, int pstride, float eps, half *x16
+#define SG_CALL y, x, wp, bias, M, N, K, KP, colc, stats, P, pstride, eps, x16
 
-// The four variants: NT = 2 (64 columns a block, K slices up to 256) or NT = 1 (32 columns, K
-// slices up to 512); 64 registers of weights per thread either way. (NT = 4 was measured too:
-// no plan of GPT-2's shapes ran faster with it.)
-extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n2(SG_ARGS) { small_gemm<2, 8, false>(SG_CALL); }
-extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n1(SG_ARGS) { small_gemm<1, 16, false>(SG_CALL); }
-extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n2_gelu(SG_ARGS) { small_gemm<2, 8, true>(SG_CALL); }
-extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n1_gelu(SG_ARGS) { small_gemm<1, 16, true>(SG_CALL); }
+// The variants: NT = 2 (64 columns a block, K slices up to 256) or NT = 1 (32 columns, K slices
+// up to 512); 64 registers of weights per thread either way (NT = 4 was measured too: no plan
+// of GPT-2's shapes ran faster with it), times the five epilogues.
+#define SG_KERNELS(name, EPI)                                                                                    \
+	extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n2##name(SG_ARGS) {                     \
+		small_gemm<2, 8, EPI>(SG_CALL);                                                                          \
+	}                                                                                                            \
+	extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n1##name(SG_ARGS) {                     \
+		small_gemm<1, 16, EPI>(SG_CALL);                                                                         \
+	}
+SG_KERNELS(, EPI_PLAIN)
+SG_KERNELS(_gelu, EPI_GELU)
+SG_KERNELS(_ln, EPI_LN)
+SG_KERNELS(_ln_gelu, EPI_LN_GELU)
+SG_KERNELS(_res, EPI_RES)

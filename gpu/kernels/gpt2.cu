@@ -234,6 +234,28 @@ __device__ __forceinline__ void warp_ln(const float4 (&v)[LNW_VEC], int nv, cons
 	}
 }
 
+// warp_stats writes the row v (layout above) to out in fp16 and, for each 64 channels (16 lanes'
+// vectors of one k), their mean and the sum of squared deviations from it to stats[part].
+__device__ __forceinline__ void warp_stats(const float4 (&v)[LNW_VEC], int nv, half *__restrict__ out,
+                                           float2 *__restrict__ stats) {
+	int lane = threadIdx.x % WARP;
+#pragma unroll
+	for (int k = 0; k < LNW_VEC; k++) {
+		if (k < nv) {
+			int c = 4 * (lane + k * WARP);
+			half2 *o = reinterpret_cast<half2 *>(out + c);
+			o[0] = __floats2half2_rn(v[k].x, v[k].y);
+			o[1] = __floats2half2_rn(v[k].z, v[k].w);
+			float s = v[k].x + v[k].y + v[k].z + v[k].w;
+			for (int d = 8; d > 0; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d); // within 16 lanes
+			float mean = s / 64.f, dx = v[k].x - mean, dy = v[k].y - mean, dz = v[k].z - mean, dw = v[k].w - mean;
+			float q = dx * dx + dy * dy + dz * dz + dw * dw;
+			for (int d = 8; d > 0; d >>= 1) q += __shfl_xor_sync(0xffffffffu, q, d);
+			if (lane % 16 == 0) stats[2 * k + lane / 16] = make_float2(mean, q);
+		}
+	}
+}
+
 // warp_residual loads row t of x plus bias plus the S partials of y (pstride floats apart).
 __device__ __forceinline__ void warp_residual(float4 (&v)[LNW_VEC], int nv, const float *__restrict__ x,
                                               const float *__restrict__ y, int S, size_t pstride,
@@ -292,10 +314,14 @@ extern "C" __global__ void residual_ln_last_warp(const float *__restrict__ x, co
 }
 
 // embed_ln_warp: embed_ln with a warp per row. Grid ceil(N/LNW_ROWS), block 32*LNW_ROWS.
+// With stats (the decode steps whose norms are folded into small_gemm, gpu/fold.go), xln gets
+// the row itself in fp16 and stats, pstride pairs a row, the (mean, M2) of each 64 channels in
+// its first C/64 (warp_stats); small_gemm's LN epilogue applies ln_1. Without, xln = ln_1(x).
 extern "C" __global__ void embed_ln_warp(float *__restrict__ x, half *__restrict__ xln, const int *__restrict__ ids,
                                          const int *__restrict__ pos, const half *__restrict__ wte,
                                          const half *__restrict__ wpe, const float *__restrict__ lnw,
-                                         const float *__restrict__ lnb, int C, float eps, int N) {
+                                         const float *__restrict__ lnb, int C, float eps, int N,
+                                         float2 *__restrict__ stats, int pstride) {
 	pdl_wait();
 	int t = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, lane = threadIdx.x % WARP, nv = C / (4 * WARP);
 	if (t >= N) return;
@@ -315,7 +341,10 @@ extern "C" __global__ void embed_ln_warp(float *__restrict__ x, half *__restrict
 	for (int k = 0; k < LNW_VEC; k++) {
 		if (k < nv) *reinterpret_cast<float4 *>(x + row + 4 * (lane + k * WARP)) = v[k];
 	}
-	warp_ln(v, nv, lnw, lnb, xln + row, C, eps);
+	if (stats)
+		warp_stats(v, nv, xln + row, stats + (size_t)t * pstride);
+	else
+		warp_ln(v, nv, lnw, lnb, xln + row, C, eps);
 }
 
 // bias_gelu: h(N,F) = gelu_tanh(y(N,F) + bias(F)), two values per thread (F even).

@@ -1,0 +1,249 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// foldCfg is the smallest shape whose decode steps fold their norms (fold.go folds: width a
+// multiple of 128 for the warp-per-row embedding).
+var foldCfg = Config{NLayer: 2, NHead: 2, NEmbd: 128, NPositions: 128, VocabSize: 1000, Inner: 512, Eps: 1e-5}
+
+// TestFoldedNormsMatchReference runs prefill and teacher-forced decode steps against the
+// float64 reference with the norms folded into small_gemm (the default on Hopper) and not, as
+// one lane and as two, in every mode.
+func TestFoldedNormsMatchReference(t *testing.T) {
+	needGPU(t)
+	w := testModel(foldCfg, 21)
+	const steps = 8
+	ps := makePlans(foldCfg, w, []int{1, 9, 30, 50, 7}, []int{0, 0, 0, 0, 3}, steps, 6)
+	for _, m := range modes {
+		for _, noFold := range []bool{false, true} {
+			for _, split := range []int{-1, 2} {
+				t.Run(fmt.Sprintf("%v/nofold=%v/split=%d", m, noFold, split), func(t *testing.T) {
+					r, err := Open(foldCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: m.paged, Graphs: m.graphs,
+						MemoryFraction: 0.02, SmallGEMMRows: 64, SplitDecodeRows: split, NoFold: noFold})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer r.Close()
+					if !r.s.small.on {
+						t.Skipf("small_gemm is not used on this GPU (compute capability %d): nothing folds", r.s.rt.info.CC)
+					}
+					if r.s.fold == noFold {
+						t.Fatalf("NoFold %v: the runner folds: %v", noFold, r.s.fold)
+					}
+					runPlans(t, r, foldCfg, ps, steps, 1e-2)
+				})
+			}
+		}
+	}
+}
+
+// TestFoldedLanesMatchOneLane: with folded norms too, two lanes compute every row exactly as
+// one lane does (each row's statistics come from that row alone, summed in a fixed order).
+func TestFoldedLanesMatchOneLane(t *testing.T) {
+	needGPU(t)
+	w := testModel(foldCfg, 22)
+	run := func(split int) []float32 {
+		r, err := Open(foldCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: true, Graphs: true,
+			MemoryFraction: 0.02, SmallGEMMRows: 64, SplitDecodeRows: split})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if !r.s.fold {
+			t.Skipf("the norms are not folded on this GPU (compute capability %d)", r.s.rt.info.CC)
+		}
+		tables := tablesFor(r, 8)
+		var out []float32
+		for k, B := range []int{8, 8, 8, 5} {
+			st := decodeStep(B, int32(k), tables)
+			clear(st.Temperature)
+			logits := make([]float32, B*foldCfg.VocabSize)
+			if err := r.StepLogits(st, make([]int32, B), logits); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, logits...)
+		}
+		return out
+	}
+	one, two := run(-1), run(2)
+	for j := range one {
+		if math.Float32bits(one[j]) != math.Float32bits(two[j]) {
+			t.Fatalf("logit %d: one lane %v, two lanes %v", j, one[j], two[j])
+		}
+	}
+}
+
+// TestFoldNorm checks the folded vectors against their definition on a small matrix. No GPU.
+func TestFoldNorm(t *testing.T) {
+	const K, N = 3, 2
+	W := []float32{1, 2, 3, 4, 5, 6}
+	gamma, beta, bias := []float32{0.5, 2, 1}, []float32{1, -1, 0.25}, []float32{10, 20}
+	colc, d := foldNorm(W, gamma, beta, bias, K, N)
+	wantC := []float32{0.5*1 + 2*3 + 1*5, 0.5*2 + 2*4 + 1*6}
+	wantD := []float32{1*1 - 1*3 + 0.25*5 + 10, 1*2 - 1*4 + 0.25*6 + 20}
+	for n := range N {
+		if colc[n] != wantC[n] || d[n] != wantD[n] {
+			t.Errorf("column %d: colc %v d %v, want %v %v", n, colc[n], d[n], wantC[n], wantD[n])
+		}
+	}
+	if folds(100, smallGEMMs{on: true, proj: smallPlan{nt: 2}, fcProj: smallPlan{nt: 2}}) {
+		t.Error("a width of 100 folds; the warp-per-row embedding needs a multiple of 128")
+	}
+	if !folds(768, smallGEMMs{on: true, proj: smallPlan{nt: 2}, fcProj: smallPlan{nt: 2}}) {
+		t.Error("GPT-2's width does not fold")
+	}
+	if folds(768, smallGEMMs{on: true, proj: smallPlan{nt: 2}, fcProj: smallPlan{nt: 1}}) {
+		t.Error("24 parts of 32 channels fold; small_gemm combines at most 16")
+	}
+}
+
+// TestFoldedEpilogues runs the folded-norm epilogues alone against float64 on the host, at row
+// counts that split unevenly over the clusters: the attention projection with the residual add
+// (EPI_RES: x, its fp16 copy, the row statistics) and then the MLP's first GEMM with ln_2 folded
+// in (EPI_LN_GELU) on what the first wrote.
+func TestFoldedEpilogues(t *testing.T) {
+	needGPU(t)
+	cfg := foldCfg
+	w := testModel(cfg, 23)
+	r, err := Open(cfg, w, Options{MaxBatch: 64, MaxSeqLen: 64, MemoryFraction: 0.01, SmallGEMMRows: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s := r.s
+	if !s.fold {
+		t.Skipf("the norms are not folded on this GPU (compute capability %d)", s.rt.info.CC)
+	}
+	C, F, L, wl := cfg.NEmbd, cfg.Inner, &s.wts.layers[0], &w.Layers[0]
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, m := range []int{1, 2, 3, 4, 5, 8, 13, 37, 64} {
+		x0 := make([]float32, m*C)
+		att := make([]uint16, m*C)
+		for i := range x0 {
+			x0[i] = float32(3 * rng.NormFloat64())
+			att[i] = halfBits(float32(rng.NormFloat64()))
+		}
+		x := make([]float32, m*C)
+		x16 := make([]uint16, m*C)
+		h := make([]uint16, m*F)
+		qkv := make([]float32, m*3*C)
+		stride := statStride(C)
+		stats := make([]float32, 2*m*stride)
+		r.w.do(func() {
+			rt := s.rt
+			if err = rt.upload(s.act.x, unsafe.Pointer(&x0[0]), int64(4*m*C)); err != nil {
+				return
+			}
+			if err = rt.upload(s.act.att, unsafe.Pointer(&att[0]), int64(2*m*C)); err != nil {
+				return
+			}
+			s.pdlNow = false
+			if err = s.smallGEMM(s.act.x, s.act.att, L.projWp, m, C, C, s.small.proj,
+				gemmEpi{kind: epiRes, bias: L.projB, stats: s.act.stats, x16: s.act.xln}); err != nil {
+				return
+			}
+			if err = s.smallGEMM(s.act.h, s.act.xln, L.fcWp, m, C, F, s.small.fc,
+				gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: s.act.stats, parts: C / (32 * s.small.proj.nt)}); err != nil {
+				return
+			}
+			if err = rt.download(unsafe.Pointer(&stats[0]), s.act.stats, int64(8*m*stride)); err != nil {
+				return
+			}
+			if err = s.smallGEMM(s.act.y, s.act.xln, L.attnWp, m, C, 3*C, s.small.qkv,
+				gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: s.act.stats, parts: C / (32 * s.small.proj.nt)}); err != nil {
+				return
+			}
+			if err = rt.download(unsafe.Pointer(&qkv[0]), s.act.y, int64(4*m*3*C)); err != nil {
+				return
+			}
+			if err = rt.download(unsafe.Pointer(&x[0]), s.act.x, int64(4*m*C)); err == nil {
+				if err = rt.download(unsafe.Pointer(&x16[0]), s.act.xln, int64(2*m*C)); err == nil {
+					if err = rt.download(unsafe.Pointer(&h[0]), s.act.h, int64(2*m*F)); err == nil {
+						err = rt.sync()
+					}
+				}
+			}
+		})
+		if err != nil {
+			t.Fatalf("%d rows: %v", m, err)
+		}
+		for i := range m {
+			// x = x0 + att W + b, and its fp16 copy.
+			want := make([]float64, C)
+			for n := range C {
+				v := float64(x0[i*C+n]) + float64(wl.AttnProjB[n])
+				for k := range C {
+					v += float64(halfToFloat(att[i*C+k])) * float64(wl.AttnProjW[k*C+n])
+				}
+				want[n] = v
+			}
+			if e := relErr(x[i*C:(i+1)*C], want); e > 1e-5 {
+				t.Fatalf("%d rows, row %d: residual stream relative error %.2e", m, i, e)
+			}
+			got16 := make([]float32, C)
+			for n := range C {
+				got16[n] = halfToFloat(x16[i*C+n])
+			}
+			if e := relErr(got16, want); e > 1e-3 {
+				t.Fatalf("%d rows, row %d: its fp16 copy relative error %.2e", m, i, e)
+			}
+			// The statistics of each part of the row.
+			bn := C / (C / (32 * s.small.proj.nt))
+			for p := range C / bn {
+				var pm, p2 float64
+				for _, v := range want[p*bn : (p+1)*bn] {
+					pm += v
+				}
+				pm /= float64(bn)
+				for _, v := range want[p*bn : (p+1)*bn] {
+					p2 += (v - pm) * (v - pm)
+				}
+				got := stats[2*(i*stride+p) : 2*(i*stride+p)+2]
+				if math.Abs(float64(got[0])-pm) > 1e-4*(1+math.Abs(pm)) || math.Abs(float64(got[1])-p2) > 1e-4*p2 {
+					t.Errorf("%d rows, row %d, part %d: statistics %v, want (%v, %v)", m, i, p, got, pm, p2)
+				}
+			}
+			var mean, v2 float64
+			for _, v := range want {
+				mean += v
+			}
+			mean /= float64(C)
+			for _, v := range want {
+				v2 += (v - mean) * (v - mean)
+			}
+			rstd := 1 / math.Sqrt(v2/float64(C)+float64(cfg.Eps))
+			// qkv = ln_1(x) W (the attention kernel adds the bias), with this x as the input.
+			wantQ := make([]float64, 3*C)
+			for n := range 3 * C {
+				for k := range C {
+					wantQ[n] += ((want[k]-mean)*rstd*float64(wl.LN1W[k]) + float64(wl.LN1B[k])) * float64(wl.AttnW[k*3*C+n])
+				}
+			}
+			if e := relErr(qkv[i*3*C:(i+1)*3*C], wantQ); e > 3e-3 {
+				t.Errorf("%d rows, row %d: ln_1(x) W relative error %.2e", m, i, e)
+			}
+			// h = gelu(ln_2(x) W + b).
+			wantH := make([]float64, F)
+			gotH := make([]float32, F)
+			for n := range F {
+				u := float64(wl.FCB[n])
+				for k := range C {
+					u += ((want[k]-mean)*rstd*float64(wl.LN2W[k]) + float64(wl.LN2B[k])) * float64(wl.FCW[k*F+n])
+				}
+				wantH[n] = 0.5 * u * (1 + math.Tanh(0.7978845608028654*(u+0.044715*u*u*u)))
+				gotH[n] = halfToFloat(h[i*F+n])
+			}
+			if e := relErr(gotH, wantH); e > 3e-3 {
+				t.Fatalf("%d rows, row %d: gelu(ln_2(x) W + b) relative error %.2e", m, i, e)
+			}
+		}
+	}
+}
