@@ -28,13 +28,13 @@ func (s *state) rowsFrom(first, n int) rows {
 }
 
 // The default range of Options.SplitDecodeRows and SplitDecodeMaxRows: where two lanes took
-// less GPU time per decode step than the faster one-lane path on the H200, once the attention
-// kernel loaded its first row of keys and values before its PDL wait (bench/RESULTS.md: batch
-// 32: 411.7 against 414.3 us, 48: 452.2 against 465.6, 64: 490.7 against 499.9 on cuBLAS; 24:
-// 397.1 against 381.4).
+// less GPU time per decode step than the faster one-lane path on the H200 and the jobs agreed
+// (bench/RESULTS.md). At 64 rows two lanes measured less GPU time per replay than one lane on
+// cuBLAS (475 against 500 us) but the decode-heavy and admission jobs ran slower with them
+// (admission 127.5k against 132k tokens/s), so batch 64 stays on one lane.
 const (
 	splitDefaultRows    = 32
-	splitDefaultMaxRows = 64
+	splitDefaultMaxRows = 48
 )
 
 // splitRows returns the first lane's rows when a step of n token rows and nb sequences runs as

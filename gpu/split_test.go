@@ -15,8 +15,8 @@ func TestSplitRows(t *testing.T) {
 	}{
 		{"batch 48 decode", Options{}, true, 48, 48, 24},
 		{"batch 32 decode", Options{}, true, 32, 32, 16},
-		{"batch 64 decode", Options{}, true, 64, 64, 32},
-		{"batch 64 with the range lowered", Options{SplitDecodeMaxRows: 48}, true, 64, 64, 0},
+		{"batch 64: past the default range", Options{}, true, 64, 64, 0},
+		{"batch 64 with the range raised", Options{SplitDecodeMaxRows: 64}, true, 64, 64, 32},
 		{"batch 24: below it", Options{}, true, 24, 24, 0},
 		{"prefill (more rows than sequences)", Options{}, true, 48, 8, 0},
 		{"no small_gemm (cuBLAS is on the main stream only)", Options{}, false, 48, 48, 0},
