@@ -145,7 +145,6 @@ func TestFoldedEpilogues(t *testing.T) {
 			if err = rt.upload(s.act.att, unsafe.Pointer(&att[0]), int64(2*m*C)); err != nil {
 				return
 			}
-			s.pdlNow = false
 			if err = s.smallGEMM(s.act.x, s.act.att, L.projWp, m, C, C, s.small.proj,
 				gemmEpi{kind: epiRes, bias: L.projB, stats: s.act.stats, x16: s.act.xln}); err != nil {
 				return
@@ -196,7 +195,7 @@ func TestFoldedEpilogues(t *testing.T) {
 				t.Fatalf("%d rows, row %d: its fp16 copy relative error %.2e", m, i, e)
 			}
 			// The statistics of each part of the row.
-			bn := C / (C / (32 * s.small.proj.nt))
+			bn := 32 * s.small.proj.nt // the projection's block of columns
 			for p := range C / bn {
 				var pm, p2 float64
 				for _, v := range want[p*bn : (p+1)*bn] {
