@@ -60,25 +60,9 @@ func TestFoldedLanesMatchOneLane(t *testing.T) {
 		if !r.s.fold {
 			t.Skipf("the norms are not folded on this GPU (compute capability %d)", r.s.rt.info.CC)
 		}
-		tables := tablesFor(r, 8)
-		var out []float32
-		for k, B := range []int{8, 8, 8, 5} {
-			st := decodeStep(B, int32(k), tables)
-			clear(st.Temperature)
-			logits := make([]float32, B*foldCfg.VocabSize)
-			if err := r.StepLogits(st, make([]int32, B), logits); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, logits...)
-		}
-		return out
+		return fourDecodeSteps(t, r, foldCfg)
 	}
-	one, two := run(-1), run(2)
-	for j := range one {
-		if math.Float32bits(one[j]) != math.Float32bits(two[j]) {
-			t.Fatalf("logit %d: one lane %v, two lanes %v", j, one[j], two[j])
-		}
-	}
+	sameLogits(t, run(-1), run(2))
 }
 
 // TestFoldNorm checks the folded vectors against their definition on a small matrix. No GPU.

@@ -167,8 +167,7 @@ func TestLanesMatchOneLane(t *testing.T) {
 	w := testModel(cfg, 12)
 	for _, m := range modes {
 		t.Run(m.String(), func(t *testing.T) {
-			// steps returns the logits of the same four greedy decode steps (position k: every
-			// earlier position was written) on a runner with the given SplitDecodeRows.
+			// steps returns fourDecodeSteps' logits on a runner with the given SplitDecodeRows.
 			steps := func(split int) []float32 {
 				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs,
 					MemoryFraction: 0.02, SmallGEMMRows: 64, SplitDecodeRows: split})
@@ -182,26 +181,36 @@ func TestLanesMatchOneLane(t *testing.T) {
 				if lanes := r.s.splitRows(8, 8) > 0; lanes != (split > 0) {
 					t.Fatalf("SplitDecodeRows %d: a decode step of 8 rows splits: %v", split, lanes)
 				}
-				tables := tablesFor(r, 8)
-				var out []float32
-				for k, B := range []int{8, 8, 8, 5} {
-					st := decodeStep(B, int32(k), tables)
-					clear(st.Temperature)
-					logits := make([]float32, B*cfg.VocabSize)
-					if err := r.StepLogits(st, make([]int32, B), logits); err != nil {
-						t.Fatal(err)
-					}
-					out = append(out, logits...)
-				}
-				return out
+				return fourDecodeSteps(t, r, cfg)
 			}
-			runs := [2][]float32{steps(-1), steps(2)}
-			for j := range runs[0] {
-				if math.Float32bits(runs[0][j]) != math.Float32bits(runs[1][j]) {
-					t.Fatalf("logit %d: one lane %v, two lanes %v", j, runs[0][j], runs[1][j])
-				}
-			}
+			sameLogits(t, steps(-1), steps(2))
 		})
+	}
+}
+
+// fourDecodeSteps returns the logits of four greedy decode steps of 8, 8, 8 and 5 sequences at
+// positions 0-3 (position k: every earlier position was written) on r.
+func fourDecodeSteps(t *testing.T, r *Runner, cfg Config) []float32 {
+	tables := tablesFor(r, 8)
+	var out []float32
+	for k, B := range []int{8, 8, 8, 5} {
+		st := decodeStep(B, int32(k), tables)
+		clear(st.Temperature)
+		logits := make([]float32, B*cfg.VocabSize)
+		if err := r.StepLogits(st, make([]int32, B), logits); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, logits...)
+	}
+	return out
+}
+
+// sameLogits fails unless one lane's logits and two lanes' are bit-identical.
+func sameLogits(t *testing.T, one, two []float32) {
+	for j := range one {
+		if math.Float32bits(one[j]) != math.Float32bits(two[j]) {
+			t.Fatalf("logit %d: one lane %v, two lanes %v", j, one[j], two[j])
+		}
 	}
 }
 

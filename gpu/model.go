@@ -89,7 +89,7 @@ type tensorSpec struct {
 	name    string
 	cols    int // > 0: upload the (n/cols, cols) matrix transposed, rows padded to padRows
 	padRows int
-	mma     int // > 0: upload the (n/mma, mma) matrix packed for small_gemm (packMMA)
+	mma     int       // > 0: upload the (n/mma, mma) matrix packed for small_gemm (packMMA)
 	scale   []float32 // packed only, if not nil: row k multiplied by scale[k] first (fold.go)
 }
 
