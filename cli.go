@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 
 	"rosetop/bench"
@@ -69,7 +72,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return parseErr(err)
 	}
-	return bench.RunBench(ctx, cfg, stdout, stderr)
+	return withCPUProfile(cfg.CPUProfilePath, func() error { return bench.RunBench(ctx, cfg, stdout, stderr) })
+}
+
+// withCPUProfile runs f under a Go CPU profile written to path ("" runs f alone).
+func withCPUProfile(path string, f func() error) error {
+	if path == "" {
+		return f()
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	runErr := f()
+	pprof.StopCPUProfile()
+	if err := out.Close(); err != nil {
+		return errors.Join(runErr, fmt.Errorf("--cpuprofile: %w", err))
+	}
+	return runErr
 }
 
 // runDashboard opens the live dashboard; on quit it prints the run summaries so far to stdout,
@@ -80,12 +104,14 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err != nil {
 		return parseErr(err)
 	}
-	sess, err := bench.NewSession(ctx, cfg, bench.SessionOptions{Progress: stderr})
-	if err != nil {
-		return err
-	}
-	runErr := tui.Run(ctx, sess, tui.Options{Input: stdin, Output: stderr, AltScreen: true})
-	closeErr := sess.Close()
-	repErr := sess.Report(stdout)
-	return errors.Join(runErr, closeErr, repErr)
+	return withCPUProfile(cfg.CPUProfilePath, func() error {
+		sess, err := bench.NewSession(ctx, cfg, bench.SessionOptions{Progress: stderr})
+		if err != nil {
+			return err
+		}
+		runErr := tui.Run(ctx, sess, tui.Options{Input: stdin, Output: stderr, AltScreen: true})
+		closeErr := sess.Close()
+		repErr := sess.Report(stdout)
+		return errors.Join(runErr, closeErr, repErr)
+	})
 }

@@ -66,6 +66,7 @@ func TestBadInput(t *testing.T) {
 		{"bench prefill batch", []string{"bench", "--max-batch-size", "4", "--prefill-max-batch-size", "8"}, "--prefill-max-batch-size"},
 		{"bench device", []string{"bench", "--device", "tpu"}, "--device"},
 		{"dashboard flag", []string{"--num-requests", "-3"}, "--num-requests"},
+		{"bench cpu profile", []string{"bench", "--cpuprofile", filepath.Join(dir, "no", "such", "cpu.prof")}, "--cpuprofile"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,6 +85,26 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("error %q does not mention %q", line, tc.want)
 			}
 		})
+	}
+}
+
+// TestCPUProfile checks that --cpuprofile writes a profile (gzip-compressed, as pprof writes
+// them) and leaves the report on stdout.
+func TestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	code, stdout, stderr := runCLI(t, "bench", "--num-requests", "2", "--max-new-tokens", "2", "--cpuprofile", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "Throughput") {
+		t.Fatalf("no report on stdout: %q", stdout)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("%s is not a gzip-compressed profile (%d bytes)", path, len(b))
 	}
 }
 

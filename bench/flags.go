@@ -46,6 +46,7 @@ type Config struct {
 	RepeatRuns        int     `json:"repeat_runs"`
 	JSONPath          string  `json:"-"`
 	CSVPath           string  `json:"-"`
+	CPUProfilePath    string  `json:"-"`
 }
 
 // ErrBadFlag is wrapped by every command-line error: main prints the message and exits 2.
@@ -106,6 +107,7 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 	fs.IntVar(&cfg.RepeatRuns, "repeat-runs", cfg.RepeatRuns, "measured runs, each printed")
 	fs.StringVar(&cfg.JSONPath, "json", cfg.JSONPath, "write config, run summaries and per-request records to FILE")
 	fs.StringVar(&cfg.CSVPath, "csv", cfg.CSVPath, "write one row per request to FILE")
+	fs.StringVar(&cfg.CPUProfilePath, "cpuprofile", cfg.CPUProfilePath, "write a Go CPU profile of the whole process to FILE (go tool pprof)")
 	return fs
 }
 

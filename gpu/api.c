@@ -35,9 +35,9 @@ rt_api *rt_open(char *err, int errlen, int with_cublas) {
 	SYM(libcuda, cuDeviceGet, "cuDeviceGet");
 	SYM(libcuda, cuDeviceGetName, "cuDeviceGetName");
 	SYM(libcuda, cuDeviceGetAttribute, "cuDeviceGetAttribute");
-	SYM(libcuda, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-	SYM(libcuda, cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
 	SYM(libcuda, cuCtxSetCurrent, "cuCtxSetCurrent");
+	SYM(libcuda, cuCtxCreate, "cuCtxCreate_v2");
+	SYM(libcuda, cuCtxDestroy, "cuCtxDestroy_v2");
 	SYM(libcuda, cuMemGetInfo, "cuMemGetInfo_v2");
 	SYM(libcuda, cuMemAlloc, "cuMemAlloc_v2");
 	SYM(libcuda, cuMemFree, "cuMemFree_v2");
@@ -115,9 +115,9 @@ CUresult w_deviceCount(rt_api *a, int *n) { return a->cuDeviceGetCount(n); }
 CUresult w_deviceGet(rt_api *a, CUdevice *d, int i) { return a->cuDeviceGet(d, i); }
 CUresult w_deviceName(rt_api *a, char *s, int n, CUdevice d) { return a->cuDeviceGetName(s, n, d); }
 CUresult w_deviceAttr(rt_api *a, int *v, int attr, CUdevice d) { return a->cuDeviceGetAttribute(v, attr, d); }
-CUresult w_ctxRetain(rt_api *a, CUcontext *c, CUdevice d) { return a->cuDevicePrimaryCtxRetain(c, d); }
-CUresult w_ctxRelease(rt_api *a, CUdevice d) { return a->cuDevicePrimaryCtxRelease(d); }
 CUresult w_ctxSetCurrent(rt_api *a, CUcontext c) { return a->cuCtxSetCurrent(c); }
+CUresult w_ctxCreate(rt_api *a, CUcontext *c, CUdevice d) { return a->cuCtxCreate(c, 0, d); }
+CUresult w_ctxDestroy(rt_api *a, CUcontext c) { return a->cuCtxDestroy(c); }
 CUresult w_memInfo(rt_api *a, size_t *f, size_t *t) { return a->cuMemGetInfo(f, t); }
 CUresult w_memAlloc(rt_api *a, CUdeviceptr *p, size_t n) { return a->cuMemAlloc(p, n); }
 CUresult w_memFree(rt_api *a, CUdeviceptr p) { return a->cuMemFree(p); }

@@ -422,3 +422,76 @@ func countOf(xs []string, x string) int {
 	}
 	return n
 }
+
+// TestProfileDecodeRun times decode-heavy's decode phase as the job runs it: 64 sequences
+// stepping together from position 2 to 257, their KV blocks handed out as they grow (block j of
+// sequence i is j*64+i, as the engine's block manager allocates them), greedy. Each variant runs
+// on a fresh runner, in alternating order, twice (a runner opened later in a process must be as
+// fast as the first: runtime.go openRuntime); the log shows the wall time per step over bands of
+// 32 positions. Set ROSETOP_GPU_PROFILE=1.
+func TestProfileDecodeRun(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	w := testModel(gpt2Cfg, 1)
+	variants := []struct {
+		name string
+		opt  Options
+	}{
+		{"default", Options{}},
+		{"two lanes at 64", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}},
+		{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}},
+	}
+	for round := range 2 {
+		for _, v := range variants {
+			t.Logf("round %d [%s]: us per step over positions 2-257 in bands of 32: %s", round, v.name, profileRun(t, w, v.opt))
+		}
+	}
+}
+
+// profileRun runs the 256 decode steps of TestProfileDecodeRun on a fresh runner and returns
+// the mean wall time per step of each band of 32, then of all.
+func profileRun(t *testing.T, w *Weights, opt Options) string {
+	const B, steps, band = 64, 256, 32
+	opt.MaxBatch, opt.MaxSeqLen, opt.Paged, opt.Graphs, opt.MemoryFraction = B, 272, true, true, 0.5
+	r, err := Open(gpt2Cfg, w, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, _, width := r.Layout()
+	tables := make([][]int32, B)
+	for i := range tables {
+		tables[i] = make([]int32, width)
+		for j := range width {
+			tables[i][j] = int32(j*B + i)
+		}
+	}
+	st := decodeStep(B, 2, tables)
+	clear(st.Temperature)
+	next := make([]int32, B)
+	for range 3 { // the graph's capture and a warm replay
+		if err := r.Step(st, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out string
+	var total time.Duration
+	for b := 0; b < steps; b += band {
+		t0 := time.Now()
+		for k := b; k < b+band; k++ {
+			for i := range st.Start {
+				st.Start[i] = int32(2 + k)
+				st.Tokens[i] = next[i]
+			}
+			if err := r.Step(st, next); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d := time.Since(t0)
+		total += d
+		out += fmt.Sprintf("%.0f ", float64(d.Microseconds())/band)
+	}
+	return out + fmt.Sprintf("| all %.1f", float64(total.Microseconds())/steps)
+}

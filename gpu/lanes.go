@@ -19,8 +19,9 @@ import "fmt"
 // second read can hit L2: a layer is 14 MB).
 //
 // Measured on the H200 (bench/RESULTS.md), the overlap is partial: a 64-row step as two lanes of
-// 32 took 505.5 us against 427 us for one 32-row chain alone and 499.8 us for one 64-row chain on
-// cuBLAS. Two lanes win only at 32-48 rows (2-4%), which is the default range (split.go).
+// 32 took 473.5 us against 404.2 us for one 32-row chain alone and 464.5 us for one 64-row chain
+// on cuBLAS. No batch size ran faster as two lanes than as one, so lanes are off unless
+// Options.SplitDecodeRows asks for them (split.go).
 
 // lanes are the runtime's second stream and the events that fork it from and join it to the main
 // stream. Owned by the worker goroutine, like the rest of cudaRuntime.

@@ -102,8 +102,9 @@ func planLayer(C, F, sms int) smallGEMMs {
 }
 
 // smallDefaultRows is Options.SmallGEMMRows's default: up to this many rows a decode step on
-// small_gemm with PDL took less GPU time than on cuBLAS on the H200 (batch 1: 319 vs 395 us,
-// 16: 359 vs 422, 32: 423 vs 447, 48: 473 vs 476, 64: 520 vs 499; bench/RESULTS.md).
+// small_gemm with PDL took less GPU time than on cuBLAS on the H200 (GPU us per step graph,
+// batch 1: 291.0 vs 368.0, 16: 343.5 vs 395.5, 32: 404.2 vs 418.9, 48: 458.6 vs 445.7, 64: 506.8
+// vs 468.4; bench/RESULTS.md).
 const smallDefaultRows = 32
 
 // useSmall reports whether a step's layer GEMMs of m rows run on small_gemm.

@@ -31,7 +31,7 @@ type Options struct {
 	NoFold bool
 	// SplitDecodeRows and SplitDecodeMaxRows: on Hopper, decode steps of that many sequences run
 	// as two concurrent lanes of half the rows each (lanes.go) when small_gemm covers a lane.
-	// 0: splitDefaultRows and splitDefaultMaxRows; SplitDecodeRows < 0: never (comparisons).
+	// SplitDecodeRows <= 0: never (the default: split.go says why); SplitDecodeMaxRows 0: 64.
 	SplitDecodeRows, SplitDecodeMaxRows int
 	// Record receives each cold-start cost (context, modules, weights, cuBLAS, KV pool, graph
 	// captures). It is called on the runner's worker goroutine; it may be nil.
@@ -265,7 +265,7 @@ func (s *state) close() error {
 }
 
 // Close frees every device and pinned allocation, the graphs, the stream and the module, and
-// releases the primary context. The Runner must not be used afterwards.
+// destroys the Runner's context. The Runner must not be used afterwards.
 func (r *Runner) Close() error {
 	if r.s == nil {
 		return nil

@@ -27,13 +27,14 @@ type cudaRuntime struct {
 	stream C.CUstream // the main stream: copies, cuBLAS, graph launches, synchronization
 	// cur is the stream kernel launches go to: stream, or lanes.side while a split decode step
 	// enqueues its second lane (lanes.go).
-	cur   C.CUstream
-	lanes lanes
-	mods  [numModules]C.CUmodule // gpt2, sample, gemm
-	blas  C.cublasHandle_t
-	ws    devPtr // cuBLAS workspace, set before any capture
-	args  *C.rt_args
-	fn    kernels
+	cur    C.CUstream
+	lanes  lanes
+	mods   [numModules]C.CUmodule // gpt2, sample, gemm
+	blas   C.cublasHandle_t
+	ws     devPtr // cuBLAS workspace, set before any capture
+	ownCtx bool
+	args   *C.rt_args
+	fn     kernels
 	// ex: compute capability 9.x and a driver with cuLaunchKernelEx, so launchEx works and the
 	// sm_90-only kernels (gemm.cu) run.
 	ex bool
@@ -66,8 +67,14 @@ type timed struct {
 
 const workspaceBytes = 32 << 20
 
-// openRuntime loads the driver and cuBLAS, retains the primary context of device 0, creates the
+// openRuntime loads the driver and cuBLAS, creates a context of its own on device 0, creates the
 // stream, loads the kernels and creates the cuBLAS handle. It must run on the worker thread.
+//
+// Not the device's primary context: in it, every Runner opened after the first in a process ran
+// slower (H200: a batch-64 decode step 482 -> 513 us, every kernel a little, at the same
+// allocation addresses; why is not known), so a dashboard that rebuilds its engine was 6% slower
+// from then on. With a context per Runner, destroyed with it, every Runner measured as fast as
+// the first (bench/RESULTS.md).
 func openRuntime(costs *[]timed) (*cudaRuntime, error) {
 	a, err := openAPI(true)
 	if err != nil {
@@ -79,7 +86,7 @@ func openRuntime(costs *[]timed) (*cudaRuntime, error) {
 		r.close()
 		return nil, err
 	}
-	if err = a.check(C.w_ctxRetain(a.c, &r.ctx, r.info.dev), "cuDevicePrimaryCtxRetain"); err != nil {
+	if err = a.check(C.w_ctxCreate(a.c, &r.ctx, r.info.dev), "cuCtxCreate"); err != nil {
 		r.ctx = nil
 		r.close()
 		return nil, err
@@ -169,7 +176,7 @@ func (r *cudaRuntime) close() error {
 		r.stream = nil
 	}
 	if r.ctx != nil {
-		keep(a.check(C.w_ctxRelease(a.c, r.info.dev), "cuDevicePrimaryCtxRelease"))
+		keep(a.check(C.w_ctxDestroy(a.c, r.ctx), "cuCtxDestroy"))
 		r.ctx = nil
 	}
 	if r.args != nil {

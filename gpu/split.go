@@ -27,15 +27,14 @@ func (s *state) rowsFrom(first, n int) rows {
 		pos: at(m.devAt(m.off.pos), 4), slot: at(m.devAt(m.off.slot), 4), tokSeq: at(m.devAt(m.off.tokSeq), 4)}
 }
 
-// The default range of Options.SplitDecodeRows and SplitDecodeMaxRows: where two lanes took
-// less GPU time per decode step than the faster one-lane path on the H200 and the jobs agreed
-// (bench/RESULTS.md). At 64 rows two lanes measured less GPU time per replay than one lane on
-// cuBLAS (475 against 500 us) but the decode-heavy and admission jobs ran slower with them
-// (admission 127.5k against 132k tokens/s), so batch 64 stays on one lane.
-const (
-	splitDefaultRows    = 32
-	splitDefaultMaxRows = 48
-)
+// Two lanes are off unless Options.SplitDecodeRows asks for them: with every runner measured in
+// a context of its own (runtime.go openRuntime), no decode step ran faster as two lanes than on
+// the better one-lane path (H200, GPU us per step graph: 32 rows 411.5 against 404.2 on
+// small_gemm, 48 rows 446.0 against 445.7 on cuBLAS, 64 rows 473.5 against 464.5; the
+// decode-heavy and admission jobs agreed; bench/RESULTS.md). The range 32-48 used before came
+// from runners measured after the first in one process, which ran slower on every path.
+// splitDefaultMaxRows is SplitDecodeMaxRows's default when splitting is asked for.
+const splitDefaultMaxRows = 64
 
 // splitRows returns the first lane's rows when a step of n token rows and nb sequences runs as
 // two lanes, else 0. Only decode steps (a token per sequence) in the Options' range split, only
@@ -44,13 +43,10 @@ const (
 // each (gemmRows), so no GEMM's padding rows could reach into the other lane.
 func (s *state) splitRows(n, nb int) int {
 	lo, hi := s.opt.SplitDecodeRows, s.opt.SplitDecodeMaxRows
-	if lo == 0 {
-		lo = splitDefaultRows
-	}
 	if hi == 0 {
 		hi = splitDefaultMaxRows
 	}
-	if lo < 0 || n != nb || n < max(lo, 2) || n > hi || s.prof != nil {
+	if lo <= 0 || n != nb || n < max(lo, 2) || n > hi || s.prof != nil {
 		return 0
 	}
 	first := gemmRows((n + 1) / 2)
