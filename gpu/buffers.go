@@ -25,13 +25,17 @@ type activations struct {
 }
 
 // metaBufs hold the per-step metadata: a pinned host copy written by the step and a device copy
-// that the kernels (and the graphs) read at fixed addresses. One async copy moves it each step.
-// The host copy is rewritten only after the previous step's stream synchronization, so it is
-// never overwritten while a copy from it is in flight.
+// that the kernels (and the graphs) read at fixed addresses. Each step's first kernel, meta_copy,
+// reads the host copy through its mapping and writes the device copy: on the H200 a
+// host-to-device copy node there took 9.3 us of GPU time per batch-64 step and 11.4 us per
+// batch-1 step (the whole graph against the forward pass's alone; bench/RESULTS.md). The host
+// copy is rewritten only after the previous step's stream synchronization, so it is never
+// overwritten while the kernel may still read it.
 type metaBufs struct {
-	host  unsafe.Pointer // pinned, bytes long; the device layout followed by next (B int32)
-	dev   devPtr
-	bytes int64 // the metadata part (what one step uploads)
+	host    unsafe.Pointer // pinned, bytes long; the device layout followed by next (B int32)
+	hostDev devPtr         // the device's address of host (mapped)
+	dev     devPtr
+	bytes   int64 // the metadata part (what one step uploads)
 	// Views of host (Go slices over pinned memory), and offsets of the same arrays on the device.
 	ids, pos, slot, tokSeq []int32 // (T)
 	last, outPos, topk     []int32 // (B)
@@ -120,9 +124,11 @@ func (s *state) allocBuffers() error {
 	m.tables = i32(m.off.tables, B*int64(s.kv.width))
 	m.seed = unsafe.Slice((*uint64)(unsafe.Add(m.host, m.off.seed)), B)
 	m.next = i32(nextOff, B)
-	hostDev, err := s.rt.hostDevPtr(m.host)
-	m.nextDev = hostDev + devPtr(nextOff)
-	return err
+	if m.hostDev, err = s.rt.hostDevPtr(m.host); err != nil {
+		return err
+	}
+	m.nextDev = m.hostDev + devPtr(nextOff)
+	return nil
 }
 
 func (m *metaBufs) devAt(off int64) devPtr { return m.dev + devPtr(off) }

@@ -201,9 +201,12 @@ func (s *state) padRow(b, t int) {
 	m.temp[b], m.topk[b], m.topp[b], m.seed[b] = 0, 0, 0, 0
 }
 
-// upload copies the metadata to the device. The previous step ended with a stream
+// upload enqueues meta_copy of the metadata to the device. The previous step ended with a stream
 // synchronization, so no earlier copy from the pinned buffer is still in flight.
-func (s *state) upload() error { return s.rt.upload(s.meta.dev, s.meta.host, s.meta.bytes) }
+func (s *state) upload() error {
+	n := int(s.meta.bytes / 16) // align keeps every array, so the whole, a multiple of 256 bytes
+	return s.rt.launch(s.rt.fn.metaCopy, (n+255)/256, 1, 256, 0, pArg(s.meta.dev), pArg(s.meta.hostDev), iArg(n))
+}
 
 // collect waits for the stream, whose work ends with the sampler writing the ids into the mapped
 // pinned meta.next, and hands them (and, for tests, the logits) to the caller.

@@ -629,6 +629,15 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_decode_co
 	attention<false, true>(out, nullptr, y, bias, slot, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH, scale);
 }
 
+// meta_copy copies a step's metadata (n 16-byte words) from the mapped pinned host buffer src
+// to the device: the first node of every step, a kernel rather than a host-to-device copy node,
+// which cost more GPU time per step (gpu/buffers.go metaBufs). The loads are .cv (fetch again,
+// never a cached line): the host rewrites src between steps. Grid ceil(n / 256), block 256.
+extern "C" __global__ void meta_copy(uint4 *__restrict__ dst, const uint4 *__restrict__ src, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) dst[i] = __ldcv(src + i);
+}
+
 // spin_ns busy-waits ns nanoseconds of the GPU's global timer. Profiling only: it holds the stream
 // while the host enqueues a whole eager step, so CUDA events then time the kernels back to back
 // instead of the host's launch gaps. Grid 1, block 1.
