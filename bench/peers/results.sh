@@ -15,6 +15,9 @@ grep -E "RESULT|FAIL|^Benchmark" "$out/check.txt"
 (cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ROSETOP_GPU_PROFILE_SAMPLING=1 \
 	../bin/gpu.test -test.run 'TestProfileDecodeGPT2' -test.v) >"$out/profile.txt" 2>&1
 grep -E "graph \[|forward pass alone|sum of kinds" "$out/profile.txt"
+# decode-heavy's decode phase as the job runs it (contexts 2-257), each variant on a fresh runner.
+(cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileDecodeRun$' -test.v) >"$out/run.txt" 2>&1
+grep -E "round" "$out/run.txt"
 # Process start -> first token: generate prints the token and exits; the clock stops when the
 # line arrives on the pipe.
 for i in 1 2 3; do
