@@ -82,15 +82,20 @@ func gpuWeights(w *Weights) *gpu.Weights {
 
 // Step flattens b into the reused gpu.Step and runs it.
 func (c *cudaBackend) Step(b *Batch, next []int32) error {
-	return c.run(b, next, nil)
+	return c.run(b, next, nil, false)
+}
+
+// StepAhead implements AheadStepper with gpu.Runner.StepAhead.
+func (c *cudaBackend) StepAhead(b *Batch, next []int32) error {
+	return c.run(b, next, nil, true)
 }
 
 // stepLogits is Step that also returns each sequence's last-position logits (tests).
 func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error {
-	return c.run(b, next, logits)
+	return c.run(b, next, logits, false)
 }
 
-func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
+func (c *cudaBackend) run(b *Batch, next []int32, logits []float32, ahead bool) error {
 	s := &c.step
 	s.Tokens, s.SeqLens, s.Start, s.Tables = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0]
 	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
@@ -109,7 +114,12 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 		s.TopP = append(s.TopP, q.Sample.TopP)
 		s.Seed = append(s.Seed, q.Sample.Seed)
 	}
-	err := c.r.StepLogits(s, next, logits)
+	var err error
+	if ahead {
+		err = c.r.StepAhead(s, next)
+	} else {
+		err = c.r.StepLogits(s, next, logits)
+	}
 	if errors.Is(err, gpu.ErrBadStep) {
 		return fmt.Errorf("%w: %w", ErrBadBatch, err)
 	}

@@ -78,6 +78,16 @@ type Backend interface {
 	Close() error
 }
 
+// AheadStepper is a Backend that can start a decode step before it is asked for (the CUDA
+// backend: gpu.Runner.StepAhead). StepAhead is Step, and says that the next call will decode
+// exactly b's sequences again, each one position further, fed the tokens written into next, with
+// the same block tables and sampling; the backend may start that step at once, so the device does
+// not wait for the caller's work in between. A next call with another batch still runs correctly,
+// after the started step finishes.
+type AheadStepper interface {
+	StepAhead(b *Batch, next []int32) error
+}
+
 // LedgerEntry is one cold-start cost the engine paid: model load, module JIT, a graph capture...
 type LedgerEntry struct {
 	What   string        // e.g. "model load", "kernel module load", "graph capture"

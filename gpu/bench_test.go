@@ -436,23 +436,26 @@ func TestProfileDecodeRun(t *testing.T) {
 	needGPU(t)
 	w := testModel(gpt2Cfg, 1)
 	variants := []struct {
-		name string
-		opt  Options
+		name  string
+		opt   Options
+		ahead bool
 	}{
-		{"default", Options{}},
-		{"two lanes at 64", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}},
-		{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}},
+		{"default", Options{}, false},
+		{"default, StepAhead", Options{}, true},
+		{"two lanes at 64", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}, false},
+		{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}, false},
 	}
 	for round := range 2 {
 		for _, v := range variants {
-			t.Logf("round %d [%s]: us per step over positions 2-257 in bands of 32: %s", round, v.name, profileRun(t, w, v.opt))
+			t.Logf("round %d [%s]: us per step over positions 2-257 in bands of 32: %s", round, v.name, profileRun(t, w, v.opt, v.ahead))
 		}
 	}
 }
 
 // profileRun runs the 256 decode steps of TestProfileDecodeRun on a fresh runner and returns
-// the mean wall time per step of each band of 32, then of all.
-func profileRun(t *testing.T, w *Weights, opt Options) string {
+// the mean wall time per step of each band of 32, then of all. ahead: every step but the last
+// through StepAhead, as the scheduler asks for them.
+func profileRun(t *testing.T, w *Weights, opt Options, ahead bool) string {
 	const B, steps, band = 64, 256, 32
 	opt.MaxBatch, opt.MaxSeqLen, opt.Paged, opt.Graphs, opt.MemoryFraction = B, 272, true, true, 0.5
 	r, err := Open(gpt2Cfg, w, opt)
@@ -485,7 +488,11 @@ func profileRun(t *testing.T, w *Weights, opt Options) string {
 				st.Start[i] = int32(2 + k)
 				st.Tokens[i] = next[i]
 			}
-			if err := r.Step(st, next); err != nil {
+			step := r.Step
+			if ahead && k < steps-1 {
+				step = r.StepAhead
+			}
+			if err := step(st, next); err != nil {
 				t.Fatal(err)
 			}
 		}

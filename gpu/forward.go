@@ -58,6 +58,9 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 	if err := s.check(in, next, logits); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadStep, err)
 	}
+	if done, err := s.takeAhead(in, next, logits); done || err != nil {
+		return err
+	}
 	B := len(in.SeqLens)
 	if s.opt.Graphs && len(in.Tokens) == B {
 		return s.decodeGraph(in, next, logits)

@@ -92,11 +92,14 @@ type state struct {
 	buckets []int             // graph batch sizes, ascending; the last is MaxBatch
 	graphs  map[int]graphExec // bucket -> decode graph
 	// The step in flight: set by the caller's goroutine before w.do(stepFn), read on the worker.
-	in     *Step
-	next   []int32
-	logits []float32
-	err    error
-	stepFn func()
+	in        *Step
+	next      []int32
+	logits    []float32
+	wantAhead bool // StepAhead: predict and start the next step afterwards
+	err       error
+	stepFn    func()
+	// pred is the predicted step in flight (ahead.go); the worker's.
+	pred   predicted
 	prof   *opProfile // nil except in profiling tests
 	lt     *ltGEMMs   // nil: no cuBLASLt (lt.go)
 	small  smallGEMMs // the layer GEMMs' plans on small_gemm (mma.go); small.on false: cuBLAS only
@@ -156,7 +159,11 @@ func Open(cfg Config, w *Weights, opt Options) (*Runner, error) {
 		r.w.stop()
 		return nil, err
 	}
-	st.stepFn = func() { st.err = st.step(st.in, st.next, st.logits) }
+	st.stepFn = func() {
+		if st.err = st.step(st.in, st.next, st.logits); st.err == nil && st.wantAhead {
+			st.err = st.launchAhead(st.in, st.next)
+		}
+	}
 	r.device = fmt.Sprintf("cuda: %s", st.rt.info.Name)
 	r.blockSize, r.numBlocks, r.tableWide = st.kv.bs, st.kv.numBlocks, st.kv.width
 	return r, nil
@@ -310,6 +317,21 @@ func (r *Runner) MemInfo() (free, total int64, err error) {
 
 // Step runs one step and writes each sequence's sampled token into next[i].
 func (r *Runner) Step(in *Step, next []int32) error { return r.StepLogits(in, next, nil) }
+
+// StepAhead is Step, after which the runner starts the decode step that would follow when it
+// can predict it (ahead.go): the same sequences one position further, fed the tokens just
+// sampled. Call it when the next step will be exactly that; a next Step with another batch is
+// still right, it only waits for the predicted one first.
+func (r *Runner) StepAhead(in *Step, next []int32) error {
+	s := r.s
+	if s == nil {
+		return ErrClosed
+	}
+	s.wantAhead = true
+	err := r.StepLogits(in, next, nil)
+	s.wantAhead = false
+	return err
+}
 
 // StepLogits is Step that also copies each sequence's last-position logits into logits
 // (B, V) row-major, for tests and debugging; logits may be nil.

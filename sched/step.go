@@ -82,10 +82,10 @@ func (s *Scheduler) Step() (StepOutput, error) {
 	var err error
 	if cfg.Policy == PrefillFirst {
 		if err = s.runPrefill(&st); err == nil {
-			err = s.runDecode(nDecode, &st)
+			err = s.runDecode(cfg, nDecode, &st)
 		}
 	} else {
-		if err = s.runDecode(nDecode, &st); err == nil {
+		if err = s.runDecode(cfg, nDecode, &st); err == nil {
 			err = s.runPrefill(&st)
 		}
 	}
@@ -235,7 +235,7 @@ func (s *Scheduler) runPrefill(st *stepStats) error {
 }
 
 // runDecode runs the decode batch: the last token of each of running[:n].
-func (s *Scheduler) runDecode(n int, st *stepStats) error {
+func (s *Scheduler) runDecode(cfg Config, n int, st *stepStats) error {
 	l := &s.loop
 	if n == 0 {
 		return nil
@@ -251,7 +251,13 @@ func (s *Scheduler) runDecode(n int, st *stepStats) error {
 	next := l.nextBuf(n)
 	st.decodeRan = true
 	start := s.clock.Now()
-	if err := s.backend.Step(b, next); err != nil {
+	var err error
+	if a, ok := s.backend.(engine.AheadStepper); ok && s.decodesAgain(cfg, n) {
+		err = a.StepAhead(b, next)
+	} else {
+		err = s.backend.Step(b, next)
+	}
+	if err != nil {
 		return err
 	}
 	end := s.clock.Now()
@@ -260,6 +266,24 @@ func (s *Scheduler) runDecode(n int, st *stepStats) error {
 		s.advance(q, next[i], end)
 	}
 	return nil
+}
+
+// decodesAgain reports whether the next step will decode exactly running[:n] again, one position
+// further, and nothing else (engine.AheadStepper): no prefill ran this step, nobody finishes by
+// length now, and the running set is full, so the next step admits nobody (a new submission waits
+// for a slot anyway). An EOS, a cancellation, a preemption or a new config can still make it
+// wrong; the backend then runs the next step after the one it started, correctly.
+func (s *Scheduler) decodesAgain(cfg Config, n int) bool {
+	l := &s.loop
+	if len(l.pre) > 0 || n != len(l.running) || n < cfg.MaxBatch {
+		return false
+	}
+	for _, q := range l.running[:n] {
+		if q.outputs()+1 >= q.maxNew {
+			return false
+		}
+	}
+	return true
 }
 
 // advance records that q's tokens are now all in the KV cache and that tok was sampled at now;

@@ -1,0 +1,60 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestStepAheadMatchesStep runs the same 40 decode steps of 8 sequences with Step and with
+// StepAhead, sampling at temperature 0.8 (so each draw depends on its seed and position). Three
+// sequences end after step 24, so the step predicted there is not the one asked for, and paged
+// positions cross block boundaries, where nothing is predicted. The sampled tokens must be the
+// same, and on graphs the predictions must have been used.
+func TestStepAheadMatchesStep(t *testing.T) {
+	needGPU(t)
+	cfg := smallCfg
+	w := testModel(cfg, 31)
+	for _, m := range modes {
+		t.Run(m.String(), func(t *testing.T) {
+			run := func(ahead bool) (out []int32, hits int) {
+				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				tables := tablesFor(r, 8)
+				tok := []int32{1, 2, 3, 4, 5, 6, 7, 8}
+				for k := range 40 {
+					B := 8
+					if k > 24 {
+						B = 5
+					}
+					st := decodeStep(B, int32(k), tables)
+					copy(st.Tokens, tok[:B])
+					next := make([]int32, B)
+					step := r.Step
+					if ahead {
+						step = r.StepAhead
+					}
+					if err := step(st, next); err != nil {
+						t.Fatalf("step %d: %v", k, err)
+					}
+					out = append(out, next...)
+					tok = next
+				}
+				r.w.do(func() { hits = r.s.pred.hits })
+				return out, hits
+			}
+			want, _ := run(false)
+			got, hits := run(true)
+			if !slices.Equal(got, want) {
+				t.Fatalf("StepAhead sampled\n%v\nStep sampled\n%v", got, want)
+			}
+			if m.graphs != (hits > 0) {
+				t.Fatalf("graphs %v: %d predicted steps used", m.graphs, hits)
+			}
+		})
+	}
+}
