@@ -82,20 +82,20 @@ func gpuWeights(w *Weights) *gpu.Weights {
 
 // Step flattens b into the reused gpu.Step and runs it.
 func (c *cudaBackend) Step(b *Batch, next []int32) error {
-	return c.run(b, next, nil, false)
+	return c.run(b, next, nil, 0)
 }
 
 // StepAhead implements AheadStepper with gpu.Runner.StepAhead.
-func (c *cudaBackend) StepAhead(b *Batch, next []int32) error {
-	return c.run(b, next, nil, true)
+func (c *cudaBackend) StepAhead(b *Batch, next []int32, steps int) error {
+	return c.run(b, next, nil, steps)
 }
 
 // stepLogits is Step that also returns each sequence's last-position logits (tests).
 func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error {
-	return c.run(b, next, logits, false)
+	return c.run(b, next, logits, 0)
 }
 
-func (c *cudaBackend) run(b *Batch, next []int32, logits []float32, ahead bool) error {
+func (c *cudaBackend) run(b *Batch, next []int32, logits []float32, ahead int) error {
 	s := &c.step
 	s.Tokens, s.SeqLens, s.Start, s.Tables = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0]
 	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
@@ -115,8 +115,8 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32, ahead bool) 
 		s.Seed = append(s.Seed, q.Sample.Seed)
 	}
 	var err error
-	if ahead {
-		err = c.r.StepAhead(s, next)
+	if ahead > 0 {
+		err = c.r.StepAhead(s, next, ahead)
 	} else {
 		err = c.r.StepLogits(s, next, logits)
 	}

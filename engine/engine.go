@@ -78,14 +78,15 @@ type Backend interface {
 	Close() error
 }
 
-// AheadStepper is a Backend that can start a decode step before it is asked for (the CUDA
-// backend: gpu.Runner.StepAhead). StepAhead is Step, and says that the next call will decode
-// exactly b's sequences again, each one position further, fed the tokens written into next, with
-// the same block tables and sampling; the backend may start that step at once, so the device does
-// not wait for the caller's work in between. A next call with another batch still runs correctly,
-// after the started step finishes.
+// AheadStepper is a Backend that can start decode steps before it is asked for them (the CUDA
+// backend: gpu.Runner.StepAhead). StepAhead is Step, and says that each of the next steps calls
+// will decode exactly b's sequences again, one position further each time, fed the tokens the
+// step before sampled, with the same sampling and block tables (a table may gain a block where a
+// next position starts one); the backend may queue them at once, so the device does not wait for
+// the caller's work in between. A call with another batch still runs correctly, after the queued
+// steps finish.
 type AheadStepper interface {
-	StepAhead(b *Batch, next []int32) error
+	StepAhead(b *Batch, next []int32, steps int) error
 }
 
 // LedgerEntry is one cold-start cost the engine paid: model load, module JIT, a graph capture...

@@ -2,92 +2,219 @@
 
 package gpu
 
-import "slices"
+/*
+#include "api.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
 
 // Steps ahead. Between two decode steps the host has work of its own: the caller reads the
 // sampled ids, detokenizes, emits events and builds the next batch (about 20 us a step in
-// rosetop's scheduler on the GPU machine, bench/RESULTS.md), and the GPU idles meanwhile. When
-// the caller knows that the next step decodes the same sequences again (StepAhead), the runner
-// starts that step itself as soon as this one is done: the same sequences one position further,
-// their tokens the ids just sampled, the same block tables and sampling parameters. The next
-// Step that asks for exactly that batch then only waits for it; any other batch waits for it to
-// finish and runs as usual.
+// rosetop's scheduler on the GPU machine, bench/RESULTS.md), and the runner then fills the
+// metadata and launches the graph; the GPU idles meanwhile. When the caller knows that the next
+// steps decode the same sequences again (StepAhead's steps), the runner keeps up to maxAhead of
+// them queued on the stream: each is the step before it one position further, fed the ids that
+// step sampled, with the same block tables and sampling parameters. It runs as a graph of its
+// own (meta_advance instead of the metadata upload: the device moves its own metadata on and
+// takes the tokens from the previous step's sampler), so the host is never on the path between
+// two steps. A Step that asks for exactly the queued step only waits for it; any other batch
+// waits for everything queued and runs as usual.
 //
-// A predicted step writes each sequence's key and value at position Start+1, only when that
-// position is in the block that holds Start (so it writes only into blocks the sequences held
-// when the caller asked, and never into a full block, which is the only kind a prefix cache
-// shares). A batch that differs (a sequence ended or was preempted) overwrites those slots or
-// leaves them past the end of what its sequences computed: nothing reads them before a step that
-// is asked for writes them.
+// A predicted step writes each sequence's key and value one or two positions past the step the
+// caller asked for, only when those positions are in the block that holds that step's position:
+// blocks the sequences held when the caller asked, never a full block (the only kind a prefix
+// cache shares). A batch that differs (a sequence ended or was preempted) overwrites those slots
+// or leaves them past the end of what its sequences computed: nothing reads them before a step
+// that is asked for writes them.
 
-// predicted is the predicted step in flight. Owned by the worker goroutine, like the rest of state.
-type predicted struct {
-	on   bool // launched and not yet synchronized
-	pred Step // what it runs (slices reused from step to step)
-	hits int  // predicted steps that were asked for (tests)
+// maxAhead is the most predicted steps on the stream at once.
+const maxAhead = 2
+
+// queuedStep is one predicted step on the stream.
+type queuedStep struct {
+	st  Step // what it runs; st.Tokens is known (fed) once the step before it has been read
+	fed bool
+	out int // the pinned buffer its sampler writes: 0 meta.next, 1 meta.nextAlt
 }
 
-// matches reports whether in is exactly the predicted step.
-func (a *predicted) matches(in *Step) bool {
-	p := &a.pred
-	return slices.Equal(in.Tokens, p.Tokens) && slices.Equal(in.SeqLens, p.SeqLens) &&
+// predicted is the runner's queue of predicted steps. Owned by the worker goroutine, like the
+// rest of state.
+type predicted struct {
+	q       [maxAhead]queuedStep // q[0] runs first
+	n       int
+	lastOut int               // the buffer the newest step on the stream (queued or not) wrote
+	ev      [2]C.CUevent      // recorded after the step writing buffer 0, 1
+	graphs  map[int]graphExec // bucket*2 + out -> the predicted-step graph writing out
+	hits    int               // predicted steps asked for (tests)
+}
+
+// matches reports whether in is exactly queued step q (whose tokens are known).
+func (q *queuedStep) matches(in *Step) bool {
+	p := &q.st
+	return q.fed && slices.Equal(in.Tokens, p.Tokens) && slices.Equal(in.SeqLens, p.SeqLens) &&
 		slices.Equal(in.Start, p.Start) && slices.Equal(in.Tables, p.Tables) &&
 		slices.Equal(in.Temperature, p.Temperature) && slices.Equal(in.TopK, p.TopK) &&
 		slices.Equal(in.TopP, p.TopP) && slices.Equal(in.Seed, p.Seed)
 }
 
-// takeAhead is called before a step runs: it waits for a predicted step in flight and reports
-// whether it was in (then next holds its ids). Either way no work is in flight afterwards.
-func (s *state) takeAhead(in *Step, next []int32, logits []float32) (bool, error) {
-	if !s.pred.on {
-		return false, nil
+// outBuf is pinned buffer i of the sampled ids.
+func (s *state) outBuf(i int) []int32 {
+	if i == 0 {
+		return s.meta.next
 	}
-	s.pred.on = false
-	if err := s.rt.sync(); err != nil {
-		return false, err
-	}
-	if logits != nil || !s.pred.matches(in) {
-		return false, nil
-	}
-	B := len(in.SeqLens)
-	copy(next[:B], s.meta.next[:B])
-	s.pred.hits++
-	return true, nil
+	return s.meta.nextAlt
 }
 
-// launchAhead starts the step that follows in (whose sampled ids are in next) when it can be
-// predicted: a decode step on graphs whose every next position is in the block of its current
-// one and within MaxSeqLen. It does not wait for it.
-func (s *state) launchAhead(in *Step, next []int32) error {
+// takeAhead is called before a step runs. When in is the first queued step it waits for that
+// step, writes its ids into next and reports true; otherwise it waits for everything queued,
+// forgets it, and reports false (the step then runs as usual).
+func (s *state) takeAhead(in *Step, next []int32, logits []float32) (bool, error) {
+	p := &s.pred
+	if p.n == 0 {
+		p.lastOut = 0 // the step runs as usual: its sampler writes buffer 0
+		return false, nil
+	}
+	if head := &p.q[0]; logits == nil && head.matches(in) {
+		if err := s.rt.a.check(C.w_eventSync(s.rt.a.c, p.ev[head.out]), "cuEventSynchronize"); err != nil {
+			p.n = 0
+			return false, err
+		}
+		B := len(in.SeqLens)
+		copy(next[:B], s.outBuf(head.out)[:B])
+		p.hits++
+		head := p.q[0] // pop, keeping its slices for reuse
+		copy(p.q[:], p.q[1:])
+		p.q[maxAhead-1] = head
+		if p.n--; p.n > 0 {
+			p.q[0].st.Tokens = append(p.q[0].st.Tokens[:0], next[:B]...)
+			p.q[0].fed = true
+		}
+		return true, nil
+	}
+	p.n, p.lastOut = 0, 0 // the step runs as usual: its sampler writes buffer 0
+	return false, s.rt.sync()
+}
+
+// launchAhead queues predicted steps after in (whose ids are in next) until steps of them (at
+// most maxAhead) are on the stream, when they can be predicted: decode steps on graphs, each
+// position within the block of in's and within MaxSeqLen.
+func (s *state) launchAhead(in *Step, next []int32, steps int) error {
+	p := &s.pred
 	B, bs := len(in.SeqLens), int32(s.kv.bs)
 	if !s.opt.Graphs || len(in.Tokens) != B || s.prof != nil {
 		return nil
 	}
-	for _, st := range in.Start {
-		if (st+1)/bs != st/bs || int(st)+2 > s.opt.MaxSeqLen {
-			return nil
+	bucket := bucketFor(s.buckets, B)
+	for p.n < min(steps, maxAhead) {
+		d := int32(p.n + 1) // positions past in's
+		for _, st := range in.Start {
+			if (st+d)/bs != st/bs || int(st+d) >= s.opt.MaxSeqLen {
+				return nil
+			}
+		}
+		out := 1 - p.lastOut
+		g, ok := p.graphs[bucket*2+out]
+		if !ok {
+			if p.n > 0 { // capture only with nothing in flight
+				return nil
+			}
+			var err error
+			if g, err = s.capturePredicted(bucket, out); err != nil {
+				return err
+			}
+		}
+		last := in
+		if p.n > 0 {
+			last = &p.q[p.n-1].st
+		}
+		q := &p.q[p.n]
+		q.st.SeqLens = append(q.st.SeqLens[:0], in.SeqLens...)
+		q.st.Start = q.st.Start[:0]
+		for _, st := range last.Start {
+			q.st.Start = append(q.st.Start, st+1)
+		}
+		q.st.Tables = append(q.st.Tables[:0], in.Tables...)
+		q.st.Temperature = append(q.st.Temperature[:0], in.Temperature...)
+		q.st.TopK = append(q.st.TopK[:0], in.TopK...)
+		q.st.TopP = append(q.st.TopP[:0], in.TopP...)
+		q.st.Seed = append(q.st.Seed[:0], in.Seed...)
+		q.fed = p.n == 0 // fed by in's ids, which the caller has; later ones when read
+		if q.fed {
+			q.st.Tokens = append(q.st.Tokens[:0], next[:B]...)
+		}
+		q.out = out
+		if err := s.rt.replay(g); err != nil {
+			return err
+		}
+		if err := s.rt.a.check(C.w_eventRecord(s.rt.a.c, p.ev[out], s.rt.stream), "cuEventRecord"); err != nil {
+			return err
+		}
+		p.lastOut = out
+		p.n++
+	}
+	return nil
+}
+
+// capturePredicted captures the bucket's predicted-step graph whose sampler writes buffer out: the
+// device metadata moved on by meta_advance from the step before (which wrote the other buffer),
+// then the forward pass. The bucket's plain graph has run, so cuBLAS has made its first calls.
+func (s *state) capturePredicted(bucket, out int) (graphExec, error) {
+	p, m, rt := &s.pred, &s.meta, s.rt
+	for i := range p.ev {
+		if p.ev[i] == nil {
+			if err := rt.a.check(C.w_eventCreateNoTiming(rt.a.c, &p.ev[i]), "cuEventCreate"); err != nil {
+				p.ev[i] = nil
+				return graphExec{}, err
+			}
 		}
 	}
-	g, ok := s.graphs[bucketFor(s.buckets, B)]
-	if !ok {
-		return nil
+	prev, dst := m.nextDev, m.nextAltDev
+	if out == 0 {
+		prev, dst = dst, prev
 	}
-	p := &s.pred.pred
-	p.Tokens = append(p.Tokens[:0], next[:B]...)
-	p.SeqLens = append(p.SeqLens[:0], in.SeqLens...)
-	p.Start = p.Start[:0]
-	for _, st := range in.Start {
-		p.Start = append(p.Start, st+1)
+	t0 := time.Now()
+	keep := m.nextDev
+	m.nextDev = dst // the sampler's output, for this capture
+	g, err := rt.capture(func() error {
+		if err := rt.launch(rt.fn.metaAdvance, (bucket+255)/256, 1, 256, 0, pArg(m.devAt(m.off.ids)),
+			pArg(m.devAt(m.off.pos)), pArg(m.devAt(m.off.slot)), pArg(m.devAt(m.off.outPos)), pArg(prev),
+			iArg(bucket), iArg(int(s.kv.scratchBlock())*s.kv.bs)); err != nil {
+			return err
+		}
+		return s.forward(bucket, bucket)
+	})
+	m.nextDev = keep
+	if err != nil {
+		return graphExec{}, fmt.Errorf("gpu: capturing the batch-%d predicted-step graph: %w", bucket, err)
 	}
-	p.Tables = append(p.Tables[:0], in.Tables...)
-	p.Temperature = append(p.Temperature[:0], in.Temperature...)
-	p.TopK = append(p.TopK[:0], in.TopK...)
-	p.TopP = append(p.TopP[:0], in.TopP...)
-	p.Seed = append(p.Seed[:0], in.Seed...)
-	s.fill(p, 0, B, 0, bucketFor(s.buckets, B))
-	if err := s.rt.replay(g); err != nil {
-		return err
+	if p.graphs == nil {
+		p.graphs = map[int]graphExec{}
 	}
-	s.pred.on = true
-	return nil
+	p.graphs[bucket*2+out] = g
+	s.record("graph capture", fmt.Sprintf("batch %d, predicted step %d of 2", bucket, out+1), time.Since(t0))
+	return g, nil
+}
+
+// closeAhead waits for the queued steps and frees the predicted-step graphs and the events.
+func (s *state) closeAhead(keep func(error)) {
+	p, rt := &s.pred, s.rt
+	if p.n > 0 {
+		keep(rt.sync())
+		p.n = 0
+	}
+	for k, g := range p.graphs {
+		keep(rt.destroyGraph(g))
+		delete(p.graphs, k)
+	}
+	for i := range p.ev {
+		if p.ev[i] != nil {
+			keep(rt.a.check(C.w_eventDestroy(rt.a.c, p.ev[i]), "cuEventDestroy"))
+			p.ev[i] = nil
+		}
+	}
 }

@@ -8,10 +8,10 @@ import (
 )
 
 // TestStepAheadMatchesStep runs the same 40 decode steps of 8 sequences with Step and with
-// StepAhead, sampling at temperature 0.8 (so each draw depends on its seed and position). Three
-// sequences end after step 24, so the step predicted there is not the one asked for, and paged
-// positions cross block boundaries, where nothing is predicted. The sampled tokens must be the
-// same, and on graphs the predictions must have been used.
+// StepAhead(2), sampling at temperature 0.8 (so each draw depends on its seed and position).
+// Three sequences end after step 24, so the steps queued there are not the ones asked for; paged
+// positions cross block boundaries, where nothing is queued; the runner closes with two steps
+// queued. The sampled tokens must be the same, and on graphs the queued steps must have been used.
 func TestStepAheadMatchesStep(t *testing.T) {
 	needGPU(t)
 	cfg := smallCfg
@@ -34,11 +34,13 @@ func TestStepAheadMatchesStep(t *testing.T) {
 					st := decodeStep(B, int32(k), tables)
 					copy(st.Tokens, tok[:B])
 					next := make([]int32, B)
-					step := r.Step
+					var err error
 					if ahead {
-						step = r.StepAhead
+						err = r.StepAhead(st, next, 2)
+					} else {
+						err = r.Step(st, next)
 					}
-					if err := step(st, next); err != nil {
+					if err != nil {
 						t.Fatalf("step %d: %v", k, err)
 					}
 					out = append(out, next...)

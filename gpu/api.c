@@ -192,6 +192,7 @@ CUresult w_graphDestroy(rt_api *a, CUgraph g) { return a->cuGraphDestroy(g); }
 CUresult w_eventCreate(rt_api *a, CUevent *e) { return a->cuEventCreate(e, 0); } // CU_EVENT_DEFAULT: timing on
 CUresult w_eventDestroy(rt_api *a, CUevent e) { return a->cuEventDestroy(e); }
 CUresult w_eventRecord(rt_api *a, CUevent e, CUstream s) { return a->cuEventRecord(e, s); }
+CUresult w_eventSync(rt_api *a, CUevent e) { return a->cuEventSynchronize(e); }
 CUresult w_eventCreateNoTiming(rt_api *a, CUevent *e) { return a->cuEventCreate(e, 2); } // CU_EVENT_DISABLE_TIMING
 CUresult w_streamWaitEvent(rt_api *a, CUstream s, CUevent e) { return a->cuStreamWaitEvent(s, e, 0); }
 CUresult w_eventElapsed(rt_api *a, float *ms, CUevent start, CUevent end) { return a->cuEventElapsedTime(ms, start, end); }

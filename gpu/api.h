@@ -131,6 +131,7 @@ CUresult w_eventCreate(rt_api *a, CUevent *e);
 CUresult w_eventDestroy(rt_api *a, CUevent e);
 CUresult w_eventRecord(rt_api *a, CUevent e, CUstream s);
 CUresult w_eventCreateNoTiming(rt_api *a, CUevent *e);
+CUresult w_eventSync(rt_api *a, CUevent e);
 CUresult w_streamWaitEvent(rt_api *a, CUstream s, CUevent e);
 CUresult w_eventElapsed(rt_api *a, float *ms, CUevent start, CUevent end);
 cublasStatus_t w_blasCreate(rt_api *a, cublasHandle_t *h);

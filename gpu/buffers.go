@@ -44,7 +44,11 @@ type metaBufs struct {
 	seed                   []uint64
 	next                   []int32 // (B) the sampled tokens, written by the sampler through nextDev
 	nextDev                devPtr  // the device's address of next (mapped pinned memory: no copy node)
-	off                    metaOffsets
+	// nextAlt is a second next for steps run ahead (ahead.go): consecutive predicted steps write
+	// next and nextAlt in turn, so the host reads one while the device writes the other.
+	nextAlt    []int32
+	nextAltDev devPtr
+	off        metaOffsets
 }
 
 type metaOffsets struct {
@@ -109,7 +113,7 @@ func (s *state) allocBuffers() error {
 		tables: place(B * int64(s.kv.width) * 4), seed: place(B * 8),
 	}
 	m.bytes = mo
-	nextOff := place(B * 4)
+	nextOff, altOff := place(B*4), place(B*4)
 	if m.host, err = s.rt.allocHost(mo, "step metadata"); err != nil {
 		return err
 	}
@@ -123,11 +127,11 @@ func (s *state) allocBuffers() error {
 	m.temp, m.topp = f32(m.off.temp, B), f32(m.off.topp, B)
 	m.tables = i32(m.off.tables, B*int64(s.kv.width))
 	m.seed = unsafe.Slice((*uint64)(unsafe.Add(m.host, m.off.seed)), B)
-	m.next = i32(nextOff, B)
+	m.next, m.nextAlt = i32(nextOff, B), i32(altOff, B)
 	if m.hostDev, err = s.rt.hostDevPtr(m.host); err != nil {
 		return err
 	}
-	m.nextDev = m.hostDev + devPtr(nextOff)
+	m.nextDev, m.nextAltDev = m.hostDev+devPtr(nextOff), m.hostDev+devPtr(altOff)
 	return nil
 }
 

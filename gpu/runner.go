@@ -92,12 +92,12 @@ type state struct {
 	buckets []int             // graph batch sizes, ascending; the last is MaxBatch
 	graphs  map[int]graphExec // bucket -> decode graph
 	// The step in flight: set by the caller's goroutine before w.do(stepFn), read on the worker.
-	in        *Step
-	next      []int32
-	logits    []float32
-	wantAhead bool // StepAhead: predict and start the next step afterwards
-	err       error
-	stepFn    func()
+	in     *Step
+	next   []int32
+	logits []float32
+	ahead  int // StepAhead's steps: how many following steps to predict and queue afterwards
+	err    error
+	stepFn func()
 	// pred is the predicted step in flight (ahead.go); the worker's.
 	pred   predicted
 	prof   *opProfile // nil except in profiling tests
@@ -160,8 +160,8 @@ func Open(cfg Config, w *Weights, opt Options) (*Runner, error) {
 		return nil, err
 	}
 	st.stepFn = func() {
-		if st.err = st.step(st.in, st.next, st.logits); st.err == nil && st.wantAhead {
-			st.err = st.launchAhead(st.in, st.next)
+		if st.err = st.step(st.in, st.next, st.logits); st.err == nil && st.ahead > 0 {
+			st.err = st.launchAhead(st.in, st.next, st.ahead)
 		}
 	}
 	r.device = fmt.Sprintf("cuda: %s", st.rt.info.Name)
@@ -254,6 +254,11 @@ func (s *state) close() error {
 		return nil
 	}
 	var first error
+	s.closeAhead(func(err error) {
+		if first == nil {
+			first = err
+		}
+	})
 	for b, g := range s.graphs {
 		if err := s.rt.destroyGraph(g); err != nil && first == nil {
 			first = err
@@ -318,18 +323,18 @@ func (r *Runner) MemInfo() (free, total int64, err error) {
 // Step runs one step and writes each sequence's sampled token into next[i].
 func (r *Runner) Step(in *Step, next []int32) error { return r.StepLogits(in, next, nil) }
 
-// StepAhead is Step, after which the runner starts the decode step that would follow when it
-// can predict it (ahead.go): the same sequences one position further, fed the tokens just
-// sampled. Call it when the next step will be exactly that; a next Step with another batch is
-// still right, it only waits for the predicted one first.
-func (r *Runner) StepAhead(in *Step, next []int32) error {
+// StepAhead is Step, after which the runner queues up to steps of the decode steps that follow
+// when it can predict them (ahead.go): the same sequences one position further each time, fed
+// the tokens sampled by the step before. Call it with the number of following steps that will be
+// exactly that; a next Step with another batch is still right, it only waits for the queue first.
+func (r *Runner) StepAhead(in *Step, next []int32, steps int) error {
 	s := r.s
 	if s == nil {
 		return ErrClosed
 	}
-	s.wantAhead = true
+	s.ahead = steps
 	err := r.StepLogits(in, next, nil)
-	s.wantAhead = false
+	s.ahead = 0
 	return err
 }
 

@@ -252,8 +252,13 @@ func (s *Scheduler) runDecode(cfg Config, n int, st *stepStats) error {
 	st.decodeRan = true
 	start := s.clock.Now()
 	var err error
-	if a, ok := s.backend.(engine.AheadStepper); ok && s.decodesAgain(cfg, n) {
-		err = a.StepAhead(b, next)
+	a, ahead := s.backend.(engine.AheadStepper)
+	steps := 0
+	if ahead {
+		steps = s.decodesAgain(cfg, n)
+	}
+	if steps > 0 {
+		err = a.StepAhead(b, next, steps)
 	} else {
 		err = s.backend.Step(b, next)
 	}
@@ -268,22 +273,25 @@ func (s *Scheduler) runDecode(cfg Config, n int, st *stepStats) error {
 	return nil
 }
 
-// decodesAgain reports whether the next step will decode exactly running[:n] again, one position
-// further, and nothing else (engine.AheadStepper): no prefill ran this step, nobody finishes by
-// length now, and the running set is full, so the next step admits nobody (a new submission waits
-// for a slot anyway). An EOS, a cancellation, a preemption or a new config can still make it
-// wrong; the backend then runs the next step after the one it started, correctly.
-func (s *Scheduler) decodesAgain(cfg Config, n int) bool {
+// decodesAgain returns how many of the following steps will decode exactly running[:n] again,
+// one position further each time, and nothing else (engine.AheadStepper): none when a prefill
+// ran this step or the running set is not full (the next step could admit someone; a full set
+// admits nobody, a new submission waits for a slot anyway), else as many as the sequence closest
+// to its length limit has tokens left after this step's. An EOS, a cancellation, a preemption or
+// a new config can still make it wrong; the backend then runs the next step after the ones it
+// queued, correctly.
+func (s *Scheduler) decodesAgain(cfg Config, n int) int {
 	l := &s.loop
 	if len(l.pre) > 0 || n != len(l.running) || n < cfg.MaxBatch {
-		return false
+		return 0
 	}
+	steps := -1
 	for _, q := range l.running[:n] {
-		if q.outputs()+1 >= q.maxNew {
-			return false
+		if left := q.maxNew - q.outputs() - 1; steps < 0 || left < steps {
+			steps = left
 		}
 	}
-	return true
+	return max(steps, 0)
 }
 
 // advance records that q's tokens are now all in the KV cache and that tok was sampled at now;
