@@ -353,6 +353,7 @@ func (s *state) attentionBlock(l int, r *rows, decode bool) error {
 	gr := gemmRows(n) // the cuBLAS GEMMs' rows (shapes.go)
 	small, fold := s.useSmall(gr), s.foldNow(n)
 	var err error
+	splits := 1 // K-slice partials of y the residual add sums
 	switch {
 	case fold: // ln_1 in the epilogue, from the statistics of the embedding or the last layer's MLP
 		parts := C / foldParts
@@ -398,6 +399,9 @@ func (s *state) attentionBlock(l int, r *rows, decode bool) error {
 		err = s.smallGEMM(a.x, a.att, L.projWp, n, C, C, s.small.proj, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln})
 	case small:
 		err = s.smallGEMM(a.y, a.att, L.projWp, n, C, C, s.small.proj, gemmEpi{})
+	case s.splitProj(gr):
+		splits = projSplits
+		err = rt.gemmSplitK(a.y, a.att, L.projW, gr, C, C, splits)
 	default:
 		err = rt.gemm(a.y, a.att, L.projW, gr, C, C, true)
 	}
@@ -408,7 +412,7 @@ func (s *state) attentionBlock(l int, r *rows, decode bool) error {
 	if fold {
 		return nil
 	}
-	if err = s.residualLN(r, gr, 1, L.projB, L.ln2w, L.ln2b, a.xln); err != nil {
+	if err = s.residualLN(r, gr, splits, L.projB, L.ln2w, L.ln2b, a.xln); err != nil {
 		return err
 	}
 	s.mark("residual+ln")

@@ -57,6 +57,12 @@ func (s *state) splitFCProj(m int) bool {
 	return m <= fcProjSplitRows && s.cfg.Inner%(16*fcProjSplits) == 0
 }
 
+// splitProj reports whether the attention's output projection of m GEMM rows runs as projSplits
+// K slices (cuBLAS, decode-sized steps), like splitFCProj.
+func (s *state) splitProj(m int) bool {
+	return m <= fcProjSplitRows && s.cfg.NEmbd%(16*projSplits) == 0
+}
+
 // warmGEMMs runs every cuBLAS GEMM shape of the forward pass once for each row class, on the
 // real buffers (their contents do not matter), so that no step pays cuBLAS's first-call cost
 // (Options.CaptureAhead: the whole cold start paid in Open).
@@ -120,10 +126,12 @@ func (s *state) warmClass(m int, layers, head bool) (int, error) {
 	C, F := c.NEmbd, c.Inner
 	var gemms []func() error
 	if layers {
-		gemms = append(gemms,
-			func() error { return rt.gemm(a.y, a.xln, L.attnW, m, C, 3*C, true) },
-			func() error { return rt.gemm(a.y, a.att, L.projW, m, C, C, true) },
-		)
+		gemms = append(gemms, func() error { return rt.gemm(a.y, a.xln, L.attnW, m, C, 3*C, true) })
+		if s.splitProj(m) {
+			gemms = append(gemms, func() error { return rt.gemmSplitK(a.y, a.att, L.projW, m, C, C, projSplits) })
+		} else {
+			gemms = append(gemms, func() error { return rt.gemm(a.y, a.att, L.projW, m, C, C, true) })
+		}
 		if s.lt == nil { // else openLt ran cuBLASLt's fc GEMMs
 			gemms = append(gemms, func() error { return rt.gemm(a.y, a.xln, L.fcW, m, C, F, true) })
 		}
