@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # gpu-check.sh: on a machine with an NVIDIA GPU, python3, torch and transformers, builds the
-# reference models (scripts/gpu_reference.py), runs rosetop's GPU tests (package gpu and the CUDA
-# tests of package engine, with ROSETOP_REQUIRE_GPU=1 so nothing skips), the decode benchmark,
+# reference models (scripts/gpu_reference.py), runs rosetop's GPU tests (package gpu, the CUDA
+# tests of packages engine and sched, with ROSETOP_REQUIRE_GPU=1 so nothing skips), the decode benchmark,
 # and prints a pass/fail table. Test binaries come from `go test -c` when Go is installed, else
-# from bin/gpu.test and bin/engine.test (build them elsewhere:
-#   go test -c -o bin/gpu.test ./gpu/ && go test -c -o bin/engine.test ./engine/).
+# from bin/gpu.test, bin/engine.test and bin/sched.test (build them elsewhere:
+#   go test -c -o bin/gpu.test ./gpu/ && go test -c -o bin/engine.test ./engine/ && go test -c -o bin/sched.test ./sched/).
 # Usage: scripts/gpu-check.sh [LOGDIR]   (LOGDIR defaults to a temporary directory)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,9 +17,10 @@ record() { results+=("$(printf '%-58s %s' "$1" "$2")"); }
 
 if command -v go >/dev/null 2>&1; then
 	mkdir -p bin
-	go test -c -o bin/gpu.test ./gpu/ && go test -c -o bin/engine.test ./engine/ || { echo "build failed"; exit 1; }
+	go test -c -o bin/gpu.test ./gpu/ && go test -c -o bin/engine.test ./engine/ && go test -c -o bin/sched.test ./sched/ ||
+		{ echo "build failed"; exit 1; }
 fi
-for b in bin/gpu.test bin/engine.test; do
+for b in bin/gpu.test bin/engine.test bin/sched.test; do
 	[ -x "$b" ] || { echo "missing $b: build it with go test -c (see the header of this script)"; exit 1; }
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
@@ -45,6 +46,7 @@ runtests() {
 }
 runtests gpu bin/gpu.test gpu .
 runtests engine bin/engine.test engine '^TestCUDA'
+runtests sched bin/sched.test sched '^TestRealEngineCUDA'
 
 if (cd gpu && ROSETOP_REQUIRE_GPU=1 "$root/bin/gpu.test" -test.run '^$' -test.bench . -test.benchtime 300x) >"$logs/bench.log" 2>&1; then
 	record "benchmark (decode step, GPT-2 124M shape)" PASS

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything bench/RESULTS.md cites, in one go on the GPU machine (run from the repository root
-# with bin/rosetop, bin/gpu.test and bin/engine.test built beforehand; see RESULTS.md):
+# with bin/rosetop, bin/gpu.test, bin/engine.test and bin/sched.test built beforehand; see RESULTS.md):
 # the correctness check, the decode step breakdown, process start -> first token, and the
 # rosetop-vs-transformers table.
 #   bench/peers/results.sh OUTDIR
