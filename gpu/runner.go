@@ -98,7 +98,7 @@ type state struct {
 	ahead  int // StepAhead's steps: how many following steps to predict and queue afterwards
 	err    error
 	stepFn func()
-	// pred is the predicted step in flight (ahead.go); the worker's.
+	// pred holds the predicted steps queued on the stream (ahead.go); the worker's.
 	pred   predicted
 	prof   *opProfile // nil except in profiling tests
 	lt     *ltGEMMs   // nil: no cuBLASLt (lt.go)
