@@ -60,3 +60,45 @@ func TestStepAheadMatchesStep(t *testing.T) {
 		})
 	}
 }
+
+// TestSteadyStepAheadAllocatesNothing: once a bucket's graphs exist (the plain one and the two
+// predicted-step ones), decode steps through StepAhead, each asked for exactly as predicted
+// except where a position starts a new block, make no Go heap, device or pinned allocation and
+// no graph.
+func TestSteadyStepAheadAllocatesNothing(t *testing.T) {
+	needGPU(t)
+	w := testModel(smallCfg, 32)
+	r, err := Open(smallCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: true, Graphs: true, MemoryFraction: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const B = 5
+	st := decodeStep(B, 0, tablesFor(r, B))
+	next := make([]int32, B)
+	step := func() {
+		if err := r.StepAhead(st, next, 2); err != nil {
+			t.Fatal(err)
+		}
+		copy(st.Tokens, next)
+		for i := range st.Start {
+			st.Start[i]++
+		}
+	}
+	step() // the plain graph, then the two predicted-step graphs
+	step()
+	before := r.Stats()
+	allocs := testing.AllocsPerRun(20, step)
+	after := r.Stats()
+	var hits int
+	r.w.do(func() { hits = r.s.pred.hits })
+	if allocs != 0 {
+		t.Errorf("a decode step ahead made %v Go heap allocations, want 0", allocs)
+	}
+	if after != before {
+		t.Errorf("decode steps ahead changed the runner's allocations: before %+v, after %+v", before, after)
+	}
+	if hits == 0 {
+		t.Error("no predicted step was asked for")
+	}
+}

@@ -271,7 +271,8 @@ func TestSteadyDecodeAllocatesNothing(t *testing.T) {
 }
 
 // TestRebuildReturnsMemory opens and closes runners in every mode ten times (each capturing a
-// graph when graphs are on) while an observer holds the context; free memory returns to its level.
+// graph when graphs are on) while an observer runner stays open to read the device's free
+// memory; it returns to its level.
 func TestRebuildReturnsMemory(t *testing.T) {
 	needGPU(t)
 	w := testModel(smallCfg, 3)
