@@ -36,3 +36,29 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestOptionsBlockSize: a paged block size must be a power of two (the attention kernel splits
+// positions into blocks with shifts); contiguous KV ignores it.
+func TestOptionsBlockSize(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string // "" = valid
+		bs   int    // the block size after defaults
+	}{
+		{Options{MaxBatch: 1, Paged: true}, "", 16},
+		{Options{MaxBatch: 1, Paged: true, BlockSize: 32}, "", 32},
+		{Options{MaxBatch: 1, Paged: true, BlockSize: 1}, "", 1},
+		{Options{MaxBatch: 1, Paged: true, BlockSize: 12}, "paged block size 12: want a power of two", 0},
+		{Options{MaxBatch: 1, BlockSize: 12, MaxSeqLen: 100}, "", 100},
+	} {
+		err := tc.o.defaults(gpt2Cfg)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v rejected: %v", tc.o, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: got %v, want an error containing %q", tc.o, err, tc.want)
+		case tc.want == "" && tc.o.BlockSize != tc.bs:
+			t.Errorf("%+v: block size %d after defaults, want %d", tc.o, tc.o.BlockSize, tc.bs)
+		}
+	}
+}

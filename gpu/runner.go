@@ -16,7 +16,7 @@ type Options struct {
 	// a step with more runs in chunks of whole sequences. 0: max(MaxSeqLen, 2048).
 	MaxTokens      int
 	Paged          bool    // block pool of BlockSize positions; else one MaxSeqLen region per batch slot
-	BlockSize      int     // paged block size; 0: 16
+	BlockSize      int     // paged block size, a power of two; 0: 16
 	MemoryFraction float64 // share of the free memory (after weights and activations) the KV pool takes; 0: 0.5
 	Graphs         bool    // replay decode steps from CUDA Graphs, one per batch bucket
 	CaptureAhead   bool    // capture every bucket in Open instead of on first use
@@ -122,6 +122,9 @@ func (o *Options) defaults(cfg Config) error {
 	}
 	if o.BlockSize <= 0 {
 		o.BlockSize = 16
+	}
+	if o.Paged && o.BlockSize&(o.BlockSize-1) != 0 {
+		return fmt.Errorf("gpu: paged block size %d: want a power of two", o.BlockSize)
 	}
 	if !o.Paged {
 		o.BlockSize = o.MaxSeqLen

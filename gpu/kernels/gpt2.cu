@@ -394,26 +394,34 @@ extern "C" __global__ void qkv_bias_kv_write(half *__restrict__ qkv, const float
 
 // attention: causal attention of each token over its sequence's cached keys and values,
 // positions [0, pos[t]]. The token's own k and v are in the cache first (written by
-// qkv_bias_kv_write, or by the block itself in the decode variant, FUSED below). The sequence's block table (maxBlocks entries) maps position j to slot
-// table[j / bs] * bs + j % bs; contiguous KV is one block of bs = MaxSeqLen per batch slot.
-// Decode is latency-bound, so the kernel makes one pass with few dependent memory round trips:
-// the block table's used entries first move to shared memory (one round trip for all), then
-// L = HD/8 lanes share a position, each loading 8 dims of its key and of its value with 16-byte
-// loads; a block covers ATT_THREADS/L positions per row of ATT_UNROLL, and all those keys and
-// values are in flight before the first use (80 positions at HD 64). Each lane group keeps an
-// online softmax (running max, sum and weighted values); the groups merge through shuffles,
-// then the warps through shared memory. 128 threads and at most 80 registers (6 blocks an SM)
-// keep a whole batch-64 decode step (768 blocks) resident in one wave. HD is a power of two
-// from 8 to 256.
+// qkv_bias_kv_write, or by the block itself in the decode variant, FUSED below). The sequence's
+// block table (maxBlocks entries) maps position j to slot table[j / bs] * bs + j % bs; contiguous
+// KV is one block of bs = MaxSeqLen per batch slot.
+// Decode is latency-bound, so the kernel keeps the memory system busy with few dependent round
+// trips: the block table's used entries first move to shared memory (one round trip for all),
+// then L = HD/8 lanes share a position, each loading 8 dims of its key and of its value with
+// 16-byte loads. A block covers G = ATT_THREADS/L positions per lane-group step; a row is
+// ATT_UNROLL such steps (32 positions at HD 64), and ATT_BUFS rows are in flight in a ring: a row
+// is folded in while the next ones load, then reloads with the row ATT_BUFS further on. Each
+// lane group keeps an online softmax (running max, sum and weighted values); the groups merge
+// through shuffles, then the warps through shared memory. 128 threads and at most 80 registers
+// (6 blocks an SM) keep a whole batch-64 decode step (768 blocks) resident in one wave. HD is a
+// power of two from 8 to 256.
+// Rows of 32 in a ring of 2 measured best on an H200 (TestProfileAttention, batch 64, context
+// 128: 126-128 us a step) against one row of 80 loaded, folded in, then reloaded (136 us), and
+// rings of 48 x 2 (142: registers spill), 16 x 2, 16 x 3, 16 x 4 and 32 x 3 (130-140 us).
 // Grid (N, NH), block ATT_THREADS; dynamic shared memory: maxBlocks ints.
 #define ATT_THREADS 128
-#define ATT_UNROLL 5
+#define ATT_UNROLL 2
+#define ATT_BUFS 2
 #define ATT_MAX_HD 256
 #define ATT_WARPS (ATT_THREADS / WARP)
 
+// kv_slot is position j's cache slot: table[j / bs] * bs + j % bs when PAGED (bs = 1 << sh), else
+// base + j. Slots and their offsets in 16-byte words fit 32 bits (buffers.go maxPagedBlocks).
 template <bool PAGED>
-__device__ __forceinline__ size_t kv_slot(const int *table, size_t base, int j, int bs) {
-	return PAGED ? (size_t)table[j / bs] * bs + j % bs : base + j;
+__device__ __forceinline__ unsigned kv_slot(const int *table, unsigned base, int j, int sh) {
+	return PAGED ? ((unsigned)table[j >> sh] << sh) | (unsigned)(j & ((1 << sh) - 1)) : base + j;
 }
 
 __device__ __forceinline__ float dot8(const float (&q)[8], uint4 u) {
@@ -428,22 +436,23 @@ __device__ __forceinline__ float dot8(const float (&q)[8], uint4 u) {
 }
 
 // kv_row loads this thread's keys and values of the row of positions starting at j0: position
-// j0 + k*G + grp into ku[k], vu[k] (zero from lim on). table and base as kv_slot's. Every slot is
-// computed before the first load, with no branch (positions past lim read a valid entry and are
-// not loaded), so a table in global memory costs one round trip, not one per position.
-template <bool PAGED>
-__device__ __forceinline__ void kv_row(uint4 (&ku)[ATT_UNROLL], uint4 (&vu)[ATT_UNROLL], const half *kh,
-                                       const half *vh, const int *table, size_t base, int j0, int lim, int G,
-                                       int grp, int bs, int C) {
-	size_t sl[ATT_UNROLL];
+// j0 + k*G + grp into ku[k], vu[k] (zero from lim on). kh and vh point at the thread's 8 dims of
+// slot 0; a slot is C8 16-byte words. table and base as kv_slot's. Every slot is computed before
+// the first load, with no branch (positions past lim read a valid entry and are not loaded), so
+// a table in global memory costs one round trip, not one per position.
+template <bool PAGED, int U>
+__device__ __forceinline__ void kv_row(uint4 (&ku)[U], uint4 (&vu)[U], const uint4 *kh, const uint4 *vh,
+                                       const int *table, unsigned base, int j0, int lim, int G, int grp, int sh,
+                                       unsigned C8) {
+	unsigned sl[U];
 #pragma unroll
-	for (int k = 0; k < ATT_UNROLL; k++) sl[k] = kv_slot<PAGED>(table, base, min(j0 + k * G + grp, max(lim - 1, 0)), bs) * C;
+	for (int k = 0; k < U; k++) sl[k] = kv_slot<PAGED>(table, base, min(j0 + k * G + grp, max(lim - 1, 0)), sh) * C8;
 #pragma unroll
-	for (int k = 0; k < ATT_UNROLL; k++) {
+	for (int k = 0; k < U; k++) {
 		ku[k] = vu[k] = make_uint4(0, 0, 0, 0);
 		if (j0 + k * G + grp < lim) {
-			ku[k] = *reinterpret_cast<const uint4 *>(kh + sl[k]);
-			vu[k] = *reinterpret_cast<const uint4 *>(vh + sl[k]);
+			ku[k] = kh[sl[k]];
+			vu[k] = vh[sl[k]];
 		}
 	}
 }
@@ -477,34 +486,98 @@ __device__ __forceinline__ uint4 load8(const float *__restrict__ y, const float 
 // bias: q stays in registers, k and v go to the token's slot; the barrier that publishes the
 // block table also publishes them to the block's loads of later rows (kc and vc are therefore
 // not __restrict__: the kernel writes and reads them). Otherwise q comes from qkv(N,3C).
+// fold_row folds one row of keys and values (position j0 + k*G + grp in ku[k], vu[k]) into the
+// lane group's online softmax: the row's scores first, then one rescale of the running state (m,
+// l, acc) for all of them, not one per position. Uniform over the block: shuffles inside.
+template <int U>
+__device__ __forceinline__ void fold_row(const float (&q)[8], const uint4 (&ku)[U], const uint4 (&vu)[U], int j0,
+                                         int G, int grp, int L, int ctx, float &m, float &l, float (&acc)[8]) {
+	float sc[U], mn = m;
+#pragma unroll
+	for (int k = 0; k < U; k++) {
+		float s = dot8(q, ku[k]);
+		for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+		sc[k] = j0 + k * G + grp < ctx ? s : -INFINITY;
+		mn = fmaxf(mn, sc[k]);
+	}
+	if (mn == -INFINITY) return; // this lane group has no position in the row
+	float c = rescale(m, mn);
+	l *= c;
+#pragma unroll
+	for (int e = 0; e < 8; e++) acc[e] *= c;
+#pragma unroll
+	for (int k = 0; k < U; k++) {
+		float p = exp2_fast(sc[k] - mn);
+		l += p;
+		const half2 *v2 = reinterpret_cast<const half2 *>(&vu[k]);
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			float2 f = __half22float2(v2[e]);
+			acc[2 * e] += p * f.x;
+			acc[2 * e + 1] += p * f.y;
+		}
+	}
+	m = mn;
+}
+
+// own_kv puts the token's own key and value (position ctx - 1) into the row starting at j0 when
+// the position is this lane group's in that row.
+template <int U>
+__device__ __forceinline__ void own_kv(uint4 (&ku)[U], uint4 (&vu)[U], uint4 k, uint4 v, int j0, int G, int grp,
+                                       int ctx) {
+#pragma unroll
+	for (int j = 0; j < U; j++) {
+		if (j0 + j * G + grp == ctx - 1) {
+			ku[j] = k;
+			vu[j] = v;
+		}
+	}
+}
+
+// FUSED (decode: every sequence of the step has one token, at position pos[t]): the block first
+// does qkv_bias_kv_write's job for its head, from the QKV GEMM's fp32 output y(N,3C) and the
+// bias: q stays in registers, k and v go to the token's slot; the barrier that publishes the
+// block table also publishes them to the block's loads of later rows (kc and vc are therefore
+// not __restrict__: the kernel writes and reads them). Otherwise q comes from qkv(N,3C).
 template <bool PAGED, bool FUSED>
 __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, const float *__restrict__ y,
                           const float *__restrict__ bias, const int *__restrict__ slot, half *kc, half *vc,
                           const int *__restrict__ tokSeq, const int *__restrict__ pos,
                           const int *__restrict__ tables, int maxBlocks, int bs, int C, int NH, float scale) {
+	constexpr int U = ATT_UNROLL;
 	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
 	__shared__ float wacc[ATT_WARPS][ATT_MAX_HD];
 	extern __shared__ int table[];
 	int t = blockIdx.x, h = blockIdx.y, HD = C / NH, L = HD / 8;
 	int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
 	int sub = threadIdx.x % L, grp = threadIdx.x / L, G = ATT_THREADS / L; // G positions per row
+	int R = G * U;                                                          // positions per row
 	int ctx = pos[t] + 1;
 	const int *gtable = tables + (size_t)tokSeq[t] * maxBlocks;
-	int nblk = PAGED ? (ctx + bs - 1) / bs : 1;
+	int sh = __ffs(bs) - 1; // PAGED: bs is a power of two (runner.go Options)
+	int nblk = PAGED ? (ctx + bs - 1) >> sh : 1;
 	for (int i = threadIdx.x; i < nblk; i += ATT_THREADS) table[i] = gtable[i]; // metadata: before the wait
-	const half *kh = kc + h * HD + 8 * sub, *vh = vc + h * HD + 8 * sub;
-	// The first row of keys and values, positions [0, G*ATT_UNROLL): in a decode step every one
-	// of them but the token's own (ctx - 1) was cached by an earlier step, so they load before the
-	// wait, overlapping the QKV GEMM that this kernel waits for.
-	uint4 ku[ATT_UNROLL], vu[ATT_UNROLL];
-	if (FUSED) kv_row<PAGED>(ku, vu, kh, vh, gtable, PAGED ? 0 : (size_t)gtable[0] * bs, 0, ctx - 1, G, grp, bs, C);
+	const uint4 *kh = reinterpret_cast<const uint4 *>(kc + h * HD + 8 * sub);
+	const uint4 *vh = reinterpret_cast<const uint4 *>(vc + h * HD + 8 * sub);
+	unsigned C8 = C / 8;
+	// ATT_BUFS rows in flight, in a ring: while one is folded in, the others load, and it reloads
+	// with the row ATT_BUFS further on. In a decode step every position of the first ATT_BUFS rows
+	// but the token's own (ctx - 1) was cached by an earlier step, so they load before the wait,
+	// overlapping the QKV GEMM this kernel waits for.
+	uint4 ku[ATT_BUFS][U], vu[ATT_BUFS][U];
+	if (FUSED) {
+		unsigned base = PAGED ? 0 : (unsigned)gtable[0] * bs;
+#pragma unroll
+		for (int r = 0; r < ATT_BUFS; r++)
+			if (r == 0 || r * R < ctx) kv_row<PAGED, U>(ku[r], vu[r], kh, vh, gtable, base, r * R, ctx - 1, G, grp, sh, C8);
+	}
 	pdl_wait();
 	float q[8];
 	{
 		uint4 u;
 		if (FUSED) {
 			// The lane group that owns position ctx - 1 writes the token's k and v to the cache
-			// and, when the position is in the first row, keeps them in its registers: no reload.
+			// and, when the position is in a row already loading, keeps them in its registers.
 			const float *yr = y + (size_t)t * 3 * C + h * HD + 8 * sub;
 			const float *br = bias + h * HD + 8 * sub;
 			u = load8(yr, br);
@@ -514,12 +587,7 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 				*reinterpret_cast<uint4 *>(kc + s) = k;
 				*reinterpret_cast<uint4 *>(vc + s) = v;
 #pragma unroll
-				for (int j = 0; j < ATT_UNROLL; j++) {
-					if (j * G + grp == ctx - 1) {
-						ku[j] = k;
-						vu[j] = v;
-					}
-				}
+				for (int r = 0; r < ATT_BUFS; r++) own_kv<U>(ku[r], vu[r], k, v, r * R, G, grp, ctx);
 			}
 		} else {
 			u = *reinterpret_cast<const uint4 *>(qkv + (size_t)t * 3 * C + h * HD + 8 * sub);
@@ -533,42 +601,21 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 		}
 	}
 	__syncthreads(); // the table, and (FUSED) this token's k and v
-	size_t base = PAGED ? 0 : (size_t)table[0] * bs;
-	if (!FUSED) kv_row<PAGED>(ku, vu, kh, vh, table, base, 0, ctx, G, grp, bs, C);
+	unsigned base = PAGED ? 0 : (unsigned)table[0] * bs;
+	if (!FUSED) {
+#pragma unroll
+		for (int r = 0; r < ATT_BUFS; r++)
+			if (r == 0 || r * R < ctx) kv_row<PAGED, U>(ku[r], vu[r], kh, vh, table, base, r * R, ctx, G, grp, sh, C8);
+	}
 	float m = -INFINITY, l = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-	for (int j0 = 0;;) { // uniform over the block: shuffles inside
-		// The row's scores first, then one rescale of the running state for all of them (not one
-		// per position).
-		float sc[ATT_UNROLL], mn = m;
+	for (int j0 = 0; j0 < ctx; j0 += ATT_BUFS * R) { // uniform over the block
 #pragma unroll
-		for (int k = 0; k < ATT_UNROLL; k++) {
-			float s = dot8(q, ku[k]);
-			for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-			sc[k] = j0 + k * G + grp < ctx ? s : -INFINITY;
-			mn = fmaxf(mn, sc[k]);
+		for (int r = 0; r < ATT_BUFS; r++) {
+			int j = j0 + r * R; // the row in ku[r], vu[r]
+			if (j >= ctx) break;
+			fold_row<U>(q, ku[r], vu[r], j, G, grp, L, ctx, m, l, acc);
+			if (j + ATT_BUFS * R < ctx) kv_row<PAGED, U>(ku[r], vu[r], kh, vh, table, base, j + ATT_BUFS * R, ctx, G, grp, sh, C8);
 		}
-		if (mn != -INFINITY) { // else this lane group has no position in the row
-			float c = rescale(m, mn);
-			l *= c;
-#pragma unroll
-			for (int e = 0; e < 8; e++) acc[e] *= c;
-#pragma unroll
-			for (int k = 0; k < ATT_UNROLL; k++) {
-				float p = exp2_fast(sc[k] - mn);
-				l += p;
-				const half2 *v2 = reinterpret_cast<const half2 *>(&vu[k]);
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					float2 f = __half22float2(v2[e]);
-					acc[2 * e] += p * f.x;
-					acc[2 * e + 1] += p * f.y;
-				}
-			}
-			m = mn;
-		}
-		j0 += G * ATT_UNROLL;
-		if (j0 >= ctx) break;
-		kv_row<PAGED>(ku, vu, kh, vh, table, base, j0, ctx, G, grp, bs, C);
 	}
 	// Merge the lane groups of a warp that hold the same dims (lanes sub, sub+L, ...).
 	for (int o = L; o < WARP; o <<= 1) {

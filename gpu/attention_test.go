@@ -1,0 +1,113 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// attnCfg has GPT-2's head size (64: 8 lanes a position, 16 positions a row of the kernel's
+// lanes), so its contexts cross the attention kernel's rows of keys and values (gpt2.cu
+// ATT_UNROLL) the way GPT-2's do; smallCfg's heads of 16 fit 192 positions in one row.
+var attnCfg = Config{NLayer: 1, NHead: 2, NEmbd: 128, NPositions: 512, VocabSize: 500, Inner: 512, Eps: 1e-5}
+
+// TestAttentionRowsMatchReference: prompts whose prefill and decode contexts start, end and
+// cross the attention kernel's rows and pairs of rows (multiples of 16 positions up to 255), in
+// all four modes and with paged blocks of 1, 4 and 64 positions, teacher-forced against the CPU
+// reference.
+func TestAttentionRowsMatchReference(t *testing.T) {
+	needGPU(t)
+	cfg := attnCfg
+	w := testModel(cfg, 12)
+	const steps = 4
+	lens := []int{1, 14, 30, 47, 63, 79, 95, 127, 150, 191, 252}
+	ps := makePlans(cfg, w, lens, make([]int, len(lens)), steps, 6)
+	type variant struct {
+		m  mode
+		bs int // paged block size; 0: the default
+	}
+	vs := []variant{{modes[0], 0}, {modes[1], 0}, {modes[2], 0}, {modes[3], 0}, {modes[3], 1}, {modes[3], 4}, {modes[3], 64}}
+	for _, v := range vs {
+		t.Run(fmt.Sprintf("%v,bs=%d", v.m, v.bs), func(t *testing.T) {
+			r, err := Open(cfg, w, Options{MaxBatch: len(lens), MaxSeqLen: 256, MaxTokens: 1024, Paged: v.m.paged, Graphs: v.m.graphs,
+				BlockSize: v.bs, MemoryFraction: 0.02})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			runPlans(t, r, cfg, ps, steps, 1e-2)
+		})
+	}
+}
+
+// TestProfileAttention logs the attention kernels' GPU time per decode step (a graph of only
+// the step's 12 attention launches, replayed back to back) at batch 1 and 64 over contexts.
+// Set ROSETOP_GPU_PROFILE=1.
+func TestProfileAttention(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	w := testModel(gpt2Cfg, 1)
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1, SplitDecodeRows: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, B := range []int{1, 64} {
+		var b strings.Builder
+		for _, ctx := range []int{16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 512} {
+			st := decodeStep(B, int32(ctx-1), tablesFor(r, B))
+			clear(st.Temperature)
+			fmt.Fprintf(&b, " %d:%.1f", ctx, kindGraph(t, r, st, "attention"))
+		}
+		t.Logf("batch %d, attention us per step at context:%s", B, b.String())
+	}
+}
+
+// kindGraph runs st once with the op profiler on, to learn the kind of each launch, and returns
+// the GPU time (us per replay, back to back) of a graph of only op's launches of st's forward
+// pass. r must be eager (no Options.Graphs): the profiler marks the ops of an eager step.
+func kindGraph(t *testing.T, r *Runner, st *Step, op string) float64 {
+	t.Helper()
+	var p *opProfile
+	var err error
+	r.w.do(func() {
+		if p, err = newOpProfile(r.s.rt, 512); err == nil {
+			r.s.prof = p
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Step(st, make([]int32, len(st.Tokens)))
+	r.w.do(func() { r.s.prof = nil; p.close() })
+	if err == nil {
+		err = p.err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := make([]bool, len(p.kinds))
+	for i, k := range p.kinds {
+		only[i] = k == op
+	}
+	if !slices.Contains(only, true) {
+		t.Fatalf("no %q launch in the step (kinds %v)", op, p.kinds)
+	}
+	B := len(st.Tokens)
+	r.w.do(func() { r.s.rt.only = only })
+	defer r.w.do(func() { r.s.rt.only = nil })
+	us, err := timeGraph(r, 20, func() error {
+		r.s.rt.calls = 0
+		return r.s.forward(B, B)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return us
+}
