@@ -46,15 +46,16 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 // depend only on the submit times (stamped from the fake clock by the submitter goroutine), so
 // reports are reproducible to the last digit whatever the goroutine interleaving.
 type fakeProvider struct {
-	tok      *tokenizer.Tokenizer
-	device   string
-	hold     int           // > 0: finish only the first hold requests; the rest wait for Cancel
-	held     chan struct{} // closed when a request is first held
-	heldOnce sync.Once
-	addCost  func(k int) time.Duration // add_request cost of the k-th request; nil: default
-	mu       sync.Mutex
-	built    []EngineOptions // guarded by mu
-	servers  []*fakeServer   // guarded by mu
+	tok        *tokenizer.Tokenizer
+	device     string
+	hold       int           // > 0: finish only the first hold requests; the rest wait for Cancel
+	held       chan struct{} // closed when a request is first held
+	heldOnce   sync.Once
+	addCost    func(k int) time.Duration // add_request cost of the k-th request; nil: default
+	prewarmErr error                     // what the servers' Prewarm returns
+	mu         sync.Mutex
+	built      []EngineOptions // guarded by mu
+	servers    []*fakeServer   // guarded by mu
 }
 
 func newFakeProvider() *fakeProvider {
@@ -105,6 +106,16 @@ type fakeServer struct {
 	cfg     sched.Config // guarded by mu
 	next    int          // guarded by mu: submissions so far
 	closed  bool         // guarded by mu
+	// prewarms holds, for each Prewarm call, the requests submitted before it. Guarded by mu.
+	prewarms []int
+}
+
+// Prewarm records when the session called it and fails with the provider's prewarmErr.
+func (s *fakeServer) Prewarm() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prewarms = append(s.prewarms, s.next)
+	return s.p.prewarmErr
 }
 
 func (s *fakeServer) Info() ServerInfo { return s.info }

@@ -100,6 +100,10 @@ func (s *inProcServer) Submit(r sched.Request) (sched.RequestID, error) { return
 
 func (s *inProcServer) Ledger() []engine.LedgerEntry { return s.eng.Ledger.Entries() }
 
+// Prewarm pays the engine's remaining one-time costs (engine.Engine.Prewarm); the session calls
+// it while no request is in flight.
+func (s *inProcServer) Prewarm() error { return s.eng.Prewarm() }
+
 func (s *inProcServer) LedgerLen() int { return s.eng.Ledger.Len() }
 
 // Close stops the scheduler (its tokenize workers) and frees the backend.

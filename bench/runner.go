@@ -100,16 +100,49 @@ func (s *Session) loop(ctx context.Context, g *generation) error {
 
 // runEngine runs an engine's planned runs until they end, a restart or a stop.
 func (s *Session) runEngine(ctx context.Context, g *generation, lives *int) (outcome, error) {
+	cold := false // the previous run was a cold one
 	for k := 0; ; k++ {
 		pr, ok := s.plan(g, k, lives)
 		if !ok {
 			return runComplete, nil
 		}
+		if cold && !pr.warmup {
+			if err := s.prewarm(g); err != nil {
+				return runFailed, err
+			}
+		}
+		cold = pr.warmup
 		why, err := s.runOne(ctx, g, pr, k == 0)
 		if err != nil || why != runComplete {
 			return why, err
 		}
 	}
+}
+
+// prewarmer is a Server whose engine can pay its remaining one-time costs at once
+// (engine.Prewarmer).
+type prewarmer interface {
+	Prewarm() error
+}
+
+// prewarm has the engine pay, between the cold runs and the first steady one, the one-time
+// costs the cold runs did not meet: on the GPU, cuBLAS's first call for a GEMM row class and a
+// batch size's graph capture, a few ms each, which depend on how a run's arrivals were split
+// into prefill steps, so a steady run could otherwise pay one. The log and the ledger show it.
+func (s *Session) prewarm(g *generation) error {
+	w, ok := g.srv.(prewarmer)
+	if !ok {
+		return nil
+	}
+	t0 := time.Now()
+	if err := w.Prewarm(); err != nil {
+		return fmt.Errorf("prewarm: %w", err)
+	}
+	s.mu.Lock()
+	s.noteLedger(g)
+	s.logf(LogRun, "prewarm: the one-time costs the cold runs did not meet, paid in %v", time.Since(t0).Round(100*time.Microsecond))
+	s.mu.Unlock()
+	return nil
 }
 
 // runOne submits the workload once and waits for every request to finish.

@@ -90,6 +90,9 @@ func (c *cudaBackend) StepAhead(b *Batch, next []int32, steps int) error {
 	return c.run(b, next, nil, steps)
 }
 
+// Prewarm implements Prewarmer with gpu.Runner.Prewarm.
+func (c *cudaBackend) Prewarm() error { return c.r.Prewarm() }
+
 // stepLogits is Step that also returns each sequence's last-position logits (tests).
 func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error {
 	return c.run(b, next, logits, 0)

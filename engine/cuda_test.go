@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -302,5 +303,24 @@ func TestCUDAStepAllocatesNothing(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%v: a decode step through the backend made %v allocations, want 0", mode, allocs)
 		}
+	}
+}
+
+// TestCUDAPrewarm: the CUDA backend pays its remaining one-time costs in Prewarm and says so in
+// the ledger.
+func TestCUDAPrewarm(t *testing.T) {
+	needCUDA(t)
+	e, _ := newCUDA(t, smallModel(t, smallConfig(), 3), gpuMode{paged: true, graph: true}, 4)
+	n := e.Ledger.Len()
+	if err := e.Prewarm(); err != nil {
+		t.Fatal(err)
+	}
+	var what []string
+	for _, l := range e.Ledger.Entries()[n:] {
+		what = append(what, l.What+" "+l.Detail)
+	}
+	if !slices.ContainsFunc(what, func(s string) bool { return strings.HasPrefix(s, "cuBLAS warm-up prewarm: ") }) ||
+		!slices.Contains(what, "graph capture batch 4") {
+		t.Errorf("ledger entries of Prewarm: %q, want its cuBLAS warm-up and the batch-4 capture", what)
 	}
 }

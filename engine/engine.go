@@ -89,6 +89,14 @@ type AheadStepper interface {
 	StepAhead(b *Batch, next []int32, steps int) error
 }
 
+// Prewarmer is a Backend with one-time costs it pays on first use (the CUDA backend: a GEMM
+// shape's first cuBLAS call, a batch size's graph capture). Prewarm pays every one left now, so
+// no later Step does. Unlike Step it may be called from any goroutine, also during a Step (the
+// CUDA runner serializes them).
+type Prewarmer interface {
+	Prewarm() error
+}
+
 // LedgerEntry is one cold-start cost the engine paid: model load, module JIT, a graph capture...
 type LedgerEntry struct {
 	What   string        // e.g. "model load", "kernel module load", "graph capture"

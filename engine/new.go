@@ -126,6 +126,15 @@ func layoutName(l KVLayout) string {
 	return "contiguous"
 }
 
+// Prewarm pays the backend's one-time costs not paid yet (Prewarmer; nothing to do for the CPU
+// backend). The ledger records what it paid.
+func (e *Engine) Prewarm() error {
+	if w, ok := e.Backend.(Prewarmer); ok {
+		return w.Prewarm()
+	}
+	return nil
+}
+
 // Close frees the backend (KV pool, workers, device memory). The model is the caller's to close.
 func (e *Engine) Close() error {
 	if e == nil || e.Backend == nil {

@@ -107,3 +107,19 @@ func TestNewCPULayouts(t *testing.T) {
 		})
 	}
 }
+
+// TestPrewarmCPU: the CPU backend has no one-time costs to pay: Prewarm does nothing.
+func TestPrewarmCPU(t *testing.T) {
+	e, err := New(smallModel(t, smallConfig(), 1), Options{Device: "cpu", MaxBatch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, ok := e.Backend.(Prewarmer); ok {
+		t.Error("the CPU backend claims one-time costs to prewarm")
+	}
+	n := e.Ledger.Len()
+	if err := e.Prewarm(); err != nil || e.Ledger.Len() != n {
+		t.Errorf("Prewarm: %v, ledger %d -> %d entries", err, n, e.Ledger.Len())
+	}
+}

@@ -96,8 +96,19 @@ func (s *state) takeAhead(in *Step, next []int32, logits []float32) (bool, error
 		}
 		return true, nil
 	}
-	p.n, p.lastOut = 0, 0 // the step runs as usual: its sampler writes buffer 0
-	return false, s.rt.sync()
+	return false, s.dropAhead()
+}
+
+// dropAhead waits for the queued steps and forgets them: the next step runs as usual, its
+// sampler writing buffer 0.
+func (s *state) dropAhead() error {
+	p := &s.pred
+	queued := p.n > 0
+	p.n, p.lastOut = 0, 0
+	if !queued {
+		return nil
+	}
+	return s.rt.sync()
 }
 
 // launchAhead queues predicted steps after in (whose ids are in next) until steps of them (at

@@ -179,9 +179,13 @@ func (s *state) fill(in *Step, first, end, tok, pad int) int {
 	return t
 }
 
-// captureAhead captures every bucket's graph on scratch rows only (Options.CaptureAhead).
+// captureAhead captures every bucket's graph not captured yet, on scratch rows only
+// (Options.CaptureAhead, Runner.Prewarm).
 func (s *state) captureAhead() error {
 	for _, b := range s.buckets {
+		if _, ok := s.graphs[b]; ok {
+			continue
+		}
 		for i := 0; i < b; i++ {
 			s.padRow(i, i)
 		}

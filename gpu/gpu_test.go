@@ -430,3 +430,74 @@ func TestLazyGEMMWarmup(t *testing.T) {
 		t.Errorf("%d %q entries (%d 'cuBLAS first use' in all) after 3 steps of 2 rows, want exactly 1:\n%s", n, want, all, strings.Join(got, "\n"))
 	}
 }
+
+// TestPrewarm: after some steps, Prewarm (with a predicted step still queued) pays every row
+// class and bucket left, and the steps after it, of every size, pay nothing more and sample what
+// a runner that never prewarmed samples.
+func TestPrewarm(t *testing.T) {
+	needGPU(t)
+	var mu sync.Mutex
+	var got []string
+	rec := func(what, detail string, took time.Duration) {
+		mu.Lock()
+		got = append(got, what+" | "+detail)
+		mu.Unlock()
+	}
+	entries := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	w := testModel(smallCfg, 7)
+	opt := Options{MaxBatch: 16, MaxSeqLen: 64, Paged: true, Graphs: true, MemoryFraction: 0.01}
+	ref, err := Open(smallCfg, w, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	opt.Record = rec
+	r, err := Open(smallCfg, w, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	tables := tablesFor(r, 16)
+	next, want := make([]int32, 16), make([]int32, 16)
+	if err := r.StepAhead(decodeStep(16, 0, tables), next, 1); err != nil { // queues the step at position 1
+		t.Fatal(err)
+	}
+	if err := ref.Step(decodeStep(16, 0, tables), want); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Prewarm(); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(entries(), "\n")
+	if !strings.Contains(all, "cuBLAS warm-up | prewarm: ") || !strings.Contains(all, "graph capture | batch 4") {
+		t.Errorf("the ledger after Prewarm lacks its warm-up or a capture:\n%s", all)
+	}
+	if st := r.Stats(); st.Graphs < len(buckets(16)) {
+		t.Errorf("%d graphs after Prewarm, want at least one a bucket (%d)", st.Graphs, len(buckets(16)))
+	}
+	before, graphs := len(entries()), r.Stats().Graphs
+	for _, B := range []int{16, 3, 1, 9, 16} {
+		st := decodeStep(B, 1, tables)
+		if err := r.Step(st, next); err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.Step(st, want); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(next[:B], want[:B]) {
+			t.Errorf("batch %d after Prewarm sampled %v, a runner without it %v", B, next[:B], want[:B])
+		}
+	}
+	prefill := &Step{Tokens: []int32{1, 2, 3, 4, 5}, SeqLens: []int32{2, 3}, Start: []int32{0, 0}, Tables: append(slices.Clone(tables[0]), tables[1]...),
+		Temperature: []float32{0, 0}, TopK: []int32{0, 0}, TopP: []float32{0, 0}, Seed: []uint64{0, 0}}
+	if err := r.Step(prefill, next); err != nil {
+		t.Fatal(err)
+	}
+	if after := entries(); len(after) != before || r.Stats().Graphs != graphs {
+		t.Errorf("steps after Prewarm paid one-time costs: %d graphs -> %d, ledger:\n%s", graphs, r.Stats().Graphs, strings.Join(after[before:], "\n"))
+	}
+}

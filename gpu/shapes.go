@@ -84,6 +84,38 @@ func (s *state) warmGEMMs() error {
 	return nil
 }
 
+// prewarm pays what warmGEMMs and captureAhead would have paid in Open and no step has paid yet
+// (Runner.Prewarm), after the queued predicted steps finish.
+func (s *state) prewarm() error {
+	if err := s.dropAhead(); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	calls, classes := 0, 0
+	for _, m := range gemmRowClasses(s.opt.MaxTokens) {
+		layers := !s.warmLayers[m] && !s.useSmall(m)
+		head := !s.warmHead[m] && m <= gemmRows(s.opt.MaxBatch)
+		if !layers && !head {
+			continue
+		}
+		n, err := s.warmClass(m, layers, head)
+		if err != nil {
+			return err
+		}
+		calls, classes = calls+n, classes+1
+	}
+	if err := s.rt.sync(); err != nil {
+		return err
+	}
+	if calls > 0 {
+		s.record("cuBLAS warm-up", fmt.Sprintf("prewarm: %d GEMMs, the %d row classes not used yet", calls, classes), time.Since(t0))
+	}
+	if !s.opt.Graphs {
+		return nil
+	}
+	return s.captureAhead()
+}
+
 // ensureWarm pays cuBLAS's first-call cost for an eager step of n token rows and nb sequences
 // whose row classes have not run yet, and records it in the ledger: without CaptureAhead this is
 // part of the cold start the first run shows. It runs before the step's own work is enqueued
