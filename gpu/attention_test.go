@@ -46,7 +46,8 @@ func TestAttentionRowsMatchReference(t *testing.T) {
 
 // TestProfileAttention logs the attention kernels' GPU time per decode step (a graph of only
 // the step's 12 attention launches, replayed back to back) at batch 1 and 64 over contexts.
-// Set ROSETOP_GPU_PROFILE=1.
+// Set ROSETOP_GPU_PROFILE=1; ROSETOP_PROFILE_CASE=BATCH:CONTEXT runs one case (its first step
+// is an eager one, for a kernel profiler).
 func TestProfileAttention(t *testing.T) {
 	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
 		t.Skip("ROSETOP_GPU_PROFILE is not set")
@@ -58,9 +59,17 @@ func TestProfileAttention(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for _, B := range []int{1, 64} {
+	batches, contexts := []int{1, 64}, []int{16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 512}
+	if c := os.Getenv("ROSETOP_PROFILE_CASE"); c != "" { // one case, e.g. 64:128 (for ncu)
+		var B, ctx int
+		if _, err := fmt.Sscanf(c, "%d:%d", &B, &ctx); err != nil || B < 1 || B > 64 || ctx < 1 || ctx > 1024 {
+			t.Fatalf("ROSETOP_PROFILE_CASE=%q: want BATCH:CONTEXT, batch 1-64, context 1-1024", c)
+		}
+		batches, contexts = []int{B}, []int{ctx}
+	}
+	for _, B := range batches {
 		var b strings.Builder
-		for _, ctx := range []int{16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 512} {
+		for _, ctx := range contexts {
 			st := decodeStep(B, int32(ctx-1), tablesFor(r, B))
 			clear(st.Temperature)
 			fmt.Fprintf(&b, " %d:%.1f", ctx, kindGraph(t, r, st, "attention"))

@@ -404,18 +404,20 @@ extern "C" __global__ void qkv_bias_kv_write(half *__restrict__ qkv, const float
 // ATT_UNROLL such steps (32 positions at HD 64), and ATT_BUFS rows are in flight in a ring: a row
 // is folded in while the next ones load, then reloads with the row ATT_BUFS further on. Each
 // lane group keeps an online softmax (running max, sum and weighted values); the groups merge
-// through shuffles, then the warps through shared memory. 128 threads and at most 80 registers
+// through shared memory, a thread per dim. 128 threads and at most 80 registers
 // (6 blocks an SM) keep a whole batch-64 decode step (768 blocks) resident in one wave. HD is a
 // power of two from 8 to 256.
-// Rows of 32 in a ring of 2 measured best on an H200 (TestProfileAttention, batch 64, context
-// 128: 126-128 us a step) against one row of 80 loaded, folded in, then reloaded (136 us), and
-// rings of 48 x 2 (142: registers spill), 16 x 2, 16 x 3, 16 x 4 and 32 x 3 (130-140 us).
+// The kernel is as much issue-bound as memory-bound at batch 64 (Nsight Compute: 1.5 of 4
+// instructions issued a cycle, 44% of DRAM bandwidth), so instructions count. Measured on an
+// H200 (TestProfileAttention, batch 64, context 128, us a step): one row of 80 loaded, folded
+// in, then reloaded, 136; a ring of two rows of 32, 127.5; with the 64-dim head compiled in
+// (ATT_DISPATCH), 120.3; with the merge through shared memory instead of shuffles, 117.7. Rings
+// of 48 x 2 (registers spill), 16 x 2, 16 x 3, 16 x 4, 32 x 3 and blocks of 64 threads were
+// slower at batch 64 or at batch 1.
 // Grid (N, NH), block ATT_THREADS; dynamic shared memory: maxBlocks ints.
 #define ATT_THREADS 128
 #define ATT_UNROLL 2
 #define ATT_BUFS 2
-#define ATT_MAX_HD 256
-#define ATT_WARPS (ATT_THREADS / WARP)
 
 // kv_slot is position j's cache slot: table[j / bs] * bs + j % bs when PAGED (bs = 1 << sh), else
 // base + j. Slots and their offsets in 16-byte words fit 32 bits (buffers.go maxPagedBlocks).
@@ -465,8 +467,6 @@ __device__ __forceinline__ float exp2_fast(float x) {
 	return y;
 }
 
-// rescale returns 2^(m - mn), 0 for an empty state (m = -inf).
-__device__ __forceinline__ float rescale(float m, float mn) { return m == -INFINITY ? 0.f : exp2_fast(m - mn); }
 
 // load8 returns 8 consecutive fp32 values of y plus bias, rounded to fp16 (the cache's precision).
 __device__ __forceinline__ uint4 load8(const float *__restrict__ y, const float *__restrict__ b) {
@@ -501,7 +501,7 @@ __device__ __forceinline__ void fold_row(const float (&q)[8], const uint4 (&ku)[
 		mn = fmaxf(mn, sc[k]);
 	}
 	if (mn == -INFINITY) return; // this lane group has no position in the row
-	float c = rescale(m, mn);
+	float c = exp2_fast(m - mn); // mn is finite; 0 while the state is empty (m = -inf)
 	l *= c;
 #pragma unroll
 	for (int e = 0; e < 8; e++) acc[e] *= c;
@@ -539,17 +539,17 @@ __device__ __forceinline__ void own_kv(uint4 (&ku)[U], uint4 (&vu)[U], uint4 k, 
 // bias: q stays in registers, k and v go to the token's slot; the barrier that publishes the
 // block table also publishes them to the block's loads of later rows (kc and vc are therefore
 // not __restrict__: the kernel writes and reads them). Otherwise q comes from qkv(N,3C).
-template <bool PAGED, bool FUSED>
-__device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, const float *__restrict__ y,
+template <bool PAGED, bool FUSED, int HDC>
+__device__ __forceinline__ void attention(half *__restrict__ out, const half *__restrict__ qkv, const float *__restrict__ y,
                           const float *__restrict__ bias, const int *__restrict__ slot, half *kc, half *vc,
                           const int *__restrict__ tokSeq, const int *__restrict__ pos,
                           const int *__restrict__ tables, int maxBlocks, int bs, int C, int NH, float scale) {
 	constexpr int U = ATT_UNROLL;
-	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
-	__shared__ float wacc[ATT_WARPS][ATT_MAX_HD];
+	// Each lane group's softmax state for the merge: G groups of HD dims are ATT_THREADS * 8.
+	__shared__ __align__(16) float gacc[ATT_THREADS * 8];
+	__shared__ float gm[ATT_THREADS], gl[ATT_THREADS];
 	extern __shared__ int table[];
-	int t = blockIdx.x, h = blockIdx.y, HD = C / NH, L = HD / 8;
-	int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+	int t = blockIdx.x, h = blockIdx.y, HD = HDC ? HDC : C / NH, L = HD / 8;
 	int sub = threadIdx.x % L, grp = threadIdx.x / L, G = ATT_THREADS / L; // G positions per row
 	int R = G * U;                                                          // positions per row
 	int ctx = pos[t] + 1;
@@ -617,34 +617,24 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 			if (j + ATT_BUFS * R < ctx) kv_row<PAGED, U>(ku[r], vu[r], kh, vh, table, base, j + ATT_BUFS * R, ctx, G, grp, sh, C8);
 		}
 	}
-	// Merge the lane groups of a warp that hold the same dims (lanes sub, sub+L, ...).
-	for (int o = L; o < WARP; o <<= 1) {
-		float mo = __shfl_xor_sync(0xffffffffu, m, o), lo = __shfl_xor_sync(0xffffffffu, l, o);
-		float mn = fmaxf(m, mo), a = rescale(m, mn), b = rescale(mo, mn);
-		l = l * a + lo * b;
-#pragma unroll
-		for (int e = 0; e < 8; e++) acc[e] = acc[e] * a + __shfl_xor_sync(0xffffffffu, acc[e], o) * b;
-		m = mn;
-	}
-	if (lane < L) {
-		if (lane == 0) {
-			wm[warp] = m;
-			wl[warp] = l;
-		}
-#pragma unroll
-		for (int e = 0; e < 8; e++) wacc[warp][8 * lane + e] = acc[e];
+	// Merge the G lane groups' states through shared memory: a thread per dim rescales the
+	// groups' sums to the largest running max (group 0 always holds position 0, so it is finite).
+	*reinterpret_cast<float4 *>(&gacc[grp * HD + 8 * sub]) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+	*reinterpret_cast<float4 *>(&gacc[grp * HD + 8 * sub + 4]) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+	if (sub == 0) {
+		gm[grp] = m;
+		gl[grp] = l;
 	}
 	__syncthreads();
-	float M = -INFINITY;
-#pragma unroll
-	for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, wm[w]);
-	float sum = 0.f;
-#pragma unroll
-	for (int w = 0; w < ATT_WARPS; w++) sum += wl[w] * rescale(wm[w], M);
 	for (int d = threadIdx.x; d < HD; d += ATT_THREADS) {
-		float r = 0.f;
-#pragma unroll
-		for (int w = 0; w < ATT_WARPS; w++) r += wacc[w][d] * rescale(wm[w], M);
+		float M = -INFINITY;
+		for (int g = 0; g < G; g++) M = fmaxf(M, gm[g]);
+		float sum = 0.f, r = 0.f;
+		for (int g = 0; g < G; g++) {
+			float f = exp2_fast(gm[g] - M); // 0 for a group with no position (-inf)
+			sum += gl[g] * f;
+			r += gacc[g * HD + d] * f;
+		}
 		out[(size_t)t * C + h * HD + d] = __float2half(r / sum);
 	}
 }
@@ -656,24 +646,30 @@ __device__ void attention(half *__restrict__ out, const half *__restrict__ qkv, 
 	half *out, const float *y, const float *bias, const int *slot, half *kc, half *vc, const int *tokSeq,        \
 	    const int *pos, const int *tables, int maxBlocks, int bs, int C, int NH, float scale
 
+// Every GPT-2 size has heads of 64: that case runs a copy of the kernel compiled with the head
+// size known (shifts for the lane arithmetic, unrolled shuffle reductions); others the general one.
+#define ATT_DISPATCH(PAGED, FUSED, ...)                                                                         \
+	if (C == 64 * NH) attention<PAGED, FUSED, 64>(__VA_ARGS__);                                             \
+	else attention<PAGED, FUSED, 0>(__VA_ARGS__)
+
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_paged(ATT_ARGS) {
-	attention<true, false>(out, qkv, nullptr, nullptr, nullptr, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH,
-	                       scale);
+	ATT_DISPATCH(true, false, out, qkv, nullptr, nullptr, nullptr, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C,
+	             NH, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_contig(ATT_ARGS) {
-	attention<false, false>(out, qkv, nullptr, nullptr, nullptr, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH,
-	                        scale);
+	ATT_DISPATCH(false, false, out, qkv, nullptr, nullptr, nullptr, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C,
+	             NH, scale);
 }
 
 // attention_decode_*: qkv_bias_kv_write and attention in one launch, for steps of one token per
 // sequence (see FUSED above). HD % 8 == 0 makes the 16- and 32-byte vector accesses aligned.
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_decode_paged(ATT_DECODE_ARGS) {
-	attention<true, true>(out, nullptr, y, bias, slot, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH, scale);
+	ATT_DISPATCH(true, true, out, nullptr, y, bias, slot, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_decode_contig(ATT_DECODE_ARGS) {
-	attention<false, true>(out, nullptr, y, bias, slot, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH, scale);
+	ATT_DISPATCH(false, true, out, nullptr, y, bias, slot, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH, scale);
 }
 
 // meta_copy copies a step's metadata (n 16-byte words) from the mapped pinned host buffer src
