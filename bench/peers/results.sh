@@ -15,6 +15,9 @@ grep -E "RESULT|FAIL|^Benchmark" "$out/check.txt"
 (cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ROSETOP_GPU_PROFILE_SAMPLING=1 \
 	../bin/gpu.test -test.run 'TestProfileDecodeGPT2' -test.v) >"$out/profile.txt" 2>&1
 grep -E "graph \[|forward pass alone|sum of kinds" "$out/profile.txt"
+# The attention kernels alone (a graph of a step's 12 launches), batch 1 and 64, over contexts.
+(cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileAttention$' -test.v) >"$out/attention.txt" 2>&1
+grep -E "attention us" "$out/attention.txt"
 # decode-heavy's decode phase as the job runs it (contexts 2-257), each variant on a fresh runner.
 (cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileDecodeRun$' -test.v) >"$out/run.txt" 2>&1
 grep -E "round" "$out/run.txt"

@@ -407,8 +407,9 @@ extern "C" __global__ void qkv_bias_kv_write(half *__restrict__ qkv, const float
 // through shared memory, a thread per dim. 128 threads and at most 80 registers
 // (6 blocks an SM) keep a whole batch-64 decode step (768 blocks) resident in one wave. HD is a
 // power of two from 8 to 256.
-// The kernel is as much issue-bound as memory-bound at batch 64 (Nsight Compute: 1.5 of 4
-// instructions issued a cycle, 44% of DRAM bandwidth), so instructions count. Measured on an
+// The kernel is as much issue-bound as memory-bound at batch 64 (Nsight Compute on the ring of
+// rows before the two changes below, context 128: 1.5 of 4 instructions issued a cycle, warps
+// waiting on loads half their cycles, 44% of DRAM bandwidth), so instructions count. Measured on an
 // H200 (TestProfileAttention, batch 64, context 128, us a step): one row of 80 loaded, folded
 // in, then reloaded, 136; a ring of two rows of 32, 127.5; with the 64-dim head compiled in
 // (ATT_DISPATCH), 120.3; with the merge through shared memory instead of shuffles, 117.7. Rings
