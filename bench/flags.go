@@ -103,7 +103,7 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 	fs.BoolVar(&cfg.Pretok, "pretok", cfg.Pretok, "tokenize prompts before the run; submit token ids")
 	fs.IntVar(&cfg.TokenizeWorkers, "tokenize-workers", cfg.TokenizeWorkers, "scheduler tokenize workers (0: inline in add_request)")
 	fs.IntVar(&cfg.StreamInterval, "stream-interval", cfg.StreamInterval, "emit a text piece every N tokens")
-	fs.IntVar(&cfg.WarmupRuns, "warmup-runs", cfg.WarmupRuns, "runs before the measured ones (recorded, not printed)")
+	fs.IntVar(&cfg.WarmupRuns, "warmup-runs", cfg.WarmupRuns, "runs before the measured ones (recorded, not printed); after them the engine pays its remaining one-time costs (prewarm)")
 	fs.IntVar(&cfg.RepeatRuns, "repeat-runs", cfg.RepeatRuns, "measured runs, each printed")
 	fs.StringVar(&cfg.JSONPath, "json", cfg.JSONPath, "write config, run summaries and per-request records to FILE")
 	fs.StringVar(&cfg.CSVPath, "csv", cfg.CSVPath, "write one row per request to FILE")
