@@ -315,20 +315,14 @@ func TestRebuildReturnsMemory(t *testing.T) {
 // CaptureAhead one graph capture per bucket.
 func TestColdStartLedger(t *testing.T) {
 	needGPU(t)
-	var mu sync.Mutex
-	var got []string
-	rec := func(what, detail string, took time.Duration) {
-		mu.Lock()
-		got = append(got, what+" | "+detail)
-		mu.Unlock()
-		t.Logf("%-26s %-40s %v", what, detail, took)
-	}
-	r, err := Open(smallCfg, testModel(smallCfg, 4), Options{MaxBatch: 16, MaxSeqLen: 64, Paged: true, Graphs: true, CaptureAhead: true, Record: rec, MemoryFraction: 0.02})
+	var rec recorder
+	r, err := Open(smallCfg, testModel(smallCfg, 4), Options{MaxBatch: 16, MaxSeqLen: 64, Paged: true, Graphs: true, CaptureAhead: true, Record: rec.record, MemoryFraction: 0.02})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	all := strings.Join(got, "\n")
+	all := strings.Join(rec.entries(), "\n")
+	t.Logf("ledger:\n%s", all)
 	for _, want := range []string{"CUDA context", fmt.Sprintf("kernel module load | %d kernels from fatbin", numKernels), "weight upload", "cuBLAS init | libcublas.so.", "activation buffers", "KV pool allocation | paged", "cuBLAS warm-up | ",
 		"graph capture | batch 1\n", "graph capture | batch 2\n", "graph capture | batch 4\n", "graph capture | batch 8\n", "graph capture | batch 16"} {
 		if !strings.Contains(all+"\n", want) {
@@ -388,25 +382,17 @@ func TestContiguousDoesNotFit(t *testing.T) {
 // a row class pays cuBLAS's first-call cost and says so in the ledger, once per class.
 func TestLazyGEMMWarmup(t *testing.T) {
 	needGPU(t)
-	var mu sync.Mutex
-	var got []string
-	rec := func(what, detail string, took time.Duration) {
-		mu.Lock()
-		got = append(got, what+" | "+detail)
-		mu.Unlock()
-	}
+	var rec recorder
 	count := func(prefix string) int {
-		mu.Lock()
-		defer mu.Unlock()
 		n := 0
-		for _, g := range got {
+		for _, g := range rec.entries() {
 			if strings.HasPrefix(g, prefix) {
 				n++
 			}
 		}
 		return n
 	}
-	r, err := Open(smallCfg, testModel(smallCfg, 6), Options{MaxBatch: 4, MaxSeqLen: 64, Paged: true, Record: rec, MemoryFraction: 0.01})
+	r, err := Open(smallCfg, testModel(smallCfg, 6), Options{MaxBatch: 4, MaxSeqLen: 64, Paged: true, Record: rec.record, MemoryFraction: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +413,7 @@ func TestLazyGEMMWarmup(t *testing.T) {
 		want = "cuBLAS first use | LM head at 2 rows"
 	}
 	if n, all := count(want), count("cuBLAS first use"); n != 1 || all != 1 {
-		t.Errorf("%d %q entries (%d 'cuBLAS first use' in all) after 3 steps of 2 rows, want exactly 1:\n%s", n, want, all, strings.Join(got, "\n"))
+		t.Errorf("%d %q entries (%d 'cuBLAS first use' in all) after 3 steps of 2 rows, want exactly 1:\n%s", n, want, all, strings.Join(rec.entries(), "\n"))
 	}
 }
 
@@ -436,18 +422,7 @@ func TestLazyGEMMWarmup(t *testing.T) {
 // a runner that never prewarmed samples.
 func TestPrewarm(t *testing.T) {
 	needGPU(t)
-	var mu sync.Mutex
-	var got []string
-	rec := func(what, detail string, took time.Duration) {
-		mu.Lock()
-		got = append(got, what+" | "+detail)
-		mu.Unlock()
-	}
-	entries := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got)
-	}
+	var rec recorder
 	w := testModel(smallCfg, 7)
 	opt := Options{MaxBatch: 16, MaxSeqLen: 64, Paged: true, Graphs: true, MemoryFraction: 0.01}
 	ref, err := Open(smallCfg, w, opt)
@@ -455,7 +430,7 @@ func TestPrewarm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	opt.Record = rec
+	opt.Record = rec.record
 	r, err := Open(smallCfg, w, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -472,14 +447,14 @@ func TestPrewarm(t *testing.T) {
 	if err := r.Prewarm(); err != nil {
 		t.Fatal(err)
 	}
-	all := strings.Join(entries(), "\n")
+	all := strings.Join(rec.entries(), "\n")
 	if !strings.Contains(all, "cuBLAS warm-up | prewarm: ") || !strings.Contains(all, "graph capture | batch 4") {
 		t.Errorf("the ledger after Prewarm lacks its warm-up or a capture:\n%s", all)
 	}
 	if st := r.Stats(); st.Graphs < len(buckets(16)) {
 		t.Errorf("%d graphs after Prewarm, want at least one a bucket (%d)", st.Graphs, len(buckets(16)))
 	}
-	before, graphs := len(entries()), r.Stats().Graphs
+	before, graphs := len(rec.entries()), r.Stats().Graphs
 	for _, B := range []int{16, 3, 1, 9, 16} {
 		st := decodeStep(B, 1, tables)
 		if err := r.Step(st, next); err != nil {
@@ -497,7 +472,26 @@ func TestPrewarm(t *testing.T) {
 	if err := r.Step(prefill, next); err != nil {
 		t.Fatal(err)
 	}
-	if after := entries(); len(after) != before || r.Stats().Graphs != graphs {
+	if after := rec.entries(); len(after) != before || r.Stats().Graphs != graphs {
 		t.Errorf("steps after Prewarm paid one-time costs: %d graphs -> %d, ledger:\n%s", graphs, r.Stats().Graphs, strings.Join(after[before:], "\n"))
 	}
+}
+
+// recorder collects a runner's ledger as "what | detail" lines (Options.Record; the runner's
+// worker goroutine calls record).
+type recorder struct {
+	mu  sync.Mutex
+	got []string // guarded by mu
+}
+
+func (r *recorder) record(what, detail string, took time.Duration) {
+	r.mu.Lock()
+	r.got = append(r.got, what+" | "+detail)
+	r.mu.Unlock()
+}
+
+func (r *recorder) entries() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
 }
