@@ -138,7 +138,8 @@ func (s *state) allocBuffers() error {
 func (m *metaBufs) devAt(off int64) devPtr { return m.dev + devPtr(off) }
 
 // allocKV sizes and allocates the KV pool. Paged: as many blocks as MemoryFraction of the free
-// memory holds, at most maxPagedBlocks. Contiguous: one MaxSeqLen region per batch slot, an error when that does not fit.
+// memory holds, at most maxPagedBlocks and maxKVSlots' worth. Contiguous: one MaxSeqLen region
+// per batch slot, an error when that does not fit.
 func (s *state) allocKV() error {
 	c, o := s.cfg, s.opt
 	perPos := int64(2 * c.NLayer * c.NEmbd * 2) // K and V of every layer, fp16
@@ -148,14 +149,19 @@ func (s *state) allocKV() error {
 		return err
 	}
 	budget := int64(float64(free) * o.MemoryFraction)
+	slots := maxKVSlots(c.NEmbd)
 	if o.Paged {
-		s.kv.numBlocks = int(min(budget/perBlock-1, maxPagedBlocks))
+		s.kv.numBlocks = int(min(budget/perBlock-1, maxPagedBlocks, slots/int64(s.kv.bs)-1))
 		if s.kv.numBlocks < s.kv.width {
 			return fmt.Errorf("gpu: %w: a %d-position sequence needs %d KV blocks of %d KB; %.0f%% of the free %d MB holds %d",
 				ErrDoesNotFit, o.MaxSeqLen, s.kv.width, perBlock>>10, o.MemoryFraction*100, free>>20, max(s.kv.numBlocks, 0))
 		}
 	} else {
 		s.kv.numBlocks = o.MaxBatch
+		if n := int64(o.MaxBatch+1) * int64(s.kv.bs); n > slots {
+			return fmt.Errorf("gpu: %w: contiguous KV for %d sequences of %d positions is %d slots a layer; the kernels address at most %d",
+				ErrDoesNotFit, o.MaxBatch, o.MaxSeqLen, n, slots)
+		}
 		if need := int64(o.MaxBatch+1) * perBlock; need > budget {
 			return fmt.Errorf("gpu: %w: contiguous KV for %d sequences of %d positions needs %d MB; %.0f%% of the free %d MB is %d MB",
 				ErrDoesNotFit, o.MaxBatch, o.MaxSeqLen, need>>20, o.MemoryFraction*100, free>>20, budget>>20)
@@ -189,3 +195,8 @@ const (
 // uses, and keep the engine's host-side block bookkeeping (~100 bytes a block) near 25 MB. Only
 // small models reach it (the tiny model would otherwise get millions of blocks).
 const maxPagedBlocks = 1 << 18
+
+// maxKVSlots is the most cache slots (positions) a layer's keys or values may hold: the attention
+// kernel addresses them in 32-bit counts of 16-byte words (gpt2.cu kv_slot), C/8 words a slot.
+// Only a model of very few layers given most of a GPU's memory comes near it.
+func maxKVSlots(C int) int64 { return (1 << 32) / int64(C/8) }

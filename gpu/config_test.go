@@ -62,3 +62,17 @@ func TestOptionsBlockSize(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxKVSlots: the last 16-byte word of the last slot a layer may hold still has a 32-bit
+// index (the attention kernel's addressing), at every width the config allows.
+func TestMaxKVSlots(t *testing.T) {
+	for _, C := range []int{32, 64, 768, 1024, 1600, 2048} {
+		n := maxKVSlots(C)
+		if last := (n-1)*int64(C/8) + int64(C/8) - 1; last >= 1<<32 {
+			t.Errorf("C %d: %d slots, the last word's index %d needs more than 32 bits", C, n, last)
+		}
+		if next := n * int64(C/8); next+int64(C/8)-1 < 1<<32 {
+			t.Errorf("C %d: %d slots leaves room for another (cap too low)", C, n)
+		}
+	}
+}

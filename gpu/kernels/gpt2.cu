@@ -421,7 +421,7 @@ extern "C" __global__ void qkv_bias_kv_write(half *__restrict__ qkv, const float
 #define ATT_BUFS 2
 
 // kv_slot is position j's cache slot: table[j / bs] * bs + j % bs when PAGED (bs = 1 << sh), else
-// base + j. Slots and their offsets in 16-byte words fit 32 bits (buffers.go maxPagedBlocks).
+// base + j. Slots and their offsets in 16-byte words fit 32 bits (buffers.go maxKVSlots).
 template <bool PAGED>
 __device__ __forceinline__ unsigned kv_slot(const int *table, unsigned base, int j, int sh) {
 	return PAGED ? ((unsigned)table[j >> sh] << sh) | (unsigned)(j & ((1 << sh) - 1)) : base + j;
