@@ -10,9 +10,10 @@ import (
 	"testing"
 )
 
-// attnCfg has GPT-2's head size (64: 8 lanes a position, 16 positions a row of the kernel's
-// lanes), so its contexts cross the attention kernel's rows of keys and values (gpt2.cu
-// ATT_UNROLL) the way GPT-2's do; smallCfg's heads of 16 fit 192 positions in one row.
+// attnCfg has GPT-2's head size (64: 8 lanes a position, 16 positions a step of the kernel's lane
+// groups, rows of 32), so its contexts cross the attention kernel's rows of keys and values
+// (gpt2.cu ATT_UNROLL, ATT_BUFS) the way GPT-2's do, and it runs the 64-dim copy of the kernel;
+// smallCfg's heads of 16 make rows of 128 positions, longer than its tests' contexts.
 var attnCfg = Config{NLayer: 1, NHead: 2, NEmbd: 128, NPositions: 512, VocabSize: 500, Inner: 512, Eps: 1e-5}
 
 // TestAttentionRowsMatchReference: prompts whose prefill and decode contexts start, end and
