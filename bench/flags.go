@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
+
+	"rosetop/sched"
 )
 
 // Config is what the command line parses to; `rosetop` and `rosetop bench` share it.
@@ -22,7 +25,7 @@ type Config struct {
 	MaxBatch          int     `json:"max_batch_size"`
 	PrefillMaxBatch   int     `json:"prefill_max_batch_size"` // 0: = MaxBatch
 	PrefillMaxTokens  int     `json:"prefill_max_tokens"`     // 0: no limit
-	Policy            string  `json:"policy"`                 // decode-first | prefill-first
+	Policy            string  `json:"policy"`                 // decode-first | prefill-first | mixed
 	SubmitIntervalMs  float64 `json:"submit_interval_ms"`
 	SubmitSchedule    string  `json:"submit_schedule"` // relative | absolute
 	RequestRate       float64 `json:"request_rate"`    // Poisson arrivals per second; 0 or +Inf: off
@@ -64,7 +67,7 @@ func badFlag(format string, args ...any) error { return &flagError{msg: fmt.Spri
 func DefaultConfig() Config {
 	return Config{
 		Device: "auto", Prompt: "Hello", PromptRepeats: 1, NumRequests: 16, MaxNewTokens: 64,
-		MaxBatch: 64, Policy: "prefill-first", SubmitSchedule: "relative", StreamInterval: 1,
+		MaxBatch: 64, Policy: "mixed", SubmitSchedule: "relative", StreamInterval: 1,
 		RepeatRuns: 1,
 	}
 }
@@ -83,7 +86,7 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxBatch, "max-batch-size", cfg.MaxBatch, "most running sequences")
 	fs.IntVar(&cfg.PrefillMaxBatch, "prefill-max-batch-size", cfg.PrefillMaxBatch, "most requests admitted per step (0: = max batch size)")
 	fs.IntVar(&cfg.PrefillMaxTokens, "prefill-max-tokens", cfg.PrefillMaxTokens, "most prompt tokens prefilled per step (0: no limit)")
-	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "decode-first | prefill-first")
+	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "how a step runs its new prompts and its running sequences' next tokens: mixed (one forward pass over both) | prefill-first | decode-first (two passes, in that order)")
 	fs.Float64Var(&cfg.SubmitIntervalMs, "submit-interval-ms", cfg.SubmitIntervalMs, "submit interval in ms (0: burst)")
 	fs.StringVar(&cfg.SubmitSchedule, "submit-schedule", cfg.SubmitSchedule, "relative (sleep the interval after each submit) | absolute (target t0 + i*interval)")
 	fs.Float64Var(&cfg.RequestRate, "request-rate", cfg.RequestRate, "Poisson arrivals at R requests/s, seeded by --seed (0 or inf: off)")
@@ -175,7 +178,7 @@ func (c Config) Validate() error {
 		{c.PrefillMaxBatch < 1, fmt.Sprintf("--prefill-max-batch-size must be >= 1, got %d", c.PrefillMaxBatch)},
 		{c.PrefillMaxBatch > c.MaxBatch, fmt.Sprintf("--prefill-max-batch-size (%d) must be <= --max-batch-size (%d)", c.PrefillMaxBatch, c.MaxBatch)},
 		{c.PrefillMaxTokens < 0, fmt.Sprintf("--prefill-max-tokens must be >= 0, got %d", c.PrefillMaxTokens)},
-		{c.Policy != "decode-first" && c.Policy != "prefill-first", fmt.Sprintf("--policy: unknown policy %q (valid: decode-first, prefill-first)", c.Policy)},
+		{!slices.Contains(sched.Policies(), c.Policy), fmt.Sprintf("--policy: unknown policy %q (valid: %s)", c.Policy, strings.Join(sched.Policies(), ", "))},
 		{c.SubmitIntervalMs < 0 || math.IsNaN(c.SubmitIntervalMs) || math.IsInf(c.SubmitIntervalMs, 0), fmt.Sprintf("--submit-interval-ms must be a finite number >= 0, got %v", c.SubmitIntervalMs)},
 		{c.SubmitSchedule != "relative" && c.SubmitSchedule != "absolute", fmt.Sprintf("--submit-schedule: unknown schedule %q (valid: relative, absolute)", c.SubmitSchedule)},
 		{c.RequestRate < 0 || math.IsNaN(c.RequestRate), fmt.Sprintf("--request-rate must be >= 0 (0 or inf: burst), got %v", c.RequestRate)},

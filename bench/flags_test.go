@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"rosetop/sched"
 )
 
 func TestParseFlagsBadInput(t *testing.T) {
@@ -93,6 +95,25 @@ func TestParseFlagsDefaultsAndHelp(t *testing.T) {
 	for _, name := range []string{"-submit-schedule", "-request-rate", "-job", "-nvtx", "no effect without a profiler"} {
 		if !strings.Contains(b.String(), name) {
 			t.Errorf("usage lacks %q", name)
+		}
+	}
+}
+
+// TestPolicyFlag: every policy the scheduler knows is a --policy value that reaches the
+// scheduler's configuration, and the default is mixed.
+func TestPolicyFlag(t *testing.T) {
+	for _, name := range append(sched.Policies(), "") {
+		args := []string{"--policy", name}
+		want := name
+		if name == "" {
+			args, want = nil, "mixed"
+		}
+		cfg, err := ParseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatalf("ParseFlags(%q): %v", args, err)
+		}
+		if got := schedConfig(cfg).Policy.String(); got != want {
+			t.Errorf("ParseFlags(%q): the scheduler runs policy %s, want %s", args, got, want)
 		}
 	}
 }

@@ -230,9 +230,9 @@ func (s *Session) ledger() []engine.LedgerEntry {
 
 // schedConfig is the scheduler configuration cfg asks for.
 func schedConfig(cfg Config) sched.Config {
-	p := sched.PrefillFirst
-	if cfg.Policy == "decode-first" {
-		p = sched.DecodeFirst
+	p, err := sched.ParsePolicy(cfg.Policy)
+	if err != nil { // validate rejected it already
+		p = sched.PrefillFirst
 	}
 	return sched.Config{MaxBatch: cfg.MaxBatch, PrefillMaxBatch: cfg.PrefillMaxBatch, PrefillMaxTokens: cfg.PrefillMaxTokens, Policy: p}
 }

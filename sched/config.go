@@ -19,19 +19,26 @@ func (p Policy) String() string {
 		return "decode-first"
 	case PrefillFirst:
 		return "prefill-first"
+	case Mixed:
+		return "mixed"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
 
-// ParsePolicy reads a policy's flag spelling ("decode-first" or "prefill-first").
+// Policies lists the policies' flag spellings.
+func Policies() []string { return []string{"decode-first", "prefill-first", "mixed"} }
+
+// ParsePolicy reads a policy's flag spelling ("decode-first", "prefill-first" or "mixed").
 func ParsePolicy(s string) (Policy, error) {
 	switch s {
 	case "decode-first":
 		return DecodeFirst, nil
 	case "prefill-first":
 		return PrefillFirst, nil
+	case "mixed":
+		return Mixed, nil
 	}
-	return 0, fmt.Errorf("%w: --policy %q, want decode-first or prefill-first", ErrBadConfig, s)
+	return 0, fmt.Errorf("%w: --policy %q, want decode-first, prefill-first or mixed", ErrBadConfig, s)
 }
 
 // validate checks c; batchLimit > 0 is the most sequences the backend takes in one step.
@@ -48,8 +55,8 @@ func (c Config) validate(batchLimit int) error {
 		return fmt.Errorf("%w: --prefill-max-batch-size %d exceeds --max-batch-size %d", ErrBadConfig, c.PrefillMaxBatch, c.MaxBatch)
 	case c.PrefillMaxTokens < 0:
 		return fmt.Errorf("%w: --prefill-max-tokens %d, want >= 0 (0: no limit)", ErrBadConfig, c.PrefillMaxTokens)
-	case c.Policy != DecodeFirst && c.Policy != PrefillFirst:
-		return fmt.Errorf("%w: --policy %v, want decode-first or prefill-first", ErrBadConfig, c.Policy)
+	case c.Policy != DecodeFirst && c.Policy != PrefillFirst && c.Policy != Mixed:
+		return fmt.Errorf("%w: --policy %v, want decode-first, prefill-first or mixed", ErrBadConfig, c.Policy)
 	}
 	return nil
 }

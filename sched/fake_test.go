@@ -63,14 +63,15 @@ type fakeBackend struct {
 	model func([]int32) int32 // nil: nextToken
 	fail  func(call int) bool // nil: never fails
 
-	kv      map[int32][]int32     // block -> token at each offset, -1 when unwritten
-	known   map[engine.SeqID]bool // sequences seen in a prefill
-	calls   int                   // Step calls
-	kinds   []StepKind            // StepPrefill or StepDecode per call
-	sizes   []int                 // batch size per call
-	admits  []int32               // first token (the request marker) of each prefilled sequence, in order
-	lastLen map[engine.SeqID]int  // positions each sequence has written
-	errs    []string              // problems found, reported by the harness
+	kv       map[int32][]int32     // block -> token at each offset, -1 when unwritten
+	known    map[engine.SeqID]bool // sequences seen in a prefill
+	calls    int                   // Step calls
+	kinds    []StepKind            // per call: StepPrefill, StepDecode, or StepMixed (both, one call: Mixed)
+	sizes    []int                 // batch size per call
+	prefills []int                 // prefilled sequences per call
+	admits   []int32               // first token (the request marker) of each prefilled sequence, in order
+	lastLen  map[engine.SeqID]int  // positions each sequence has written
+	errs     []string              // problems found, reported by the harness
 }
 
 func newFakeBackend(t testing.TB, clock *fakeClock, bs int) *fakeBackend {
@@ -97,13 +98,24 @@ func (f *fakeBackend) Step(b *engine.Batch, next []int32) error {
 		f.errorf("batch of %d sequences, next of %d", len(b.Seqs), len(next))
 		return nil
 	}
-	prefill := !f.known[b.Seqs[0].ID]
-	kind := StepDecode
-	if prefill {
+	prefills := 0
+	for i, sq := range b.Seqs {
+		if !f.known[sq.ID] {
+			prefills++
+		} else if prefills > 0 {
+			f.errorf("decode sequence %d (seq %d) after a prefill sequence: want the decode rows first", i, sq.ID)
+		}
+	}
+	kind := StepMixed
+	switch prefills {
+	case 0:
+		kind = StepDecode
+	case len(b.Seqs):
 		kind = StepPrefill
 	}
 	f.kinds = append(f.kinds, kind)
 	f.sizes = append(f.sizes, len(b.Seqs))
+	f.prefills = append(f.prefills, prefills)
 	if f.fail != nil && f.fail(f.calls) {
 		return errFake
 	}
@@ -112,9 +124,7 @@ func (f *fakeBackend) Step(b *engine.Batch, next []int32) error {
 		model = nextToken
 	}
 	for i, sq := range b.Seqs {
-		if f.known[sq.ID] == prefill {
-			f.errorf("prefill and decode sequences mixed in one batch")
-		}
+		prefill := !f.known[sq.ID]
 		if !prefill && (len(sq.Tokens) != 1 || sq.Start != f.lastLen[sq.ID]) {
 			f.errorf("decode of seq %d: %d tokens at %d, want 1 at %d", sq.ID, len(sq.Tokens), sq.Start, f.lastLen[sq.ID])
 		}
@@ -263,13 +273,18 @@ func (h *harness) check(out StepOutput) {
 	h.be.errs = nil
 	snap, cfg := out.Snapshot, out.Snapshot.Config
 	for i := h.calls; i < h.be.calls; i++ {
-		limit := cfg.MaxBatch
-		if h.be.kinds[i] == StepPrefill {
-			limit = cfg.PrefillMaxBatch
+		if h.be.sizes[i] > cfg.MaxBatch || h.be.prefills[i] > cfg.PrefillMaxBatch {
+			h.t.Errorf("step %d: %v batch of %d sequences, %d of them prefilled; limits %d and %d",
+				snap.Step, h.be.kinds[i], h.be.sizes[i], h.be.prefills[i], cfg.MaxBatch, cfg.PrefillMaxBatch)
 		}
-		if h.be.sizes[i] > limit {
-			h.t.Errorf("step %d: %v batch of %d sequences, limit %d", snap.Step, h.be.kinds[i], h.be.sizes[i], limit)
+		if (h.be.kinds[i] == StepMixed) != (cfg.Policy == Mixed && snap.Kind == StepMixed) {
+			h.t.Errorf("step %d (%v, policy %v): a call of kind %v", snap.Step, snap.Kind, cfg.Policy, h.be.kinds[i])
 		}
+	}
+	if snap.Kind == StepMixed && cfg.Policy == Mixed &&
+		(h.be.calls-h.calls != 1 || snap.StepTime != snap.PrefillTime || snap.StepTime != snap.DecodeTime) {
+		h.t.Errorf("step %d: a mixed step of %d calls, times %v (prefill %v, decode %v), want one call's in each",
+			snap.Step, h.be.calls-h.calls, snap.StepTime, snap.PrefillTime, snap.DecodeTime)
 	}
 	h.calls = h.be.calls
 	h.cached += snap.CachedTokens

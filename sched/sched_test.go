@@ -102,6 +102,8 @@ func TestStepInvariants(t *testing.T) {
 	}{
 		{"prefill-first", pagedOptions(512, Config{MaxBatch: 8, PrefillMaxBatch: 3, Policy: PrefillFirst}), false},
 		{"decode-first", pagedOptions(512, Config{MaxBatch: 8, PrefillMaxBatch: 3, Policy: DecodeFirst}), false},
+		{"mixed", pagedOptions(512, Config{MaxBatch: 8, PrefillMaxBatch: 3, Policy: Mixed}), false},
+		{"mixed, prefix cache", pagedOptions(512, Config{MaxBatch: 6, PrefillMaxBatch: 2, Policy: Mixed}), true},
 		{"prefill token budget", pagedOptions(512, Config{MaxBatch: 16, PrefillMaxBatch: 16, PrefillMaxTokens: 20}), false},
 		{"batch of one", pagedOptions(512, Config{MaxBatch: 1, PrefillMaxBatch: 1}), false},
 		{"prefix cache", pagedOptions(512, Config{MaxBatch: 6, PrefillMaxBatch: 2}), true},
@@ -269,6 +271,15 @@ func TestLiveConfig(t *testing.T) {
 	}
 	if out := h.step(); out.Snapshot.Admitted != 2 || out.Snapshot.PrefillTokens != 10 {
 		t.Fatalf("with a 10-token prefill budget: %+v", out.Snapshot)
+	}
+	// Mixed: the 5 running sequences' decode rows and the one admitted prompt in one call.
+	if err := h.s.SetConfig(Config{MaxBatch: 16, PrefillMaxBatch: 1, Policy: Mixed}); err != nil {
+		t.Fatal(err)
+	}
+	calls := h.be.calls
+	if out := h.step(); out.Snapshot.Admitted != 1 || out.Snapshot.Kind != StepMixed || h.be.calls != calls+1 ||
+		h.be.kinds[calls] != StepMixed || h.be.sizes[calls] != 6 || out.Snapshot.DecodeTokens != 5 {
+		t.Fatalf("mixed: %d calls %v of %v sequences, snapshot %+v", h.be.calls-calls, h.be.kinds[calls:], h.be.sizes[calls:], out.Snapshot)
 	}
 	h.drain(1000)
 	h.checkOutputs()
@@ -444,6 +455,7 @@ func TestParsePolicy(t *testing.T) {
 	}{
 		{"decode-first", DecodeFirst, true},
 		{"prefill-first", PrefillFirst, true},
+		{"mixed", Mixed, true},
 		{"fifo", 0, false},
 	}
 	for _, c := range cases {

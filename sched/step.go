@@ -48,13 +48,14 @@ type stepStats struct {
 	admitted, prefillTokens, decodeTokens, cached int
 	prefillTime, decodeTime                       time.Duration
 	prefillRan, decodeRan                         bool
+	mixed                                         bool // one call ran both (Mixed): the times are that call's
 }
 
 // Step runs one scheduling step synchronously: take submissions, tokenize results and
 // cancellations; keep the running set within MaxBatch; reserve one more KV position for every
 // running sequence (preempting the newest when the pool is dry); admit waiting requests FIFO into
-// a prefill batch; run the prefill and decode batches as two backend calls in Policy order;
-// publish the snapshot.
+// a prefill batch; run the prefill and decode batches as two backend calls in Policy order, or
+// as one (Mixed); publish the snapshot.
 //
 // Ownership: StepOutput and everything it references (Events, each Event's Tokens and Record,
 // Finished) are never written again by the scheduler; the consumer may keep them and must not
@@ -80,13 +81,16 @@ func (s *Scheduler) Step() (StepOutput, error) {
 		s.admit(cfg, &st)
 	}
 	var err error
-	if cfg.Policy == PrefillFirst {
-		if err = s.runPrefill(&st); err == nil {
-			err = s.runDecode(cfg, nDecode, &st)
-		}
-	} else {
+	switch {
+	case cfg.Policy == Mixed && nDecode > 0 && len(l.pre) > 0:
+		err = s.runMixed(nDecode, &st)
+	case cfg.Policy == DecodeFirst:
 		if err = s.runDecode(cfg, nDecode, &st); err == nil {
 			err = s.runPrefill(&st)
+		}
+	default: // PrefillFirst, or a Mixed step with one kind of work
+		if err = s.runPrefill(&st); err == nil {
+			err = s.runDecode(cfg, nDecode, &st)
 		}
 	}
 	if err != nil {
@@ -200,8 +204,7 @@ func (s *Scheduler) admit(cfg Config, st *stepStats) {
 }
 
 // runPrefill runs this step's prefill batch: each admitted request's uncached tokens (its prompt,
-// or after a preemption its prompt and output so far). Times.Admitted is stamped here, just
-// before the batch starts, the first time a request is prefilled.
+// or after a preemption its prompt and output so far).
 func (s *Scheduler) runPrefill(st *stepStats) error {
 	l := &s.loop
 	if len(l.pre) == 0 {
@@ -209,20 +212,10 @@ func (s *Scheduler) runPrefill(st *stepStats) error {
 	}
 	b := &l.prefill
 	b.Seqs = b.Seqs[:0]
-	for _, q := range l.pre {
-		n := len(q.tokens)
-		b.Seqs = append(b.Seqs, engine.SeqStep{
-			ID: q.seq, Tokens: q.tokens[q.computed:n:n], Start: q.computed, Blocks: l.bm.Table(q.seq), Sample: q.sampling,
-		})
-	}
-	start := s.clock.Now()
-	for _, q := range l.pre {
-		if !q.admitted {
-			q.admitted, q.times.Admitted = true, start
-		}
-	}
+	s.addPrefill(b)
 	next := l.nextBuf(len(b.Seqs))
 	st.prefillRan = true
+	start := s.markAdmitted()
 	if err := s.backend.Step(b, next); err != nil {
 		return err
 	}
@@ -234,6 +227,29 @@ func (s *Scheduler) runPrefill(st *stepStats) error {
 	return nil
 }
 
+// addPrefill appends the prefill batch's sequences to b.
+func (s *Scheduler) addPrefill(b *engine.Batch) {
+	l := &s.loop
+	for _, q := range l.pre {
+		n := len(q.tokens)
+		b.Seqs = append(b.Seqs, engine.SeqStep{
+			ID: q.seq, Tokens: q.tokens[q.computed:n:n], Start: q.computed, Blocks: l.bm.Table(q.seq), Sample: q.sampling,
+		})
+	}
+}
+
+// markAdmitted stamps Times.Admitted of the prefill batch's requests prefilled for the first
+// time with now, just before the batch starts, and returns now.
+func (s *Scheduler) markAdmitted() time.Duration {
+	now := s.clock.Now()
+	for _, q := range s.loop.pre {
+		if !q.admitted {
+			q.admitted, q.times.Admitted = true, now
+		}
+	}
+	return now
+}
+
 // runDecode runs the decode batch: the last token of each of running[:n].
 func (s *Scheduler) runDecode(cfg Config, n int, st *stepStats) error {
 	l := &s.loop
@@ -242,12 +258,7 @@ func (s *Scheduler) runDecode(cfg Config, n int, st *stepStats) error {
 	}
 	b := &l.decode
 	b.Seqs = b.Seqs[:0]
-	for _, q := range l.running[:n] {
-		k := len(q.tokens)
-		b.Seqs = append(b.Seqs, engine.SeqStep{
-			ID: q.seq, Tokens: q.tokens[k-1 : k : k], Start: k - 1, Blocks: q.blocks, Sample: q.sampling,
-		})
-	}
+	s.addDecode(b, n)
 	next := l.nextBuf(n)
 	st.decodeRan = true
 	start := s.clock.Now()
@@ -269,6 +280,41 @@ func (s *Scheduler) runDecode(cfg Config, n int, st *stepStats) error {
 	st.decodeTime, st.decodeTokens = end-start, n
 	for i, q := range l.running[:n] {
 		s.advance(q, next[i], end)
+	}
+	return nil
+}
+
+// addDecode appends the decode batch's sequences, running[:n], to b.
+func (s *Scheduler) addDecode(b *engine.Batch, n int) {
+	for _, q := range s.loop.running[:n] {
+		k := len(q.tokens)
+		b.Seqs = append(b.Seqs, engine.SeqStep{
+			ID: q.seq, Tokens: q.tokens[k-1 : k : k], Start: k - 1, Blocks: q.blocks, Sample: q.sampling,
+		})
+	}
+}
+
+// runMixed runs the decode batch (running[:n]) and the prefill batch as one backend call
+// (Mixed): the decode rows first, then the new prompts; every token arrives at the call's end.
+func (s *Scheduler) runMixed(n int, st *stepStats) error {
+	l := &s.loop
+	b := &l.decode
+	b.Seqs = b.Seqs[:0]
+	s.addDecode(b, n)
+	s.addPrefill(b)
+	next := l.nextBuf(len(b.Seqs))
+	st.prefillRan, st.decodeRan, st.mixed = true, true, true
+	start := s.markAdmitted()
+	if err := s.backend.Step(b, next); err != nil {
+		return err
+	}
+	end := s.clock.Now()
+	st.prefillTime, st.decodeTime, st.decodeTokens = end-start, end-start, n
+	for i, q := range l.running[:n] {
+		s.advance(q, next[i], end)
+	}
+	for i, q := range l.pre {
+		s.advance(q, next[n+i], end)
 	}
 	return nil
 }
@@ -385,6 +431,10 @@ func (s *Scheduler) publish(cfg Config, st *stepStats) *Snapshot {
 	if kind != StepIdle {
 		l.steps++
 	}
+	stepTime := st.prefillTime + st.decodeTime
+	if st.mixed {
+		stepTime = st.prefillTime
+	}
 	snap := &Snapshot{
 		Step:          l.steps,
 		At:            s.clock.Now(),
@@ -395,7 +445,7 @@ func (s *Scheduler) publish(cfg Config, st *stepStats) *Snapshot {
 		Admitted:      st.admitted,
 		PrefillTokens: st.prefillTokens,
 		DecodeTokens:  st.decodeTokens,
-		StepTime:      st.prefillTime + st.decodeTime,
+		StepTime:      stepTime,
 		PrefillTime:   st.prefillTime,
 		DecodeTime:    st.decodeTime,
 		CachedTokens:  st.cached,

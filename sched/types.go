@@ -20,12 +20,16 @@ type Request struct {
 	StreamInterval int // emit a text piece every N tokens (and at the end); <= 1: every token
 }
 
-// Policy orders prefill and decode work within a step.
+// Policy says how a step runs its prefill and decode work.
 type Policy int
 
 const (
 	DecodeFirst  Policy = iota // run the decode batch of a step before its prefill batch: running sequences' tokens come first
 	PrefillFirst               // run the prefill batch of a step before its decode batch: new requests' first tokens come first
+	// Mixed runs a step's decode rows and its new prompts as one engine call: one forward pass
+	// over both, so a step that admits costs about one pass instead of two (vLLM mixes them the
+	// same way). Every token of such a step arrives at the same time.
+	Mixed
 )
 
 // Config holds the live-tunable knobs; a change applies from the next step.
@@ -118,9 +122,9 @@ type Snapshot struct {
 	Admitted      int           // requests admitted (prefilled) this step
 	PrefillTokens int           // prompt tokens run this step
 	DecodeTokens  int           // decode tokens run this step
-	StepTime      time.Duration // how long the engine step took: PrefillTime + DecodeTime
-	PrefillTime   time.Duration // the prefill batch's Backend.Step call (0: none this step)
-	DecodeTime    time.Duration // the decode batch's Backend.Step call (0: none this step)
+	StepTime      time.Duration // how long the engine step took: PrefillTime + DecodeTime, or a Mixed step's one call
+	PrefillTime   time.Duration // the prefill batch's Backend.Step call (0: none this step; Mixed: the one call)
+	DecodeTime    time.Duration // the decode batch's Backend.Step call (0: none this step; Mixed: the one call)
 	CachedTokens  int           // prompt tokens found in the prefix cache this step (not run)
 	KVUsed        int           // KV blocks in use
 	KVTotal       int           // KV blocks in the pool
