@@ -504,3 +504,72 @@ func profileRun(t *testing.T, w *Weights, opt Options, ahead bool) string {
 	}
 	return out + fmt.Sprintf("| all %.1f", float64(total.Microseconds())/steps)
 }
+
+// TestProfileLMHead logs the LM head's time at 64 rows (the logits of a batch-64 decode step,
+// 64x768 @ 768x50264: 77 MB of weights, more than L2 holds, so every call reads them from DRAM)
+// on cublasGemmEx and on each of cuBLASLt's candidates, with fp32 and with fp16 logits.
+func TestProfileLMHead(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	w := testModel(gpt2Cfg, 1)
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s := r.s
+	if s.lt == nil {
+		t.Skip("no cuBLASLt")
+	}
+	C, vp := gpt2Cfg.NEmbd, paddedVocab(gpt2Cfg.VocabSize)
+	const reps = 8
+	for _, m := range []int{1, 16, 32, 64} {
+		for _, f32 := range []bool{true, false} {
+			us, err := timeGraph(r, 5, func() error {
+				for range reps {
+					if err := s.rt.gemm(s.act.logits, s.act.xlast, s.wts.wteT, m, C, vp, f32); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			line := fmt.Sprintf("LM head %dx%dx%d fp32 %v: cublasGemmEx %.2f us; cuBLASLt:", m, C, vp, f32, us/reps)
+			dtype := 2
+			if f32 {
+				dtype = 0
+			}
+			var p *ltPlan
+			r.w.do(func() {
+				var st int
+				if p, st = s.lt.newPlan(vp, m, C, dtype, 1); st != 0 {
+					err = fmt.Errorf("cuBLASLt plans no LM head at %d rows: status %d", m, st)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for c := range p.count() {
+				us, err := timeGraph(r, 5, func() error {
+					for range reps {
+						if err := s.ltRun(s.lt, p, c, s.wts.wteT, s.act.xlast, s.act.logits, 0, "LM head"); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					line += fmt.Sprintf(" [%d] %v", c, err)
+					continue
+				}
+				line += fmt.Sprintf(" [%d] %.2f", c, us/reps)
+			}
+			r.w.do(func() { s.lt.free(p) })
+			t.Log(line)
+		}
+	}
+}

@@ -59,16 +59,11 @@ func (s *state) openLt() error {
 		if s.useSmall(m) {
 			continue // small_gemm runs these rows' fc GEMM
 		}
-		p := &ltPlan{p: (*C.lt_plan)(C.calloc(1, C.size_t(unsafe.Sizeof(C.lt_plan{}))))}
-		if p.p == nil {
-			lt.close()
-			return fmt.Errorf("gpu: out of host memory for cuBLASLt plans")
-		}
 		// Column-major h^T(F, m) = fcW^T(F, C) xln^T(C, m): fp16 out, epilogue 36 = GELU_BIAS.
-		if st := C.lt_plan_new(api, p.p, C.int(F), C.int(m), C.int(C_), 2, 36, workspaceBytes); st != 0 {
-			C.free(unsafe.Pointer(p.p))
+		p, st := lt.newPlan(F, m, C_, 2, 36)
+		if st != 0 {
 			lt.close()
-			s.record("cuBLASLt", fmt.Sprintf("not used: no fc+GELU plan at %d rows: %v", m, s.rt.a.checkBLAS(st, "cublasLtMatmulAlgoGetHeuristic")), time.Since(t0))
+			s.record("cuBLASLt", fmt.Sprintf("not used: no fc+GELU plan at %d rows: %v", m, s.rt.a.checkBLAS(C.cublasStatus_t(st), "cublasLtMatmulAlgoGetHeuristic")), time.Since(t0))
 			return nil
 		}
 		lt.plans[m] = p
@@ -93,11 +88,48 @@ func (s *state) openLt() error {
 	return nil
 }
 
+// newPlan plans column-major D(m, n) = A(m, k) B(k, n) (+ epilogue: 1 none, 36 bias then GELU)
+// with D in dtype (0 fp32, 2 fp16), asking the heuristic for its candidates.
+func (lt *ltGEMMs) newPlan(m, n, k, dtype, epilogue int) (*ltPlan, int) {
+	p := &ltPlan{p: (*C.lt_plan)(C.calloc(1, C.size_t(unsafe.Sizeof(C.lt_plan{}))))}
+	if p.p == nil {
+		return nil, 3 // CUBLAS_STATUS_ALLOC_FAILED
+	}
+	if st := C.lt_plan_new(lt.api, p.p, C.int(m), C.int(n), C.int(k), C.int(dtype), C.int(epilogue), workspaceBytes); st != 0 {
+		C.free(unsafe.Pointer(p.p))
+		return nil, int(st)
+	}
+	return p, 0
+}
+
+// count is how many candidates the heuristic gave.
+func (p *ltPlan) count() int { return int(p.p.count) }
+
+// free frees a plan made by newPlan.
+func (lt *ltGEMMs) free(p *ltPlan) {
+	C.lt_plan_free(lt.api, p.p)
+	C.free(unsafe.Pointer(p.p))
+}
+
+// ltRun enqueues candidate c of p: D = A B (+ the epilogue, with bias when it has one).
+func (s *state) ltRun(lt *ltGEMMs, p *ltPlan, c int, a, b, d, bias devPtr, what string) error {
+	rt := s.rt
+	if err := rt.mainOnly("cublasLtMatmul"); err != nil {
+		return err
+	}
+	if rt.skip() {
+		return nil
+	}
+	if st := C.lt_matmul(lt.api, p.p, C.int(c), a, b, d, bias, rt.ws, workspaceBytes, rt.stream); st != 0 {
+		return rt.a.checkBLAS(st, fmt.Sprintf("cublasLtMatmul(%s, candidate %d)", what, c))
+	}
+	return nil
+}
+
 // close frees the plans and the handle.
 func (lt *ltGEMMs) close() {
 	for m, p := range lt.plans {
-		C.lt_plan_free(lt.api, p.p)
-		C.free(unsafe.Pointer(p.p))
+		lt.free(p)
 		delete(lt.plans, m)
 	}
 	C.lt_close(lt.api)
@@ -161,17 +193,7 @@ func (s *state) tuneLt(lt *ltGEMMs, m int, p *ltPlan) error {
 
 // ltFC runs candidate c of plan p: h(m, F) = GELU(xln(m, C) @ L.fcW + L.fcB).
 func (s *state) ltFC(lt *ltGEMMs, p *ltPlan, c, m int, L *devLayer) error {
-	rt, a := s.rt, &s.act
-	if err := rt.mainOnly("cublasLtMatmul"); err != nil {
-		return err
-	}
-	if rt.skip() {
-		return nil
-	}
-	if st := C.lt_matmul(lt.api, p.p, C.int(c), L.fcW, a.xln, a.h, L.fcBh, rt.ws, workspaceBytes, rt.stream); st != 0 {
-		return rt.a.checkBLAS(st, fmt.Sprintf("cublasLtMatmul(fc+GELU %dx%d @ %dx%d, candidate %d)", m, s.cfg.NEmbd, s.cfg.NEmbd, s.cfg.Inner, c))
-	}
-	return nil
+	return s.ltRun(lt, p, c, L.fcW, s.act.xln, s.act.h, L.fcBh, fmt.Sprintf("fc+GELU %dx%d @ %dx%d", m, s.cfg.NEmbd, s.cfg.NEmbd, s.cfg.Inner))
 }
 
 // fcGELU enqueues layer L's h = GELU(xln @ fcW + fcB) for a step of m GEMM rows (gemmRows)

@@ -18,6 +18,9 @@ grep -E "graph \[|forward pass alone|sum of kinds" "$out/profile.txt"
 # The attention kernels alone (a graph of a step's 12 launches), batch 1 and 64, over contexts.
 (cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileAttention$' -test.v) >"$out/attention.txt" 2>&1
 grep -E "attention us" "$out/attention.txt"
+# The LM head at 1-64 rows on cublasGemmEx and on each of cuBLASLt's candidates.
+(cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileLMHead$' -test.v) >"$out/lmhead.txt" 2>&1
+grep -E "LM head" "$out/lmhead.txt"
 # decode-heavy's decode phase as the job runs it (contexts 2-257), each variant on a fresh runner.
 (cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileDecodeRun$' -test.v) >"$out/run.txt" 2>&1
 grep -E "round" "$out/run.txt"
