@@ -231,8 +231,8 @@ func (s *Session) ledger() []engine.LedgerEntry {
 // schedConfig is the scheduler configuration cfg asks for.
 func schedConfig(cfg Config) sched.Config {
 	p, err := sched.ParsePolicy(cfg.Policy)
-	if err != nil { // validate rejected it already
-		p = sched.PrefillFirst
+	if err != nil { // Validate rejects it first; the default, should one get here
+		p = sched.Mixed
 	}
 	return sched.Config{MaxBatch: cfg.MaxBatch, PrefillMaxBatch: cfg.PrefillMaxBatch, PrefillMaxTokens: cfg.PrefillMaxTokens, Policy: p}
 }

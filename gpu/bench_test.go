@@ -505,9 +505,9 @@ func profileRun(t *testing.T, w *Weights, opt Options, ahead bool) string {
 	return out + fmt.Sprintf("| all %.1f", float64(total.Microseconds())/steps)
 }
 
-// TestProfileLMHead logs the LM head's time at 64 rows (the logits of a batch-64 decode step,
-// 64x768 @ 768x50264: 77 MB of weights, more than L2 holds, so every call reads them from DRAM)
-// on cublasGemmEx and on each of cuBLASLt's candidates, with fp32 and with fp16 logits.
+// TestProfileLMHead logs the LM head's time at 1, 16, 32 and 64 rows (the logits of a decode
+// step: rows x 768 @ 768x50264, 77 MB of weights, more than L2 holds, so every call reads them
+// from DRAM) on cublasGemmEx and on each of cuBLASLt's candidates, with fp32 and fp16 logits.
 func TestProfileLMHead(t *testing.T) {
 	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
 		t.Skip("ROSETOP_GPU_PROFILE is not set")
