@@ -20,9 +20,9 @@ import (
 // steps decode the same sequences again (StepAhead's steps), the runner keeps up to maxAhead of
 // them queued on the stream: each is the step before it one position further, fed the ids that
 // step sampled, with the same block tables and sampling parameters. It runs as a graph of its
-// own (meta_advance instead of the metadata upload: the device moves its own metadata on and
-// takes the tokens from the previous step's sampler), so the host is never on the path between
-// two steps. A Step that asks for exactly the queued step only waits for it; any other batch
+// own, without the metadata upload: the sampler of every decode graph (plain or predicted) moves
+// the device metadata on to the step after it, its tokens included (sample.cu advance), so the
+// host is never on the path between two steps. A Step that asks for exactly the queued step only waits for it; any other batch
 // waits for everything queued and runs as usual.
 //
 // A predicted step writes each sequence's key and value one or two positions past the step the
@@ -47,10 +47,10 @@ type queuedStep struct {
 type predicted struct {
 	q       [maxAhead]queuedStep // q[0] runs first
 	n       int
-	lastOut int               // the buffer the newest step on the stream (queued or not) wrote
-	ev      [2]C.CUevent      // recorded after the step writing buffer 0, 1
-	graphs  map[int]graphExec // bucket*2 + out -> the predicted-step graph writing out
-	hits    int               // predicted steps asked for (tests)
+	lastOut int                    // the buffer the newest step on the stream (queued or not) wrote
+	ev      [2]C.CUevent           // recorded after the step writing buffer 0, 1
+	graphs  map[graphKey]graphExec // the predicted-step graphs, by bucket, sampler and the buffer out they write
+	hits    int                    // predicted steps asked for (tests)
 }
 
 // matches reports whether in is exactly queued step q (whose tokens are known).
@@ -129,13 +129,14 @@ func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 			}
 		}
 		out := 1 - p.lastOut
-		g, ok := p.graphs[bucket*2+out]
+		key := graphKey{bucket: bucket, out: out, greedy: greedyStep(in)}
+		g, ok := p.graphs[key]
 		if !ok {
 			if p.n > 0 { // capture only with nothing in flight
 				return nil
 			}
 			var err error
-			if g, err = s.capturePredicted(bucket, out); err != nil {
+			if g, err = s.capturePredicted(key); err != nil {
 				return err
 			}
 		}
@@ -171,10 +172,12 @@ func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 	return nil
 }
 
-// capturePredicted captures the bucket's predicted-step graph whose sampler writes buffer out: the
-// device metadata moved on by meta_advance from the step before (which wrote the other buffer),
-// then the forward pass. The bucket's plain graph has run, so cuBLAS has made its first calls.
-func (s *state) capturePredicted(bucket, out int) (graphExec, error) {
+// capturePredicted captures the predicted-step graph of key (its bucket, sampler and the buffer out
+// its sampler writes): the forward pass alone, on the device metadata the step before's sampler
+// moved on (head, sample.cu advance). The bucket's plain graph has run, so cuBLAS has made its
+// first calls.
+func (s *state) capturePredicted(key graphKey) (graphExec, error) {
+	bucket, out := key.bucket, key.out
 	p, m, rt := &s.pred, &s.meta, s.rt
 	for i := range p.ev {
 		if p.ev[i] == nil {
@@ -184,30 +187,27 @@ func (s *state) capturePredicted(bucket, out int) (graphExec, error) {
 			}
 		}
 	}
-	prev, dst := m.nextDev, m.nextAltDev
+	dst := m.nextAltDev
 	if out == 0 {
-		prev, dst = dst, prev
+		dst = m.nextDev
 	}
 	t0 := time.Now()
-	keep := m.nextDev
-	m.nextDev = dst // the sampler's output, for this capture
+	keep, keepGreedy := m.nextDev, s.greedy
+	m.nextDev, s.greedy = dst, key.greedy // the sampler, for this capture
 	g, err := rt.capture(func() error {
-		if err := rt.launch(rt.fn.metaAdvance, (bucket+255)/256, 1, 256, 0, pArg(m.devAt(m.off.ids)),
-			pArg(m.devAt(m.off.pos)), pArg(m.devAt(m.off.slot)), pArg(m.devAt(m.off.outPos)), pArg(prev),
-			iArg(bucket), iArg(int(s.kv.scratchBlock())*s.kv.bs)); err != nil {
-			return err
-		}
+		s.advance = true
+		defer func() { s.advance = false }()
 		return s.forward(bucket, bucket)
 	})
-	m.nextDev = keep
+	m.nextDev, s.greedy = keep, keepGreedy
 	if err != nil {
 		return graphExec{}, fmt.Errorf("gpu: capturing the batch-%d predicted-step graph: %w", bucket, err)
 	}
 	if p.graphs == nil {
-		p.graphs = map[int]graphExec{}
+		p.graphs = map[graphKey]graphExec{}
 	}
-	p.graphs[bucket*2+out] = g
-	s.record("graph capture", fmt.Sprintf("batch %d, predicted step %d of 2", bucket, out+1), time.Since(t0))
+	p.graphs[key] = g
+	s.record("graph capture", fmt.Sprintf("batch %d, predicted step %d of 2%s", bucket, out+1, samplerName(key.greedy)), time.Since(t0))
 	return g, nil
 }
 

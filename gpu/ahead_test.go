@@ -3,12 +3,14 @@
 package gpu
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
 
 // TestStepAheadMatchesStep runs the same 40 decode steps of 8 sequences with Step and with
-// StepAhead(2), sampling at temperature 0.8 (so each draw depends on its seed and position).
+// StepAhead(2), sampling at temperature 0.8 (so each draw depends on its seed and position) and
+// greedily (the steps' sampler is then argmax_next alone, a graph of its own).
 // Three sequences end after step 24, so the steps queued there are not the ones asked for; paged
 // positions cross block boundaries, where nothing is queued; the runner closes with two steps
 // queued. The sampled tokens must be the same, and on graphs the queued steps must have been used.
@@ -16,8 +18,20 @@ func TestStepAheadMatchesStep(t *testing.T) {
 	needGPU(t)
 	cfg := smallCfg
 	w := testModel(cfg, 31)
+	type variant struct {
+		m    mode
+		temp float32
+	}
+	var vs []variant
 	for _, m := range modes {
-		t.Run(m.String(), func(t *testing.T) {
+		vs = append(vs, variant{m, 0.8})
+		if m.graphs {
+			vs = append(vs, variant{m, 0})
+		}
+	}
+	for _, c := range vs {
+		m := c.m
+		t.Run(fmt.Sprintf("%v,temperature=%v", m, c.temp), func(t *testing.T) {
 			run := func(ahead bool) (out []int32, hits int) {
 				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02})
 				if err != nil {
@@ -33,6 +47,9 @@ func TestStepAheadMatchesStep(t *testing.T) {
 					}
 					st := decodeStep(B, int32(k), tables)
 					copy(st.Tokens, tok[:B])
+					for i := range st.Temperature {
+						st.Temperature[i] = c.temp
+					}
 					next := make([]int32, B)
 					var err error
 					if ahead {

@@ -373,14 +373,16 @@ func profileGraph(t *testing.T, w *Weights, B int, name string, opt Options) {
 	}
 	const n = 200
 	var gpuMs float64
-	r.w.do(func() { gpuMs, err = replayMs(r.s.rt, r.s.graphs[bucketFor(r.s.buckets, B)], n) })
+	r.w.do(func() {
+		gpuMs, err = replayMs(r.s.rt, r.s.graphs[graphKey{bucket: bucketFor(r.s.buckets, B), greedy: true}], n)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// One replay at a time, each waited for: the GPU time plus launch and wake-up latency.
 	var sync time.Duration
 	r.w.do(func() {
-		g := r.s.graphs[bucketFor(r.s.buckets, B)]
+		g := r.s.graphs[graphKey{bucket: bucketFor(r.s.buckets, B), greedy: true}]
 		t0 := time.Now()
 		for range n {
 			if err = r.s.rt.replay(g); err != nil {

@@ -19,7 +19,8 @@ type activations struct {
 	h       devPtr // fp16 (T, F) MLP hidden
 	xlast   devPtr // fp16 (B, C) final-normed last rows
 	logits  devPtr // fp32 (B, Vp), Vp = V rounded up to 8; the padding columns are never read
-	amax    devPtr // uint64 (B, argmaxChunks) argmax_part's packed per-chunk maxima
+	amax    devPtr // uint64 (B, argmaxChunks) argmax_part's and argmax_next's packed per-chunk maxima
+	done    devPtr // uint32 (B) argmax_next's count of finished chunks a row: zero between steps
 	weights devPtr // float64 (B, Vp) the sampler's scratch
 	stats   devPtr // float2 (smallMaxRows, statStride) the folded norms' row statistics (fold.go)
 }
@@ -70,6 +71,9 @@ func (k *kvPool) keys(l int) devPtr   { return k.buf + devPtr(int64(2*l)*k.layer
 func (k *kvPool) values(l int) devPtr { return k.buf + devPtr(int64(2*l+1)*k.layerBytes) }
 func (k *kvPool) scratchBlock() int32 { return int32(k.numBlocks) }
 
+// scratchSlot is the first cache slot of the scratch block, where padded rows write.
+func (s *state) scratchSlot() int { return int(s.kv.scratchBlock()) * s.kv.bs }
+
 func (s *state) allocBuffers() error {
 	c, o := s.cfg, s.opt
 	T, B, C, F, V := int64(o.MaxTokens), int64(o.MaxBatch), int64(c.NEmbd), int64(c.Inner), int64(c.VocabSize)
@@ -83,7 +87,7 @@ func (s *state) allocBuffers() error {
 		{&s.act.y, max(Tg*max(3*C, F), fcProjSplits*fcProjSplitRows*C) * 4},
 		{&s.act.h, Tg * F * 2}, {&s.act.xlast, Bg * C * 2},
 		{&s.act.logits, Bg * int64(paddedVocab(int(V))) * 4},
-		{&s.act.amax, B * argmaxChunks * 8}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
+		{&s.act.amax, B * argmaxChunks * 8}, {&s.act.done, B * 4}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
 		{&s.act.stats, smallMaxRows * int64(statStride(c.NEmbd)) * 8},
 	}
 	var total int64
@@ -99,6 +103,9 @@ func (s *state) allocBuffers() error {
 	for _, z := range sizes {
 		*z.dst = buf + devPtr(off)
 		off += align(z.n)
+	}
+	if err := s.rt.zero(s.act.done, B*4); err != nil {
+		return err
 	}
 
 	// Metadata: the same layout on both sides.

@@ -62,6 +62,7 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 		return err
 	}
 	B := len(in.SeqLens)
+	s.greedy = greedyStep(in)
 	if s.opt.Graphs && len(in.Tokens) == B {
 		return s.decodeGraph(in, next, logits)
 	}
@@ -91,6 +92,25 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 	return nil
 }
 
+// greedyStep reports whether every row of in samples greedily (engine/sample.go's rule:
+// temperature <= 0 or top-k 1).
+func greedyStep(in *Step) bool {
+	for i := range in.SeqLens {
+		if in.Temperature[i] > 0 && in.TopK[i] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// graphKey names a captured step graph: its batch bucket, whether its sampler is the greedy one
+// (state.greedy), and, for a predicted step's graph, the pinned buffer its sampler writes
+// (ahead.go; 0 for the others).
+type graphKey struct {
+	bucket, out int
+	greedy      bool
+}
+
 func rowsFrom(logits []float32, first, V int) []float32 {
 	if logits == nil {
 		return nil
@@ -115,11 +135,12 @@ func (s *state) decodeGraph(in *Step, next []int32, logits []float32) error {
 	return s.collect(B, next, logits)
 }
 
-// graphFor returns the bucket's graph, capturing it on first use. Before capturing, the same
-// step runs once eagerly so cuBLAS picks and loads its kernels outside the capture; both
-// write the same values to the same KV slots, so the repeat is harmless.
+// graphFor returns the bucket's graph for s.greedy, capturing it on first use. Before capturing,
+// the same step runs once eagerly so cuBLAS picks and loads its kernels outside the capture;
+// both write the same values to the same KV slots, so the repeat is harmless.
 func (s *state) graphFor(bucket int) (graphExec, error) {
-	if g, ok := s.graphs[bucket]; ok {
+	key := graphKey{bucket: bucket, greedy: s.greedy}
+	if g, ok := s.graphs[key]; ok {
 		return g, nil
 	}
 	if err := s.ensureWarm(bucket, bucket); err != nil { // cuBLAS's first call, outside the capture
@@ -130,6 +151,8 @@ func (s *state) graphFor(bucket int) (graphExec, error) {
 		if err := s.upload(); err != nil {
 			return err
 		}
+		s.advance = true
+		defer func() { s.advance = false }()
 		return s.forward(bucket, bucket)
 	}
 	if err := body(); err != nil {
@@ -142,8 +165,8 @@ func (s *state) graphFor(bucket int) (graphExec, error) {
 	if err != nil {
 		return graphExec{}, fmt.Errorf("gpu: capturing the batch-%d decode graph: %w", bucket, err)
 	}
-	s.graphs[bucket] = g
-	s.record("graph capture", fmt.Sprintf("batch %d", bucket), time.Since(t0))
+	s.graphs[key] = g
+	s.record("graph capture", fmt.Sprintf("batch %d%s", bucket, samplerName(s.greedy)), time.Since(t0))
 	return g, nil
 }
 
@@ -179,18 +202,21 @@ func (s *state) fill(in *Step, first, end, tok, pad int) int {
 	return t
 }
 
-// captureAhead captures every bucket's graph not captured yet, on scratch rows only
-// (Options.CaptureAhead, Runner.Prewarm).
+// captureAhead captures every bucket's graphs not captured yet, for both samplers (greedy
+// and sampling), on scratch rows only (Options.CaptureAhead, Runner.Prewarm).
 func (s *state) captureAhead() error {
 	for _, b := range s.buckets {
-		if _, ok := s.graphs[b]; ok {
-			continue
-		}
-		for i := 0; i < b; i++ {
-			s.padRow(i, i)
-		}
-		if _, err := s.graphFor(b); err != nil {
-			return err
+		for _, greedy := range []bool{true, false} {
+			if _, ok := s.graphs[graphKey{bucket: b, greedy: greedy}]; ok {
+				continue
+			}
+			for i := 0; i < b; i++ {
+				s.padRow(i, i)
+			}
+			s.greedy = greedy
+			if _, err := s.graphFor(b); err != nil {
+				return err
+			}
 		}
 	}
 	return s.rt.sync()
@@ -531,7 +557,8 @@ func (s *state) mlpGEMMs(L *devLayer, r *rows, m int) (int, error) {
 }
 
 // head enqueues the LM head on the nb final-normed last rows in xlast (fp16, (nb, C)) and the
-// sampler: argmax_part's chunked argmax for the greedy rows, then sample.
+// sampler: when every row is greedy (s.greedy), argmax_next alone; otherwise argmax_part's
+// chunked argmax for the greedy rows, then sample.
 func (s *state) head(nb int, xlast devPtr) error {
 	rt, c, a, m := s.rt, s.cfg, &s.act, &s.meta
 	vp := paddedVocab(c.VocabSize)
@@ -539,14 +566,35 @@ func (s *state) head(nb int, xlast devPtr) error {
 		return err
 	}
 	s.mark("gemm lm head")
+	// The metadata the sampler moves on (gpt2.cu Meta): null ids for steps that are not a decode
+	// graph's.
+	meta := [5]arg{0, 0, 0, 0, iArg(s.scratchSlot())}
+	if s.advance {
+		meta = [5]arg{pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos)), pArg(m.devAt(m.off.slot)),
+			pArg(m.devAt(m.off.outPos)), iArg(s.scratchSlot())}
+	}
+	if s.greedy {
+		err := rt.launch(rt.fn.argmaxNext, nb, argmaxChunks, 256, 0, pArg(m.nextDev), pArg(a.logits), iArg(c.VocabSize),
+			iArg(vp), pArg(a.amax), pArg(a.done), meta[0], meta[1], meta[2], meta[3], meta[4])
+		s.mark("sample")
+		return err
+	}
 	if err := rt.launch(rt.fn.argmaxPart, nb, argmaxChunks, 256, 0, pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(a.amax)); err != nil {
 		return err
 	}
 	err := rt.launch(rt.fn.sample, nb, 1, 1024, 0, pArg(m.nextDev), pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(m.devAt(m.off.temp)),
 		pArg(m.devAt(m.off.topk)), pArg(m.devAt(m.off.topp)), pArg(m.devAt(m.off.seed)), pArg(m.devAt(m.off.outPos)), pArg(a.weights),
-		pArg(a.amax), iArg(argmaxChunks))
+		pArg(a.amax), iArg(argmaxChunks), meta[0], meta[1], meta[2], meta[3], meta[4])
 	s.mark("sample")
 	return err
+}
+
+// samplerName is how the ledger tells a step's graphs apart by sampler.
+func samplerName(greedy bool) string {
+	if greedy {
+		return ""
+	}
+	return ", sampling"
 }
 
 // ptrOf is the address of a slice's first element.

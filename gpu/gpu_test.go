@@ -324,13 +324,14 @@ func TestColdStartLedger(t *testing.T) {
 	all := strings.Join(rec.entries(), "\n")
 	t.Logf("ledger:\n%s", all)
 	for _, want := range []string{"CUDA context", fmt.Sprintf("kernel module load | %d kernels from fatbin", numKernels), "weight upload", "cuBLAS init | libcublas.so.", "activation buffers", "KV pool allocation | paged", "cuBLAS warm-up | ",
-		"graph capture | batch 1\n", "graph capture | batch 2\n", "graph capture | batch 4\n", "graph capture | batch 8\n", "graph capture | batch 16"} {
+		"graph capture | batch 1\n", "graph capture | batch 2\n", "graph capture | batch 4\n", "graph capture | batch 8\n", "graph capture | batch 16",
+		"graph capture | batch 1, sampling\n", "graph capture | batch 16, sampling\n"} {
 		if !strings.Contains(all+"\n", want) {
 			t.Errorf("ledger lacks %q:\n%s", want, all)
 		}
 	}
-	if st := r.Stats(); st.Graphs != 5 {
-		t.Errorf("%d graphs after capturing ahead, want 5", st.Graphs)
+	if st := r.Stats(); st.Graphs != 10 { // 5 buckets, each with the greedy and the sampling sampler
+		t.Errorf("%d graphs after capturing ahead, want 10", st.Graphs)
 	}
 }
 

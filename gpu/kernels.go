@@ -49,9 +49,8 @@ type kernels struct {
 	embedLNW, residualLNW, residualLNLastW                   kernel // warp per row (rowWarp)
 	attnPaged, attnContig, attnDecodePaged, attnDecodeContig kernel
 	metaCopy                                                 kernel // the step's metadata, host to device
-	metaAdvance                                              kernel // a predicted step's metadata (ahead.go)
 	spin                                                     kernel // profiling only
-	argmaxPart, sample                                       kernel
+	argmaxPart, argmaxNext, sample                           kernel // the samplers; they also move a decode graph's metadata on (ahead.go)
 	// gemm.cu (sm_90 only): small_gemm for NT = 1 or 2 n8 tiles per warp, with each epilogue.
 	gemm [2][numEpilogues]kernel // [NT-1][epilogue]
 }
@@ -132,9 +131,9 @@ func (r *cudaRuntime) loadKernels() (string, error) {
 		{&r.fn.attnDecodePaged, mods[0], "attention_decode_paged"},
 		{&r.fn.attnDecodeContig, mods[0], "attention_decode_contig"},
 		{&r.fn.metaCopy, mods[0], "meta_copy"},
-		{&r.fn.metaAdvance, mods[0], "meta_advance"},
 		{&r.fn.spin, mods[0], "spin_ns"},
 		{&r.fn.argmaxPart, mods[1], "argmax_part"},
+		{&r.fn.argmaxNext, mods[1], "argmax_next"},
 		{&r.fn.sample, mods[1], "sample"},
 	}, gemms...) {
 		name := C.CString(k.name)

@@ -18,7 +18,7 @@ type Options struct {
 	Paged          bool    // block pool of BlockSize positions; else one MaxSeqLen region per batch slot
 	BlockSize      int     // paged block size, a power of two; 0: 16
 	MemoryFraction float64 // share of the free memory (after weights and activations) the KV pool takes; 0: 0.5
-	Graphs         bool    // replay decode steps from CUDA Graphs, one per batch bucket
+	Graphs         bool    // replay decode steps from CUDA Graphs, one per batch bucket and sampler (greedy or not)
 	CaptureAhead   bool    // capture every bucket in Open instead of on first use
 	NoCublasLt     bool    // every GEMM through cublasGemmEx, none through cuBLASLt (comparisons)
 	// SmallGEMMRows: on Hopper, steps of up to this many token rows (at most 64) run the layer
@@ -89,8 +89,8 @@ type state struct {
 	act     activations
 	meta    metaBufs
 	kv      kvPool
-	buckets []int             // graph batch sizes, ascending; the last is MaxBatch
-	graphs  map[int]graphExec // bucket -> decode graph
+	buckets []int                  // graph batch sizes, ascending; the last is MaxBatch
+	graphs  map[graphKey]graphExec // decode graphs
 	// The step in flight: set by the caller's goroutine before w.do(stepFn), read on the worker.
 	in     *Step
 	next   []int32
@@ -106,6 +106,12 @@ type state struct {
 	pdl    bool       // programmatic dependent launch allowed (Hopper, not Options.NoPDL)
 	fold   bool       // small_gemm steps fold their norms into the GEMMs (fold.go)
 	pdlNow bool       // the step being enqueued launches with PDL: set by forward
+	// greedy: every row of the step being enqueued samples greedily, so its sampler is
+	// argmax_next alone (head). Set before each step's forward pass and each capture.
+	greedy bool
+	// advance: the step being enqueued is a decode graph's, whose sampler moves the device
+	// metadata on to the step after it, for a predicted step that may follow (ahead.go).
+	advance bool
 	// warmLayers and warmHead are the GEMM row classes whose cuBLAS first-call cost has been paid
 	// (shapes.go): the layers' GEMMs and the LM head's.
 	warmLayers, warmHead map[int]bool
@@ -152,7 +158,7 @@ func Open(cfg Config, w *Weights, opt Options) (*Runner, error) {
 	if err := opt.defaults(cfg); err != nil {
 		return nil, err
 	}
-	st := &state{cfg: cfg, opt: opt, graphs: map[int]graphExec{}}
+	st := &state{cfg: cfg, opt: opt, graphs: map[graphKey]graphExec{}}
 	st.buckets = buckets(opt.MaxBatch)
 	r := &Runner{w: startWorker(), s: st}
 	var err error

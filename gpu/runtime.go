@@ -209,6 +209,11 @@ func (r *cudaRuntime) free(p devPtr) error {
 	return r.a.check(C.w_memFree(r.a.c, p), "cuMemFree")
 }
 
+// zero enqueues setting n bytes at p to 0.
+func (r *cudaRuntime) zero(p devPtr, n int64) error {
+	return r.a.check(C.w_memset(r.a.c, p, C.size_t(n), r.stream), "cuMemsetD8Async")
+}
+
 // allocHost returns n bytes of page-locked host memory (for async copies).
 func (r *cudaRuntime) allocHost(n int64, what string) (unsafe.Pointer, error) {
 	var p unsafe.Pointer

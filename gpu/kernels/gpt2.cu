@@ -682,23 +682,6 @@ extern "C" __global__ void meta_copy(uint4 *__restrict__ dst, const uint4 *__res
 	if (i < n) dst[i] = __ldcv(src + i);
 }
 
-// meta_advance turns the device metadata of a decode step into that of the step after it, for a
-// step the runner predicts (gpu/ahead.go): each of the n rows that is not a scratch row (whose
-// slot is scratchSlot) gets the token its sequence just sampled (prev, the mapped pinned buffer
-// the previous step's sampler wrote; .cv loads) and moves one position on, in the same block.
-// Grid ceil(n / 256), block 256.
-extern "C" __global__ void meta_advance(int *__restrict__ ids, int *__restrict__ pos, int *__restrict__ slot,
-                                        int *__restrict__ outPos, const int *__restrict__ prev, int n,
-                                        int scratchSlot) {
-	int b = blockIdx.x * blockDim.x + threadIdx.x;
-	if (b < n && slot[b] != scratchSlot) {
-		ids[b] = __ldcv(prev + b);
-		pos[b]++;
-		slot[b]++;
-		outPos[b]++;
-	}
-}
-
 // spin_ns busy-waits ns nanoseconds of the GPU's global timer. Profiling only: it holds the stream
 // while the host enqueues a whole eager step, so CUDA events then time the kernels back to back
 // instead of the host's launch gaps. Grid 1, block 1.

@@ -1,6 +1,7 @@
 // Token sampling on the GPU with exactly the rules of engine/sample.go, so that only token ids
 // travel back to the host:
-//   1. greedy (temperature <= 0 or top-k == 1): argmax, lowest id on ties (argmax_part + sample);
+//   1. greedy (temperature <= 0 or top-k == 1): argmax, lowest id on ties (argmax_part + sample,
+//      or argmax_next alone when every row of the step is greedy);
 //   2. w_i = exp(z_i - max z), z_i = logit_i / T, in double;
 //   3. top-k: the K best by (logit desc, id asc), exactly K tokens;
 //   4. top-p: the shortest prefix of the kept tokens in that order reaching P * kept weight;
@@ -90,15 +91,11 @@ template <typename P> __device__ unsigned largest_key(unsigned lo, unsigned hi, 
 	return lo;
 }
 
-// argmax_part: the greedy rows' first pass. Block (b, c) of grid (B, chunks) finds the largest
-// logit of chunk c of row b (lowest id on ties) and writes it packed as key << 32 | ~id into
-// part[b * chunks + c], 0 for an empty chunk: the largest packed value is the row's argmax. Many
-// blocks per row read the 200 KB of a GPT-2 row in parallel; sample then reads the chunks.
-// Block 256.
-extern "C" __global__ void argmax_part(const float *__restrict__ logits, int V, int ld,
-                                       unsigned long long *__restrict__ part) {
-	__shared__ unsigned long long best[WARP];
-	int b = blockIdx.x, chunks = gridDim.y, c = blockIdx.y;
+// chunk_max returns to thread 0 the largest logit of chunk c of row b of logits (chunks of them
+// a row, lowest id on ties) packed as key << 32 | ~id, 0 for an empty chunk: the largest packed
+// value of a row is its argmax. best holds a value per warp.
+__device__ __forceinline__ unsigned long long chunk_max(const float *__restrict__ logits, int V, int ld, int b, int c,
+                                                        int chunks, unsigned long long *best) {
 	int per = (V + chunks - 1) / chunks, lo = c * per, hi = min(V, lo + per);
 	const float *row = logits + (size_t)b * ld;
 	unsigned long long m = 0;
@@ -113,18 +110,80 @@ extern "C" __global__ void argmax_part(const float *__restrict__ logits, int V, 
 	}
 	if (threadIdx.x % WARP == 0) best[threadIdx.x / WARP] = m;
 	__syncthreads();
-	if (threadIdx.x == 0) {
+	if (threadIdx.x == 0)
 		for (int w = 1; w < (int)(blockDim.x / WARP); w++) m = best[w] > m ? best[w] : m;
-		part[b * chunks + c] = m;
+	return m;
+}
+
+__device__ __forceinline__ int packed_id(unsigned long long m) { return (int)(0xffffffffu - (unsigned)(m & 0xffffffffu)); }
+
+// Meta is the device metadata of a decode step (gpu/buffers.go), which the sampler moves on to
+// that of the step after it once row b's token tok is known, for a predicted step that may follow
+// (gpu/ahead.go): the sequence's next token, one position on, and one slot on (in the same
+// block: the runner predicts no step that leaves it). Scratch rows (slot scratchSlot) stay. A
+// step that runs as planned by the host starts with meta_copy, which overwrites all of it. Null
+// ids: the step is not a decode graph, nothing moves. The kernels take its fields as
+// parameters (META_PARAMS), one 8-byte slot each (gpu/runtime.go arg).
+struct Meta {
+	int *ids, *pos, *slot, *outPos;
+	int scratchSlot;
+};
+#define META_PARAMS int *mids, int *mpos, int *mslot, int *moutPos, int scratchSlot
+#define META_OF_PARAMS {mids, mpos, mslot, moutPos, scratchSlot}
+
+__device__ __forceinline__ void advance(const Meta &m, int b, int tok) {
+	if (m.ids && m.slot[b] != m.scratchSlot) {
+		m.ids[b] = tok;
+		m.pos[b]++;
+		m.slot[b]++;
+		m.outPos[b]++;
 	}
 }
 
+// argmax_part: the greedy rows' first pass when some row of the step samples. Block (b, c) of
+// grid (B, chunks) writes chunk c's packed maximum (chunk_max) into part[b * chunks + c]. Many
+// blocks per row read the 200 KB of a GPT-2 row in parallel; sample then reads the chunks.
+// Block 256.
+extern "C" __global__ void argmax_part(const float *__restrict__ logits, int V, int ld,
+                                       unsigned long long *__restrict__ part) {
+	__shared__ unsigned long long best[WARP];
+	int b = blockIdx.x, chunks = gridDim.y, c = blockIdx.y;
+	unsigned long long m = chunk_max(logits, V, ld, b, c, chunks, best);
+	if (threadIdx.x == 0) part[b * chunks + c] = m;
+}
+
+// argmax_next: the whole sampler of a step whose every row is greedy, in one launch. Block (b, c)
+// does argmax_part's work, then counts itself done in done[b]; the row's last block to finish
+// reduces the row's chunks, writes next[b], moves the metadata on (advance) and sets done[b]
+// back to 0 for the next step (the buffer starts zeroed). The fences order each block's part
+// store before its count and the last block's loads after it. Grid (B, chunks), block 256.
+extern "C" __global__ void argmax_next(int *next, const float *__restrict__ logits, int V, int ld,
+                                       unsigned long long *part, unsigned *done, META_PARAMS) {
+	__shared__ unsigned long long best[WARP];
+	int b = blockIdx.x, chunks = gridDim.y, c = blockIdx.y;
+	unsigned long long m = chunk_max(logits, V, ld, b, c, chunks, best);
+	if (threadIdx.x != 0) return;
+	part[b * chunks + c] = m;
+	__threadfence();
+	if (atomicAdd(done + b, 1u) != (unsigned)chunks - 1) return;
+	__threadfence();
+	for (int i = 0; i < chunks; i++) {
+		unsigned long long p = __ldcg(part + b * chunks + i);
+		m = p > m ? p : m;
+	}
+	int tok = packed_id(m);
+	next[b] = tok;
+	advance(Meta META_OF_PARAMS, b, tok);
+	done[b] = 0;
+}
+
 // sample: one block of SAMPLE_THREADS per sequence b. logits (B, ld) fp32, the first V columns
-// used; wbuf (B, ld) double is scratch for the weights. next[b] gets the token.
-// A greedy row (temperature <= 0 or top-k 1) takes its token from argmax_part's chunks partials.
+// used; wbuf (B, ld) double is scratch for the weights. next[b] gets the token, and the metadata
+// moves on (advance; its outPos is outPos). A greedy row (temperature <= 0 or top-k 1) takes its
+// token from argmax_part's chunks partials.
 extern "C" __global__ void sample(int *next, const float *logits, int V, int ld, const float *temp, const int *topk,
                                   const float *topp, const unsigned long long *seed, const int *outPos, double *wbuf,
-                                  const unsigned long long *part, int chunks) {
+                                  const unsigned long long *part, int chunks, META_PARAMS) {
 	__shared__ double redd[32];
 	__shared__ int redi[32];
 	__shared__ int cnt[SAMPLE_THREADS];
@@ -135,7 +194,8 @@ extern "C" __global__ void sample(int *next, const float *logits, int V, int ld,
 		if (threadIdx.x == 0) {
 			unsigned long long m = 0;
 			for (int i = 0; i < chunks; i++) m = part[b * chunks + i] > m ? part[b * chunks + i] : m;
-			next[b] = (int)(0xffffffffu - (unsigned)(m & 0xffffffffu));
+			next[b] = packed_id(m);
+			advance(Meta META_OF_PARAMS, b, packed_id(m));
 		}
 		return;
 	}
@@ -304,5 +364,9 @@ extern "C" __global__ void sample(int *next, const float *logits, int V, int ld,
 		if (lastKept >= 0) atomicMax(&best, lastKept);
 		__syncthreads();
 	}
-	if (threadIdx.x == 0) next[b] = (best >= 0 && kw > 0 && kw == kw) ? best : argmax;
+	if (threadIdx.x == 0) { // every thread read outPos[b] before the barriers above
+		int tok = (best >= 0 && kw > 0 && kw == kw) ? best : argmax;
+		next[b] = tok;
+		advance(Meta META_OF_PARAMS, b, tok);
+	}
 }
