@@ -575,3 +575,31 @@ func TestProfileLMHead(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileSampler times the greedy sampler of a batch-64 step on its own: graph replays of
+// argmax_next over the logits of a step of the GPT-2-124M-shaped model, us a call. Set
+// ROSETOP_GPU_PROFILE=1.
+func TestProfileSampler(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	r, err := Open(gpt2Cfg, testModel(gpt2Cfg, 1), Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, B := range []int{1, 64} {
+		st := decodeStep(B, 128, tablesFor(r, B))
+		clear(st.Temperature)
+		next := make([]int32, B)
+		if err := r.Step(st, next); err != nil { // the logits the sampler reads
+			t.Fatal(err)
+		}
+		us, err := timeGraph(r, 200, func() error { r.s.greedy = true; return r.s.sampler(B) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("batch %d: greedy sampler %.2f us a call (graph replays)", B, us)
+	}
+}

@@ -557,15 +557,22 @@ func (s *state) mlpGEMMs(L *devLayer, r *rows, m int) (int, error) {
 }
 
 // head enqueues the LM head on the nb final-normed last rows in xlast (fp16, (nb, C)) and the
-// sampler: when every row is greedy (s.greedy), argmax_next alone; otherwise argmax_part's
-// chunked argmax for the greedy rows, then sample.
+// sampler.
 func (s *state) head(nb int, xlast devPtr) error {
-	rt, c, a, m := s.rt, s.cfg, &s.act, &s.meta
+	rt, c, a := s.rt, s.cfg, &s.act
 	vp := paddedVocab(c.VocabSize)
 	if err := rt.gemm(a.logits, xlast, s.wts.wteT, gemmRows(nb), c.NEmbd, vp, true); err != nil {
 		return err
 	}
 	s.mark("gemm lm head")
+	return s.sampler(nb)
+}
+
+// sampler enqueues the sampler of nb rows of logits: argmax_next alone when every row is greedy
+// (s.greedy), otherwise argmax_part's chunked argmax for the greedy rows, then sample.
+func (s *state) sampler(nb int) error {
+	rt, c, a, m := s.rt, s.cfg, &s.act, &s.meta
+	vp, chunks := paddedVocab(c.VocabSize), argmaxChunks(nb)
 	// The metadata the sampler moves on (gpt2.cu Meta): null ids for steps that are not a decode
 	// graph's.
 	meta := [5]arg{0, 0, 0, 0, iArg(s.scratchSlot())}
@@ -574,17 +581,17 @@ func (s *state) head(nb int, xlast devPtr) error {
 			pArg(m.devAt(m.off.outPos)), iArg(s.scratchSlot())}
 	}
 	if s.greedy {
-		err := rt.launch(rt.fn.argmaxNext, nb, argmaxChunks, 256, 0, pArg(m.nextDev), pArg(a.logits), iArg(c.VocabSize),
+		err := rt.launch(rt.fn.argmaxNext, nb, chunks, 256, 0, pArg(m.nextDev), pArg(a.logits), iArg(c.VocabSize),
 			iArg(vp), pArg(a.amax), pArg(a.done), meta[0], meta[1], meta[2], meta[3], meta[4])
 		s.mark("sample")
 		return err
 	}
-	if err := rt.launch(rt.fn.argmaxPart, nb, argmaxChunks, 256, 0, pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(a.amax)); err != nil {
+	if err := rt.launch(rt.fn.argmaxPart, nb, chunks, 256, 0, pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(a.amax)); err != nil {
 		return err
 	}
 	err := rt.launch(rt.fn.sample, nb, 1, 1024, 0, pArg(m.nextDev), pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(m.devAt(m.off.temp)),
 		pArg(m.devAt(m.off.topk)), pArg(m.devAt(m.off.topp)), pArg(m.devAt(m.off.seed)), pArg(m.devAt(m.off.outPos)), pArg(a.weights),
-		pArg(a.amax), iArg(argmaxChunks), meta[0], meta[1], meta[2], meta[3], meta[4])
+		pArg(a.amax), iArg(chunks), meta[0], meta[1], meta[2], meta[3], meta[4])
 	s.mark("sample")
 	return err
 }

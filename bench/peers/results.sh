@@ -21,6 +21,9 @@ grep -E "attention us" "$out/attention.txt"
 # The LM head at 1-64 rows on cublasGemmEx and on each of cuBLASLt's candidates.
 (cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileLMHead$' -test.v) >"$out/lmhead.txt" 2>&1
 grep -E "LM head" "$out/lmhead.txt"
+# The greedy sampler alone (argmax_next) over a step's logits, batch 1 and 64.
+(cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileSampler$' -test.v) >"$out/sampler.txt" 2>&1
+grep -E "sampler" "$out/sampler.txt"
 # decode-heavy's decode phase as the job runs it (contexts 2-257), each variant on a fresh runner.
 (cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileDecodeRun$' -test.v) >"$out/run.txt" 2>&1
 grep -E "round" "$out/run.txt"

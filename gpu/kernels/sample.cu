@@ -91,17 +91,31 @@ template <typename P> __device__ unsigned largest_key(unsigned lo, unsigned hi, 
 	return lo;
 }
 
+// packed is logit v of id i as key << 32 | ~id: the larger of two is the larger logit, the lower
+// id on ties.
+__device__ __forceinline__ unsigned long long packed(float v, int i) {
+	return (unsigned long long)key_of(v) << 32 | (0xffffffffu - (unsigned)i);
+}
+
 // chunk_max returns to thread 0 the largest logit of chunk c of row b of logits (chunks of them
 // a row, lowest id on ties) packed as key << 32 | ~id, 0 for an empty chunk: the largest packed
 // value of a row is its argmax. best holds a value per warp.
 __device__ __forceinline__ unsigned long long chunk_max(const float *__restrict__ logits, int V, int ld, int b, int c,
                                                         int chunks, unsigned long long *best) {
-	int per = (V + chunks - 1) / chunks, lo = c * per, hi = min(V, lo + per);
 	const float *row = logits + (size_t)b * ld;
 	unsigned long long m = 0;
+	// Chunks of a multiple of 4 logits, read as float4 (ld is a multiple of 8: every chunk starts
+	// 16-byte aligned), the row's last few past a multiple of 4 one by one.
+	int per = ((V + chunks - 1) / chunks + 3) & ~3, lo = min(V, c * per), hi = min(V, lo + per);
+	int hi4 = lo + ((hi - lo) & ~3);
 #pragma unroll 4
-	for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-		unsigned long long p = (unsigned long long)key_of(row[i]) << 32 | (0xffffffffu - (unsigned)i);
+	for (int i = lo + 4 * threadIdx.x; i < hi4; i += 4 * blockDim.x) {
+		float4 v = *reinterpret_cast<const float4 *>(row + i);
+		unsigned long long p = max(max(packed(v.x, i), packed(v.y, i + 1)), max(packed(v.z, i + 2), packed(v.w, i + 3)));
+		m = p > m ? p : m;
+	}
+	if (hi4 + (int)threadIdx.x < hi) {
+		unsigned long long p = packed(row[hi4 + threadIdx.x], hi4 + threadIdx.x);
 		m = p > m ? p : m;
 	}
 	for (int o = WARP / 2; o > 0; o >>= 1) {
