@@ -90,6 +90,9 @@ func (c *cudaBackend) StepAhead(b *Batch, next []int32, steps int) error {
 	return c.run(b, next, nil, steps)
 }
 
+// AheadRoom implements AheadStepper: the most steps gpu.Runner.StepAhead queues.
+func (c *cudaBackend) AheadRoom() int { return c.r.MaxAhead() }
+
 // Prewarm implements Prewarmer with gpu.Runner.Prewarm.
 func (c *cudaBackend) Prewarm() error { return c.r.Prewarm() }
 
@@ -100,7 +103,7 @@ func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error
 
 func (c *cudaBackend) run(b *Batch, next []int32, logits []float32, ahead int) error {
 	s := &c.step
-	s.Tokens, s.SeqLens, s.Start, s.Tables = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0]
+	s.Tokens, s.SeqLens, s.Start, s.Tables, s.Held = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0], s.Held[:0]
 	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
 	for i := range b.Seqs {
 		q := &b.Seqs[i]
@@ -109,6 +112,7 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32, ahead int) e
 		s.Start = append(s.Start, int32(q.Start))
 		n := min(len(q.Blocks), c.width)
 		s.Tables = append(s.Tables, q.Blocks[:n]...)
+		s.Held = append(s.Held, int32(n))
 		for j := n; j < c.width; j++ {
 			s.Tables = append(s.Tables, 0) // past the sequence's end: never read
 		}

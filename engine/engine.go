@@ -81,12 +81,15 @@ type Backend interface {
 // AheadStepper is a Backend that can start decode steps before it is asked for them (the CUDA
 // backend: gpu.Runner.StepAhead). StepAhead is Step, and says that each of the next steps calls
 // will decode exactly b's sequences again, one position further each time, fed the tokens the
-// step before sampled, with the same sampling and block tables (a table may gain a block where a
-// next position starts one); the backend may queue them at once, so the device does not wait for
-// the caller's work in between. A call with another batch still runs correctly, after the queued
-// steps finish.
+// step before sampled, with the same sampling and the same blocks where their positions are (a
+// table may gain blocks at its end); the backend may queue them at once, so the device does not
+// wait for the caller's work in between. It queues a step only where each sequence's position is
+// in a block of its table: a caller that keeps AheadRoom positions of room in each sequence's
+// blocks (when the pool has them) lets the queued steps go on across block boundaries. A call
+// with another batch still runs correctly, after the queued steps finish.
 type AheadStepper interface {
 	StepAhead(b *Batch, next []int32, steps int) error
+	AheadRoom() int
 }
 
 // Prewarmer is a Backend with one-time costs it pays on first use (the CUDA backend: a GEMM

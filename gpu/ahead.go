@@ -26,13 +26,16 @@ import (
 // waits for everything queued and runs as usual.
 //
 // A predicted step writes each sequence's key and value one or two positions past the step the
-// caller asked for, only when those positions are in the block that holds that step's position:
-// blocks the sequences held when the caller asked, never a full block (the only kind a prefix
-// cache shares). A batch that differs (a sequence ended or was preempted) overwrites those slots
-// or leaves them past the end of what its sequences computed: nothing reads them before a step
-// that is asked for writes them.
+// caller asked for, only into blocks the sequences held when the caller asked (Step.Held; the
+// block of the step's position when the caller does not say) and never into a full block (the
+// only kind a prefix cache shares): the scheduler hands a sequence its next block a few steps
+// early when the pool has one, so the steps queued ahead go on across block boundaries (the
+// device's tables are refreshed before a step that needs the new entries, refreshTables). A
+// batch that differs (a sequence ended or was preempted) overwrites those slots or leaves them
+// past the end of what its sequences computed: nothing reads them before a step that is asked
+// for writes them.
 
-// maxAhead is the most predicted steps on the stream at once.
+// maxAhead is the most predicted steps on the stream at once (Runner.MaxAhead).
 const maxAhead = 2
 
 // queuedStep is one predicted step on the stream.
@@ -53,13 +56,23 @@ type predicted struct {
 	hits    int                    // predicted steps asked for (tests)
 }
 
-// matches reports whether in is exactly queued step q (whose tokens are known).
-func (q *queuedStep) matches(in *Step) bool {
+// matches reports whether in is exactly queued step q (whose tokens are known): the same
+// tokens, positions and sampling, and the same blocks where its positions are (a table may have
+// gained blocks past them since q was queued). Tables rows are width entries of bs positions.
+func (q *queuedStep) matches(in *Step, width, bs int) bool {
 	p := &q.st
-	return q.fed && slices.Equal(in.Tokens, p.Tokens) && slices.Equal(in.SeqLens, p.SeqLens) &&
-		slices.Equal(in.Start, p.Start) && slices.Equal(in.Tables, p.Tables) &&
-		slices.Equal(in.Temperature, p.Temperature) && slices.Equal(in.TopK, p.TopK) &&
-		slices.Equal(in.TopP, p.TopP) && slices.Equal(in.Seed, p.Seed)
+	if !q.fed || !slices.Equal(in.Tokens, p.Tokens) || !slices.Equal(in.SeqLens, p.SeqLens) ||
+		!slices.Equal(in.Start, p.Start) || !slices.Equal(in.Temperature, p.Temperature) ||
+		!slices.Equal(in.TopK, p.TopK) || !slices.Equal(in.TopP, p.TopP) || !slices.Equal(in.Seed, p.Seed) {
+		return false
+	}
+	for i, st := range in.Start {
+		used := int(st+in.SeqLens[i]-1)/bs + 1
+		if !slices.Equal(in.Tables[i*width:i*width+used], p.Tables[i*width:i*width+used]) {
+			return false
+		}
+	}
+	return true
 }
 
 // outBuf is pinned buffer i of the sampled ids.
@@ -79,7 +92,7 @@ func (s *state) takeAhead(in *Step, next []int32, logits []float32) (bool, error
 		p.lastOut = 0 // the step runs as usual: its sampler writes buffer 0
 		return false, nil
 	}
-	if head := &p.q[0]; logits == nil && head.matches(in) {
+	if head := &p.q[0]; logits == nil && head.matches(in, s.kv.width, s.kv.bs) {
 		if err := s.rt.a.check(C.w_eventSync(s.rt.a.c, p.ev[head.out]), "cuEventSynchronize"); err != nil {
 			p.n = 0
 			return false, err
@@ -113,7 +126,8 @@ func (s *state) dropAhead() error {
 
 // launchAhead queues predicted steps after in (whose ids are in next) until steps of them (at
 // most maxAhead) are on the stream, when they can be predicted: decode steps on graphs, each
-// position within the block of in's and within MaxSeqLen.
+// position within MaxSeqLen and in a block the sequence holds (in.Held; without it, the block of
+// in's position).
 func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 	p := &s.pred
 	B, bs := len(in.SeqLens), int32(s.kv.bs)
@@ -123,8 +137,9 @@ func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 	bucket := bucketFor(s.buckets, B)
 	for p.n < min(steps, maxAhead) {
 		d := int32(p.n + 1) // positions past in's
-		for _, st := range in.Start {
-			if (st+d)/bs != st/bs || int(st+d) >= s.opt.MaxSeqLen {
+		for i, st := range in.Start {
+			blk := (st + d) / bs
+			if int(st+d) >= s.opt.MaxSeqLen || blk != st/bs && (in.Held == nil || blk >= in.Held[i]) {
 				return nil
 			}
 		}
@@ -151,6 +166,7 @@ func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 			q.st.Start = append(q.st.Start, st+1)
 		}
 		q.st.Tables = append(q.st.Tables[:0], in.Tables...)
+		q.st.Held = append(q.st.Held[:0], in.Held...)
 		q.st.Temperature = append(q.st.Temperature[:0], in.Temperature...)
 		q.st.TopK = append(q.st.TopK[:0], in.TopK...)
 		q.st.TopP = append(q.st.TopP[:0], in.TopP...)
@@ -160,6 +176,9 @@ func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 			q.st.Tokens = append(q.st.Tokens[:0], next[:B]...)
 		}
 		q.out = out
+		if err := s.refreshTables(in.Tables); err != nil {
+			return err
+		}
 		if err := s.rt.replay(g); err != nil {
 			return err
 		}
@@ -170,6 +189,23 @@ func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 		p.n++
 	}
 	return nil
+}
+
+// refreshTables makes the device's block tables of a predicted step's rows those of tables where
+// they differ from the last ones uploaded (a table gained blocks the steps move into): the pinned
+// host copy, which mirrors the device's, takes them and a meta_copy of its table region goes on
+// the stream before the step. Only entries no queued step has used change, so a queued step
+// reads the same blocks whether it runs before the copy or after, and a copy still queued may
+// read the host rows old or new.
+func (s *state) refreshTables(tables []int32) error {
+	m := &s.meta
+	if slices.Equal(m.tables[:len(tables)], tables) {
+		return nil
+	}
+	copy(m.tables, tables)
+	n := (len(tables)*4 + 15) / 16 // 16-byte words; the region is padded to 256 bytes (buffers.go align)
+	return s.rt.launch(s.rt.fn.metaCopy, (n+255)/256, 1, 256, 0, pArg(m.devAt(m.off.tables)),
+		pArg(m.hostDev+devPtr(m.off.tables)), iArg(n))
 }
 
 // capturePredicted captures the predicted-step graph of key (its bucket, sampler and the buffer out

@@ -12,8 +12,12 @@ import (
 // StepAhead(2), sampling at temperature 0.8 (so each draw depends on its seed and position) and
 // greedily (the steps' sampler is then argmax_next alone, a graph of its own).
 // Three sequences end after step 24, so the steps queued there are not the ones asked for; paged
-// positions cross block boundaries, where nothing is queued; the runner closes with two steps
-// queued. The sampled tokens must be the same, and on graphs the queued steps must have been used.
+// positions cross block boundaries, where nothing is queued unless the step says the sequences
+// hold the next block (Step.Held, given as the scheduler does: each table holds the blocks of two
+// positions past the step's, so the device's tables must be refreshed as the steps queued ahead
+// move into new blocks; then more queued steps must be used than without); the runner closes
+// with two steps queued. The sampled tokens must be the same, and on graphs the queued steps
+// must have been used.
 func TestStepAheadMatchesStep(t *testing.T) {
 	needGPU(t)
 	cfg := smallCfg
@@ -21,24 +25,29 @@ func TestStepAheadMatchesStep(t *testing.T) {
 	type variant struct {
 		m    mode
 		temp float32
+		held bool
 	}
 	var vs []variant
 	for _, m := range modes {
-		vs = append(vs, variant{m, 0.8})
+		vs = append(vs, variant{m, 0.8, false})
 		if m.graphs {
-			vs = append(vs, variant{m, 0})
+			vs = append(vs, variant{m, 0, false})
+		}
+		if m.graphs && m.paged {
+			vs = append(vs, variant{m, 0.8, true}, variant{m, 0, true})
 		}
 	}
 	for _, c := range vs {
 		m := c.m
-		t.Run(fmt.Sprintf("%v,temperature=%v", m, c.temp), func(t *testing.T) {
-			run := func(ahead bool) (out []int32, hits int) {
+		t.Run(fmt.Sprintf("%v,temperature=%v,held=%v", m, c.temp, c.held), func(t *testing.T) {
+			run := func(ahead, held bool) (out []int32, hits int) {
 				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer r.Close()
 				tables := tablesFor(r, 8)
+				bs, _, width := r.Layout()
 				tok := []int32{1, 2, 3, 4, 5, 6, 7, 8}
 				for k := range 40 {
 					B := 8
@@ -49,6 +58,11 @@ func TestStepAheadMatchesStep(t *testing.T) {
 					copy(st.Tokens, tok[:B])
 					for i := range st.Temperature {
 						st.Temperature[i] = c.temp
+						if held { // room for two positions more; the entries past it unset
+							h := min(width, (k+2)/bs+1)
+							st.Held = append(st.Held, int32(h))
+							clear(st.Tables[i*width+h : (i+1)*width])
+						}
 					}
 					next := make([]int32, B)
 					var err error
@@ -66,13 +80,18 @@ func TestStepAheadMatchesStep(t *testing.T) {
 				r.w.do(func() { hits = r.s.pred.hits })
 				return out, hits
 			}
-			want, _ := run(false)
-			got, hits := run(true)
+			want, _ := run(false, c.held)
+			got, hits := run(true, c.held)
 			if !slices.Equal(got, want) {
 				t.Fatalf("StepAhead sampled\n%v\nStep sampled\n%v", got, want)
 			}
 			if m.graphs != (hits > 0) {
 				t.Fatalf("graphs %v: %d predicted steps used", m.graphs, hits)
+			}
+			if c.held {
+				if _, within := run(true, false); hits <= within {
+					t.Fatalf("%d predicted steps used with the next blocks held, %d without", hits, within)
+				}
 			}
 		})
 	}

@@ -438,26 +438,29 @@ func TestProfileDecodeRun(t *testing.T) {
 	needGPU(t)
 	w := testModel(gpt2Cfg, 1)
 	variants := []struct {
-		name  string
-		opt   Options
-		ahead bool
+		name        string
+		opt         Options
+		ahead, held bool
 	}{
-		{"default", Options{}, false},
-		{"default, StepAhead", Options{}, true},
-		{"two lanes at 64", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}, false},
-		{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}, false},
+		{"default", Options{}, false, false},
+		{"default, StepAhead", Options{}, true, false},
+		{"default, StepAhead, every block held", Options{}, true, true},
+		{"two lanes at 64", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}, false, false},
+		{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}, false, false},
 	}
 	for round := range 2 {
 		for _, v := range variants {
-			t.Logf("round %d [%s]: us per step over positions 2-257 in bands of 32: %s", round, v.name, profileRun(t, w, v.opt, v.ahead))
+			t.Logf("round %d [%s]: us per step over positions 2-257 in bands of 32: %s", round, v.name, profileRun(t, w, v.opt, v.ahead, v.held))
 		}
 	}
 }
 
 // profileRun runs the 256 decode steps of TestProfileDecodeRun on a fresh runner and returns
 // the mean wall time per step of each band of 32, then of all. ahead: through StepAhead with the
-// number of steps left (at most 2), as the scheduler asks for them.
-func profileRun(t *testing.T, w *Weights, opt Options, ahead bool) string {
+// number of steps left (at most 2), as the scheduler asks for them; held: the steps say that the
+// sequences hold every block of their tables (Step.Held), so the steps queued ahead go on across
+// block boundaries.
+func profileRun(t *testing.T, w *Weights, opt Options, ahead, held bool) string {
 	const B, steps, band = 64, 256, 32
 	opt.MaxBatch, opt.MaxSeqLen, opt.Paged, opt.Graphs, opt.MemoryFraction = B, 272, true, true, 0.5
 	r, err := Open(gpt2Cfg, w, opt)
@@ -475,6 +478,11 @@ func profileRun(t *testing.T, w *Weights, opt Options, ahead bool) string {
 	}
 	st := decodeStep(B, 2, tables)
 	clear(st.Temperature)
+	if held {
+		for range B {
+			st.Held = append(st.Held, int32(width))
+		}
+	}
 	next := make([]int32, B)
 	for range 3 { // the graph's capture and a warm replay
 		if err := r.Step(st, next); err != nil {

@@ -25,6 +25,8 @@ func (s *state) check(in *Step, next []int32, logits []float32) error {
 		return fmt.Errorf("gpu: next has room for %d tokens, want %d", len(next), B)
 	case logits != nil && len(logits) < B*V:
 		return fmt.Errorf("gpu: logits has %d values, want %d x %d", len(logits), B, V)
+	case in.Held != nil && len(in.Held) != B:
+		return fmt.Errorf("gpu: step with %d sequences has %d held-block counts, want %d", B, len(in.Held), B)
 	}
 	n := 0
 	for i, l := range in.SeqLens {
@@ -32,8 +34,15 @@ func (s *state) check(in *Step, next []int32, logits []float32) error {
 		if l < 1 || st < 0 || st+int(l) > s.opt.MaxSeqLen {
 			return fmt.Errorf("gpu: sequence %d runs positions [%d, %d), want 1+ tokens within [0, %d)", i, st, st+int(l), s.opt.MaxSeqLen)
 		}
-		row := in.Tables[i*s.kv.width : (i+1)*s.kv.width]
-		for j := 0; j <= (st+int(l)-1)/s.kv.bs; j++ {
+		row, used := in.Tables[i*s.kv.width:(i+1)*s.kv.width], (st+int(l)-1)/s.kv.bs+1
+		if in.Held != nil && (int(in.Held[i]) < used || int(in.Held[i]) > s.kv.width) {
+			return fmt.Errorf("gpu: sequence %d holds %d blocks, want %d..%d (its positions' blocks to the table's width)", i, in.Held[i], used, s.kv.width)
+		}
+		held := used
+		if in.Held != nil {
+			held = int(in.Held[i])
+		}
+		for j := range held {
 			if row[j] < 0 || int(row[j]) >= s.kv.numBlocks {
 				return fmt.Errorf("gpu: sequence %d block table entry %d is %d, want 0..%d", i, j, row[j], s.kv.numBlocks-1)
 			}
@@ -406,7 +415,7 @@ func (s *state) attentionBlock(l int, r *rows, decode bool) error {
 		if s.opt.Paged {
 			attn = rt.fn.attnDecodePaged
 		}
-		err = s.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.y), pArg(L.attnB), slot, kc, vc,
+		err = s.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.y), pArg(L.attnB), kc, vc,
 			tokSeq, pos, tables, iArg(s.kv.width), iArg(s.kv.bs), iArg(C), iArg(NH), scale)
 	} else {
 		if err = s.launch(rt.fn.qkvKV, n, 1, lnThreads, 0, pArg(a.qkv), pArg(a.y), pArg(L.attnB), kc, vc, slot, iArg(C)); err != nil {

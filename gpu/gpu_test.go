@@ -354,6 +354,9 @@ func TestBadSteps(t *testing.T) {
 		{"block out of pool", func(s *Step) { s.Tables[0] = int32(nb) }, "block table entry 0"},
 		{"too many sequences", func(s *Step) { *s = *decodeStep(3, 0, [][]int32{s.Tables, s.Tables, s.Tables}) }, "3 sequences"},
 		{"lengths do not add up", func(s *Step) { s.SeqLens[0] = 2 }, "lengths add up to 2"},
+		{"held counts missing", func(s *Step) { s.Held = []int32{1, 1} }, "2 held-block counts"},
+		{"held blocks beyond the table", func(s *Step) { s.Held = []int32{int32(width + 1)} }, "holds"},
+		{"held block out of pool", func(s *Step) { s.Held = []int32{2}; s.Tables[1] = int32(nb) }, "block table entry 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

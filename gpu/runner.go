@@ -47,7 +47,11 @@ type Step struct {
 	// Tables (B, TableWidth()) are the block tables, row-major: entry j of row i is the block
 	// holding positions [j*BlockSize, (j+1)*BlockSize) of sequence i. Contiguous KV has one block
 	// per batch slot (TableWidth 1, BlockSize MaxSeqLen). Entries past the sequence's end are ignored.
-	Tables      []int32
+	Tables []int32
+	// Held (B, optional): how many leading entries of each row of Tables are blocks the sequence
+	// holds. Steps queued ahead (StepAhead) write only into held blocks: with Held, also into those
+	// past the block of the sequence's position; nil: only into that block.
+	Held        []int32
 	Temperature []float32 // (B) <= 0: greedy
 	TopK        []int32   // (B) 0: off
 	TopP        []float32 // (B) 0 or >= 1: off
@@ -347,6 +351,11 @@ func (r *Runner) Prewarm() error {
 
 // Step runs one step and writes each sequence's sampled token into next[i].
 func (r *Runner) Step(in *Step, next []int32) error { return r.StepLogits(in, next, nil) }
+
+// MaxAhead is the most steps StepAhead queues past the one asked for: a caller that gives each
+// sequence room for that many more positions in held blocks (Step.Held) lets them go on across
+// block boundaries.
+func (r *Runner) MaxAhead() int { return maxAhead }
 
 // StepAhead is Step, after which the runner queues up to steps of the decode steps that follow
 // when it can predict them (ahead.go): the same sequences one position further each time, fed

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -9,10 +10,13 @@ import (
 
 // aheadBackend is the fake backend as an engine.AheadStepper: it holds the scheduler to each
 // StepAhead's promise (the next steps calls decode the same sequences, one position further each
-// time, fed the tokens just sampled, with the same sampling and block tables but for a block
-// added where a position starts one) and counts the calls that kept it and those that did not.
+// time, fed the tokens just sampled, with the same sampling and the same blocks where their
+// positions are) and counts the calls that kept it and those that did not. Every StepAhead batch
+// must hold the blocks of room positions past each sequence's (at most its promised steps): the
+// pool is never short in these tests.
 type aheadBackend struct {
 	*fakeBackend
+	room         int              // AheadRoom
 	pred         []engine.SeqStep // the promised next batch, its Tokens unused
 	predTok      []int32          // the tokens it is fed: the last call's ids
 	promised     int              // calls still promised
@@ -40,10 +44,18 @@ func (a *aheadBackend) Step(b *engine.Batch, next []int32) error {
 	return nil
 }
 
+func (a *aheadBackend) AheadRoom() int { return a.room }
+
 func (a *aheadBackend) StepAhead(b *engine.Batch, next []int32, steps int) error {
 	a.ahead++
 	if steps < 1 {
 		a.errorf("StepAhead of %d steps", steps)
+	}
+	for _, sq := range b.Seqs {
+		if want := (sq.Start+min(a.room, steps))/a.bs + 1; len(sq.Blocks) < want {
+			a.errorf("StepAhead of %d steps: sequence %d at position %d holds %d blocks, want %d (room %d)",
+				steps, sq.ID, sq.Start, len(sq.Blocks), want, a.room)
+		}
 	}
 	err := a.Step(b, next)
 	a.promised = steps
@@ -56,12 +68,12 @@ func (a *aheadBackend) kept(b *engine.Batch) bool {
 	}
 	for i, sq := range b.Seqs {
 		p := a.pred[i]
-		blocks := sq.Blocks
-		if len(blocks) == len(p.Blocks)+1 && sq.Start%a.bs == 0 {
-			blocks = blocks[:len(p.Blocks)] // a new block for the position that starts it
-		}
+		used := sq.Start/a.bs + 1                  // the blocks of the positions so far
+		n := min(used, len(p.Blocks))              // those the promise named
+		newBlock := n < used && sq.Start%a.bs == 0 // or one more, for the position that starts it
 		if sq.ID != p.ID || sq.Start != p.Start || len(sq.Tokens) != 1 || sq.Tokens[0] != a.predTok[i] ||
-			!slices.Equal(blocks, p.Blocks) || sq.Sample != p.Sample {
+			len(sq.Blocks) < used || !slices.Equal(sq.Blocks[:n], p.Blocks[:n]) || n < used && !newBlock ||
+			sq.Sample != p.Sample {
 			return false
 		}
 	}
@@ -89,34 +101,36 @@ func TestDecodesAgain(t *testing.T) {
 		{"batch not full", []int{20, 20, 20}, false, 0, 0},
 		{"EOS", []int{20, 20, 20, 20}, true, -1, 1},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			o := pagedOptions(256, Config{MaxBatch: 4, PrefillMaxBatch: 4})
-			if c.eos {
-				o.EOS = 7
-			}
-			h := newHarness(t, o)
-			if c.eos { // the first request's sequence ends in EOS at 9 tokens
-				h.be.model = func(seq []int32) int32 {
-					if seq[0] == 1 && len(seq) == 9 {
-						return 7
-					}
-					return nextToken(seq)
+	for _, room := range []int{0, 2} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s, room %d", c.name, room), func(t *testing.T) {
+				o := pagedOptions(256, Config{MaxBatch: 4, PrefillMaxBatch: 4})
+				if c.eos {
+					o.EOS = 7
 				}
-			}
-			a := &aheadBackend{fakeBackend: h.be}
-			h.s.backend = a
-			for i, n := range c.maxNew {
-				h.submit(Request{Tokens: prompt(int32(i+1), 3), MaxNewTokens: n, StopOnEOS: c.eos})
-			}
-			h.drain(1000)
-			h.checkOutputs()
-			if c.wantAhead >= 0 && a.ahead != c.wantAhead || c.wantAhead < 0 && a.ahead == 0 {
-				t.Errorf("%d steps ahead, want %d (-1: some)", a.ahead, c.wantAhead)
-			}
-			if a.misses != c.wantMisses || a.hits == 0 && c.wantAhead != 0 {
-				t.Errorf("%d promised calls broken (%d kept), want %d broken", a.misses, a.hits, c.wantMisses)
-			}
-		})
+				h := newHarness(t, o)
+				if c.eos { // the first request's sequence ends in EOS at 9 tokens
+					h.be.model = func(seq []int32) int32 {
+						if seq[0] == 1 && len(seq) == 9 {
+							return 7
+						}
+						return nextToken(seq)
+					}
+				}
+				a := &aheadBackend{fakeBackend: h.be, room: room}
+				h.s.backend = a
+				for i, n := range c.maxNew {
+					h.submit(Request{Tokens: prompt(int32(i+1), 3), MaxNewTokens: n, StopOnEOS: c.eos})
+				}
+				h.drain(1000)
+				h.checkOutputs()
+				if c.wantAhead >= 0 && a.ahead != c.wantAhead || c.wantAhead < 0 && a.ahead == 0 {
+					t.Errorf("%d steps ahead, want %d (-1: some)", a.ahead, c.wantAhead)
+				}
+				if a.misses != c.wantMisses || a.hits == 0 && c.wantAhead != 0 {
+					t.Errorf("%d promised calls broken (%d kept), want %d broken", a.misses, a.hits, c.wantMisses)
+				}
+			})
+		}
 	}
 }

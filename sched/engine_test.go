@@ -94,6 +94,8 @@ type countAhead struct {
 	calls int
 }
 
+func (c *countAhead) AheadRoom() int { return c.a.AheadRoom() }
+
 func (c *countAhead) StepAhead(b *engine.Batch, next []int32, steps int) error {
 	c.calls++
 	return c.a.StepAhead(b, next, steps)

@@ -167,7 +167,29 @@ func (s *Scheduler) reserveDecode() int {
 		}
 		s.preempt(l.popNewest()) // possibly q itself, which ends the loop
 	}
+	s.aheadRoom()
 	return len(l.running)
+}
+
+// aheadRoom gives each running sequence blocks for the positions of the steps a backend may
+// queue after this one (engine.AheadStepper.AheadRoom, at most the steps it has left), when the
+// pool has them free: the queued steps then go on across block boundaries instead of stopping
+// at each. It never preempts; a sequence that finishes returns the block with the rest.
+func (s *Scheduler) aheadRoom() {
+	a, ok := s.backend.(engine.AheadStepper)
+	if !ok {
+		return
+	}
+	l, room := &s.loop, a.AheadRoom()
+	for _, q := range l.running {
+		left := min(room, q.maxNew-q.outputs()-1)
+		if left <= 0 {
+			continue
+		}
+		if blocks, ok := l.bm.GrowTable(q.seq, len(q.tokens)+left); ok {
+			q.blocks = blocks
+		}
+	}
 }
 
 // admit moves waiting requests, front first, into this step's prefill batch while the batch, the

@@ -27,6 +27,10 @@ grep -E "sampler" "$out/sampler.txt"
 # decode-heavy's decode phase as the job runs it (contexts 2-257), each variant on a fresh runner.
 (cd gpu && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/gpu.test -test.run 'TestProfileDecodeRun$' -test.v) >"$out/run.txt" 2>&1
 grep -E "round" "$out/run.txt"
+# decode-heavy's shape through the scheduler, one step at a time and with the steps queued ahead
+# (the outputs must be the same).
+(cd sched && ROSETOP_REQUIRE_GPU=1 ROSETOP_GPU_PROFILE=1 ../bin/sched.test -test.run 'TestProfileCUDAStepsAheadGPT2$' -test.v) >"$out/sched.txt" 2>&1
+grep -E "round|FAIL|differ" "$out/sched.txt"
 # Process start -> first token: generate prints the token and exits; the clock stops when the
 # line arrives on the pipe.
 for i in 1 2 3; do

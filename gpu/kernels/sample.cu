@@ -133,23 +133,25 @@ __device__ __forceinline__ int packed_id(unsigned long long m) { return (int)(0x
 
 // Meta is the device metadata of a decode step (gpu/buffers.go), which the sampler moves on to
 // that of the step after it once row b's token tok is known, for a predicted step that may follow
-// (gpu/ahead.go): the sequence's next token, one position on, and one slot on (in the same
-// block: the runner predicts no step that leaves it). Scratch rows (slot scratchSlot) stay. A
-// step that runs as planned by the host starts with meta_copy, which overwrites all of it. Null
-// ids: the step is not a decode graph, nothing moves. The kernels take its fields as
-// parameters (META_PARAMS), one 8-byte slot each (gpu/runtime.go arg).
+// (gpu/ahead.go): the sequence's next token and position. The decode attention takes a token's
+// slot from its block table (which the runner refreshes where a predicted step enters a new
+// block), so slot keeps its uploaded value: it only tells scratch rows (scratchSlot), which stay.
+// A step that runs as planned by the host starts with meta_copy, which overwrites all of it. Null
+// ids: the step is not a decode graph, nothing moves. The kernels take its fields as parameters
+// (META_PARAMS), one 8-byte slot each (gpu/runtime.go arg).
 struct Meta {
-	int *ids, *pos, *slot, *outPos;
+	int *ids, *pos;
+	const int *slot;
+	int *outPos;
 	int scratchSlot;
 };
-#define META_PARAMS int *mids, int *mpos, int *mslot, int *moutPos, int scratchSlot
+#define META_PARAMS int *mids, int *mpos, const int *mslot, int *moutPos, int scratchSlot
 #define META_OF_PARAMS {mids, mpos, mslot, moutPos, scratchSlot}
 
 __device__ __forceinline__ void advance(const Meta &m, int b, int tok) {
 	if (m.ids && m.slot[b] != m.scratchSlot) {
 		m.ids[b] = tok;
 		m.pos[b]++;
-		m.slot[b]++;
 		m.outPos[b]++;
 	}
 }
