@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -193,19 +194,20 @@ func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 
 // refreshTables makes the device's block tables of a predicted step's rows those of tables where
 // they differ from the last ones uploaded (a table gained blocks the steps move into): the pinned
-// host copy, which mirrors the device's, takes them and a meta_copy of its table region goes on
-// the stream before the step. Only entries no queued step has used change, so a queued step
-// reads the same blocks whether it runs before the copy or after, and a copy still queued may
-// read the host rows old or new.
+// host copy, which mirrors the device's, takes them, and tables_refresh copies its table region
+// and sets each row's slot again from the new tables, on the stream before the step. Only
+// entries no queued step has used change, so a queued step reads the same blocks whether it runs
+// before the copy or after, and a copy still queued may read the host rows old or new.
 func (s *state) refreshTables(tables []int32) error {
 	m := &s.meta
-	if slices.Equal(m.tables[:len(tables)], tables) {
+	if !s.opt.Paged || slices.Equal(m.tables[:len(tables)], tables) {
 		return nil
 	}
 	copy(m.tables, tables)
 	n := (len(tables)*4 + 15) / 16 // 16-byte words; the region is padded to 256 bytes (buffers.go align)
-	return s.rt.launch(s.rt.fn.metaCopy, (n+255)/256, 1, 256, 0, pArg(m.devAt(m.off.tables)),
-		pArg(m.hostDev+devPtr(m.off.tables)), iArg(n))
+	return s.rt.launch(s.rt.fn.tablesRefresh, 1, 1, 256, 0, pArg(m.devAt(m.off.tables)), pArg(m.hostDev+devPtr(m.off.tables)),
+		iArg(n), pArg(m.devAt(m.off.slot)), pArg(m.devAt(m.off.pos)), iArg(len(tables)/s.kv.width), iArg(s.kv.width),
+		iArg(bits.TrailingZeros(uint(s.kv.bs))), iArg(s.scratchSlot()))
 }
 
 // capturePredicted captures the predicted-step graph of key (its bucket, sampler and the buffer out

@@ -5,6 +5,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 	"unsafe"
 )
@@ -415,7 +416,7 @@ func (s *state) attentionBlock(l int, r *rows, decode bool) error {
 		if s.opt.Paged {
 			attn = rt.fn.attnDecodePaged
 		}
-		err = s.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.y), pArg(L.attnB), kc, vc,
+		err = s.launch(attn, n, NH, attnThreads, 4*s.kv.width, pArg(a.att), pArg(a.y), pArg(L.attnB), slot, kc, vc,
 			tokSeq, pos, tables, iArg(s.kv.width), iArg(s.kv.bs), iArg(C), iArg(NH), scale)
 	} else {
 		if err = s.launch(rt.fn.qkvKV, n, 1, lnThreads, 0, pArg(a.qkv), pArg(a.y), pArg(L.attnB), kc, vc, slot, iArg(C)); err != nil {
@@ -584,14 +585,17 @@ func (s *state) sampler(nb int) error {
 	vp, chunks := paddedVocab(c.VocabSize), argmaxChunks(nb)
 	// The metadata the sampler moves on (gpt2.cu Meta): null ids for steps that are not a decode
 	// graph's.
-	meta := [5]arg{0, 0, 0, 0, iArg(s.scratchSlot())}
+	meta := [8]arg{0, 0, 0, 0, 0, 0, 0, iArg(s.scratchSlot())}
 	if s.advance {
-		meta = [5]arg{pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos)), pArg(m.devAt(m.off.slot)),
-			pArg(m.devAt(m.off.outPos)), iArg(s.scratchSlot())}
+		meta = [8]arg{pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos)), pArg(m.devAt(m.off.slot)),
+			pArg(m.devAt(m.off.outPos)), 0, iArg(s.kv.width), iArg(bits.TrailingZeros(uint(s.kv.bs))), iArg(s.scratchSlot())}
+		if s.opt.Paged {
+			meta[4] = pArg(m.devAt(m.off.tables))
+		}
 	}
 	if s.greedy {
 		err := rt.launch(rt.fn.argmaxNext, nb, chunks, 256, 0, pArg(m.nextDev), pArg(a.logits), iArg(c.VocabSize),
-			iArg(vp), pArg(a.amax), pArg(a.done), meta[0], meta[1], meta[2], meta[3], meta[4])
+			iArg(vp), pArg(a.amax), pArg(a.done), meta[0], meta[1], meta[2], meta[3], meta[4], meta[5], meta[6], meta[7])
 		s.mark("sample")
 		return err
 	}
@@ -600,7 +604,7 @@ func (s *state) sampler(nb int) error {
 	}
 	err := rt.launch(rt.fn.sample, nb, 1, 1024, 0, pArg(m.nextDev), pArg(a.logits), iArg(c.VocabSize), iArg(vp), pArg(m.devAt(m.off.temp)),
 		pArg(m.devAt(m.off.topk)), pArg(m.devAt(m.off.topp)), pArg(m.devAt(m.off.seed)), pArg(m.devAt(m.off.outPos)), pArg(a.weights),
-		pArg(a.amax), iArg(chunks), meta[0], meta[1], meta[2], meta[3], meta[4])
+		pArg(a.amax), iArg(chunks), meta[0], meta[1], meta[2], meta[3], meta[4], meta[5], meta[6], meta[7])
 	s.mark("sample")
 	return err
 }

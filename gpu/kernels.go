@@ -49,6 +49,7 @@ type kernels struct {
 	embedLNW, residualLNW, residualLNLastW                   kernel // warp per row (rowWarp)
 	attnPaged, attnContig, attnDecodePaged, attnDecodeContig kernel
 	metaCopy                                                 kernel // the step's metadata, host to device
+	tablesRefresh                                            kernel // a predicted step's new block tables (ahead.go)
 	spin                                                     kernel // profiling only
 	argmaxPart, argmaxNext, sample                           kernel // the samplers; they also move a decode graph's metadata on (ahead.go)
 	// gemm.cu (sm_90 only): small_gemm for NT = 1 or 2 n8 tiles per warp, with each epilogue.
@@ -56,7 +57,7 @@ type kernels struct {
 }
 
 const (
-	numKernels = 17 + 2*numEpilogues
+	numKernels = 18 + 2*numEpilogues
 	numModules = 3
 )
 
@@ -131,6 +132,7 @@ func (r *cudaRuntime) loadKernels() (string, error) {
 		{&r.fn.attnDecodePaged, mods[0], "attention_decode_paged"},
 		{&r.fn.attnDecodeContig, mods[0], "attention_decode_contig"},
 		{&r.fn.metaCopy, mods[0], "meta_copy"},
+		{&r.fn.tablesRefresh, mods[0], "tables_refresh"},
 		{&r.fn.spin, mods[0], "spin_ns"},
 		{&r.fn.argmaxPart, mods[1], "argmax_part"},
 		{&r.fn.argmaxNext, mods[1], "argmax_next"},

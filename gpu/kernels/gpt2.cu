@@ -482,6 +482,11 @@ __device__ __forceinline__ uint4 load8(const float *__restrict__ y, const float 
 	return u;
 }
 
+// FUSED (decode: every sequence of the step has one token, at position pos[t]): the block first
+// does qkv_bias_kv_write's job for its head, from the QKV GEMM's fp32 output y(N,3C) and the
+// bias: q stays in registers, k and v go to the token's slot; the barrier that publishes the
+// block table also publishes them to the block's loads of later rows (kc and vc are therefore
+// not __restrict__: the kernel writes and reads them). Otherwise q comes from qkv(N,3C).
 // fold_row folds one row of keys and values (position j0 + k*G + grp in ku[k], vu[k]) into the
 // lane group's online softmax: the row's scores first, then one rescale of the running state (m,
 // l, acc) for all of them, not one per position. Uniform over the block: shuffles inside.
@@ -532,14 +537,12 @@ __device__ __forceinline__ void own_kv(uint4 (&ku)[U], uint4 (&vu)[U], uint4 k, 
 
 // FUSED (decode: every sequence of the step has one token, at position pos[t]): the block first
 // does qkv_bias_kv_write's job for its head, from the QKV GEMM's fp32 output y(N,3C) and the
-// bias: q stays in registers, k and v go to the token's slot (from the block table, like every
-// other position's: a step queued ahead may have moved into a block the last uploaded slots did
-// not know, gpu/ahead.go); the barrier that publishes the block table also publishes them to the
-// block's loads of later rows (kc and vc are therefore not __restrict__: the kernel writes and
-// reads them). Otherwise q comes from qkv(N,3C).
+// bias: q stays in registers, k and v go to the token's slot; the barrier that publishes the
+// block table also publishes them to the block's loads of later rows (kc and vc are therefore
+// not __restrict__: the kernel writes and reads them). Otherwise q comes from qkv(N,3C).
 template <bool PAGED, bool FUSED, int HDC>
 __device__ __forceinline__ void attention(half *__restrict__ out, const half *__restrict__ qkv, const float *__restrict__ y,
-                          const float *__restrict__ bias, half *kc, half *vc,
+                          const float *__restrict__ bias, const int *__restrict__ slot, half *kc, half *vc,
                           const int *__restrict__ tokSeq, const int *__restrict__ pos,
                           const int *__restrict__ tables, int maxBlocks, int bs, int C, int NH, float scale) {
 	constexpr int U = ATT_UNROLL;
@@ -563,10 +566,8 @@ __device__ __forceinline__ void attention(half *__restrict__ out, const half *__
 	// but the token's own (ctx - 1) was cached by an earlier step, so they load before the wait,
 	// overlapping the QKV GEMM this kernel waits for.
 	uint4 ku[ATT_BUFS][U], vu[ATT_BUFS][U];
-	unsigned own = 0; // FUSED: the token's slot, from its table like every other position's
 	if (FUSED) {
 		unsigned base = PAGED ? 0 : (unsigned)gtable[0] * bs;
-		own = kv_slot<PAGED>(gtable, base, ctx - 1, sh);
 #pragma unroll
 		for (int r = 0; r < ATT_BUFS; r++)
 			if (r == 0 || r * R < ctx) kv_row<PAGED, U>(ku[r], vu[r], kh, vh, gtable, base, r * R, ctx - 1, G, grp, sh, C8);
@@ -583,7 +584,7 @@ __device__ __forceinline__ void attention(half *__restrict__ out, const half *__
 			u = load8(yr, br);
 			if (grp == (ctx - 1) % G) {
 				uint4 k = load8(yr + C, br + C), v = load8(yr + 2 * C, br + 2 * C);
-				size_t s = (size_t)own * C + h * HD + 8 * sub;
+				size_t s = (size_t)slot[t] * C + h * HD + 8 * sub;
 				*reinterpret_cast<uint4 *>(kc + s) = k;
 				*reinterpret_cast<uint4 *>(vc + s) = v;
 #pragma unroll
@@ -643,7 +644,7 @@ __device__ __forceinline__ void attention(half *__restrict__ out, const half *__
 	half *out, const half *qkv, half *kc, half *vc, const int *tokSeq, const int *pos, const int *tables,         \
 	    int maxBlocks, int bs, int C, int NH, float scale
 #define ATT_DECODE_ARGS                                                                                          \
-	half *out, const float *y, const float *bias, half *kc, half *vc, const int *tokSeq,                         \
+	half *out, const float *y, const float *bias, const int *slot, half *kc, half *vc, const int *tokSeq,        \
 	    const int *pos, const int *tables, int maxBlocks, int bs, int C, int NH, float scale
 
 // Every GPT-2 size has heads of 64: that case runs a copy of the kernel compiled with the head
@@ -653,23 +654,23 @@ __device__ __forceinline__ void attention(half *__restrict__ out, const half *__
 	else attention<PAGED, FUSED, 0>(__VA_ARGS__)
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_paged(ATT_ARGS) {
-	ATT_DISPATCH(true, false, out, qkv, nullptr, nullptr, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C,
+	ATT_DISPATCH(true, false, out, qkv, nullptr, nullptr, nullptr, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C,
 	             NH, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_contig(ATT_ARGS) {
-	ATT_DISPATCH(false, false, out, qkv, nullptr, nullptr, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C,
+	ATT_DISPATCH(false, false, out, qkv, nullptr, nullptr, nullptr, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C,
 	             NH, scale);
 }
 
 // attention_decode_*: qkv_bias_kv_write and attention in one launch, for steps of one token per
 // sequence (see FUSED above). HD % 8 == 0 makes the 16- and 32-byte vector accesses aligned.
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_decode_paged(ATT_DECODE_ARGS) {
-	ATT_DISPATCH(true, true, out, nullptr, y, bias, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH, scale);
+	ATT_DISPATCH(true, true, out, nullptr, y, bias, slot, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH, scale);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_decode_contig(ATT_DECODE_ARGS) {
-	ATT_DISPATCH(false, true, out, nullptr, y, bias, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH, scale);
+	ATT_DISPATCH(false, true, out, nullptr, y, bias, slot, kc, vc, tokSeq, pos, tables, maxBlocks, bs, C, NH, scale);
 }
 
 // meta_copy copies a step's metadata (n 16-byte words) from the mapped pinned host buffer src
@@ -679,6 +680,26 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_decode_co
 extern "C" __global__ void meta_copy(uint4 *__restrict__ dst, const uint4 *__restrict__ src, int n) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n) dst[i] = __ldcv(src + i);
+}
+
+// tables_refresh brings a predicted step's block tables up to date (gpu/ahead.go refreshTables):
+// it copies n 16-byte words of the tables from the mapped pinned host copy src to dst (.cv
+// loads, as meta_copy), then gives each of the B rows that is not a scratch row (slot
+// scratchSlot) the slot of its position in its new table: the sampler of the step before moved
+// the positions on, and may have found a position's block missing from the old tables. Paged
+// tables (blocks of 1 << sh positions, rows of width entries). Grid 1, block 256.
+extern "C" __global__ void tables_refresh(uint4 *__restrict__ dst, const uint4 *__restrict__ src, int n,
+                                          int *__restrict__ slot, const int *__restrict__ pos, int B, int width,
+                                          int sh, int scratchSlot) {
+	for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = __ldcv(src + i);
+	__syncthreads(); // the block's own global writes are visible to the block after the barrier
+	const int *tables = reinterpret_cast<const int *>(dst);
+	for (int b = threadIdx.x; b < B; b += blockDim.x) {
+		if (slot[b] != scratchSlot) {
+			int p = pos[b];
+			slot[b] = tables[b * width + (p >> sh)] << sh | (p & ((1 << sh) - 1));
+		}
+	}
 }
 
 // spin_ns busy-waits ns nanoseconds of the GPU's global timer. Profiling only: it holds the stream

@@ -133,25 +133,28 @@ __device__ __forceinline__ int packed_id(unsigned long long m) { return (int)(0x
 
 // Meta is the device metadata of a decode step (gpu/buffers.go), which the sampler moves on to
 // that of the step after it once row b's token tok is known, for a predicted step that may follow
-// (gpu/ahead.go): the sequence's next token and position. The decode attention takes a token's
-// slot from its block table (which the runner refreshes where a predicted step enters a new
-// block), so slot keeps its uploaded value: it only tells scratch rows (scratchSlot), which stay.
-// A step that runs as planned by the host starts with meta_copy, which overwrites all of it. Null
-// ids: the step is not a decode graph, nothing moves. The kernels take its fields as parameters
-// (META_PARAMS), one 8-byte slot each (gpu/runtime.go arg).
+// (gpu/ahead.go): the sequence's next token, one position on, and that position's slot. Paged
+// (tables not null: rows of width entries, blocks of 1 << sh positions) the slot comes from the
+// block table; where the position's block is not in the device's tables yet, the runner's
+// tables_refresh (gpt2.cu) sets it again before the step runs. Contiguous, it is the next slot.
+// Scratch rows (slot scratchSlot) stay. A step that runs as planned by the host starts with
+// meta_copy, which overwrites all of it. Null ids: the step is not a decode graph, nothing moves.
+// The kernels take its fields as parameters (META_PARAMS), one 8-byte slot each (gpu/runtime.go
+// arg).
 struct Meta {
-	int *ids, *pos;
-	const int *slot;
-	int *outPos;
-	int scratchSlot;
+	int *ids, *pos, *slot, *outPos;
+	const int *tables;
+	int width, sh, scratchSlot;
 };
-#define META_PARAMS int *mids, int *mpos, const int *mslot, int *moutPos, int scratchSlot
-#define META_OF_PARAMS {mids, mpos, mslot, moutPos, scratchSlot}
+#define META_PARAMS                                                                                          \
+	int *mids, int *mpos, int *mslot, int *moutPos, const int *mtables, int mwidth, int msh, int scratchSlot
+#define META_OF_PARAMS {mids, mpos, mslot, moutPos, mtables, mwidth, msh, scratchSlot}
 
 __device__ __forceinline__ void advance(const Meta &m, int b, int tok) {
 	if (m.ids && m.slot[b] != m.scratchSlot) {
+		int p = ++m.pos[b];
 		m.ids[b] = tok;
-		m.pos[b]++;
+		m.slot[b] = m.tables ? m.tables[b * m.width + (p >> m.sh)] << m.sh | (p & ((1 << m.sh) - 1)) : m.slot[b] + 1;
 		m.outPos[b]++;
 	}
 }
