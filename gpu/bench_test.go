@@ -519,15 +519,7 @@ func profileRun(t *testing.T, w *Weights, opt Options, ahead, held bool) string 
 // step: rows x 768 @ 768x50264, 77 MB of weights, more than L2 holds, so every call reads them
 // from DRAM) on cublasGemmEx and on each of cuBLASLt's candidates, with fp32 and fp16 logits.
 func TestProfileLMHead(t *testing.T) {
-	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
-		t.Skip("ROSETOP_GPU_PROFILE is not set")
-	}
-	needGPU(t)
-	w := testModel(gpt2Cfg, 1)
-	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openProfileGPT2(t)
 	defer r.Close()
 	s := r.s
 	if s.lt == nil {
@@ -588,14 +580,7 @@ func TestProfileLMHead(t *testing.T) {
 // argmax_next over the logits of a step of the GPT-2-124M-shaped model, us a call. Set
 // ROSETOP_GPU_PROFILE=1.
 func TestProfileSampler(t *testing.T) {
-	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
-		t.Skip("ROSETOP_GPU_PROFILE is not set")
-	}
-	needGPU(t)
-	r, err := Open(gpt2Cfg, testModel(gpt2Cfg, 1), Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openProfileGPT2(t)
 	defer r.Close()
 	for _, B := range []int{1, 64} {
 		st := decodeStep(B, 128, tablesFor(r, B))
@@ -610,4 +595,19 @@ func TestProfileSampler(t *testing.T) {
 		}
 		t.Logf("batch %d: greedy sampler %.2f us a call (graph replays)", B, us)
 	}
+}
+
+// openProfileGPT2 skips unless ROSETOP_GPU_PROFILE is set and opens the profile tests' runner:
+// the GPT-2-124M-shaped model with random weights, up to 64 sequences of 1024 positions, paged.
+func openProfileGPT2(t *testing.T) *Runner {
+	t.Helper()
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	r, err := Open(gpt2Cfg, testModel(gpt2Cfg, 1), Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"unsafe"
 )
@@ -210,14 +209,7 @@ func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
 // TestProfileSmallGEMM times small_gemm for every plan of GPT-2 124M's four layer GEMMs (the
 // plans planSmall could pick from), at 1 and 64 rows, 24 calls back to back with PDL as in a step.
 func TestProfileSmallGEMM(t *testing.T) {
-	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
-		t.Skip("ROSETOP_GPU_PROFILE is not set")
-	}
-	needGPU(t)
-	r, err := Open(gpt2Cfg, testModel(gpt2Cfg, 1), Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openProfileGPT2(t)
 	defer r.Close()
 	s, L := r.s, &r.s.wts.layers[0]
 	if !s.small.on {
@@ -236,6 +228,7 @@ func TestProfileSmallGEMM(t *testing.T) {
 					continue
 				}
 				p := smallPlan{nt: nt, splits: sp, kp: g.in / (32 * sp)}
+				var err error
 				r.w.do(func() {
 					if err = s.rt.setMaxShared(s.rt.fn.gemm[nt-1][epiPlain], smallShared(smallMaxRows, p)); err == nil {
 						err = s.rt.allowBigClusters(s.rt.fn.gemm[nt-1][epiPlain])
