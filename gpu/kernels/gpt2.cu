@@ -482,11 +482,6 @@ __device__ __forceinline__ uint4 load8(const float *__restrict__ y, const float 
 	return u;
 }
 
-// FUSED (decode: every sequence of the step has one token, at position pos[t]): the block first
-// does qkv_bias_kv_write's job for its head, from the QKV GEMM's fp32 output y(N,3C) and the
-// bias: q stays in registers, k and v go to the token's slot; the barrier that publishes the
-// block table also publishes them to the block's loads of later rows (kc and vc are therefore
-// not __restrict__: the kernel writes and reads them). Otherwise q comes from qkv(N,3C).
 // fold_row folds one row of keys and values (position j0 + k*G + grp in ku[k], vu[k]) into the
 // lane group's online softmax: the row's scores first, then one rescale of the running state (m,
 // l, acc) for all of them, not one per position. Uniform over the block: shuffles inside.
