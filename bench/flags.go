@@ -97,7 +97,7 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 	fs.BoolVar(&cfg.NoStopOnEOS, "no-stop-on-eos", cfg.NoStopOnEOS, "keep generating after EOS")
 	fs.BoolVar(&cfg.NoPrefixCache, "no-prefix-cache", cfg.NoPrefixCache, "turn the prefix cache off")
 	fs.BoolVar(&cfg.Paged, "paged-attn", cfg.Paged, "paged KV cache (block size 16)")
-	fs.BoolVar(&cfg.CUDAGraph, "cuda-graph", cfg.CUDAGraph, "capture decode steps in CUDA Graphs (GPU only)")
+	fs.BoolVar(&cfg.CUDAGraph, "cuda-graph", cfg.CUDAGraph, "replay decode steps, and prefill or mixed steps whose shape recurs, from CUDA Graphs (GPU only)")
 	fs.BoolVar(&cfg.CaptureAhead, "capture-ahead", cfg.CaptureAhead, "GPU: pay the one-time costs at start (every graph capture, cuBLAS first calls), not on first use in the cold run")
 	fs.Float64Var(&cfg.GPUMemoryFraction, "gpu-memory-fraction", cfg.GPUMemoryFraction, "share of free GPU memory for the KV pool (0: engine default)")
 	fs.IntVar(&cfg.Threads, "threads", cfg.Threads, "CPU threads (0: all cores)")

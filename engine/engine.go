@@ -151,7 +151,7 @@ func (l *Ledger) Entries() []LedgerEntry {
 type Options struct {
 	Device            string  // "auto" (GPU when a driver and a device are found, else CPU), "cpu", "cuda"
 	Paged             bool    // paged KV cache (block size 16) instead of one contiguous region per batch slot
-	CUDAGraph         bool    // capture decode steps in CUDA Graphs (GPU only)
+	CUDAGraph         bool    // decode steps, and prefill or mixed steps whose shape recurs, from CUDA Graphs (GPU only)
 	CaptureAhead      bool    // pay one-time GPU costs (graph captures, cuBLAS first calls) at start, not on first use
 	MaxBatch          int     // most sequences in one step
 	MaxSeqLen         int     // longest sequence (prompt + output); 0: the model's n_positions

@@ -62,8 +62,8 @@ func (s *state) check(in *Step, next []int32, logits []float32) error {
 }
 
 // step runs on the worker: a decode step (one token per sequence) replays its bucket's graph
-// when graphs are on; anything else runs eagerly, in chunks of whole sequences when the step has
-// more tokens than the activation buffers hold.
+// when graphs are on; a step with more tokens runs eagerly, in chunks of whole sequences when the
+// step has more tokens than the activation buffers hold, or from a graph of its shape (multi.go).
 func (s *state) step(in *Step, next []int32, logits []float32) error {
 	if err := s.check(in, next, logits); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadStep, err)
@@ -87,10 +87,11 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 		if err := s.ensureWarm(nt, end-first); err != nil {
 			return err
 		}
-		if err := s.upload(); err != nil {
-			return err
+		run := s.eager
+		if first == 0 && end == B { // the whole step in one pass: it may run from a graph (multi.go)
+			run = s.runMulti
 		}
-		if err := s.forward(nt, end-first); err != nil {
+		if err := run(nt, end-first); err != nil {
 			return err
 		}
 		if err := s.collect(end-first, next[first:end], rowsFrom(logits, first, s.cfg.VocabSize)); err != nil {

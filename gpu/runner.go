@@ -18,9 +18,11 @@ type Options struct {
 	Paged          bool    // block pool of BlockSize positions; else one MaxSeqLen region per batch slot
 	BlockSize      int     // paged block size, a power of two; 0: 16
 	MemoryFraction float64 // share of the free memory (after weights and activations) the KV pool takes; 0: 0.5
-	Graphs         bool    // replay decode steps from CUDA Graphs, one per batch bucket and sampler (greedy or not)
-	CaptureAhead   bool    // capture every bucket in Open instead of on first use
-	NoCublasLt     bool    // every GEMM through cublasGemmEx, none through cuBLASLt (comparisons)
+	// Graphs: replay decode steps from CUDA Graphs, one per batch bucket and sampler (greedy or
+	// not), and prefill or mixed steps from graphs of their shape once it recurs (multi.go).
+	Graphs       bool
+	CaptureAhead bool // capture every bucket in Open instead of on first use
+	NoCublasLt   bool // every GEMM through cublasGemmEx, none through cuBLASLt (comparisons)
 	// SmallGEMMRows: on Hopper, steps of up to this many token rows (at most 64) run the layer
 	// GEMMs on small_gemm with programmatic dependent launch (mma.go); larger steps use cuBLAS.
 	// 0: smallDefaultRows; < 0: never (comparisons).
@@ -95,6 +97,7 @@ type state struct {
 	kv      kvPool
 	buckets []int                  // graph batch sizes, ascending; the last is MaxBatch
 	graphs  map[graphKey]graphExec // decode graphs
+	multi   stepGraphs             // graphs of steps with more tokens than sequences (multi.go)
 	// The step in flight: set by the caller's goroutine before w.do(stepFn), read on the worker.
 	in     *Step
 	next   []int32
@@ -267,11 +270,13 @@ func (s *state) close() error {
 		return nil
 	}
 	var first error
-	s.closeAhead(func(err error) {
+	keep := func(err error) {
 		if first == nil {
 			first = err
 		}
-	})
+	}
+	s.closeAhead(keep)
+	s.closeMulti(keep)
 	for b, g := range s.graphs {
 		if err := s.rt.destroyGraph(g); err != nil && first == nil {
 			first = err
@@ -335,8 +340,9 @@ func (r *Runner) MemInfo() (free, total int64, err error) {
 
 // Prewarm pays now the one-time costs no step has paid yet, those Options.CaptureAhead pays in
 // Open: cuBLAS's first call for every GEMM row class and, with Graphs, the capture of every
-// bucket's decode graph (queued predicted steps finish first). No step after it meets a row
-// class or bucket it has not run. The ledger records what it paid. A benchmark calls it between
+// bucket's decode graph (queued predicted steps finish first), and the graph of every prefill or
+// mixed step shape met once so far (multi.go). No step after it meets a row class or bucket it
+// has not run. The ledger records what it paid. A benchmark calls it between
 // its cold and steady runs: which classes a run meets depends on how its arrivals were split
 // into prefill steps, so a steady run could otherwise pay for one the cold run did not meet.
 func (r *Runner) Prewarm() error {

@@ -113,7 +113,10 @@ func (s *state) prewarm() error {
 	if !s.opt.Graphs {
 		return nil
 	}
-	return s.captureAhead()
+	if err := s.captureAhead(); err != nil {
+		return err
+	}
+	return s.captureSeen()
 }
 
 // ensureWarm pays cuBLAS's first-call cost for an eager step of n token rows and nb sequences
