@@ -26,6 +26,7 @@ type Config struct {
 	PrefillMaxBatch   int     `json:"prefill_max_batch_size"` // 0: = MaxBatch
 	PrefillMaxTokens  int     `json:"prefill_max_tokens"`     // 0: no limit
 	Policy            string  `json:"policy"`                 // decode-first | prefill-first | mixed
+	BurstQuietUs      float64 `json:"burst_quiet_us"`         // sched.Config.BurstQuiet in microseconds; 0: off
 	SubmitIntervalMs  float64 `json:"submit_interval_ms"`
 	SubmitSchedule    string  `json:"submit_schedule"` // relative | absolute
 	RequestRate       float64 `json:"request_rate"`    // Poisson arrivals per second; 0 or +Inf: off
@@ -67,7 +68,7 @@ func badFlag(format string, args ...any) error { return &flagError{msg: fmt.Spri
 func DefaultConfig() Config {
 	return Config{
 		Device: "auto", Prompt: "Hello", PromptRepeats: 1, NumRequests: 16, MaxNewTokens: 64,
-		MaxBatch: 64, Policy: "mixed", SubmitSchedule: "relative", StreamInterval: 1,
+		MaxBatch: 64, Policy: "mixed", BurstQuietUs: 20, SubmitSchedule: "relative", StreamInterval: 1,
 		RepeatRuns: 1,
 	}
 }
@@ -86,6 +87,7 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxBatch, "max-batch-size", cfg.MaxBatch, "most running sequences")
 	fs.IntVar(&cfg.PrefillMaxBatch, "prefill-max-batch-size", cfg.PrefillMaxBatch, "most requests admitted per step (0: = max batch size)")
 	fs.IntVar(&cfg.PrefillMaxTokens, "prefill-max-tokens", cfg.PrefillMaxTokens, "most prompt tokens prefilled per step (0: no limit)")
+	fs.Float64Var(&cfg.BurstQuietUs, "burst-quiet-us", cfg.BurstQuietUs, "when requests reach an idle scheduler, its first step waits until none has arrived for this many microseconds (at most 8x that), so a burst starts as one batch (0: at once; at most 1000)")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "how a step runs its new prompts and its running sequences' next tokens: mixed (one forward pass over both) | prefill-first | decode-first (two passes, in that order)")
 	fs.Float64Var(&cfg.SubmitIntervalMs, "submit-interval-ms", cfg.SubmitIntervalMs, "submit interval in ms (0: burst)")
 	fs.StringVar(&cfg.SubmitSchedule, "submit-schedule", cfg.SubmitSchedule, "relative (sleep the interval after each submit) | absolute (target t0 + i*interval)")
@@ -178,6 +180,7 @@ func (c Config) Validate() error {
 		{c.PrefillMaxBatch < 1, fmt.Sprintf("--prefill-max-batch-size must be >= 1, got %d", c.PrefillMaxBatch)},
 		{c.PrefillMaxBatch > c.MaxBatch, fmt.Sprintf("--prefill-max-batch-size (%d) must be <= --max-batch-size (%d)", c.PrefillMaxBatch, c.MaxBatch)},
 		{c.PrefillMaxTokens < 0, fmt.Sprintf("--prefill-max-tokens must be >= 0, got %d", c.PrefillMaxTokens)},
+		{!(c.BurstQuietUs >= 0 && c.BurstQuietUs <= 1000), fmt.Sprintf("--burst-quiet-us must be in [0, 1000], got %v", c.BurstQuietUs)},
 		{!slices.Contains(sched.Policies(), c.Policy), fmt.Sprintf("--policy: unknown policy %q (valid: %s)", c.Policy, strings.Join(sched.Policies(), ", "))},
 		{c.SubmitIntervalMs < 0 || math.IsNaN(c.SubmitIntervalMs) || math.IsInf(c.SubmitIntervalMs, 0), fmt.Sprintf("--submit-interval-ms must be a finite number >= 0, got %v", c.SubmitIntervalMs)},
 		{c.SubmitSchedule != "relative" && c.SubmitSchedule != "absolute", fmt.Sprintf("--submit-schedule: unknown schedule %q (valid: relative, absolute)", c.SubmitSchedule)},

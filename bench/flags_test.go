@@ -27,6 +27,8 @@ func TestParseFlagsBadInput(t *testing.T) {
 		{"unknown device", []string{"--device", "tpu"}, `--device: unknown device "tpu"`},
 		{"unknown policy", []string{"--policy", "random"}, `--policy: unknown policy "random"`},
 		{"negative rate", []string{"--request-rate", "-2"}, "--request-rate must be >= 0"},
+		{"burst quiet negative", []string{"--burst-quiet-us", "-1"}, "--burst-quiet-us must be in [0, 1000], got -1"},
+		{"burst quiet too long", []string{"--burst-quiet-us", "5000"}, "--burst-quiet-us must be in [0, 1000], got 5000"},
 		{"undefined flag", []string{"--frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{"not a number", []string{"--num-requests", "many"}, `invalid value "many" for flag -num-requests`},
 		{"positional", []string{"extra"}, `unexpected argument "extra"`},

@@ -234,5 +234,6 @@ func schedConfig(cfg Config) sched.Config {
 	if err != nil { // Validate rejects it first; the default, should one get here
 		p = sched.Mixed
 	}
-	return sched.Config{MaxBatch: cfg.MaxBatch, PrefillMaxBatch: cfg.PrefillMaxBatch, PrefillMaxTokens: cfg.PrefillMaxTokens, Policy: p}
+	return sched.Config{MaxBatch: cfg.MaxBatch, PrefillMaxBatch: cfg.PrefillMaxBatch, PrefillMaxTokens: cfg.PrefillMaxTokens, Policy: p,
+		BurstQuiet: time.Duration(cfg.BurstQuietUs * float64(time.Microsecond))}
 }

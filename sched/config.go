@@ -57,6 +57,8 @@ func (c Config) validate(batchLimit int) error {
 		return fmt.Errorf("%w: --prefill-max-tokens %d, want >= 0 (0: no limit)", ErrBadConfig, c.PrefillMaxTokens)
 	case c.Policy != DecodeFirst && c.Policy != PrefillFirst && c.Policy != Mixed:
 		return fmt.Errorf("%w: --policy %v, want decode-first, prefill-first or mixed", ErrBadConfig, c.Policy)
+	case c.BurstQuiet < 0 || c.BurstQuiet > maxBurstQuiet:
+		return fmt.Errorf("%w: --burst-quiet-us %g, want 0 to %g", ErrBadConfig, float64(c.BurstQuiet)/1e3, float64(maxBurstQuiet)/1e3)
 	}
 	return nil
 }

@@ -13,8 +13,12 @@ import (
 )
 
 // fakeClock is a monotonic test clock: every reading ticks it by one microsecond (so every stamp
-// is distinct and orderings are strict), and the fake backend advances it by each step's cost.
-type fakeClock struct{ ns atomic.Int64 }
+// is distinct and orderings are strict) unless it is still, and the fake backend advances it by
+// each step's cost.
+type fakeClock struct {
+	ns    atomic.Int64
+	still atomic.Bool // readings do not tick: only Advance moves it
+}
 
 func newFakeClock() *fakeClock {
 	c := &fakeClock{}
@@ -22,7 +26,13 @@ func newFakeClock() *fakeClock {
 	return c
 }
 
-func (c *fakeClock) Now() time.Duration      { return time.Duration(c.ns.Add(int64(time.Microsecond))) }
+func (c *fakeClock) Now() time.Duration {
+	if c.still.Load() {
+		return time.Duration(c.ns.Load())
+	}
+	return time.Duration(c.ns.Add(int64(time.Microsecond)))
+}
+
 func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // nextToken is the fake model: a deterministic function of the whole sequence so far, landing in

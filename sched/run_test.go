@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -202,4 +203,63 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestBurstStartsTogether: requests submitted back to back to a loop that holds none, with
+// Config.BurstQuiet set, start in one step wherever the loop was when they came: it gathers
+// arrivals until none has come for BurstQuiet on the scheduler's clock, which stands still here
+// until the whole burst is in. Without BurstQuiet the loop does not wait for the clock.
+func TestBurstStartsTogether(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for _, quiet := range []time.Duration{0, 100 * time.Microsecond} {
+		clock := newFakeClock()
+		clock.still.Store(true)
+		be := newFakeBackend(t, clock, 4)
+		s, err := New(Options{Backend: be, Layout: engine.KVLayout{BlockSize: 4, NumBlocks: 64, Paged: true},
+			MaxSeqLen: 64, Clock: clock, EOS: -1, Config: Config{MaxBatch: 16, PrefillMaxBatch: 16, BurstQuiet: quiet}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		out := make(chan StepOutput)
+		ran := make(chan error, 1)
+		go func() { ran <- s.Run(ctx, out) }()
+		const burst = 12
+		for i := range burst {
+			if _, err := s.Submit(Request{Tokens: []int32{int32(i + 1), 7}, MaxNewTokens: 2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if quiet == 0 { // nothing to wait for: the steps run with the clock still
+			admitted := 0
+			for admitted < burst {
+				admitted += (<-out).Snapshot.Admitted
+			}
+		} else {
+			// The burst is in: move the clock on until the loop's quiet spell ends and it steps.
+			var first StepOutput
+			for stepped := false; !stepped; {
+				select {
+				case first = <-out:
+					stepped = true
+				default:
+					clock.Advance(quiet / 4)
+					runtime.Gosched()
+				}
+			}
+			if got := first.Snapshot.Admitted; got != burst {
+				t.Errorf("the first step after a burst of %d admitted %d", burst, got)
+			}
+		}
+		cancel()
+		go func() { // drain until the loop returns
+			for range out {
+			}
+		}()
+		if err := <-ran; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+		close(out)
+		s.Close()
+	}
 }

@@ -74,6 +74,8 @@ type Scheduler struct {
 	cfg  atomic.Pointer[Config]   // the knobs: stored by SetConfig, loaded by the loop at each step
 	snap atomic.Pointer[Snapshot] // the latest snapshot: stored by the loop, loaded by Snapshot
 	wake chan struct{}            // capacity 1: a token means "something changed, step again"
+	// arrived counts the requests Submit has queued: Submit adds, the loop reads (step.go gather).
+	arrived atomic.Uint64
 
 	mu      sync.Mutex  // guards the fields up to workerWG
 	tokCond *sync.Cond  // on mu: tokq has work or closed is set
@@ -198,6 +200,7 @@ func (s *Scheduler) Submit(r Request) (RequestID, error) {
 		q.times.Tokenized = q.times.SubmitEnd
 	}
 	s.inbox = append(s.inbox, q)
+	s.arrived.Add(1)
 	if !q.ready {
 		s.tokq = append(s.tokq, q)
 		s.tokCond.Signal()

@@ -38,6 +38,10 @@ type Config struct {
 	PrefillMaxBatch  int    // most requests admitted (prefilled) in one step
 	PrefillMaxTokens int    // most prompt tokens prefilled in one step; 0: no limit
 	Policy           Policy // see Policy
+	// BurstQuiet: when requests reach a loop that holds none, its step first waits until none has
+	// arrived for this long (at most burstWaits times it in all), so that requests submitted back
+	// to back start as one batch (step.go gather). 0: the step starts at once.
+	BurstQuiet time.Duration
 }
 
 // Times are a request's monotonic timestamps, measured from the scheduler clock's epoch.
