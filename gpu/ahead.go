@@ -212,8 +212,8 @@ func (s *state) refreshTables(tables []int32) error {
 
 // capturePredicted captures the predicted-step graph of key (its bucket, sampler and the buffer out
 // its sampler writes): the forward pass alone, on the device metadata the step before's sampler
-// moved on (head, sample.cu advance). The bucket's plain graph has run, so cuBLAS has made its
-// first calls.
+// moved on (head, sample.cu advance), from its first layer where that sampler also embedded the
+// rows (embedsNext). The bucket's plain graph has run, so cuBLAS has made its first calls.
 func (s *state) capturePredicted(key graphKey) (graphExec, error) {
 	bucket, out := key.bucket, key.out
 	p, m, rt := &s.pred, &s.meta, s.rt
@@ -233,8 +233,8 @@ func (s *state) capturePredicted(key graphKey) (graphExec, error) {
 	keep, keepGreedy := m.nextDev, s.greedy
 	m.nextDev, s.greedy = dst, key.greedy // the sampler, for this capture
 	g, err := rt.capture(func() error {
-		s.advance = true
-		defer func() { s.advance = false }()
+		s.advance, s.embedded = true, s.embedsNext(bucket)
+		defer func() { s.advance, s.embedded = false, false }()
 		return s.forward(bucket, bucket)
 	})
 	m.nextDev, s.greedy = keep, keepGreedy

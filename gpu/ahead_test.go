@@ -10,7 +10,8 @@ import (
 
 // TestStepAheadMatchesStep runs the same 40 decode steps of 8 sequences with Step and with
 // StepAhead(2), sampling at temperature 0.8 (so each draw depends on its seed and position) and
-// greedily (the steps' sampler is then argmax_next alone, a graph of its own).
+// greedily (the steps' sampler is then argmax_next alone, a graph of its own; on cuBLAS it also
+// embeds the rows of the step queued after it, which then has no embedding kernel).
 // Three sequences end after step 24, so the steps queued there are not the ones asked for; paged
 // positions cross block boundaries, where nothing is queued unless the step says the sequences
 // hold the next block (Step.Held, given as the scheduler does: each table holds the blocks of two
@@ -20,28 +21,36 @@ import (
 // must have been used.
 func TestStepAheadMatchesStep(t *testing.T) {
 	needGPU(t)
-	cfg := smallCfg
-	w := testModel(cfg, 31)
+	cfg, wideCfg := smallCfg, smallCfg
+	wideCfg.NEmbd, wideCfg.NHead, wideCfg.Inner = 128, 2, 512
+	w, wide := testModel(cfg, 31), testModel(wideCfg, 31)
 	type variant struct {
-		m    mode
-		temp float32
-		held bool
+		m      mode
+		temp   float32
+		held   bool
+		cublas bool // the layer GEMMs on cuBLAS, not small_gemm: greedy steps queued ahead are embedded by the sampler before them
 	}
 	var vs []variant
 	for _, m := range modes {
-		vs = append(vs, variant{m, 0.8, false})
+		vs = append(vs, variant{m, 0.8, false, false})
 		if m.graphs {
-			vs = append(vs, variant{m, 0, false})
+			vs = append(vs, variant{m, 0, false, false}, variant{m, 0, false, true})
 		}
 		if m.graphs && m.paged {
-			vs = append(vs, variant{m, 0.8, true}, variant{m, 0, true})
+			vs = append(vs, variant{m, 0.8, true, false}, variant{m, 0, true, false}, variant{m, 0, true, true})
 		}
 	}
 	for _, c := range vs {
 		m := c.m
-		t.Run(fmt.Sprintf("%v,temperature=%v,held=%v", m, c.temp, c.held), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v,temperature=%v,held=%v,cublas=%v", m, c.temp, c.held, c.cublas), func(t *testing.T) {
 			run := func(ahead, held bool) (out []int32, hits int) {
-				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02})
+				opt := Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02}
+				cfg, w := cfg, w
+				if c.cublas { // and rows the warp kernels embed (rowWarp)
+					opt.SmallGEMMRows = -1
+					cfg, w = wideCfg, wide
+				}
+				r, err := Open(cfg, w, opt)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -77,7 +86,11 @@ func TestStepAheadMatchesStep(t *testing.T) {
 					out = append(out, next...)
 					tok = next
 				}
-				r.w.do(func() { hits = r.s.pred.hits })
+				embeds := false
+				r.w.do(func() { hits, embeds = r.s.pred.hits, r.s.embedsNext(8) })
+				if c.cublas && embeds != (c.temp == 0) {
+					t.Fatalf("greedy %v on cuBLAS: the sampler embeds the next step: %v", c.temp == 0, embeds)
+				}
 				return out, hits
 			}
 			want, _ := run(false, c.held)

@@ -298,7 +298,9 @@ func (s *state) forward(n, nb int) error {
 	s.pdlNow = s.pdl && s.useSmall(gemmRows(chain))
 	var err error
 	ids, pos := pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos))
-	if rowWarp(c.NEmbd) {
+	switch {
+	case s.embedded: // the step before's sampler embedded the rows (embedsNext)
+	case rowWarp(c.NEmbd):
 		var stats devPtr // folded norms: embed_ln_warp writes x in fp16 and its statistics instead of ln_1(x)
 		if s.foldNow(chain) {
 			stats = a.stats
@@ -306,14 +308,15 @@ func (s *state) forward(n, nb int) error {
 		err = rt.launch(rt.fn.embedLNW, (n+lnwRows-1)/lnwRows, 1, 32*lnwRows, 0, pArg(a.x), pArg(a.xln), ids, pos,
 			pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(c.NEmbd), fArg(c.Eps), iArg(n),
 			pArg(stats), iArg(statStride(c.NEmbd)))
-	} else {
+		s.mark("embed+ln")
+	default:
 		err = rt.launch(rt.fn.embedLN, n, 1, lnThreads, 0, pArg(a.x), pArg(a.xln), ids, pos,
 			pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b), iArg(c.NEmbd), fArg(c.Eps))
+		s.mark("embed+ln")
 	}
 	if err != nil {
 		return err
 	}
-	s.mark("embed+ln")
 	if first > 0 {
 		return s.forwardSplit(n, first)
 	}
@@ -595,8 +598,15 @@ func (s *state) sampler(nb int) error {
 		}
 	}
 	if s.greedy {
+		var embed [8]arg // the next step's embedding, for a step queued ahead without its own
+		if s.advance && s.embedsNext(nb) {
+			w := s.wts
+			embed = [8]arg{pArg(a.x), pArg(a.xln), pArg(w.wte), pArg(w.wpe), pArg(w.layers[0].ln1w), pArg(w.layers[0].ln1b),
+				iArg(c.NEmbd), fArg(c.Eps)}
+		}
 		err := rt.launch(rt.fn.argmaxNext, nb, chunks, 256, 0, pArg(m.nextDev), pArg(a.logits), iArg(c.VocabSize),
-			iArg(vp), pArg(a.amax), pArg(a.done), meta[0], meta[1], meta[2], meta[3], meta[4], meta[5], meta[6], meta[7])
+			iArg(vp), pArg(a.amax), pArg(a.done), meta[0], meta[1], meta[2], meta[3], meta[4], meta[5], meta[6], meta[7],
+			embed[0], embed[1], embed[2], embed[3], embed[4], embed[5], embed[6], embed[7])
 		s.mark("sample")
 		return err
 	}
@@ -608,6 +618,15 @@ func (s *state) sampler(nb int) error {
 		pArg(a.amax), iArg(chunks), meta[0], meta[1], meta[2], meta[3], meta[4], meta[5], meta[6], meta[7])
 	s.mark("sample")
 	return err
+}
+
+// embedsNext reports whether a decode graph of n rows leaves the embedding of the step after it
+// to its sampler (sample.cu argmax_next EMBED), so that a step queued ahead (ahead.go) starts at
+// its first layer: one kernel less a step. Only the greedy sampler does it, for rows the warp
+// kernels embed (rowWarp) in a chain whose norms are not folded (folded steps need the row
+// statistics that embed_ln_warp writes instead) and not split into lanes.
+func (s *state) embedsNext(n int) bool {
+	return s.greedy && rowWarp(s.cfg.NEmbd) && !s.foldNow(n) && s.splitRows(n, n) == 0
 }
 
 // samplerName is how the ledger tells a step's graphs apart by sampler.

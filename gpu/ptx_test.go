@@ -16,6 +16,25 @@ import (
 	"testing"
 )
 
+// sourceSum is the sha256 scripts/gen-ptx.sh records for module cu: of the .cu followed by every
+// header beside it (kernels/*.cuh, in byte order of their names).
+func sourceSum(t *testing.T, cu string) [sha256.Size]byte {
+	t.Helper()
+	headers, err := filepath.Glob("kernels/*.cuh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src []byte
+	for _, f := range append([]string{cu}, headers...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	return sha256.Sum256(src)
+}
+
 // TestPTXUpToDate fails when a kernel source changed without scripts/gen-ptx.sh being run.
 func TestPTXUpToDate(t *testing.T) {
 	cus, err := filepath.Glob("kernels/*.cu")
@@ -24,11 +43,7 @@ func TestPTXUpToDate(t *testing.T) {
 	}
 	re := regexp.MustCompile(`(?m)^// source-sha256: ([0-9a-f]{64})$`)
 	for _, cu := range cus {
-		src, err := os.ReadFile(cu)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(src)
+		sum := sourceSum(t, cu)
 		ptxPath := strings.TrimSuffix(cu, ".cu") + ".ptx"
 		ptx, err := os.ReadFile(ptxPath)
 		if err != nil {
@@ -59,11 +74,7 @@ func TestPTXUpToDate(t *testing.T) {
 		}
 	}
 	for _, cu := range cus {
-		src, err := os.ReadFile(cu)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(src)
+		sum := sourceSum(t, cu)
 		fb := strings.TrimSuffix(filepath.Base(cu), ".cu") + ".fatbin"
 		if got, want := built[fb], hex.EncodeToString(sum[:]); got != want {
 			t.Errorf("%s was built from a different %s (%q, source is %s): run scripts/gen-ptx.sh", fb, cu, got, want[:12])

@@ -119,6 +119,9 @@ type state struct {
 	// advance: the step being enqueued is a decode graph's, whose sampler moves the device
 	// metadata on to the step after it, for a predicted step that may follow (ahead.go).
 	advance bool
+	// embedded: the step being enqueued is a predicted one whose rows the step before's sampler
+	// embedded (embedsNext): its forward pass starts at the first layer.
+	embedded bool
 	// warmLayers and warmHead are the GEMM row classes whose cuBLAS first-call cost has been paid
 	// (shapes.go): the layers' GEMMs and the LM head's.
 	warmLayers, warmHead map[int]bool

@@ -5,17 +5,20 @@
 #   .fatbin: SASS for sm_80 and sm_90 plus the same compute_80 PTX, so Ampere (A100) and Hopper
 #            (H100/H200) load machine code without JIT at start; other GPUs JIT the PTX inside.
 # Installs Debian's nvidia-cuda-toolkit when nvcc is missing. Each .ptx starts with the sha256 of
-# its .cu, and kernels/fatbin.sha256 lists the source sha256 of each .fatbin; gpu's
-# TestPTXUpToDate fails when they differ from the sources.
+# its sources (the .cu and the headers), and kernels/fatbin.sha256 lists the source sha256 of
+# each .fatbin; gpu's TestPTXUpToDate fails when they differ from the sources.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v nvcc >/dev/null 2>&1 || scripts/install-nvcc.sh
 sums=gpu/kernels/fatbin.sha256
 : >"$sums.tmp"
+# A module's source hash covers its .cu and every header beside it (gpu/kernels/*.cuh, in byte
+# order), since any .cu may include them.
+headers=$(LC_ALL=C ls gpu/kernels/*.cuh 2>/dev/null || true)
 for cu in gpu/kernels/*.cu; do
 	ptx="${cu%.cu}.ptx"
 	fatbin="${cu%.cu}.fatbin"
-	sum=$(sha256sum "$cu" | cut -d' ' -f1)
+	sum=$(cat "$cu" $headers | sha256sum | cut -d' ' -f1)
 	tmp=$(mktemp)
 	nvcc -arch=compute_80 -ptx -O3 -o "$tmp" "$cu"
 	{

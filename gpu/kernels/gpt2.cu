@@ -5,6 +5,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "rows.cuh"
+
 #define WARP 32
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -186,53 +188,10 @@ extern "C" __global__ void residual_ln_last(const float *__restrict__ x, const f
 }
 
 // Warp-per-row variants of the three row kernels, used when C % 128 == 0 and C <= 128 * LNW_VEC
-// (GPT-2 small and medium): one warp owns a row, each lane holds float4 vectors of channels
-// 4*(lane + 32k) .. +3, so every access is 16 bytes wide and coalesced, and the two reductions are
-// warp shuffles with no block barrier. A block holds LNW_ROWS rows. At decode sizes the block-per-
-// row kernels above paid two barrier round trips and 3 values per thread for 768 channels.
-#define LNW_VEC 8
+// (GPT-2 small and medium): one warp owns a row (the layout of rows.cuh), with no block barrier.
+// A block holds LNW_ROWS rows. At decode sizes the block-per-row kernels above paid two barrier
+// round trips and 3 values per thread for 768 channels.
 #define LNW_ROWS 2
-
-__device__ __forceinline__ float4 add4(float4 a, float4 b) {
-	return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-}
-
-// warp_ln writes LN(v) (nv float4 vectors per lane, layout above) to out as fp16.
-__device__ __forceinline__ void warp_ln(const float4 (&v)[LNW_VEC], int nv, const float *__restrict__ lnw,
-                                        const float *__restrict__ lnb, half *__restrict__ out, int C, float eps) {
-	int lane = threadIdx.x % WARP;
-	float4 w[LNW_VEC], b[LNW_VEC];
-	float s = 0.f;
-#pragma unroll
-	for (int k = 0; k < LNW_VEC; k++) {
-		if (k < nv) {
-			int c = 4 * (lane + k * WARP);
-			w[k] = *reinterpret_cast<const float4 *>(lnw + c);
-			b[k] = *reinterpret_cast<const float4 *>(lnb + c);
-			s += v[k].x + v[k].y + v[k].z + v[k].w;
-		}
-	}
-	float mean = warp_sum(s) / C, q = 0.f;
-#pragma unroll
-	for (int k = 0; k < LNW_VEC; k++) {
-		if (k < nv) {
-			float dx = v[k].x - mean, dy = v[k].y - mean, dz = v[k].z - mean, dw = v[k].w - mean;
-			q += dx * dx + dy * dy + dz * dz + dw * dw;
-		}
-	}
-	float rstd = rsqrtf(warp_sum(q) / C + eps);
-#pragma unroll
-	for (int k = 0; k < LNW_VEC; k++) {
-		if (k < nv) {
-			int c = 4 * (lane + k * WARP);
-			half2 lo = __floats2half2_rn((v[k].x - mean) * rstd * w[k].x + b[k].x, (v[k].y - mean) * rstd * w[k].y + b[k].y);
-			half2 hi = __floats2half2_rn((v[k].z - mean) * rstd * w[k].z + b[k].z, (v[k].w - mean) * rstd * w[k].w + b[k].w);
-			half2 *o = reinterpret_cast<half2 *>(out + c);
-			o[0] = lo;
-			o[1] = hi;
-		}
-	}
-}
 
 // warp_stats writes the row v (layout above) to out in fp16 and, for each 64 channels (16 lanes'
 // vectors of one k), their mean and the sum of squared deviations from it to stats[part].
@@ -286,15 +245,12 @@ extern "C" __global__ void residual_ln_warp(float *__restrict__ x, const float *
                                             const float *__restrict__ lnb, half *__restrict__ xln, int C, float eps,
                                             int N) {
 	pdl_wait();
-	int t = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, lane = threadIdx.x % WARP, nv = C / (4 * WARP);
+	int t = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, nv = C / (4 * WARP);
 	if (t >= N) return;
 	size_t row = (size_t)t * C;
 	float4 v[LNW_VEC];
 	warp_residual(v, nv, x, y, S, pstride, bias, row);
-#pragma unroll
-	for (int k = 0; k < LNW_VEC; k++) {
-		if (k < nv) *reinterpret_cast<float4 *>(x + row + 4 * (lane + k * WARP)) = v[k];
-	}
+	warp_store(v, nv, x + row);
 	warp_ln(v, nv, lnw, lnb, xln + row, C, eps);
 }
 
@@ -323,24 +279,14 @@ extern "C" __global__ void embed_ln_warp(float *__restrict__ x, half *__restrict
                                          const float *__restrict__ lnb, int C, float eps, int N,
                                          float2 *__restrict__ stats, int pstride) {
 	pdl_wait();
-	int t = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, lane = threadIdx.x % WARP, nv = C / (4 * WARP);
+	int t = blockIdx.x * LNW_ROWS + threadIdx.x / WARP, nv = C / (4 * WARP);
 	if (t >= N) return;
-	const half *te = wte + (size_t)ids[t] * C, *pe = wpe + (size_t)pos[t] * C;
 	size_t row = (size_t)t * C;
 	float4 v[LNW_VEC];
-#pragma unroll
-	for (int k = 0; k < LNW_VEC; k++) {
-		if (k < nv) {
-			int c = 4 * (lane + k * WARP);
-			const half2 *a = reinterpret_cast<const half2 *>(te + c), *p = reinterpret_cast<const half2 *>(pe + c);
-			float2 a0 = __half22float2(a[0]), a1 = __half22float2(a[1]), p0 = __half22float2(p[0]), p1 = __half22float2(p[1]);
-			v[k] = make_float4(a0.x + p0.x, a0.y + p0.y, a1.x + p1.x, a1.y + p1.y);
-		}
-	}
-#pragma unroll
-	for (int k = 0; k < LNW_VEC; k++) {
-		if (k < nv) *reinterpret_cast<float4 *>(x + row + 4 * (lane + k * WARP)) = v[k];
-	}
+	uint2 pe[LNW_VEC];
+	warp_wpe(pe, nv, wpe, pos[t], C);
+	warp_embed_tok(v, pe, nv, wte, ids[t], C);
+	warp_store(v, nv, x + row);
 	if (stats)
 		warp_stats(v, nv, xln + row, stats + (size_t)t * pstride);
 	else

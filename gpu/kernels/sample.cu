@@ -11,6 +11,8 @@
 // probe is one pass over the vocabulary. Ties at a cut-off are resolved by id rank within the tie.
 #include <stdint.h>
 
+#include "rows.cuh"
+
 #define SAMPLE_THREADS 1024
 #define WARP 32
 
@@ -171,29 +173,87 @@ extern "C" __global__ void argmax_part(const float *__restrict__ logits, int V, 
 	if (threadIdx.x == 0) part[b * chunks + c] = m;
 }
 
+// EMBED_PARAMS: where the step after a decode graph's runs without an embedding kernel of its own
+// (a step queued ahead on cuBLAS GEMMs, gpu/forward.go embedsNext), the sampler embeds it: once
+// row b's metadata has moved on, x(B,C) row b = wte[ids[b]] + wpe[pos[b]] and xln row b its
+// layer 0 ln_1 (lnw, lnb), as embed_ln_warp does (rows.cuh). Null x: no embedding.
+#define EMBED_PARAMS                                                                                         \
+	float *ex, half *exln, const half *ewte, const half *ewpe, const float *elnw, const float *elnb, int eC,  \
+	    float eeps
+
 // argmax_next: the whole sampler of a step whose every row is greedy, in one launch. Block (b, c)
 // does argmax_part's work, then counts itself done in done[b]; the row's last block to finish
-// reduces the row's chunks, writes next[b], moves the metadata on (advance) and sets done[b]
-// back to 0 for the next step (the buffer starts zeroed). The fences order each block's part
-// store before its count and the last block's loads after it. Grid (B, chunks), block 256.
-extern "C" __global__ void argmax_next(int *next, const float *__restrict__ logits, int V, int ld,
-                                       unsigned long long *part, unsigned *done, META_PARAMS) {
+// reduces the row's chunks, writes next[b], moves the metadata on (advance), sets done[b] back to
+// 0 for the next step (the buffer starts zeroed) and, with EMBED, embeds the row's next token.
+// The fences order each block's part store before its count and the last block's loads after it.
+// The last block's tail is a chain of round trips the whole step waits for, so what does not
+// need the token loads while the chunks are reduced: the metadata, the slot's table entry, the
+// position's row of wpe and (by the other warps, into shared memory) the norm's weights; after
+// the token, only its row of wte. Grid (B, chunks), block 256; at most 64 registers, so that 4
+// blocks an SM hold a batch-64 step's 512 blocks in one wave.
+extern "C" __global__ void __launch_bounds__(256, 4) argmax_next(int *next, const float *__restrict__ logits, int V,
+                                                                 int ld, unsigned long long *part, unsigned *done,
+                                                                 META_PARAMS, EMBED_PARAMS) {
 	__shared__ unsigned long long best[WARP];
+	__shared__ int last;
+	__shared__ __align__(16) float lnws[2 * 128 * LNW_VEC]; // the norm's weights, then its biases
 	int b = blockIdx.x, chunks = gridDim.y, c = blockIdx.y;
 	unsigned long long m = chunk_max(logits, V, ld, b, c, chunks, best);
-	if (threadIdx.x != 0) return;
-	part[b * chunks + c] = m;
-	__threadfence();
-	if (atomicAdd(done + b, 1u) != (unsigned)chunks - 1) return;
-	__threadfence();
-	for (int i = 0; i < chunks; i++) {
-		unsigned long long p = __ldcg(part + b * chunks + i);
-		m = p > m ? p : m;
+	if (threadIdx.x == 0) {
+		part[b * chunks + c] = m;
+		__threadfence();
+		last = atomicAdd(done + b, 1u) == (unsigned)chunks - 1;
 	}
-	int tok = packed_id(m);
-	next[b] = tok;
-	advance(Meta META_OF_PARAMS, b, tok);
-	done[b] = 0;
+	__syncthreads();
+	if (!last) return;
+	// Warp 0: the position and slot the metadata moves on to (advance; a scratch row's stay),
+	// read by every lane before lane 0 writes them; the position's row of wpe; lane 0 the token.
+	// The other warps: the norm's weights, for warp 0.
+	Meta md = META_OF_PARAMS;
+	int nv = eC / 128, tok = 0, pos = 0, slot = 0;
+	bool move = false;
+	uint2 pe[LNW_VEC];
+	if (threadIdx.x >= WARP) {
+		for (int i = threadIdx.x - WARP; ex && i < eC / 4; i += blockDim.x - WARP) {
+			reinterpret_cast<float4 *>(lnws)[i] = reinterpret_cast<const float4 *>(elnw)[i];
+			reinterpret_cast<float4 *>(lnws + eC)[i] = reinterpret_cast<const float4 *>(elnb)[i];
+		}
+	} else {
+		move = md.ids && md.slot[b] != md.scratchSlot;
+		pos = md.ids ? md.pos[b] : 0;
+		if (move) {
+			pos++;
+			slot = md.tables ? md.tables[b * md.width + (pos >> md.sh)] << md.sh | (pos & ((1 << md.sh) - 1))
+			                 : md.slot[b] + 1;
+		}
+		if (ex) {
+			warp_wpe(pe, nv, ewpe, pos, eC);
+			if (!move) tok = md.ids[b]; // a scratch row embeds its token as it is (ex implies ids)
+		}
+		if (threadIdx.x == 0) {
+			__threadfence();
+			for (int i = 0; i < chunks; i++) {
+				unsigned long long p = __ldcg(part + b * chunks + i);
+				m = p > m ? p : m;
+			}
+			int t = packed_id(m);
+			next[b] = t;
+			if (move) {
+				md.ids[b] = tok = t;
+				md.pos[b] = pos;
+				md.slot[b] = slot;
+				md.outPos[b]++;
+			}
+			done[b] = 0;
+		}
+	}
+	__syncthreads(); // lnws
+	if (threadIdx.x >= WARP || !ex) return;
+	tok = __shfl_sync(0xffffffffu, tok, 0);
+	float4 v[LNW_VEC];
+	warp_embed_tok(v, pe, nv, ewte, tok, eC);
+	warp_store(v, nv, ex + (size_t)b * eC);
+	warp_ln<false>(v, nv, lnws, lnws + eC, exln + (size_t)b * eC, eC, eeps);
 }
 
 // sample: one block of SAMPLE_THREADS per sequence b. logits (B, ld) fp32, the first V columns
