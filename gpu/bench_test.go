@@ -611,3 +611,80 @@ func openProfileGPT2(t *testing.T) *Runner {
 	}
 	return r
 }
+
+// TestProfileLayerGEMMs times the layer GEMMs of a batch-64 decode step as the step runs them
+// (cublasGemmEx; the projections as K slices) against each of cuBLASLt's candidates for the
+// plain product, over the 12 layers' weights back to back in a graph: us per GEMM. On the H200
+// the QKV GEMM had a candidate 4% faster (4.02 against 4.19 us) and the projections none; the
+// QKV GEMM and the LM head routed through cuBLASLt, timed at start (lt.go), measured 1.2 us a
+// step faster through the scheduler in one device call and 1.4 us slower in the next (the
+// timing picks differently): not kept (bench/RESULTS.md).
+func TestProfileLayerGEMMs(t *testing.T) {
+	r := openProfileGPT2(t)
+	defer r.Close()
+	s := r.s
+	if s.lt == nil {
+		t.Skip("no cuBLASLt")
+	}
+	const m = 64
+	C, F, L := gpt2Cfg.NEmbd, gpt2Cfg.Inner, gpt2Cfg.NLayer
+	a := &s.act
+	type gemm struct {
+		name    string
+		x, y    devPtr
+		w       func(l int) devPtr
+		in, out int
+		splits  int
+	}
+	for _, g := range []gemm{
+		{"qkv", a.xln, a.y, func(l int) devPtr { return s.wts.layers[l].attnW }, C, 3 * C, 1},
+		{"attn proj", a.att, a.y, func(l int) devPtr { return s.wts.layers[l].projW }, C, C, projSplits},
+		{"fc proj", a.h, a.y, func(l int) devPtr { return s.wts.layers[l].fcProjW }, F, C, fcProjSplits},
+	} {
+		us, err := timeGraph(r, 5, func() error {
+			for l := range L {
+				var err error
+				if g.splits > 1 {
+					err = s.rt.gemmSplitK(g.y, g.x, g.w(l), m, g.in, g.out, g.splits)
+				} else {
+					err = s.rt.gemm(g.y, g.x, g.w(l), m, g.in, g.out, true)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("%s %dx%dx%d: as the step runs it (%d K slices) %.2f us; cuBLASLt:", g.name, m, g.in, g.out, g.splits, us/float64(L))
+		var p *ltPlan
+		r.w.do(func() {
+			var st int
+			if p, st = s.lt.newPlan(g.out, m, g.in, 0, 1); st != 0 {
+				err = fmt.Errorf("cuBLASLt plans no %s at %d rows: status %d", g.name, m, st)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c := range p.count() {
+			us, err := timeGraph(r, 5, func() error {
+				for l := range L {
+					if err := s.ltRun(s.lt, p, c, g.w(l), g.x, g.y, 0, g.name); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				line += fmt.Sprintf(" [%d] %v", c, err)
+				continue
+			}
+			line += fmt.Sprintf(" [%d] %.2f", c, us/float64(L))
+		}
+		r.w.do(func() { s.lt.free(p) })
+		t.Log(line)
+	}
+}
