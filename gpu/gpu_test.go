@@ -217,16 +217,22 @@ func sameLogits(t *testing.T, one, two []float32) {
 func decodeStep(B int, start int32, tables [][]int32) *Step {
 	st := &Step{}
 	for i := range B {
-		st.Tokens = append(st.Tokens, int32(i+1))
-		st.SeqLens = append(st.SeqLens, 1)
-		st.Start = append(st.Start, start)
-		st.Tables = append(st.Tables, tables[i]...)
-		st.Temperature = append(st.Temperature, 0.8)
-		st.TopK = append(st.TopK, 40)
-		st.TopP = append(st.TopP, 0.9)
-		st.Seed = append(st.Seed, uint64(i))
+		addSeq(st, []int32{int32(i + 1)}, start, tables[i], 0.8, 40, 0.9, uint64(i))
 	}
 	return st
+}
+
+// addSeq appends to st a sequence running toks from position start, with its block table and
+// sampling parameters.
+func addSeq(st *Step, toks []int32, start int32, table []int32, temp float32, topK int32, topP float32, seed uint64) {
+	st.Tokens = append(st.Tokens, toks...)
+	st.SeqLens = append(st.SeqLens, int32(len(toks)))
+	st.Start = append(st.Start, start)
+	st.Tables = append(st.Tables, table...)
+	st.Temperature = append(st.Temperature, temp)
+	st.TopK = append(st.TopK, topK)
+	st.TopP = append(st.TopP, topP)
+	st.Seed = append(st.Seed, seed)
 }
 
 // TestSteadyDecodeAllocatesNothing counts device, pinned and Go heap allocations across decode

@@ -14,24 +14,15 @@ import (
 // prompt); the last prompt's row samples at temperature temp (0: every row greedy).
 func mixedStep(rng *rand.Rand, lens []int, pos int32, temp float32, tables [][]int32) *Step {
 	st := &Step{}
-	add := func(i int, toks []int32, start int32) {
-		st.Tokens = append(st.Tokens, toks...)
-		st.SeqLens = append(st.SeqLens, int32(len(toks)))
-		st.Start = append(st.Start, start)
-		st.Tables = append(st.Tables, tables[i]...)
-		st.Temperature = append(st.Temperature, 0)
-		st.TopK = append(st.TopK, 0)
-		st.TopP = append(st.TopP, 0)
-		st.Seed = append(st.Seed, uint64(i))
-	}
 	for i, n := range lens {
 		toks := make([]int32, n)
 		for k := range toks {
 			toks[k] = int32(rng.IntN(smallCfg.VocabSize))
 		}
-		add(i, toks, 0)
+		addSeq(st, toks, 0, tables[i], 0, 0, 0, uint64(i))
 	}
-	add(len(lens), []int32{int32(rng.IntN(smallCfg.VocabSize))}, pos)
+	i := len(lens)
+	addSeq(st, []int32{int32(rng.IntN(smallCfg.VocabSize))}, pos, tables[i], 0, 0, 0, uint64(i))
 	st.Temperature[len(lens)-1] = temp
 	return st
 }

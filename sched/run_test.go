@@ -27,10 +27,7 @@ func TestRunCancelClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan StepOutput)
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx, out) }()
+	cancel, out, ran := runLoop(s)
 
 	records := map[RequestID]*Record{}
 	collect := func(want int) {
@@ -220,10 +217,7 @@ func TestBurstStartsTogether(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		out := make(chan StepOutput)
-		ran := make(chan error, 1)
-		go func() { ran <- s.Run(ctx, out) }()
+		cancel, out, ran := runLoop(s)
 		const burst = 12
 		for i := range burst {
 			if _, err := s.Submit(Request{Tokens: []int32{int32(i + 1), 7}, MaxNewTokens: 2}); err != nil {
@@ -262,4 +256,13 @@ func TestBurstStartsTogether(t *testing.T) {
 		close(out)
 		s.Close()
 	}
+}
+
+// runLoop starts s.Run on a goroutine: its steps come on out, what it returns on ran, and
+// cancel stops it.
+func runLoop(s *Scheduler) (cancel context.CancelFunc, out chan StepOutput, ran chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out, ran = make(chan StepOutput), make(chan error, 1)
+	go func() { ran <- s.Run(ctx, out) }()
+	return cancel, out, ran
 }
