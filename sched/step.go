@@ -53,10 +53,11 @@ type stepStats struct {
 }
 
 // Step runs one scheduling step synchronously: take submissions (gathering a burst first when
-// the loop held no request, Config.BurstQuiet), tokenize results and cancellations; keep the running set within MaxBatch; reserve one more KV position for every
-// running sequence (preempting the newest when the pool is dry); admit waiting requests FIFO into
-// a prefill batch; run the prefill and decode batches as two backend calls in Policy order, or
-// as one (Mixed); publish the snapshot.
+// the loop held no request, Config.BurstQuiet), tokenize results and cancellations; keep the
+// running set within MaxBatch; reserve one more KV position for every running sequence
+// (preempting the newest when the pool is dry); admit waiting requests FIFO into a prefill
+// batch; run the prefill and decode batches as two backend calls in Policy order, or as one
+// (Mixed); publish the snapshot.
 //
 // Ownership: StepOutput and everything it references (Events, each Event's Tokens and Record,
 // Finished) are never written again by the scheduler; the consumer may keep them and must not
@@ -534,7 +535,8 @@ const (
 // end (on the H200, decode-heavy then measured about 1% fewer tokens/s, in two runs of three).
 // It yields in a loop instead of sleeping, since Go's timers round an idle wait up to whole
 // milliseconds. The cost: that much more time to first token for a request reaching an idle
-// scheduler alone.
+// scheduler alone. The wait is measured on the scheduler's clock, so a test clock that stands
+// still holds it until the test moves the clock on.
 func (s *Scheduler) gather(quiet time.Duration) {
 	n := s.arrived.Load()
 	start := s.clock.Now()
