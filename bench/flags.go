@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"rosetop/sched"
 )
@@ -53,6 +54,9 @@ type Config struct {
 	CPUProfilePath    string  `json:"-"`
 }
 
+// maxBurstQuietUs is sched.MaxBurstQuiet in microseconds, --burst-quiet-us's unit.
+const maxBurstQuietUs = float64(sched.MaxBurstQuiet / time.Microsecond)
+
 // ErrBadFlag is wrapped by every command-line error: main prints the message and exits 2.
 var ErrBadFlag = errors.New("bad command line")
 
@@ -87,7 +91,7 @@ func newFlagSet(cfg *Config) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxBatch, "max-batch-size", cfg.MaxBatch, "most running sequences")
 	fs.IntVar(&cfg.PrefillMaxBatch, "prefill-max-batch-size", cfg.PrefillMaxBatch, "most requests admitted per step (0: = max batch size)")
 	fs.IntVar(&cfg.PrefillMaxTokens, "prefill-max-tokens", cfg.PrefillMaxTokens, "most prompt tokens prefilled per step (0: no limit)")
-	fs.Float64Var(&cfg.BurstQuietUs, "burst-quiet-us", cfg.BurstQuietUs, "when requests reach an idle scheduler, its first step waits until none has arrived for this many microseconds (at most 8x that), so a burst starts as one batch (0: at once; at most 1000)")
+	fs.Float64Var(&cfg.BurstQuietUs, "burst-quiet-us", cfg.BurstQuietUs, "when requests reach an idle scheduler, its first step waits until none has arrived for this many microseconds (at most 8x that), so a burst starts as one batch (0: at once; at most "+fmt.Sprint(maxBurstQuietUs)+")")
 	fs.StringVar(&cfg.Policy, "policy", cfg.Policy, "how a step runs its new prompts and its running sequences' next tokens: mixed (one forward pass over both) | prefill-first | decode-first (two passes, in that order)")
 	fs.Float64Var(&cfg.SubmitIntervalMs, "submit-interval-ms", cfg.SubmitIntervalMs, "submit interval in ms (0: burst)")
 	fs.StringVar(&cfg.SubmitSchedule, "submit-schedule", cfg.SubmitSchedule, "relative (sleep the interval after each submit) | absolute (target t0 + i*interval)")
@@ -180,7 +184,7 @@ func (c Config) Validate() error {
 		{c.PrefillMaxBatch < 1, fmt.Sprintf("--prefill-max-batch-size must be >= 1, got %d", c.PrefillMaxBatch)},
 		{c.PrefillMaxBatch > c.MaxBatch, fmt.Sprintf("--prefill-max-batch-size (%d) must be <= --max-batch-size (%d)", c.PrefillMaxBatch, c.MaxBatch)},
 		{c.PrefillMaxTokens < 0, fmt.Sprintf("--prefill-max-tokens must be >= 0, got %d", c.PrefillMaxTokens)},
-		{!(c.BurstQuietUs >= 0 && c.BurstQuietUs <= 1000), fmt.Sprintf("--burst-quiet-us must be in [0, 1000], got %v", c.BurstQuietUs)},
+		{!(c.BurstQuietUs >= 0 && c.BurstQuietUs <= maxBurstQuietUs), fmt.Sprintf("--burst-quiet-us must be in [0, %g], got %v", maxBurstQuietUs, c.BurstQuietUs)},
 		{!slices.Contains(sched.Policies(), c.Policy), fmt.Sprintf("--policy: unknown policy %q (valid: %s)", c.Policy, strings.Join(sched.Policies(), ", "))},
 		{c.SubmitIntervalMs < 0 || math.IsNaN(c.SubmitIntervalMs) || math.IsInf(c.SubmitIntervalMs, 0), fmt.Sprintf("--submit-interval-ms must be a finite number >= 0, got %v", c.SubmitIntervalMs)},
 		{c.SubmitSchedule != "relative" && c.SubmitSchedule != "absolute", fmt.Sprintf("--submit-schedule: unknown schedule %q (valid: relative, absolute)", c.SubmitSchedule)},

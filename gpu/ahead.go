@@ -23,8 +23,8 @@ import (
 // step sampled, with the same block tables and sampling parameters. It runs as a graph of its
 // own, without the metadata upload: the sampler of every decode graph (plain or predicted) moves
 // the device metadata on to the step after it, its tokens included (sample.cu advance), so the
-// host is never on the path between two steps. A Step that asks for exactly the queued step only waits for it; any other batch
-// waits for everything queued and runs as usual.
+// host is never on the path between two steps. A Step that asks for exactly the queued step
+// only waits for it; any other batch waits for everything queued and runs as usual.
 //
 // A predicted step writes each sequence's key and value one or two positions past the step the
 // caller asked for, only into blocks the sequences held when the caller asked (Step.Held; the

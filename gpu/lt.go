@@ -22,8 +22,9 @@ import (
 // candidates and keeps the fastest. Measured on the H200 at batch 64: the step's graph 525.5 ->
 // 510.5 us. Routing the other three GEMMs through cuBLASLt as well (tuned the same way) changed
 // them by under 2 us a step and doubled the start cost, so they stay on cublasGemmEx (the QKV
-// GEMM and the LM head again later: -1.2 and +1.4 us a step in two calls, TestProfileLayerGEMMs). Without
-// cuBLASLt (or with Options.NoCublasLt) the fc GEMM writes fp32 and bias_gelu follows.
+// GEMM and the LM head again later: -1.2 and +1.4 us a step in two calls,
+// TestProfileLayerGEMMs). Without cuBLASLt (or with Options.NoCublasLt) the fc GEMM writes fp32
+// and bias_gelu follows.
 
 // ltTuneRows: row classes up to this many are timed (decode steps); longer ones take the
 // heuristic's first candidate.

@@ -28,11 +28,16 @@ type stepShape struct {
 	greedy     bool // the sampler (state.greedy)
 }
 
-// stepGraphs is the runner's cache of multi-token step graphs. Owned by the worker goroutine.
+// stepGraphs is the runner's cache of multi-token step graphs (newStepGraphs). Owned by the
+// worker goroutine.
 type stepGraphs struct {
 	seen   map[stepShape]bool // met once, eagerly, and not captured
 	graphs map[stepShape]*stepGraph
 	clock  uint64 // counts replays and captures, for least-recently-used eviction
+}
+
+func newStepGraphs() stepGraphs {
+	return stepGraphs{seen: map[stepShape]bool{}, graphs: map[stepShape]*stepGraph{}}
 }
 
 type stepGraph struct {
@@ -52,9 +57,6 @@ func (s *state) runMulti(n, nb int) error {
 	if !ok && !c.seen[key] {
 		if len(c.seen) >= maxSeenShapes {
 			clear(c.seen)
-		}
-		if c.seen == nil {
-			c.seen = map[stepShape]bool{}
 		}
 		c.seen[key] = true
 		return s.eager(n, nb)
@@ -103,9 +105,6 @@ func (s *state) captureMulti(key stepShape) (*stepGraph, error) {
 	s.greedy = keep
 	if err != nil {
 		return nil, fmt.Errorf("gpu: capturing the graph of a step of %d tokens in %d sequences: %w", key.rows, key.seqs, err)
-	}
-	if c.graphs == nil {
-		c.graphs = map[stepShape]*stepGraph{}
 	}
 	c.clock++
 	sg := &stepGraph{g: g, used: c.clock}

@@ -168,7 +168,7 @@ func Open(cfg Config, w *Weights, opt Options) (*Runner, error) {
 	if err := opt.defaults(cfg); err != nil {
 		return nil, err
 	}
-	st := &state{cfg: cfg, opt: opt, graphs: map[graphKey]graphExec{}}
+	st := &state{cfg: cfg, opt: opt, graphs: map[graphKey]graphExec{}, multi: newStepGraphs()}
 	st.buckets = buckets(opt.MaxBatch)
 	r := &Runner{w: startWorker(), s: st}
 	var err error
@@ -345,9 +345,9 @@ func (r *Runner) MemInfo() (free, total int64, err error) {
 // Open: cuBLAS's first call for every GEMM row class and, with Graphs, the capture of every
 // bucket's decode graph (queued predicted steps finish first), and the graph of every prefill or
 // mixed step shape met once so far (multi.go). No step after it meets a row class or bucket it
-// has not run. The ledger records what it paid. A benchmark calls it between
-// its cold and steady runs: which classes a run meets depends on how its arrivals were split
-// into prefill steps, so a steady run could otherwise pay for one the cold run did not meet.
+// has not run. The ledger records what it paid. A benchmark calls it between its cold and
+// steady runs: which classes a run meets depends on how its arrivals were split into prefill
+// steps, so a steady run could otherwise pay for one the cold run did not meet.
 func (r *Runner) Prewarm() error {
 	s := r.s
 	if s == nil {

@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors, for errors.Is.
@@ -41,6 +42,9 @@ func ParsePolicy(s string) (Policy, error) {
 	return 0, fmt.Errorf("%w: --policy %q, want decode-first, prefill-first or mixed", ErrBadConfig, s)
 }
 
+// MaxBurstQuiet is the longest Config.BurstQuiet accepted.
+const MaxBurstQuiet = time.Millisecond
+
 // validate checks c; batchLimit > 0 is the most sequences the backend takes in one step.
 // Errors name the flag that sets the bad value.
 func (c Config) validate(batchLimit int) error {
@@ -57,8 +61,8 @@ func (c Config) validate(batchLimit int) error {
 		return fmt.Errorf("%w: --prefill-max-tokens %d, want >= 0 (0: no limit)", ErrBadConfig, c.PrefillMaxTokens)
 	case c.Policy != DecodeFirst && c.Policy != PrefillFirst && c.Policy != Mixed:
 		return fmt.Errorf("%w: --policy %v, want decode-first, prefill-first or mixed", ErrBadConfig, c.Policy)
-	case c.BurstQuiet < 0 || c.BurstQuiet > maxBurstQuiet:
-		return fmt.Errorf("%w: --burst-quiet-us %g, want 0 to %g", ErrBadConfig, float64(c.BurstQuiet)/1e3, float64(maxBurstQuiet)/1e3)
+	case c.BurstQuiet < 0 || c.BurstQuiet > MaxBurstQuiet:
+		return fmt.Errorf("%w: --burst-quiet-us %g, want 0 to %g", ErrBadConfig, float64(c.BurstQuiet)/1e3, float64(MaxBurstQuiet)/1e3)
 	}
 	return nil
 }

@@ -520,12 +520,8 @@ func (l *loopState) nextBuf(n int) []int32 {
 	return l.next[:n]
 }
 
-const (
-	// burstWaits bounds gather: it waits at most this many quiet spells in all.
-	burstWaits = 8
-	// maxBurstQuiet is the longest quiet spell Config accepts.
-	maxBurstQuiet = time.Millisecond
-)
+// burstWaits bounds gather: it waits at most this many quiet spells in all.
+const burstWaits = 8
 
 // gather waits until no request has been submitted for quiet (at most burstWaits times that in
 // all), on the scheduler's clock. takeInbox calls it when requests reach a loop that holds none,

@@ -152,11 +152,19 @@ struct Meta {
 	int *mids, int *mpos, int *mslot, int *moutPos, const int *mtables, int mwidth, int msh, int scratchSlot
 #define META_OF_PARAMS {mids, mpos, mslot, moutPos, mtables, mwidth, msh, scratchSlot}
 
+// moves reports whether row b's metadata moves on (a decode graph's, not a scratch row).
+__device__ __forceinline__ bool moves(const Meta &m, int b) { return m.ids && m.slot[b] != m.scratchSlot; }
+
+// next_slot is the cache slot of position p, one past row b's current one.
+__device__ __forceinline__ int next_slot(const Meta &m, int b, int p) {
+	return m.tables ? m.tables[b * m.width + (p >> m.sh)] << m.sh | (p & ((1 << m.sh) - 1)) : m.slot[b] + 1;
+}
+
 __device__ __forceinline__ void advance(const Meta &m, int b, int tok) {
-	if (m.ids && m.slot[b] != m.scratchSlot) {
+	if (moves(m, b)) {
 		int p = ++m.pos[b];
 		m.ids[b] = tok;
-		m.slot[b] = m.tables ? m.tables[b * m.width + (p >> m.sh)] << m.sh | (p & ((1 << m.sh) - 1)) : m.slot[b] + 1;
+		m.slot[b] = next_slot(m, b, p);
 		m.outPos[b]++;
 	}
 }
@@ -219,13 +227,9 @@ extern "C" __global__ void __launch_bounds__(256, 4) argmax_next(int *next, cons
 			reinterpret_cast<float4 *>(lnws + eC)[i] = reinterpret_cast<const float4 *>(elnb)[i];
 		}
 	} else {
-		move = md.ids && md.slot[b] != md.scratchSlot;
+		move = moves(md, b);
 		pos = md.ids ? md.pos[b] : 0;
-		if (move) {
-			pos++;
-			slot = md.tables ? md.tables[b * md.width + (pos >> md.sh)] << md.sh | (pos & ((1 << md.sh) - 1))
-			                 : md.slot[b] + 1;
-		}
+		if (move) slot = next_slot(md, b, ++pos);
 		if (ex) {
 			warp_wpe(pe, nv, ewpe, pos, eC);
 			if (!move) tok = md.ids[b]; // a scratch row embeds its token as it is (ex implies ids)
