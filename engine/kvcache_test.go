@@ -362,7 +362,7 @@ func pick(rng *rand.Rand, live map[SeqID]*shadowSeq) (SeqID, *shadowSeq) {
 }
 
 // checkBooks verifies that ref counts equal table membership and that every block is in exactly
-// one place: some table, the free stack, or the LRU list.
+// one place: some table, the free heap, or the LRU list.
 func checkBooks(t *testing.T, m *BlockManager, live map[SeqID]*shadowSeq, op int) {
 	t.Helper()
 	refs := make([]int32, m.Total())
@@ -407,5 +407,60 @@ func checkBooks(t *testing.T, m *BlockManager, live map[SeqID]*shadowSeq, op int
 	}
 	if used != m.Used() || n != m.lruLen {
 		t.Fatalf("op %d: used %d (counted %d), cached %d (counted %d)", op, m.Used(), used, m.lruLen, n)
+	}
+}
+
+// TestBlockManagerLowestFreeFirst: plain free blocks go out lowest index first, whatever order
+// they came back in, so a wave of sequences after another gets the same packed blocks as the
+// first wave (a stack handed them back in reverse release order).
+func TestBlockManagerLowestFreeFirst(t *testing.T) {
+	const seqs, bs = 8, 4
+	m := NewBlockManager(KVLayout{Paged: true, BlockSize: bs, NumBlocks: 64}, false)
+	wave := func() [][]int32 {
+		var tables [][]int32
+		for id := range SeqID(seqs) {
+			if _, ok := m.Admit(id, seqOf(0, bs)); !ok { // two blocks: the prompt and the next token
+				t.Fatalf("admit %d failed", id)
+			}
+		}
+		for id := range SeqID(seqs) { // grow together, as a decode batch does
+			if !m.Grow(id, 3*bs) {
+				t.Fatalf("grow %d failed", id)
+			}
+		}
+		for id := range SeqID(seqs) {
+			tables = append(tables, slices.Clone(m.Table(id)))
+		}
+		return tables
+	}
+	first := wave()
+	if got := slices.Concat(first...); slices.Max(got) != 3*seqs-1 {
+		t.Fatalf("first wave holds blocks %v, want 0-%d", got, 3*seqs-1)
+	}
+	for _, id := range rand.New(rand.NewPCG(5, 6)).Perm(seqs) {
+		m.Release(SeqID(id))
+	}
+	if second := wave(); !slices.EqualFunc(first, second, slices.Equal) {
+		t.Fatalf("second wave's tables %v, want the first's %v", second, first)
+	}
+}
+
+// TestFreeHeap pops random pushes in ascending order, interleaved with more pushes.
+func TestFreeHeap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var h freeHeap
+	var want []int32
+	for range 2000 {
+		if len(h) > 0 && rng.IntN(3) == 0 {
+			slices.Sort(want)
+			if got := h.pop(); got != want[0] {
+				t.Fatalf("pop %d, want the smallest %d", got, want[0])
+			}
+			want = want[1:]
+			continue
+		}
+		b := int32(rng.IntN(500))
+		h.push(b)
+		want = append(want, b)
 	}
 }
