@@ -688,3 +688,175 @@ func TestProfileLayerGEMMs(t *testing.T) {
 		t.Log(line)
 	}
 }
+
+// TestProfilePrefillGPT2 times decode-heavy's first step, which admits all 64 requests: 64
+// sequences of 2 prompt tokens from position 0, greedy (128 token rows). It logs the wall time
+// per Step once the step's graph exists, against a batch-64 decode step's, and the op kinds of
+// the step run eagerly with a CUDA event after every op (ranking only: each event adds ~3 us).
+// Set ROSETOP_GPU_PROFILE=1.
+func TestProfilePrefillGPT2(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	const B, n = 64, 50
+	w := testModel(gpt2Cfg, 1)
+	prefill := func(r *Runner) *Step {
+		st, tables := &Step{}, tablesFor(r, B)
+		for i := range B {
+			addSeq(st, []int32{int32(2 * i), int32(2*i + 1)}, 0, tables[i], 0, 0, 0, uint64(i))
+		}
+		return st
+	}
+	decode := func(r *Runner) *Step {
+		st := decodeStep(B, 2, tablesFor(r, B))
+		clear(st.Temperature)
+		return st
+	}
+	for _, c := range []struct {
+		name string
+		step func(*Runner) *Step
+	}{{"prefill 64 x 2", prefill}, {"decode 64 at position 2", decode}} {
+		r, err := Open(gpt2Cfg, w, Options{MaxBatch: B, MaxSeqLen: 1024, Paged: true, Graphs: true, MemoryFraction: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, next := c.step(r), make([]int32, B)
+		for range 3 { // first sight, capture, replay
+			if err := r.Step(st, next); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t0 := time.Now()
+		for range n {
+			if err := r.Step(st, next); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wall := time.Since(t0)
+		// The same after the GPU has idled for a while, as between a benchmark's runs.
+		var idle time.Duration
+		for range 10 {
+			time.Sleep(3 * time.Millisecond)
+			t1 := time.Now()
+			if err := r.Step(st, next); err != nil {
+				t.Fatal(err)
+			}
+			idle += time.Since(t1)
+		}
+		r.Close()
+		t.Logf("%s: %.1f us wall per Step (graph replay), back to back; %.1f us after 3 ms idle", c.name,
+			float64(wall.Microseconds())/n, float64(idle.Microseconds())/10)
+	}
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: B, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	st, next := prefill(r), make([]int32, B)
+	if err := r.Step(st, next); err != nil {
+		t.Fatal(err)
+	}
+	var p *opProfile
+	r.w.do(func() {
+		if p, err = newOpProfile(r.s.rt, 512); err == nil {
+			r.s.prof = p
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.w.do(func() { r.s.prof = nil; p.close() })
+	for range 20 {
+		if err := r.Step(st, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	var total float64
+	for _, op := range p.ops {
+		total += p.ms[op]
+	}
+	t.Logf("prefill 64 x 2, eager with events: %.1f us per step", 1000*total/float64(p.steps))
+	for _, op := range p.ops {
+		t.Logf("  %-22s %8.1f us/step  %3d ops", op, 1000*p.ms[op]/float64(p.steps), p.count[op])
+	}
+}
+
+// TestProfileIdle measures what a batch-64 decode step costs after the GPU and the runner's
+// worker have idled, as between a benchmark's runs: for each idle time, the wall time of a
+// Step, the GPU time of its graph alone (CUDA events around one replay, nothing before it on
+// the stream) and an empty round trip to the worker goroutine. Set ROSETOP_GPU_PROFILE=1.
+func TestProfileIdle(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	r, err := Open(gpt2Cfg, testModel(gpt2Cfg, 1), Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, Graphs: true, MemoryFraction: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const B, reps = 64, 10
+	st := decodeStep(B, 128, tablesFor(r, B))
+	clear(st.Temperature)
+	next := make([]int32, B)
+	var e0, e1 event
+	r.w.do(func() {
+		if e0, err = r.s.rt.newEvent(); err == nil {
+			e1, err = r.s.rt.newEvent()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.w.do(func() { r.s.rt.destroyEvent(e0); r.s.rt.destroyEvent(e1) })
+	for range 3 { // first sight, capture, replay
+		if err := r.Step(st, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func(d time.Duration) { // a spin: sleeps round up to whole timer ticks
+		for t0 := time.Now(); time.Since(t0) < d; {
+		}
+	}
+	for _, idle := range []time.Duration{0, 250 * time.Microsecond, time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond} {
+		var step, trip time.Duration
+		var gpuMs float64
+		for range reps {
+			wait(idle)
+			t0 := time.Now()
+			if err := r.Step(st, next); err != nil {
+				t.Fatal(err)
+			}
+			step += time.Since(t0)
+			wait(idle)
+			t0 = time.Now()
+			r.w.do(func() {})
+			trip += time.Since(t0)
+			wait(idle)
+			r.w.do(func() {
+				rt := r.s.rt
+				g := r.s.graphs[graphKey{bucket: bucketFor(r.s.buckets, B), greedy: true}]
+				if err = rt.record(e0); err == nil {
+					if err = rt.replay(g); err == nil {
+						if err = rt.record(e1); err == nil {
+							if err = rt.sync(); err == nil {
+								var ms float64
+								ms, err = rt.elapsed(e0, e1)
+								gpuMs += ms
+							}
+						}
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("after %v idle: Step %.1f us wall, its graph %.1f us GPU, worker round trip %.1f us", idle,
+			float64(step.Microseconds())/reps, 1000*gpuMs/reps, float64(trip.Nanoseconds())/1000/reps)
+	}
+}
