@@ -84,18 +84,9 @@ func TestProfileAttention(t *testing.T) {
 // pass. r must be eager (no Options.Graphs): the profiler marks the ops of an eager step.
 func kindGraph(t *testing.T, r *Runner, st *Step, op string) float64 {
 	t.Helper()
-	var p *opProfile
-	var err error
-	r.w.do(func() {
-		if p, err = newOpProfile(r.s.rt, 512); err == nil {
-			r.s.prof = p
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = r.Step(st, make([]int32, len(st.Tokens)))
-	r.w.do(func() { r.s.prof = nil; p.close() })
+	p := startProfile(t, r)
+	err := r.Step(st, make([]int32, len(st.Tokens)))
+	stopProfile(r, p)
 	if err == nil {
 		err = p.err
 	}

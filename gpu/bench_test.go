@@ -290,34 +290,8 @@ func profileOps(t *testing.T, w *Weights, B int, greedy bool) {
 	if greedy {
 		clear(st.Temperature)
 	}
-	next := make([]int32, B)
-	if err := r.Step(st, next); err != nil {
-		t.Fatal(err)
-	}
-	var p *opProfile
-	r.w.do(func() {
-		if p, err = newOpProfile(r.s.rt, 512); err == nil {
-			r.s.prof = p
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.w.do(func() { r.s.prof = nil; p.close() })
-	const steps = 20
-	for range steps {
-		if err := r.Step(st, next); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if p.err != nil {
-		t.Fatal(p.err)
-	}
+	p, total := eventProfile(t, r, st, 20)
 	kinds := slices.Clone(p.kinds)
-	var total float64
-	for _, op := range p.ops {
-		total += p.ms[op]
-	}
 	t.Logf("batch %d (greedy %v): %.1f us per step on the GPU, kernels back to back", B, greedy, 1000*total/float64(p.steps))
 	for _, op := range p.ops {
 		t.Logf("  %-22s %8.1f us/step  %3d ops  %5.1f%%", op, 1000*p.ms[op]/float64(p.steps), p.count[op], 100*p.ms[op]/total)
@@ -327,7 +301,6 @@ func profileOps(t *testing.T, w *Weights, B int, greedy bool) {
 	}
 	// The same step as graphs of one op kind each: no events between kernels, so these times
 	// add up to about the whole step's replay.
-	r.w.do(func() { r.s.prof = nil })
 	s := r.s
 	step := func() error {
 		s.rt.calls = 0
@@ -354,6 +327,51 @@ func profileOps(t *testing.T, w *Weights, B int, greedy bool) {
 		t.Logf("  %-22s %8.1f us/step  %3d calls", op, us, countOf(kinds, op))
 	}
 	t.Logf("  %-22s %8.1f us/step", "sum of kinds", sum)
+}
+
+// startProfile turns r's op profiler on: a CUDA event after every op of an eager step
+// (opProfile). stopProfile turns it off.
+func startProfile(t *testing.T, r *Runner) *opProfile {
+	t.Helper()
+	var p *opProfile
+	var err error
+	r.w.do(func() {
+		if p, err = newOpProfile(r.s.rt, 512); err == nil {
+			r.s.prof = p
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func stopProfile(r *Runner, p *opProfile) { r.w.do(func() { r.s.prof = nil; p.close() }) }
+
+// eventProfile runs st on r (without graphs) once, then steps times with a CUDA event after
+// every op (opProfile, ranking only: each event adds ~3 us), and returns the profile and the
+// GPU milliseconds of all its ops over all steps. r profiles nothing once it returns.
+func eventProfile(t *testing.T, r *Runner, st *Step, steps int) (*opProfile, float64) {
+	t.Helper()
+	next := make([]int32, len(st.SeqLens))
+	if err := r.Step(st, next); err != nil {
+		t.Fatal(err)
+	}
+	p := startProfile(t, r)
+	defer stopProfile(r, p)
+	for range steps {
+		if err := r.Step(st, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	var total float64
+	for _, op := range p.ops {
+		total += p.ms[op]
+	}
+	return p, total
 }
 
 // profileGraph logs the GPU time of back-to-back replays of the batch's decode graph, the wall
@@ -753,32 +771,7 @@ func TestProfilePrefillGPT2(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	st, next := prefill(r), make([]int32, B)
-	if err := r.Step(st, next); err != nil {
-		t.Fatal(err)
-	}
-	var p *opProfile
-	r.w.do(func() {
-		if p, err = newOpProfile(r.s.rt, 512); err == nil {
-			r.s.prof = p
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.w.do(func() { r.s.prof = nil; p.close() })
-	for range 20 {
-		if err := r.Step(st, next); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if p.err != nil {
-		t.Fatal(p.err)
-	}
-	var total float64
-	for _, op := range p.ops {
-		total += p.ms[op]
-	}
+	p, total := eventProfile(t, r, prefill(r), 20)
 	t.Logf("prefill 64 x 2, eager with events: %.1f us per step", 1000*total/float64(p.steps))
 	for _, op := range p.ops {
 		t.Logf("  %-22s %8.1f us/step  %3d ops", op, 1000*p.ms[op]/float64(p.steps), p.count[op])
