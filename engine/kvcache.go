@@ -342,12 +342,13 @@ func (m *BlockManager) lruRemove(b int32) {
 	m.lruLen--
 }
 
-// freeHeap is a binary min-heap of block indices: the lowest free block is handed out first. A
-// stack handed blocks out in the reverse of their release order, so each wave of sequences got
-// its blocks in a new scatter over the same region, and decode steps slowed wave by wave
-// (decode-heavy on an H200, mean time between a request's tokens in the warmup run and the three
-// steady runs after it: 423.3, 425.0, 426.2 and 427.4 us; bench/RESULTS.md). The heap's slice
-// never grows past the pool, so push and pop allocate nothing.
+// freeHeap is a binary min-heap of block indices: the lowest free block is handed out first, so
+// every wave of sequences gets the blocks the first wave got, in the same order. A stack handed
+// them out in the reverse of their release order, a new scatter each wave, and decode-heavy's
+// steps slowed wave by wave with it (on an H200, the mean time between a request's tokens in the
+// warmup run and the three steady runs after it: 423.3, 425.0, 426.2 and 427.4 us; with the heap
+// flat). bench/RESULTS.md has the measurements, and why the cause is not pinned down. The heap's
+// slice never grows past the pool, so push and pop allocate nothing.
 type freeHeap []int32
 
 func (h *freeHeap) push(b int32) {
