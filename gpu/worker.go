@@ -39,8 +39,7 @@ type worker struct {
 // benchmark's bookkeeping between two runs (about 3 ms), the gap between requests arriving 1 ms
 // apart. On the H200 machine (a VM), a worker parked for 1 ms or more took 150-230 us to answer
 // an empty call (TestProfileIdle), which a 500 us spin had added to the first step of every
-// benchmark run and to most of prefill-heavy's steps. The cost is one busy core for at most
-// workerSpin after the engine's last call.
+// benchmark run. The cost is one busy core for at most workerSpin after the engine's last call.
 const (
 	workerSpin = 20 * time.Millisecond
 	callerSpin = 5 * time.Millisecond // longer than a decode step
