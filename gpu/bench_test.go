@@ -830,26 +830,34 @@ func TestProfileIdle(t *testing.T) {
 			r.w.do(func() {})
 			trip += time.Since(t0)
 			wait(idle)
+			var ms float64
 			r.w.do(func() {
-				rt := r.s.rt
-				g := r.s.graphs[graphKey{bucket: bucketFor(r.s.buckets, B), greedy: true}]
-				if err = rt.record(e0); err == nil {
-					if err = rt.replay(g); err == nil {
-						if err = rt.record(e1); err == nil {
-							if err = rt.sync(); err == nil {
-								var ms float64
-								ms, err = rt.elapsed(e0, e1)
-								gpuMs += ms
-							}
-						}
-					}
-				}
+				ms, err = replayOnce(r.s.rt, r.s.graphs[graphKey{bucket: bucketFor(r.s.buckets, B), greedy: true}], e0, e1)
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
+			gpuMs += ms
 		}
 		t.Logf("after %v idle: Step %.1f us wall, its graph %.1f us GPU, worker round trip %.1f us", idle,
 			float64(step.Microseconds())/reps, 1000*gpuMs/reps, float64(trip.Nanoseconds())/1000/reps)
 	}
+}
+
+// replayOnce replays g once between events e0 and e1, waits, and returns its GPU time in ms. It
+// runs on the worker.
+func replayOnce(rt *cudaRuntime, g graphExec, e0, e1 event) (float64, error) {
+	if err := rt.record(e0); err != nil {
+		return 0, err
+	}
+	if err := rt.replay(g); err != nil {
+		return 0, err
+	}
+	if err := rt.record(e1); err != nil {
+		return 0, err
+	}
+	if err := rt.sync(); err != nil {
+		return 0, err
+	}
+	return rt.elapsed(e0, e1)
 }
