@@ -359,11 +359,7 @@ func eventProfile(t *testing.T, r *Runner, st *Step, steps int) (*opProfile, flo
 	}
 	p := startProfile(t, r)
 	defer stopProfile(r, p)
-	for range steps {
-		if err := r.Step(st, next); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runSteps(t, r, st, next, steps)
 	if p.err != nil {
 		t.Fatal(p.err)
 	}
@@ -415,14 +411,8 @@ func profileGraph(t *testing.T, w *Weights, B int, name string, opt Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	step := runSteps(t, r, st, next, n)
 	t0 := time.Now()
-	for range n {
-		if err := r.Step(st, next); err != nil {
-			t.Fatal(err)
-		}
-	}
-	step := time.Since(t0)
-	t0 = time.Now()
 	for range 10 * n {
 		r.w.do(func() {})
 	}
@@ -502,11 +492,7 @@ func profileRun(t *testing.T, w *Weights, opt Options, ahead, held bool) string 
 		}
 	}
 	next := make([]int32, B)
-	for range 3 { // the graph's capture and a warm replay
-		if err := r.Step(st, next); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runSteps(t, r, st, next, 3) // the graph's capture and a warm replay
 	var out string
 	var total time.Duration
 	for b := 0; b < steps; b += band {
@@ -740,27 +726,13 @@ func TestProfilePrefillGPT2(t *testing.T) {
 			t.Fatal(err)
 		}
 		st, next := c.step(r), make([]int32, B)
-		for range 3 { // first sight, capture, replay
-			if err := r.Step(st, next); err != nil {
-				t.Fatal(err)
-			}
-		}
-		t0 := time.Now()
-		for range n {
-			if err := r.Step(st, next); err != nil {
-				t.Fatal(err)
-			}
-		}
-		wall := time.Since(t0)
+		runSteps(t, r, st, next, 3) // first sight, capture, replay
+		wall := runSteps(t, r, st, next, n)
 		// The same after the GPU has idled for a while, as between a benchmark's runs.
 		var idle time.Duration
 		for range 10 {
 			time.Sleep(3 * time.Millisecond)
-			t1 := time.Now()
-			if err := r.Step(st, next); err != nil {
-				t.Fatal(err)
-			}
-			idle += time.Since(t1)
+			idle += runSteps(t, r, st, next, 1)
 		}
 		r.Close()
 		t.Logf("%s: %.1f us wall per Step (graph replay), back to back; %.1f us after 3 ms idle", c.name,
@@ -806,11 +778,7 @@ func TestProfileIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.w.do(func() { r.s.rt.destroyEvent(e0); r.s.rt.destroyEvent(e1) })
-	for range 3 { // first sight, capture, replay
-		if err := r.Step(st, next); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runSteps(t, r, st, next, 3)     // first sight, capture, replay
 	wait := func(d time.Duration) { // a spin: sleeps round up to whole timer ticks
 		for t0 := time.Now(); time.Since(t0) < d; {
 		}
@@ -820,13 +788,9 @@ func TestProfileIdle(t *testing.T) {
 		var gpuMs float64
 		for range reps {
 			wait(idle)
-			t0 := time.Now()
-			if err := r.Step(st, next); err != nil {
-				t.Fatal(err)
-			}
-			step += time.Since(t0)
+			step += runSteps(t, r, st, next, 1)
 			wait(idle)
-			t0 = time.Now()
+			t0 := time.Now()
 			r.w.do(func() {})
 			trip += time.Since(t0)
 			wait(idle)
@@ -860,4 +824,16 @@ func replayOnce(rt *cudaRuntime, g graphExec, e0, e1 event) (float64, error) {
 		return 0, err
 	}
 	return rt.elapsed(e0, e1)
+}
+
+// runSteps runs st on r k times, each waited for, and returns the wall time of all of them.
+func runSteps(t *testing.T, r *Runner, st *Step, next []int32, k int) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	for range k {
+		if err := r.Step(st, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return time.Since(t0)
 }
