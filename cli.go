@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 
 	"rosetop/bench"
+	"rosetop/internal/atomicfile"
 	"rosetop/tui"
 )
 
@@ -68,11 +70,40 @@ func version() string {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := bench.ParseFlags(args, stderr)
+	o, err := parseOptions(args, stderr)
 	if err != nil {
 		return parseErr(err)
 	}
-	return withCPUProfile(cfg.CPUProfilePath, func() error { return bench.RunBench(ctx, cfg, stdout, stderr) })
+	if err := checkOutputs(o); err != nil {
+		return err
+	}
+	exp := bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}
+	opts := bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}
+	return withCPUProfile(o.CPUProfilePath, func() error { return bench.RunBench(ctx, o.sessionConfig(), opts, exp, stdout, stderr) })
+}
+
+// checkOutputs refuses, before anything runs, output files that could not be written or that
+// would overwrite each other.
+func checkOutputs(o options) error {
+	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}}
+	seen := map[string]string{}
+	for _, p := range paths {
+		if p.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p.path)
+		if err != nil {
+			return usageError{fmt.Errorf("--%s %s: %w", p.flag, p.path, err)}
+		}
+		if other, ok := seen[abs]; ok {
+			return usageError{fmt.Errorf("--%s and --%s name the same file %s: give each its own", other, p.flag, p.path)}
+		}
+		seen[abs] = p.flag
+		if err := atomicfile.Check(p.path); err != nil {
+			return usageError{fmt.Errorf("--%s %s: cannot write there: %w", p.flag, p.path, err)}
+		}
+	}
+	return nil
 }
 
 // withCPUProfile runs f under a Go CPU profile written to path ("" runs f alone).
@@ -100,12 +131,15 @@ func withCPUProfile(path string, f func() error) error {
 // so nothing measured is lost.
 func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	// The dashboard loops the decode-heavy job unless the user names another (a later --job wins).
-	cfg, err := bench.ParseFlags(append([]string{"--job", "decode-heavy"}, args...), stderr)
+	o, err := parseOptions(append([]string{"--job", "decode-heavy"}, args...), stderr)
 	if err != nil {
 		return parseErr(err)
 	}
-	return withCPUProfile(cfg.CPUProfilePath, func() error {
-		sess, err := bench.NewSession(ctx, cfg, bench.SessionOptions{Progress: stderr})
+	if err := checkOutputs(o); err != nil {
+		return err
+	}
+	return withCPUProfile(o.CPUProfilePath, func() error {
+		sess, err := bench.NewSession(ctx, o.sessionConfig(), bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess()), Progress: stderr})
 		if err != nil {
 			return err
 		}

@@ -124,13 +124,8 @@ func (s *Session) stepKnob(a Action) (string, error) {
 	case ActMaxBatchUp:
 		k.MaxBatch++
 	}
-	switch {
-	case k.MaxBatch < 1 || k.PrefillMaxBatch < 1:
-		return "", errors.New("batch sizes stay >= 1")
-	case k.PrefillMaxBatch > k.MaxBatch:
-		return "", fmt.Errorf("prefill max batch stays <= max batch (%d)", k.MaxBatch)
-	case limit > 0 && k.MaxBatch > limit:
-		return "", fmt.Errorf("max batch %d is the engine's capacity (start with a larger --max-batch-size)", limit)
+	if err := k.Validate(limit); err != nil {
+		return "", err
 	}
 	if s.srv != nil {
 		if err := s.srv.SetConfig(k); err != nil {

@@ -13,31 +13,27 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// fakeBench runs RunBench's code over the fake provider and clock.
-func fakeBench(t *testing.T, ctx context.Context, p *fakeProvider, args ...string) (stdout, stderr string, err error) {
+// fakeBench runs RunBench over the fake provider and clock.
+func fakeBench(t *testing.T, ctx context.Context, p *fakeProvider, cfg Config, exp Exports) (stdout, stderr string, err error) {
 	t.Helper()
-	cfg, err := ParseFlags(args, os.Stderr)
-	if err != nil {
-		t.Fatalf("ParseFlags(%q): %v", args, err)
-	}
 	var out, errOut bytes.Buffer
-	err = runBench(ctx, cfg, SessionOptions{Provider: p, Clock: newFakeClock(time.Second)}, &out, &errOut)
+	err = RunBench(ctx, cfg, SessionOptions{Provider: p, Clock: newFakeClock(time.Second)}, exp, &out, &errOut)
 	return out.String(), errOut.String(), err
 }
 
 func TestReportGolden(t *testing.T) {
 	cases := []struct {
 		name string
-		args []string
+		cfg  Config
 	}{
-		{"decode_heavy", []string{"--job", "decode-heavy", "--num-requests", "8", "--max-new-tokens", "6", "--repeat-runs", "2"}},
-		{"paced_absolute", []string{"--job", "paced", "--num-requests", "6", "--max-new-tokens", "4"}},
-		{"prefill_one_token", []string{"--job", "prefill-heavy", "--prompt-repeats", "4", "--num-requests", "5"}},
-		{"relative_interval", []string{"--num-requests", "4", "--max-new-tokens", "3", "--submit-interval-ms", "2", "--repeat-runs", "1"}},
+		{"decode_heavy", testConfig(decodeHeavy, requests(8, 6), runs(1, 2))},
+		{"paced_absolute", testConfig(paced, requests(6, 4))},
+		{"prefill_one_token", testConfig(prefillHeavy, func(c *Config) { c.Workload.PromptRepeats, c.Workload.NumRequests = 4, 5 })},
+		{"relative_interval", testConfig(requests(4, 3), func(c *Config) { c.Arrivals.Interval = 2 * time.Millisecond })},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, _, err := fakeBench(t, context.Background(), newFakeProvider(), tc.args...)
+			out, _, err := fakeBench(t, context.Background(), newFakeProvider(), tc.cfg, Exports{})
 			if err != nil {
 				t.Fatal(err)
 			}

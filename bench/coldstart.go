@@ -6,15 +6,13 @@ import (
 	"math"
 	"strings"
 	"time"
-
-	"rosetop/engine"
 )
 
 // coldStartLines is rosetop's block after the runs (not in the seeds): the engine's cold run
 // beside the steady runs' median, and the ledger of one-time costs that explains the difference
 // (seed 000: JIT and graph capture land in the first run's TTFT). Empty without both a cold and
 // a steady run.
-func coldStartLines(cold *Summary, steady int, cmp []Comparison, ledger []engine.LedgerEntry) []string {
+func coldStartLines(cold *Summary, steady int, cmp []Comparison, ledger []LedgerEntry) []string {
 	if cold == nil || steady == 0 {
 		return nil
 	}

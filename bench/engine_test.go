@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"rosetop/sched"
 )
@@ -17,12 +17,12 @@ import (
 // part is exercised), TTFT = add_request + tokenize + queue wait + prefill->first token holds
 // for every request, and every part is >= 0 (the timestamps are ordered).
 func TestTTFTDecompositionEngine(t *testing.T) {
-	cfg, err := ParseFlags([]string{"--device", "cpu", "--threads", "2", "--num-requests", "6", "--max-new-tokens", "3",
-		"--unique-prompts", "--tokenize-workers", "2", "--max-batch-size", "4", "--prefill-max-batch-size", "2"}, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewSession(context.Background(), cfg, SessionOptions{KeepRecords: true, headless: true})
+	cfg := testConfig(requests(6, 3), func(c *Config) {
+		c.Workload.UniquePrompts = true
+		c.Sched.MaxBatch, c.Sched.PrefillMaxBatch = 4, 2
+	})
+	prov := NewInProcess(InProcessOptions{Device: "cpu", Threads: 2, TokenizeWorkers: 2, PrefixCache: true})
+	s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: prov, KeepRecords: true, headless: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +65,8 @@ type interruptingProvider struct {
 	cancel context.CancelFunc
 }
 
-func (p *interruptingProvider) NewServer(ctx context.Context, cfg Config, eo EngineOptions, n int, c Clock) (Server, error) {
-	srv, err := p.Provider.NewServer(ctx, cfg, eo, n, c)
+func (p *interruptingProvider) NewServer(ctx context.Context, spec ServerSpec) (Server, error) {
+	srv, err := p.Provider.NewServer(ctx, spec)
 	return &interruptingServer{Server: srv, p: p}, err
 }
 
@@ -91,14 +91,12 @@ func (s *interruptingServer) Submit(r sched.Request) (sched.RequestID, error) {
 func TestCtrlCEngine(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg, err := ParseFlags([]string{"--device", "cpu", "--threads", "2", "--num-requests", "6", "--max-new-tokens", "16",
-		"--submit-interval-ms", "1", "--no-stop-on-eos", "--warmup-runs", "1"}, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &interruptingProvider{Provider: NewInProcess(), k: 6 + 3, cancel: cancel} // the 3rd submit of run 1
+	cfg := testConfig(requests(6, 16), runs(1, 1), func(c *Config) {
+		c.Arrivals.Interval, c.Workload.StopOnEOS = time.Millisecond, false
+	})
+	p := &interruptingProvider{Provider: cpuEngine(2), k: 6 + 3, cancel: cancel} // the 3rd submit of run 1
 	var out, errOut bytes.Buffer
-	err = runBench(ctx, cfg, SessionOptions{Provider: p}, &out, &errOut)
+	err := RunBench(ctx, cfg, SessionOptions{Provider: p}, Exports{}, &out, &errOut)
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("err = %v, want ErrInterrupted; stderr:\n%s", err, errOut.String())
 	}

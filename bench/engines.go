@@ -29,7 +29,8 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	s.mu.Lock()
 	want, knobs := s.want, s.knobs
 	s.mu.Unlock()
-	srv, err := s.prov.NewServer(context.Background(), s.cfg, want, s.seqs, s.clock)
+	spec := ServerSpec{Engine: want, MaxBatch: s.cfg.Sched.MaxBatch, MaxSeqLen: s.seqs, Sched: knobs, Clock: s.clock}
+	srv, err := s.prov.NewServer(context.Background(), spec)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +74,7 @@ func (s *Session) stopEngine(g *generation) error {
 	<-g.recDone
 	s.mu.Lock()
 	s.srv = nil
-	s.lastLedger = g.srv.Ledger() // the cold-start block and the dashboard still show it
+	s.lastLedger = g.srv.Ledger(0) // the cold-start block and the dashboard still show it
 	s.mu.Unlock()
 	return g.srv.Close()
 }
@@ -155,12 +156,8 @@ func modelName(info ServerInfo) string {
 // noteLedger logs the engine's ledger entries not logged yet: costs paid at build time and those
 // paid later, like a CUDA Graph captured on a batch size's first use. The caller holds s.mu.
 func (s *Session) noteLedger(g *generation) {
-	if g.srv.LedgerLen() == g.ledgerSeen {
-		return
-	}
-	all := g.srv.Ledger()
-	for _, e := range all[g.ledgerSeen:] {
+	for _, e := range g.srv.Ledger(g.ledgerSeen) {
 		s.logf(LogCapture, "%s %s: %v", e.What, e.Detail, e.Took.Round(10*time.Microsecond))
+		g.ledgerSeen++
 	}
-	g.ledgerSeen = len(all)
 }

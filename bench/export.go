@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"time"
+
+	"rosetop/internal/atomicfile"
 )
 
 // jsonDist is a Dist with null percentiles when there are no samples (JSON has no NaN).
@@ -80,7 +81,7 @@ type jsonRun struct {
 }
 
 type jsonReport struct {
-	Config Config    `json:"config"`
+	Config any       `json:"config"`
 	Runs   []jsonRun `json:"runs"`
 }
 
@@ -137,9 +138,9 @@ func toJSONRun(r *runResult) jsonRun {
 	return out
 }
 
-// writeJSON writes the config, every run (warmup runs marked) and their requests.
-func writeJSON(w io.Writer, cfg Config, runs []*runResult) error {
-	rep := jsonReport{Config: cfg, Runs: []jsonRun{}}
+// writeJSON writes the settings, every run (warmup runs marked) and their requests.
+func writeJSON(w io.Writer, settings any, runs []*runResult) error {
+	rep := jsonReport{Config: settings, Runs: []jsonRun{}}
 	for _, r := range runs {
 		rep.Runs = append(rep.Runs, toJSONRun(r))
 	}
@@ -195,17 +196,9 @@ func writeCSV(w io.Writer, runs []*runResult) error {
 	return cw.Error()
 }
 
-// writeFile creates path and fills it with write; the error names the flag.
+// writeFile replaces path atomically with what write produces; the error names the flag.
 func writeFile(flagName, path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--%s: %w", flagName, err)
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("--%s %s: %w", flagName, path, err)
-	}
-	if err := f.Close(); err != nil {
+	if err := atomicfile.Write(path, write); err != nil {
 		return fmt.Errorf("--%s %s: %w", flagName, path, err)
 	}
 	return nil

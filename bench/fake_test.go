@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"rosetop/engine"
 	"rosetop/engine/tokenizer"
 	"rosetop/sched"
 )
@@ -62,27 +61,29 @@ func newFakeProvider() *fakeProvider {
 	return &fakeProvider{device: "cpu", held: make(chan struct{})}
 }
 
-func (p *fakeProvider) Prepare(ctx context.Context, cfg Config, progress io.Writer) error {
+func (p *fakeProvider) Prepare(ctx context.Context, progress io.Writer) error {
 	tok, err := tokenizer.GPT2()
 	p.tok = tok
 	return err
 }
-func (p *fakeProvider) Codec() (TextCodec, int) { return p.tok, p.tok.VocabSize() }
-func (p *fakeProvider) MaxPositions() int       { return 1024 }
-func (p *fakeProvider) Ledger() []engine.LedgerEntry {
-	return []engine.LedgerEntry{{What: "model load", Detail: "fake"}}
+func (p *fakeProvider) Model() ModelInfo {
+	return ModelInfo{Codec: p.tok, Vocab: p.tok.VocabSize(), MaxPositions: 1024, EOS: p.tok.EOS()}
+}
+func (p *fakeProvider) Ledger() []LedgerEntry {
+	return []LedgerEntry{{What: "model load", Detail: "fake"}}
 }
 func (p *fakeProvider) Close() error { return nil }
 
-func (p *fakeProvider) NewServer(ctx context.Context, cfg Config, eo EngineOptions, maxSeqLen int, clock Clock) (Server, error) {
+func (p *fakeProvider) NewServer(ctx context.Context, spec ServerSpec) (Server, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	eo := spec.Engine
 	p.built = append(p.built, eo)
 	s := &fakeServer{
-		p: p, clock: clock.(*fakeClock), cfg: schedConfig(cfg), queue: make(chan fakeReq, 1<<14),
+		p: p, clock: spec.Clock.(*fakeClock), cfg: spec.Sched, queue: make(chan fakeReq, 1<<14),
 		cancels: make(chan sched.RequestID, 1<<14),
 		info: ServerInfo{Model: "fake-gpt2", Device: p.device, DeviceDetail: p.device + " (fake)", Paged: eo.Paged,
-			CUDAGraph: eo.CUDAGraph && p.device == "cuda", MaxBatch: cfg.MaxBatch, KVTotal: 128},
+			CUDAGraph: eo.CUDAGraph && p.device == "cuda", MaxBatch: spec.MaxBatch, KVTotal: 128},
 	}
 	p.servers = append(p.servers, s)
 	return s, nil
@@ -145,8 +146,8 @@ func (s *fakeServer) Cancel(id sched.RequestID) { s.cancels <- id }
 func (s *fakeServer) SetConfig(c sched.Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c.MaxBatch < 1 || c.PrefillMaxBatch < 1 || c.PrefillMaxBatch > c.MaxBatch {
-		return errors.New("bad config")
+	if err := c.Validate(s.info.MaxBatch); err != nil {
+		return err
 	}
 	s.cfg = c
 	return nil
@@ -158,11 +159,13 @@ func (s *fakeServer) Config() sched.Config {
 	return s.cfg
 }
 
-func (s *fakeServer) Ledger() []engine.LedgerEntry {
-	return []engine.LedgerEntry{{What: "KV pool allocation", Detail: "fake", Took: time.Millisecond}}
+func (s *fakeServer) Ledger(from int) []LedgerEntry {
+	all := []LedgerEntry{{What: "KV pool allocation", Detail: "fake", Took: time.Millisecond}}
+	if from >= len(all) {
+		return nil
+	}
+	return all[from:]
 }
-
-func (s *fakeServer) LedgerLen() int { return len(s.Ledger()) }
 
 func (s *fakeServer) Close() error {
 	s.mu.Lock()

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"rosetop/engine"
 	"rosetop/sched"
 )
 
@@ -271,7 +270,7 @@ func (l *liveState) compare() []Comparison {
 }
 
 // view assembles the immutable View; every slice is a fresh copy.
-func (l *liveState) view(start time.Time, now time.Duration, h Header, ledger []engine.LedgerEntry) *View {
+func (l *liveState) view(start time.Time, now time.Duration, h Header, ledger []LedgerEntry) *View {
 	v := &View{
 		Start: start, Now: now, Header: h,
 		Queue: l.queue.slice(), Admissions: l.admissions.slice(), Latency: l.rolling(now),

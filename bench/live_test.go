@@ -85,9 +85,9 @@ func TestUniqueMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.UniquePrompts, cfg.NumRequests, cfg.PromptRepeats = true, 300, 3
-	w, err := buildWorkload(cfg, tok, tok.VocabSize())
+	spec := testConfig().Workload
+	spec.UniquePrompts, spec.NumRequests, spec.PromptRepeats = true, 300, 3
+	w, err := buildWorkload(spec, tok, tok.VocabSize())
 	if err != nil {
 		t.Fatal(err)
 	}

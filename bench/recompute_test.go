@@ -167,8 +167,7 @@ func checkRecomputation(t *testing.T, out string, jsonData []byte) {
 
 func TestRecomputeFromJSONFake(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.json")
-	out, _, err := fakeBench(t, context.Background(), newFakeProvider(), "--job", "paced", "--num-requests", "12",
-		"--max-new-tokens", "5", "--repeat-runs", "2", "--json", path)
+	out, _, err := fakeBench(t, context.Background(), newFakeProvider(), testConfig(paced, requests(12, 5), runs(1, 2)), Exports{JSONPath: path, Settings: map[string]int{"num_requests": 12}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,13 +177,13 @@ func TestRecomputeFromJSONFake(t *testing.T) {
 	}
 	checkRecomputation(t, out, data)
 	var rep struct {
-		Config Config   `json:"config"`
-		Runs   []recRun `json:"runs"`
+		Config map[string]int `json:"config"`
+		Runs   []recRun       `json:"runs"`
 	}
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Config.NumRequests != 12 || len(rep.Runs) != 3 || !rep.Runs[0].Warmup || rep.Runs[0].Label != "warmup 1/1" || rep.Runs[1].Warmup {
+	if rep.Config["num_requests"] != 12 || len(rep.Runs) != 3 || !rep.Runs[0].Warmup || rep.Runs[0].Label != "warmup 1/1" || rep.Runs[1].Warmup {
 		t.Fatalf("json config/runs: %+v %d runs", rep.Config, len(rep.Runs))
 	}
 	for _, run := range rep.Runs {
@@ -201,13 +200,10 @@ func TestRecomputeFromJSONFake(t *testing.T) {
 // recomputation of every printed percentile.
 func TestRecomputeFromJSONEngine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.json")
-	cfg, err := ParseFlags([]string{"--job", "decode-heavy", "--device", "cpu", "--threads", "2", "--num-requests", "4",
-		"--max-new-tokens", "8", "--warmup-runs", "1", "--repeat-runs", "3", "--json", path}, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := testConfig(decodeHeavy, requests(4, 8), runs(1, 3))
 	var out, errOut bytes.Buffer
-	if err := RunBench(context.Background(), cfg, &out, &errOut); err != nil {
+	opts := SessionOptions{Provider: cpuEngine(2)}
+	if err := RunBench(context.Background(), cfg, opts, Exports{JSONPath: path, Settings: cfg}, &out, &errOut); err != nil {
 		t.Fatalf("RunBench: %v\nstderr: %s", err, errOut.String())
 	}
 	text := out.String()

@@ -147,7 +147,7 @@ func (s *Session) prewarm(g *generation) error {
 
 // runOne submits the workload once and waits for every request to finish.
 func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, first bool) (outcome, error) {
-	rs := &runState{n: s.cfg.NumRequests, records: map[sched.RequestID]*sched.Record{}, progress: make(chan struct{}, 1)}
+	rs := &runState{n: s.cfg.Workload.NumRequests, records: map[sched.RequestID]*sched.Record{}, progress: make(chan struct{}, 1)}
 	rs.info = runInfo{Label: pr.label, Index: pr.index, Warmup: pr.warmup}
 	s.mu.Lock()
 	rs.hdr = s.reportHeader(g.info)
@@ -166,7 +166,7 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 	subDone := make(chan struct{})
 	var wall time.Duration // written by the submitter goroutine, read after subDone
 	var subErr error       // likewise
-	sub := submitter{clock: s.clock, settings: s.arrivals, waitResume: s.waitResume, seed: s.cfg.Seed}
+	sub := submitter{clock: s.clock, settings: s.arrivals, waitResume: s.waitResume, seed: s.cfg.Arrivals.Seed}
 	go func() {
 		defer close(subDone)
 		wall, subErr = sub.run(subCtx, rs.n, func(i int, target time.Duration, has bool) error {
@@ -305,14 +305,14 @@ func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partia
 // reportHeader is what a run's report block says it ran on; the caller holds s.mu.
 func (s *Session) reportHeader(info ServerInfo) reportHeader {
 	return reportHeader{
-		Model: modelName(info), Device: info.Device, DeviceDetail: info.DeviceDetail, Pretok: s.cfg.Pretok,
-		TokenizeWorkers: s.cfg.TokenizeWorkers, StreamInterval: s.cfg.StreamInterval, Paged: info.Paged,
+		Model: modelName(info), Device: info.Device, DeviceDetail: info.DeviceDetail, Pretok: s.cfg.Workload.Pretok,
+		TokenizeWorkers: info.TokenizeWorkers, StreamInterval: s.cfg.Workload.StreamInterval, Paged: info.Paged,
 		CUDAGraph: info.CUDAGraph, NVTX: s.cfg.NVTX, IntervalMs: s.arr.intervalMs(), Schedule: s.arr.Schedule,
 	}
 }
 
 // arrivals is the submitter's view of the schedule in force.
-func (s *Session) arrivals() (arrivals, uint64) {
+func (s *Session) arrivals() (Arrivals, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.arr, s.arrGen

@@ -6,23 +6,8 @@ import (
 	"time"
 )
 
-// arrivals is the submit schedule in force (seed 002, plus Poisson arrivals).
-type arrivals struct {
-	Schedule string        // "relative" | "absolute" | "poisson"
-	Interval time.Duration // relative: sleep after each submit; absolute: target spacing
-	Rate     float64       // poisson: mean requests per second
-}
-
-// arrivalsOf reads cfg's schedule. --request-rate wins over --submit-interval-ms, as in vLLM.
-func arrivalsOf(cfg Config) arrivals {
-	if cfg.poisson() {
-		return arrivals{Schedule: "poisson", Rate: cfg.RequestRate}
-	}
-	return arrivals{Schedule: cfg.SubmitSchedule, Interval: time.Duration(cfg.SubmitIntervalMs * float64(time.Millisecond))}
-}
-
 // intervalMs is the interval the report prints: the mean gap for Poisson arrivals.
-func (a arrivals) intervalMs() float64 {
+func (a Arrivals) intervalMs() float64 {
 	if a.Schedule == "poisson" {
 		return 1000 / a.Rate
 	}
@@ -34,7 +19,7 @@ type submitter struct {
 	clock Clock
 	// settings returns the schedule in force and a generation number bumped on every change; a
 	// change re-bases absolute targets at the moment it is seen (the dashboard changes it live).
-	settings func() (arrivals, uint64)
+	settings func() (Arrivals, uint64)
 	// waitResume blocks while arrivals are paused and reports whether it did; nil: never paused.
 	waitResume func(ctx context.Context) (bool, error)
 	seed       uint64 // Poisson gaps; every run draws the same arrivals

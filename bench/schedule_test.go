@@ -8,10 +8,10 @@ import (
 
 // runSchedule submits n requests whose add_request costs addCost on the fake clock and returns
 // each submit's start, target and whether it had one.
-func runSchedule(t *testing.T, a arrivals, n int, addCost time.Duration) (starts, targets []time.Duration, has []bool, wall time.Duration) {
+func runSchedule(t *testing.T, a Arrivals, n int, addCost time.Duration) (starts, targets []time.Duration, has []bool, wall time.Duration) {
 	t.Helper()
 	clock := newFakeClock(time.Second)
-	sub := submitter{clock: clock, settings: func() (arrivals, uint64) { return a, 0 }, seed: 7}
+	sub := submitter{clock: clock, settings: func() (Arrivals, uint64) { return a, 0 }, seed: 7}
 	wall, err := sub.run(context.Background(), n, func(i int, target time.Duration, ok bool) error {
 		starts, targets, has = append(starts, clock.Now()), append(targets, target), append(has, ok)
 		clock.advance(addCost)
@@ -25,7 +25,7 @@ func runSchedule(t *testing.T, a arrivals, n int, addCost time.Duration) (starts
 
 func TestScheduleRelativeSpacingIsAddTimePlusInterval(t *testing.T) {
 	add, interval := 300*time.Microsecond, 2*time.Millisecond
-	starts, _, has, wall := runSchedule(t, arrivals{Schedule: "relative", Interval: interval}, 5, add)
+	starts, _, has, wall := runSchedule(t, Arrivals{Schedule: "relative", Interval: interval}, 5, add)
 	for i := 1; i < len(starts); i++ {
 		if got := starts[i] - starts[i-1]; got != add+interval {
 			t.Errorf("spacing %d = %v, want add_request %v + interval %v", i, got, add, interval)
@@ -42,7 +42,7 @@ func TestScheduleRelativeSpacingIsAddTimePlusInterval(t *testing.T) {
 func TestScheduleAbsoluteTargetsAndLag(t *testing.T) {
 	interval := 2 * time.Millisecond
 	// Fast submits: every request starts exactly on its target t0 + i*interval.
-	starts, targets, _, _ := runSchedule(t, arrivals{Schedule: "absolute", Interval: interval}, 5, 300*time.Microsecond)
+	starts, targets, _, _ := runSchedule(t, Arrivals{Schedule: "absolute", Interval: interval}, 5, 300*time.Microsecond)
 	t0 := starts[0]
 	for i := range starts {
 		if want := t0 + time.Duration(i)*interval; targets[i] != want || starts[i] != want {
@@ -50,7 +50,7 @@ func TestScheduleAbsoluteTargetsAndLag(t *testing.T) {
 		}
 	}
 	// Slow submits (3 ms each, interval 2 ms): targets stay on the grid, the lag grows by 1 ms.
-	starts, targets, _, _ = runSchedule(t, arrivals{Schedule: "absolute", Interval: interval}, 4, 3*time.Millisecond)
+	starts, targets, _, _ = runSchedule(t, Arrivals{Schedule: "absolute", Interval: interval}, 4, 3*time.Millisecond)
 	for i := range starts {
 		if want := starts[0] + time.Duration(i)*interval; targets[i] != want {
 			t.Errorf("slow request %d: target %v, want %v", i, targets[i], want)
@@ -64,7 +64,7 @@ func TestScheduleAbsoluteTargetsAndLag(t *testing.T) {
 }
 
 func TestSchedulePoissonIsSeededAndAbsolute(t *testing.T) {
-	a := arrivals{Schedule: "poisson", Rate: 100}
+	a := Arrivals{Schedule: "poisson", Rate: 100}
 	s1, t1, _, _ := runSchedule(t, a, 50, 10*time.Microsecond)
 	_, t2, _, _ := runSchedule(t, a, 50, 10*time.Microsecond)
 	var sum time.Duration
@@ -86,7 +86,7 @@ func TestSchedulePoissonIsSeededAndAbsolute(t *testing.T) {
 }
 
 func TestScheduleBurstHasNoSleep(t *testing.T) {
-	starts, _, has, wall := runSchedule(t, arrivals{Schedule: "absolute"}, 3, time.Millisecond)
+	starts, _, has, wall := runSchedule(t, Arrivals{Schedule: "absolute"}, 3, time.Millisecond)
 	if wall != 3*time.Millisecond || starts[2]-starts[0] != 2*time.Millisecond || has[0] {
 		t.Errorf("burst: wall %v starts %v has %v", wall, starts, has)
 	}

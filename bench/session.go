@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"rosetop/engine"
 	"rosetop/sched"
 )
 
@@ -19,7 +18,7 @@ var ErrInterrupted = fmt.Errorf("interrupted: %w", context.Canceled)
 
 // SessionOptions configure a Session beyond the command line.
 type SessionOptions struct {
-	Provider Provider      // nil: the in-process engine and scheduler
+	Provider Provider      // where engines come from (NewInProcess, a remote server)
 	Clock    Clock         // nil: the real monotonic clock
 	Progress io.Writer     // model load progress and notes; nil: discarded
 	Window   time.Duration // rolling window of the latency percentiles; 0: 30 s
@@ -67,13 +66,13 @@ type Session struct {
 
 	mu          sync.Mutex // guards the fields below
 	live        *liveState
-	srv         Server               // the current engine; nil while rebuilding
-	lastLedger  []engine.LedgerEntry // the last stopped engine's ledger, shown until the next engine's
-	info        ServerInfo           // of srv
-	want        EngineOptions        // what the next engine is built with
-	knobs       sched.Config         // the scheduler knobs asked for (kept across engines)
-	arr         arrivals             // the submit schedule in force
-	arrGen      uint64               // bumped on every schedule change
+	srv         Server        // the current engine; nil while rebuilding
+	lastLedger  []LedgerEntry // the last stopped engine's ledger, shown until the next engine's
+	info        ServerInfo    // of srv
+	want        EngineOptions // what the next engine is built with
+	knobs       sched.Config  // the scheduler knobs asked for (kept across engines)
+	arr         Arrivals      // the submit schedule in force
+	arrGen      uint64        // bumped on every schedule change
 	paused      bool
 	resume      chan struct{} // closed on resume; replaced on pause
 	cur         *runState     // the run in progress; nil between runs
@@ -93,7 +92,7 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 		opts.Clock = NewRealClock()
 	}
 	if opts.Provider == nil {
-		opts.Provider = NewInProcess()
+		return nil, errors.New("bench: NewSession without a Provider")
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
@@ -104,15 +103,14 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	s := &Session{
 		cfg: cfg, opts: opts, clock: opts.Clock, start: time.Now().Add(-opts.Clock.Now()), prov: opts.Provider,
 		restartCh: make(chan string, 1), done: make(chan struct{}), live: newLiveState(opts.Window),
-		want: EngineOptions{Paged: cfg.Paged, CUDAGraph: cfg.CUDAGraph}, arr: arrivalsOf(cfg), phase: PhaseStarting,
-		knobs: schedConfig(cfg),
+		want: cfg.Engine, arr: cfg.Arrivals, phase: PhaseStarting, knobs: cfg.Sched,
 	}
 	s.view.Store(s.live.view(s.start, s.clock.Now(), s.header(s.clock.Now()), nil))
-	if err := s.prov.Prepare(ctx, cfg, opts.Progress); err != nil {
+	if err := s.prov.Prepare(ctx, opts.Progress); err != nil {
 		return nil, err
 	}
-	codec, vocab := s.prov.Codec()
-	wl, err := buildWorkload(cfg, codec, vocab)
+	model := s.prov.Model()
+	wl, err := buildWorkload(cfg.Workload, model.Codec, model.Vocab)
 	if err != nil {
 		s.prov.Close()
 		return nil, err
@@ -120,7 +118,7 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	s.wl = wl
 	s.seqs = cfg.MaxSeqLen
 	if s.seqs == 0 {
-		s.seqs = min(wl.longestTotal, s.prov.MaxPositions())
+		s.seqs = min(wl.longestTotal, model.MaxPositions)
 	}
 	g, err := s.startEngine(1)
 	if err != nil {
@@ -220,20 +218,10 @@ func (s *Session) header(now time.Duration) Header {
 }
 
 // ledger is the model's and the current engine's cold-start costs; the caller holds s.mu.
-func (s *Session) ledger() []engine.LedgerEntry {
+func (s *Session) ledger() []LedgerEntry {
 	out := s.prov.Ledger()
 	if s.srv != nil {
-		return append(out, s.srv.Ledger()...)
+		return append(out, s.srv.Ledger(0)...)
 	}
 	return append(out, s.lastLedger...)
-}
-
-// schedConfig is the scheduler configuration cfg asks for.
-func schedConfig(cfg Config) sched.Config {
-	p, err := sched.ParsePolicy(cfg.Policy)
-	if err != nil { // Validate rejects it first; the default, should one get here
-		p = sched.Mixed
-	}
-	return sched.Config{MaxBatch: cfg.MaxBatch, PrefillMaxBatch: cfg.PrefillMaxBatch, PrefillMaxTokens: cfg.PrefillMaxTokens, Policy: p,
-		BurstQuiet: time.Duration(cfg.BurstQuietUs * float64(time.Microsecond))}
 }

@@ -16,12 +16,11 @@ func TestUnwritableJSONKeepsReport(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "no", "such", "dir", "out.json")
 	csvPath := filepath.Join(dir, "out.csv")
-	out, _, err := fakeBench(t, context.Background(), newFakeProvider(),
-		"--num-requests", "3", "--max-new-tokens", "2", "--json", bad, "--csv", csvPath)
+	out, _, err := fakeBench(t, context.Background(), newFakeProvider(), testConfig(requests(3, 2)), Exports{JSONPath: bad, CSVPath: csvPath})
 	if err == nil {
 		t.Fatal("RunBench with an unwritable --json returned nil")
 	}
-	if msg := err.Error(); !strings.HasPrefix(msg, "--json: ") || strings.Contains(msg, "\n") {
+	if msg := err.Error(); !strings.HasPrefix(msg, "--json "+bad+": ") || strings.Contains(msg, "\n") {
 		t.Errorf("error = %q, want one line naming --json", msg)
 	}
 	if !strings.Contains(out, "Throughput (completion,total):") || !strings.Contains(out, "Requests: 3") {
@@ -47,7 +46,7 @@ func TestCtrlCPrintsWhatFinishedAndLeaksNothing(t *testing.T) {
 	}()
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "out.json")
-	out, _, err := fakeBench(t, ctx, p, "--num-requests", "8", "--max-new-tokens", "3", "--json", jsonPath)
+	out, _, err := fakeBench(t, ctx, p, testConfig(requests(8, 3)), Exports{JSONPath: jsonPath})
 	if !errors.Is(err, ErrInterrupted) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want ErrInterrupted", err)
 	}
@@ -77,12 +76,8 @@ func TestCtrlCPrintsWhatFinishedAndLeaksNothing(t *testing.T) {
 
 // newFakeSession starts a live session on the fake provider; published receives a token after
 // every new View.
-func newFakeSession(t *testing.T, p *fakeProvider, args ...string) (s *Session, published chan struct{}) {
+func newFakeSession(t *testing.T, p *fakeProvider, cfg Config) (s *Session, published chan struct{}) {
 	t.Helper()
-	cfg, err := ParseFlags(args, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	published = make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -90,7 +85,7 @@ func newFakeSession(t *testing.T, p *fakeProvider, args ...string) (s *Session, 
 		default:
 		}
 	}
-	s, err = NewSession(context.Background(), cfg, SessionOptions{Provider: p, Clock: newFakeClock(time.Second), onPublish: notify})
+	s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: p, Clock: newFakeClock(time.Second), onPublish: notify})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +116,7 @@ func waitFor(t *testing.T, s *Session, published <-chan struct{}, what string, c
 
 func TestLiveSessionViewAndActions(t *testing.T) {
 	p := newFakeProvider()
-	s, published := newFakeSession(t, p, "--num-requests", "4", "--max-new-tokens", "3", "--warmup-runs", "1", "--max-batch-size", "8", "--prefill-max-batch-size", "4")
+	s, published := newFakeSession(t, p, testConfig(requests(4, 3), runs(1, 1), func(c *Config) { c.Sched.MaxBatch, c.Sched.PrefillMaxBatch = 8, 4 }))
 	v := waitFor(t, s, published, "a cold run and two steady runs", func(v *View) bool { return v.Cold != nil && len(v.Steady) >= 2 })
 	if !v.Cold.Warmup || v.Cold.Label != "warmup 1/1" || v.Steady[0].Label != "run 1/1" || v.Steady[1].Label != "live 1" {
 		t.Errorf("runs: cold %q steady %q %q", v.Cold.Label, v.Steady[0].Label, v.Steady[1].Label)

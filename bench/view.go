@@ -1,10 +1,6 @@
 package bench
 
-import (
-	"time"
-
-	"rosetop/engine"
-)
+import "time"
 
 // Dist is a latency distribution in milliseconds: percentiles by linear interpolation between
 // closest ranks (numpy's default). N == 0 means no samples (print "n/a").
@@ -161,7 +157,7 @@ type View struct {
 	Cold       *Summary  // the current engine's cold run, nil until it finished
 	Steady     []Summary // finished steady runs of the current engine (bounded)
 	Compare    []Comparison
-	Ledger     []engine.LedgerEntry
+	Ledger     []LedgerEntry
 	Events     []LogEvent // recent, oldest first
 	Markers    []Marker
 }

@@ -26,22 +26,22 @@ type workload struct {
 	longestTotal int // longest prompt + max new tokens
 }
 
-// buildWorkload makes cfg's prompts. vocab bounds the marker ids (the model's vocabulary).
-func buildWorkload(cfg Config, tok TextCodec, vocab int) (*workload, error) {
-	base := strings.Repeat(cfg.Prompt, cfg.PromptRepeats)
+// buildWorkload makes spec's prompts. vocab bounds the marker ids (the model's vocabulary).
+func buildWorkload(spec Workload, tok TextCodec, vocab int) (*workload, error) {
+	base := strings.Repeat(spec.Prompt, spec.PromptRepeats)
 	w := &workload{
-		pretok: cfg.Pretok, maxNew: cfg.MaxNewTokens, stopOnEOS: !cfg.NoStopOnEOS, streamEvery: cfg.StreamInterval,
-		sampling: engine.SamplingParams{Temperature: float32(cfg.Temperature), TopK: cfg.TopK, TopP: float32(cfg.TopP), Seed: cfg.Seed},
+		pretok: spec.Pretok, maxNew: spec.MaxNewTokens, stopOnEOS: spec.StopOnEOS, streamEvery: spec.StreamInterval,
+		sampling: spec.Sampling,
 	}
 	var markers []string
-	if cfg.UniquePrompts {
+	if spec.UniquePrompts {
 		var err error
-		if markers, err = UniqueMarkers(tok, cfg.NumRequests, vocab); err != nil {
+		if markers, err = UniqueMarkers(tok, spec.NumRequests, vocab); err != nil {
 			return nil, err
 		}
 	}
 	var shared []int32
-	for i := 0; i < cfg.NumRequests; i++ {
+	for i := 0; i < spec.NumRequests; i++ {
 		text := base
 		if markers != nil {
 			text = markers[i] + " " + base
@@ -54,11 +54,11 @@ func buildWorkload(cfg Config, tok TextCodec, vocab int) (*workload, error) {
 			shared = ids
 		}
 		if len(ids) == 0 {
-			return nil, fmt.Errorf("--prompt %q encodes to no tokens: a request needs at least one", cfg.Prompt)
+			return nil, fmt.Errorf("--prompt %q encodes to no tokens: a request needs at least one", spec.Prompt)
 		}
 		w.texts = append(w.texts, text)
 		w.tokens = append(w.tokens, ids)
-		w.longestTotal = max(w.longestTotal, len(ids)+cfg.MaxNewTokens)
+		w.longestTotal = max(w.longestTotal, len(ids)+spec.MaxNewTokens)
 	}
 	return w, nil
 }

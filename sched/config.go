@@ -45,9 +45,9 @@ func ParsePolicy(s string) (Policy, error) {
 // MaxBurstQuiet is the longest Config.BurstQuiet accepted.
 const MaxBurstQuiet = time.Millisecond
 
-// validate checks c; batchLimit > 0 is the most sequences the backend takes in one step.
+// Validate checks c; batchLimit > 0 is the most sequences the backend takes in one step.
 // Errors name the flag that sets the bad value.
-func (c Config) validate(batchLimit int) error {
+func (c Config) Validate(batchLimit int) error {
 	switch {
 	case c.MaxBatch < 1:
 		return fmt.Errorf("%w: --max-batch-size %d, want >= 1", ErrBadConfig, c.MaxBatch)

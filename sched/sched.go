@@ -158,7 +158,7 @@ func (o *Options) validate() error {
 	case o.BatchLimit < 0:
 		return fmt.Errorf("%w: batch limit %d, want >= 0", ErrBadConfig, o.BatchLimit)
 	}
-	return o.Config.validate(o.BatchLimit)
+	return o.Config.Validate(o.BatchLimit)
 }
 
 // Submit queues a request and returns its id. It stamps Times.SubmitStart on entry and
@@ -240,7 +240,7 @@ func (s *Scheduler) Cancel(id RequestID) {
 
 // SetConfig validates c and applies it from the next step. Safe from any goroutine.
 func (s *Scheduler) SetConfig(c Config) error {
-	if err := c.validate(s.batchLimit); err != nil {
+	if err := c.Validate(s.batchLimit); err != nil {
 		return err
 	}
 	s.cfg.Store(&c)

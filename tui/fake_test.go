@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"rosetop/bench"
-	"rosetop/engine"
 )
 
 // fakeSession is a deterministic Session: a fixed View whose header Do changes the way the real
@@ -174,7 +173,7 @@ func testView() *bench.View {
 		{Metric: "Throughput (tok/s)", Cold: 1210, Steady: 1843.5, Ratio: 1210 / 1843.5},
 	}
 	at := v.Start
-	v.Ledger = []engine.LedgerEntry{
+	v.Ledger = []bench.LedgerEntry{
 		{What: "model load", Detail: "mmap, 148 tensors, 12 MB", Took: 41 * time.Millisecond, At: at},
 		{What: "KV cache alloc", Detail: "paged, 1024 blocks", Took: 3 * time.Millisecond, At: at},
 		{What: "first forward", Detail: "batch 16", Took: 212 * time.Millisecond, At: at},

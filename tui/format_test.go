@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"rosetop/engine"
+	"rosetop/bench"
 	"rosetop/themes"
 )
 
@@ -102,7 +102,7 @@ func TestLayoutTiers(t *testing.T) {
 }
 
 func TestLedgerGroups(t *testing.T) {
-	es := []engine.LedgerEntry{
+	es := []bench.LedgerEntry{
 		{What: "model load", Detail: "12 MB", Took: 40 * time.Millisecond},
 		{What: "graph capture", Detail: "batch 1", Took: 10 * time.Millisecond},
 		{What: "graph capture", Detail: "batch 2", Took: 12 * time.Millisecond},

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"rosetop/bench"
-	"rosetop/engine"
 )
 
 // paneMemo is a table pane as last drawn and the inputs it was drawn from. The cold-vs-steady
@@ -20,7 +19,7 @@ type paneMemo struct {
 
 	latency []bench.LatencyRow
 	compare []bench.Comparison
-	ledger  []engine.LedgerEntry
+	ledger  []bench.LedgerEntry
 	steady  int
 	events  []bench.LogEvent
 	ok      bool // out is valid

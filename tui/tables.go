@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"rosetop/bench"
-	"rosetop/engine"
 )
 
 // latencyBody is the rolling percentile table: one row per metric, fixed-width number columns.
@@ -123,7 +122,7 @@ type ledgerGroup struct {
 }
 
 // ledgerGroups sums entries by What in first-seen order; the detail is kept when there is one entry.
-func ledgerGroups(es []engine.LedgerEntry) []ledgerGroup {
+func ledgerGroups(es []bench.LedgerEntry) []ledgerGroup {
 	idx := map[string]int{}
 	var gs []ledgerGroup
 	for _, e := range es {

@@ -1,8 +1,8 @@
-package bench
+package main
 
-// Job is a named preset: the command line of one seed post, as flag name/value pairs applied to
+// preset is a named job: the command line of one seed post, as flag name/value pairs applied to
 // every flag the user did not give explicitly.
-type Job struct {
+type preset struct {
 	Name  string
 	Seed  string // the post it reproduces
 	Flags [][2]string
@@ -10,9 +10,9 @@ type Job struct {
 
 // jobs returns the four presets of DESIGN.md ("Benchmark jobs"). Every seed runs with
 // --no-prefix-cache and --warmup-runs 1; all but 002's relative baseline use --no-stop-on-eos.
-func jobs() []Job {
+func jobs() []preset {
 	common := [][2]string{{"no-stop-on-eos", "true"}, {"no-prefix-cache", "true"}, {"warmup-runs", "1"}}
-	return []Job{
+	return []preset{
 		{Name: "decode-heavy", Seed: "000", Flags: append([][2]string{
 			{"prompt", "Hello"}, {"unique-prompts", "true"}, {"num-requests", "64"}, {"max-new-tokens", "256"},
 			{"max-batch-size", "64"}, {"prefill-max-batch-size", "64"}, {"submit-interval-ms", "0"},
@@ -37,8 +37,8 @@ func jobs() []Job {
 	}
 }
 
-// JobNames lists the valid --job values.
-func JobNames() []string {
+// jobNames lists the valid --job values.
+func jobNames() []string {
 	var names []string
 	for _, j := range jobs() {
 		names = append(names, j.Name)
@@ -46,11 +46,11 @@ func JobNames() []string {
 	return names
 }
 
-func jobByName(name string) (Job, bool) {
+func jobByName(name string) (preset, bool) {
 	for _, j := range jobs() {
 		if j.Name == name {
 			return j, true
 		}
 	}
-	return Job{}, false
+	return preset{}, false
 }

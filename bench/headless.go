@@ -12,21 +12,23 @@ import (
 // progressEvery is how often RunBench notes on stderr how far a slow run has got.
 const progressEvery = 10 * time.Second
 
-// RunBench is `rosetop bench`: it runs cfg's warmup and repeat runs headless and prints, as the
-// seeds do, "=== warmup i/N ===" per warmup run, "=== run i/M ===" per run when M > 1 and each
-// measured run's report on stdout; progress goes to stderr. Then it writes --json and --csv.
-// An unwritable output file does not lose the report (already printed); its error is returned.
-// Ctrl-C (ctx cancelled) cancels outstanding requests, prints what finished and returns
-// ErrInterrupted. main prints a returned error as one line (nothing for ErrInterrupted).
-func RunBench(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	return runBench(ctx, cfg, SessionOptions{}, stdout, stderr)
+// Exports are the files a headless run writes after its runs.
+type Exports struct {
+	JSONPath string // config, run summaries and per-request records ("": none)
+	CSVPath  string // one row per request ("": none)
+	Settings any    // the command line's options, written as the JSON's "config"
 }
 
-// runBench is RunBench with injectable session options (tests pass a fake provider and clock).
-func runBench(ctx context.Context, cfg Config, opts SessionOptions, stdout, stderr io.Writer) error {
+// RunBench is `rosetop bench`: it runs cfg's warmup and repeat runs headless on opts.Provider and
+// prints, as the seeds do, "=== warmup i/N ===" per warmup run, "=== run i/M ===" per run when
+// M > 1 and each measured run's report on stdout; progress goes to stderr. Then it writes the
+// exports, each atomically. An unwritable export does not lose the report (already printed); its
+// error is returned. Ctrl-C (ctx cancelled) cancels outstanding requests, prints what finished,
+// writes the exports and returns ErrInterrupted.
+func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, stdout, stderr io.Writer) error {
 	out := &errWriter{w: stdout}
 	opts.headless = true
-	opts.KeepRecords = cfg.JSONPath != "" || cfg.CSVPath != ""
+	opts.KeepRecords = exp.JSONPath != "" || exp.CSVPath != ""
 	opts.Progress = stderr
 	opts.onRunStart = func(label string) {
 		if strings.HasPrefix(label, "warmup") || cfg.RepeatRuns > 1 {
@@ -62,11 +64,11 @@ func runBench(ctx context.Context, cfg Config, opts SessionOptions, stdout, stde
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		errs = append(errs, runErr)
 	}
-	if cfg.JSONPath != "" {
-		errs = append(errs, writeFile("json", cfg.JSONPath, func(w io.Writer) error { return writeJSON(w, cfg, results) }))
+	if exp.JSONPath != "" {
+		errs = append(errs, writeFile("json", exp.JSONPath, func(w io.Writer) error { return writeJSON(w, exp.Settings, results) }))
 	}
-	if cfg.CSVPath != "" {
-		errs = append(errs, writeFile("csv", cfg.CSVPath, func(w io.Writer) error { return writeCSV(w, results) }))
+	if exp.CSVPath != "" {
+		errs = append(errs, writeFile("csv", exp.CSVPath, func(w io.Writer) error { return writeCSV(w, results) }))
 	}
 	if out.err != nil {
 		errs = append(errs, fmt.Errorf("stdout: %w", out.err))

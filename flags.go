@@ -1,0 +1,238 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"strings"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/engine"
+	"rosetop/sched"
+)
+
+// options is the command line of `rosetop` and `rosetop bench`: every flag's target. Its JSON
+// is the "config" object of a --json export.
+type options struct {
+	Model             string  `json:"model"`
+	Device            string  `json:"device"` // auto | cpu | cuda
+	Job               string  `json:"job,omitempty"`
+	Prompt            string  `json:"prompt"`
+	PromptRepeats     int     `json:"prompt_repeats"`
+	UniquePrompts     bool    `json:"unique_prompts"`
+	NumRequests       int     `json:"num_requests"`
+	MaxNewTokens      int     `json:"max_new_tokens"`
+	MaxBatch          int     `json:"max_batch_size"`
+	PrefillMaxBatch   int     `json:"prefill_max_batch_size"` // 0: = MaxBatch
+	PrefillMaxTokens  int     `json:"prefill_max_tokens"`     // 0: no limit
+	Policy            string  `json:"policy"`                 // decode-first | prefill-first | mixed
+	BurstQuietUs      float64 `json:"burst_quiet_us"`         // 0: off
+	SubmitIntervalMs  float64 `json:"submit_interval_ms"`
+	SubmitSchedule    string  `json:"submit_schedule"` // relative | absolute
+	RequestRate       float64 `json:"request_rate"`    // Poisson arrivals per second; 0 or +Inf: off
+	Seed              uint64  `json:"seed"`
+	Temperature       float64 `json:"temperature"`
+	TopK              int     `json:"top_k"`
+	TopP              float64 `json:"top_p"`
+	NoStopOnEOS       bool    `json:"no_stop_on_eos"`
+	NoPrefixCache     bool    `json:"no_prefix_cache"`
+	Paged             bool    `json:"paged_attn"`
+	CUDAGraph         bool    `json:"cuda_graph"`
+	CaptureAhead      bool    `json:"capture_ahead"`
+	GPUMemoryFraction float64 `json:"gpu_memory_fraction"`
+	Threads           int     `json:"threads"`
+	MaxSeqLen         int     `json:"max_seq_len"` // 0: longest prompt + max new tokens
+	NVTX              bool    `json:"nvtx"`
+	Pretok            bool    `json:"pretok"`
+	TokenizeWorkers   int     `json:"tokenize_workers"`
+	StreamInterval    int     `json:"stream_interval"`
+	WarmupRuns        int     `json:"warmup_runs"`
+	RepeatRuns        int     `json:"repeat_runs"`
+	JSONPath          string  `json:"-"`
+	CSVPath           string  `json:"-"`
+	CPUProfilePath    string  `json:"-"`
+}
+
+// Bounds of the size flags: nothing is allocated from a flag before it is checked against them.
+const (
+	maxRequests    = 100_000 // requests per run (every record of a run is kept)
+	maxNewTokens   = 1 << 20
+	maxBatch       = 4096
+	maxRuns        = 10_000
+	maxPromptBytes = 4 << 20 // the prompt text after --prompt-repeats
+	maxIntervalMs  = 3_600_000
+	maxRate        = 1e6
+	minRate        = 1e-3
+)
+
+// defaultOptions is the command line with no flags given.
+func defaultOptions() options {
+	return options{
+		Device: "auto", Prompt: "Hello", PromptRepeats: 1, NumRequests: 16, MaxNewTokens: 64,
+		MaxBatch: 64, Policy: "mixed", BurstQuietUs: 20, SubmitSchedule: "relative", StreamInterval: 1,
+		RepeatRuns: 1,
+	}
+}
+
+// newFlagSet binds every option of `rosetop` and `rosetop bench` to o's fields.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("rosetop", flag.ContinueOnError)
+	cores := runtime.NumCPU()
+	fs.StringVar(&o.Model, "model", o.Model, `model: "" (embedded tiny model), a directory, a hub id (gpt2, distilgpt2, ...), random:NAME`)
+	fs.StringVar(&o.Device, "device", o.Device, "auto | cpu | cuda")
+	fs.StringVar(&o.Job, "job", o.Job, "named preset: "+strings.Join(jobNames(), ", ")+" (explicit flags override it)")
+	fs.StringVar(&o.Prompt, "prompt", o.Prompt, "prompt text")
+	intVar(fs, &o.PromptRepeats, "prompt-repeats", 1, maxPromptBytes, "repeat the prompt text N times")
+	fs.BoolVar(&o.UniquePrompts, "unique-prompts", o.UniquePrompts, `prefix request i with a marker word of its own: "<marker_i> <prompt>"`)
+	intVar(fs, &o.NumRequests, "num-requests", 1, maxRequests, "requests per run")
+	intVar(fs, &o.MaxNewTokens, "max-new-tokens", 1, maxNewTokens, "output tokens per request")
+	intVar(fs, &o.MaxBatch, "max-batch-size", 1, maxBatch, "most running sequences")
+	intVar(fs, &o.PrefillMaxBatch, "prefill-max-batch-size", 0, maxBatch, "most requests admitted per step (0: = max batch size)")
+	intVar(fs, &o.PrefillMaxTokens, "prefill-max-tokens", 0, 1<<24, "most prompt tokens prefilled per step (0: no limit)")
+	floatVar(fs, &o.BurstQuietUs, "burst-quiet-us", 0, float64(sched.MaxBurstQuiet/time.Microsecond), "when requests reach an idle scheduler, its first step waits until none has arrived for this many microseconds (at most 8x that), so a burst starts as one batch (0: at once)")
+	fs.StringVar(&o.Policy, "policy", o.Policy, "how a step runs its new prompts and its running sequences' next tokens: mixed (one forward pass over both) | prefill-first | decode-first (two passes, in that order)")
+	floatVar(fs, &o.SubmitIntervalMs, "submit-interval-ms", 0, maxIntervalMs, "submit interval in ms (0: burst)")
+	fs.StringVar(&o.SubmitSchedule, "submit-schedule", o.SubmitSchedule, "relative (sleep the interval after each submit) | absolute (target t0 + i*interval)")
+	fs.Var(rateFlag{&o.RequestRate}, "request-rate", fmt.Sprintf("Poisson arrivals at R requests/s (%g to %g), seeded by --seed; 0 or inf: off", minRate, maxRate))
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of arrivals and sampling")
+	floatVar(fs, &o.Temperature, "temperature", 0, 100, "sampling temperature (0: greedy)")
+	intVar(fs, &o.TopK, "top-k", 0, 1<<24, "top-k sampling (0: off)")
+	floatVar(fs, &o.TopP, "top-p", 0, 1, "top-p sampling (0 or 1: off)")
+	fs.BoolVar(&o.NoStopOnEOS, "no-stop-on-eos", o.NoStopOnEOS, "keep generating after EOS")
+	fs.BoolVar(&o.NoPrefixCache, "no-prefix-cache", o.NoPrefixCache, "turn the prefix cache off")
+	fs.BoolVar(&o.Paged, "paged-attn", o.Paged, "paged KV cache (block size 16)")
+	fs.BoolVar(&o.CUDAGraph, "cuda-graph", o.CUDAGraph, "replay decode steps, and prefill or mixed steps whose shape recurs, from CUDA Graphs (GPU only)")
+	fs.BoolVar(&o.CaptureAhead, "capture-ahead", o.CaptureAhead, "GPU: pay the one-time costs at start (every graph capture, cuBLAS first calls), not on first use in the cold run")
+	floatVar(fs, &o.GPUMemoryFraction, "gpu-memory-fraction", 0, 1, "share of free GPU memory for the KV pool (0: engine default)")
+	intVar(fs, &o.Threads, "threads", 0, 4*cores, "CPU threads (0: all cores)")
+	intVar(fs, &o.MaxSeqLen, "max-seq-len", 0, maxNewTokens, "longest sequence (0: longest prompt + max new tokens)")
+	fs.BoolVar(&o.NVTX, "nvtx", o.NVTX, "NVTX ranges (accepted and printed; no effect without a profiler attached)")
+	fs.BoolVar(&o.Pretok, "pretok", o.Pretok, "tokenize prompts before the run; submit token ids")
+	intVar(fs, &o.TokenizeWorkers, "tokenize-workers", 0, 4*cores, "scheduler tokenize workers (0: inline in add_request)")
+	intVar(fs, &o.StreamInterval, "stream-interval", 0, maxNewTokens, "emit a text piece every N tokens")
+	intVar(fs, &o.WarmupRuns, "warmup-runs", 0, maxRuns, "runs before the measured ones (recorded, not printed); after them the engine pays its remaining one-time costs (prewarm)")
+	intVar(fs, &o.RepeatRuns, "repeat-runs", 1, maxRuns, "measured runs, each printed")
+	fs.StringVar(&o.JSONPath, "json", o.JSONPath, "write config, run summaries and per-request records to FILE")
+	fs.StringVar(&o.CSVPath, "csv", o.CSVPath, "write one row per request to FILE")
+	fs.StringVar(&o.CPUProfilePath, "cpuprofile", o.CPUProfilePath, "write a Go CPU profile of the whole process to FILE (go tool pprof)")
+	return fs
+}
+
+// benchUsage prints every option with its default.
+func benchUsage(w io.Writer) {
+	o := defaultOptions()
+	fs := newFlagSet(&o)
+	fs.SetOutput(w)
+	fmt.Fprintln(w, "usage: rosetop [bench] [flags]")
+	fs.PrintDefaults()
+}
+
+// parseOptions parses args (without the program and subcommand names), applies --job's preset
+// to every option not given explicitly, and validates the result. Errors are one line naming the
+// flag and wrap errBadFlag; -h/--help prints the usage on stderr and returns flag.ErrHelp.
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	o := defaultOptions()
+	fs := newFlagSet(&o)
+	if err := parseFlagSet(fs, args, stderr, benchUsage); err != nil {
+		return o, err
+	}
+	set := map[string]bool{} // flags given explicitly
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.Job != "" {
+		job, ok := jobByName(o.Job)
+		if !ok {
+			return o, badFlag("--job: unknown job %q (valid: %s)", o.Job, strings.Join(jobNames(), ", "))
+		}
+		for _, kv := range job.Flags {
+			if set[kv[0]] {
+				continue // an explicit flag overrides the job
+			}
+			if err := fs.Set(kv[0], kv[1]); err != nil {
+				return o, fmt.Errorf("job %s: --%s=%s: %w", job.Name, kv[0], kv[1], err)
+			}
+		}
+	}
+	if set["request-rate"] && !set["submit-interval-ms"] {
+		o.SubmitIntervalMs = 0 // an explicit rate replaces the job's interval
+	}
+	if o.PrefillMaxBatch == 0 || (!set["prefill-max-batch-size"] && o.PrefillMaxBatch > o.MaxBatch) {
+		o.PrefillMaxBatch = o.MaxBatch // the default, or a job's value under an explicit smaller max batch
+	}
+	return o, o.validate()
+}
+
+// parseFlagSet parses args into fs with one-line errors, "did you mean" for a misspelt flag, and
+// usage on -h (flag.ErrHelp).
+func parseFlagSet(fs *flag.FlagSet, args []string, stderr io.Writer, usage func(io.Writer)) error {
+	fs.SetOutput(io.Discard) // errors come back as one line, not with the whole usage
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stderr)
+			return err
+		}
+		return badFlag("%s", withSuggestion(fs, err))
+	}
+	if fs.NArg() > 0 {
+		return badFlag("unexpected argument %q (flags only; see -h)", fs.Arg(0))
+	}
+	return nil
+}
+
+// validate checks what the flags' own bounds cannot: choices and relations between flags.
+func (o options) validate() error {
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{o.Device != "auto" && o.Device != "cpu" && o.Device != "cuda", fmt.Sprintf("--device: unknown device %q (valid: auto, cpu, cuda)", o.Device)},
+		{o.SubmitSchedule != "relative" && o.SubmitSchedule != "absolute", fmt.Sprintf("--submit-schedule: unknown schedule %q (valid: relative, absolute)", o.SubmitSchedule)},
+		{len(o.Prompt)*o.PromptRepeats > maxPromptBytes, fmt.Sprintf("--prompt-repeats %d makes a prompt of %d bytes, more than the limit of %d", o.PromptRepeats, len(o.Prompt)*o.PromptRepeats, maxPromptBytes)},
+		{o.RequestRate > 0 && !math.IsInf(o.RequestRate, 1) && o.SubmitIntervalMs > 0, fmt.Sprintf("--request-rate %g and --submit-interval-ms %g both set the arrivals: give one", o.RequestRate, o.SubmitIntervalMs)},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return badFlag("%s", ch.msg)
+		}
+	}
+	if _, err := sched.ParsePolicy(o.Policy); err != nil {
+		return badFlag("--policy: unknown policy %q (valid: %s)", o.Policy, strings.Join(sched.Policies(), ", "))
+	}
+	if err := o.sessionConfig().Validate(); err != nil {
+		return badFlag("%s", err)
+	}
+	return nil
+}
+
+// sessionConfig is what the Session runs.
+func (o options) sessionConfig() bench.Config {
+	policy, _ := sched.ParsePolicy(o.Policy) // validate refuses an unknown one first
+	arr := bench.Arrivals{Schedule: o.SubmitSchedule, Interval: time.Duration(o.SubmitIntervalMs * float64(time.Millisecond)), Seed: o.Seed}
+	if o.RequestRate > 0 && !math.IsInf(o.RequestRate, 1) {
+		arr = bench.Arrivals{Schedule: "poisson", Rate: o.RequestRate, Seed: o.Seed}
+	}
+	return bench.Config{
+		Job: o.Job,
+		Workload: bench.Workload{
+			Prompt: o.Prompt, PromptRepeats: o.PromptRepeats, UniquePrompts: o.UniquePrompts, NumRequests: o.NumRequests,
+			MaxNewTokens: o.MaxNewTokens, StopOnEOS: !o.NoStopOnEOS, Pretok: o.Pretok, StreamInterval: o.StreamInterval,
+			Sampling: engine.SamplingParams{Temperature: float32(o.Temperature), TopK: o.TopK, TopP: float32(o.TopP), Seed: o.Seed},
+		},
+		Arrivals: arr,
+		Sched: sched.Config{MaxBatch: o.MaxBatch, PrefillMaxBatch: o.PrefillMaxBatch, PrefillMaxTokens: o.PrefillMaxTokens,
+			Policy: policy, BurstQuiet: time.Duration(o.BurstQuietUs * float64(time.Microsecond))},
+		Engine:    bench.EngineOptions{Paged: o.Paged, CUDAGraph: o.CUDAGraph},
+		MaxSeqLen: o.MaxSeqLen, WarmupRuns: o.WarmupRuns, RepeatRuns: o.RepeatRuns, NVTX: o.NVTX,
+	}
+}
+
+// inProcess is the in-process engine the options ask for.
+func (o options) inProcess() bench.InProcessOptions {
+	return bench.InProcessOptions{
+		Model: o.Model, Seed: o.Seed, Device: o.Device, Threads: o.Threads, CaptureAhead: o.CaptureAhead,
+		GPUMemoryFraction: o.GPUMemoryFraction, PrefixCache: !o.NoPrefixCache, TokenizeWorkers: o.TokenizeWorkers,
+	}
+}

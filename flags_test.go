@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"math"
+	"strings"
+	"testing"
+
+	"rosetop/sched"
+)
+
+func TestParseOptionsBadInput(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string // substring of the one-line error
+	}{
+		{"warmup negative", []string{"--warmup-runs", "-1"}, "--warmup-runs -1: must be from 0 to"},
+		{"repeat zero", []string{"--repeat-runs", "0"}, "--repeat-runs 0: must be from 1 to"},
+		{"num requests zero", []string{"--num-requests", "0"}, "--num-requests 0: must be from 1 to 100000"},
+		{"num requests huge", []string{"--num-requests", "1e7"}, "--num-requests 1e7: not an integer"},
+		{"num requests past the bound", []string{"--num-requests", "10000000"}, "must be from 1 to 100000"},
+		{"max new tokens zero", []string{"--max-new-tokens", "0"}, "--max-new-tokens 0: must be from 1"},
+		{"max new tokens 1e12", []string{"--max-new-tokens", "1000000000000"}, "--max-new-tokens 1000000000000: must be from 1 to 1048576"},
+		{"max batch 1e12", []string{"--max-batch-size", "1000000000000"}, "--max-batch-size 1000000000000: must be from 1 to 4096"},
+		{"int overflow", []string{"--max-batch-size", "99999999999999999999"}, "--max-batch-size 99999999999999999999: must be an integer from 1 to 4096"},
+		{"prompt repeats huge", []string{"--prompt-repeats", "100000000"}, "--prompt-repeats 100000000: must be from 1 to"},
+		{"prompt repeats times prompt", []string{"--prompt", "Hello world", "--prompt-repeats", "4000000"}, "more than the limit of 4194304"},
+		{"interval negative", []string{"--submit-interval-ms", "-1"}, "--submit-interval-ms -1: must be from 0 to 3.6e+06"},
+		{"interval NaN", []string{"--submit-interval-ms", "NaN"}, "--submit-interval-ms NaN: must be a finite number"},
+		{"interval huge", []string{"--submit-interval-ms", "1e308"}, "must be from 0 to 3.6e+06"},
+		{"interval 31 years", []string{"--submit-interval-ms", "1e12"}, "must be from 0 to 3.6e+06"},
+		{"temperature NaN", []string{"--temperature", "NaN"}, "--temperature NaN: must be a finite number"},
+		{"temperature Inf", []string{"--temperature", "+Inf"}, "--temperature +Inf: must be a finite number"},
+		{"top-p NaN", []string{"--top-p", "nan"}, "--top-p nan: must be a finite number"},
+		{"top-p above one", []string{"--top-p", "1.5"}, "--top-p 1.5: must be from 0 to 1"},
+		{"memory fraction NaN", []string{"--gpu-memory-fraction", "NaN"}, "--gpu-memory-fraction NaN: must be a finite number"},
+		{"rate tiny", []string{"--request-rate", "1e-300"}, "--request-rate 1e-300: must be 0, inf, or from 0.001 to 1e+06 requests/s"},
+		{"rate NaN", []string{"--request-rate", "NaN"}, "--request-rate NaN: must be a finite number"},
+		{"rate negative", []string{"--request-rate", "-2"}, "--request-rate -2: must be 0, inf"},
+		{"rate and interval", []string{"--request-rate", "5", "--submit-interval-ms", "3"}, "both set the arrivals: give one"},
+		{"threads huge", []string{"--threads", "1000000000000"}, "--threads 1000000000000: must be from 0 to"},
+		{"tokenize workers huge", []string{"--tokenize-workers", "1000000000000"}, "--tokenize-workers 1000000000000: must be from 0 to"},
+		{"unknown schedule", []string{"--submit-schedule", "sometimes"}, `--submit-schedule: unknown schedule "sometimes" (valid: relative, absolute)`},
+		{"unknown job", []string{"--job", "nope"}, `--job: unknown job "nope" (valid: decode-heavy, admission, prefill-heavy, paced)`},
+		{"prefill above max", []string{"--max-batch-size", "8", "--prefill-max-batch-size", "9"}, "--prefill-max-batch-size 9 exceeds --max-batch-size 8"},
+		{"unknown device", []string{"--device", "tpu"}, `--device: unknown device "tpu"`},
+		{"unknown policy", []string{"--policy", "random"}, `--policy: unknown policy "random"`},
+		{"burst quiet negative", []string{"--burst-quiet-us", "-1"}, "--burst-quiet-us -1: must be from 0 to 1000"},
+		{"burst quiet too long", []string{"--burst-quiet-us", "5000"}, "--burst-quiet-us 5000: must be from 0 to 1000"},
+		{"undefined flag", []string{"--frobnicate"}, "unknown flag --frobnicate (see -h for the flags)"},
+		{"misspelt flag", []string{"--modle", "gpt2"}, "unknown flag --modle (did you mean --model?)"},
+		{"misspelt long flag", []string{"--max-new-token", "3"}, "did you mean --max-new-tokens?"},
+		{"not a number", []string{"--num-requests", "many"}, "--num-requests many: not an integer"},
+		{"positional", []string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseOptions(tc.args, io.Discard)
+			if err == nil {
+				t.Fatalf("parseOptions(%q) = nil error, want %q", tc.args, tc.want)
+			}
+			if !errors.Is(err, errBadFlag) {
+				t.Errorf("error %q does not wrap errBadFlag", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("error = %q, want one line containing %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseOptionsJobAndOverrides(t *testing.T) {
+	o, err := parseOptions([]string{"--job", "decode-heavy", "--num-requests", "8", "--max-batch-size", "4"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sizes struct{ req, newTok, batch, prefill, warm, rep int }
+	got := sizes{o.NumRequests, o.MaxNewTokens, o.MaxBatch, o.PrefillMaxBatch, o.WarmupRuns, o.RepeatRuns}
+	if want := (sizes{8, 256, 4, 4, 1, 3}); got != want {
+		t.Errorf("sizes = %+v, want %+v", got, want)
+	}
+	if !o.UniquePrompts || !o.Paged || !o.CUDAGraph || !o.NoStopOnEOS || !o.NoPrefixCache {
+		t.Errorf("job flags not applied: %+v", o)
+	}
+	o, err = parseOptions([]string{"--job", "paced", "--submit-schedule", "relative", "--paged-attn=false"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.SubmitSchedule != "relative" || o.Paged || o.SubmitIntervalMs != 20 || !o.Pretok || o.StreamInterval != 8 {
+		t.Errorf("explicit flags must override the job: %+v", o)
+	}
+	// An explicit rate replaces the job's interval instead of conflicting with it.
+	o, err = parseOptions([]string{"--job", "paced", "--request-rate", "40"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := o.sessionConfig().Arrivals; a.Schedule != "poisson" || a.Rate != 40 {
+		t.Errorf("--job paced --request-rate 40: arrivals %+v", a)
+	}
+}
+
+func TestParseOptionsDefaultsAndHelp(t *testing.T) {
+	o, err := parseOptions(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Prompt != "Hello" || o.RepeatRuns != 1 || o.PrefillMaxBatch != o.MaxBatch || o.Device != "auto" {
+		t.Errorf("defaults = %+v", o)
+	}
+	for _, rate := range []string{"inf", "0"} {
+		o, err := parseOptions([]string{"--request-rate", rate, "--submit-interval-ms", "3"}, io.Discard)
+		if a := o.sessionConfig().Arrivals; err != nil || a.Schedule != "relative" || a.Interval != 3e6 {
+			t.Errorf("--request-rate %s: %+v %v, want the interval schedule", rate, a, err)
+		}
+	}
+	o, err = parseOptions([]string{"--request-rate", "50"}, io.Discard)
+	if a := o.sessionConfig().Arrivals; err != nil || a.Schedule != "poisson" || a.Rate != 50 || math.IsNaN(a.Rate) {
+		t.Errorf("--request-rate 50: %+v %v", a, err)
+	}
+	if _, err := parseOptions([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: err = %v, want flag.ErrHelp", err)
+	}
+	var b strings.Builder
+	benchUsage(&b)
+	for _, name := range []string{"-submit-schedule", "-request-rate", "-job", "-nvtx", "no effect without a profiler", "[1..100000]"} {
+		if !strings.Contains(b.String(), name) {
+			t.Errorf("usage lacks %q", name)
+		}
+	}
+}
+
+// TestPolicyFlag: every policy the scheduler knows is a --policy value that reaches the
+// scheduler's configuration, and the default is mixed.
+func TestPolicyFlag(t *testing.T) {
+	for _, name := range append(sched.Policies(), "") {
+		args := []string{"--policy", name}
+		want := name
+		if name == "" {
+			args, want = nil, "mixed"
+		}
+		o, err := parseOptions(args, io.Discard)
+		if err != nil {
+			t.Fatalf("parseOptions(%q): %v", args, err)
+		}
+		if got := o.sessionConfig().Sched.Policy.String(); got != want {
+			t.Errorf("parseOptions(%q): the scheduler runs policy %s, want %s", args, got, want)
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"model", "model", 0}, {"modle", "model", 1}, {"bnech", "bench", 1}, {"abc", "", 3}, {"kitten", "sitting", 3}}
+	for _, tc := range cases {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

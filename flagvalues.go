@@ -1,0 +1,190 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// errBadFlag is wrapped by every command-line error: main prints the message and exits 2.
+var errBadFlag = errors.New("bad command line")
+
+// flagError is a one-line message about the command line; errors.Is(err, errBadFlag) holds.
+type flagError struct{ msg string }
+
+func (e *flagError) Error() string { return e.msg }
+func (e *flagError) Unwrap() error { return errBadFlag }
+
+func badFlag(format string, args ...any) error { return &flagError{msg: fmt.Sprintf(format, args...)} }
+
+// intFlag is an int flag that refuses values outside [lo, hi] as it parses them, so no size
+// reaches an allocation unchecked.
+type intFlag struct {
+	p      *int
+	lo, hi int
+}
+
+func intVar(fs *flag.FlagSet, p *int, name string, lo, hi int, usage string) {
+	fs.Var(intFlag{p, lo, hi}, name, fmt.Sprintf("%s [%d..%d]", usage, lo, hi))
+}
+
+func (f intFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f intFlag) Set(s string) error {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 0, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("must be an integer from %d to %d", f.lo, f.hi)
+		}
+		return fmt.Errorf("not an integer")
+	}
+	if v < int64(f.lo) || v > int64(f.hi) {
+		return fmt.Errorf("must be from %d to %d", f.lo, f.hi)
+	}
+	*f.p = int(v)
+	return nil
+}
+
+// floatFlag is a float flag that refuses NaN, infinities and values outside [lo, hi].
+type floatFlag struct {
+	p      *float64
+	lo, hi float64
+}
+
+func floatVar(fs *flag.FlagSet, p *float64, name string, lo, hi float64, usage string) {
+	fs.Var(floatFlag{p, lo, hi}, name, fmt.Sprintf("%s [%g..%g]", usage, lo, hi))
+}
+
+func (f floatFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+}
+
+func (f floatFlag) Set(s string) error {
+	v, err := parseFinite(s)
+	if err != nil {
+		return err
+	}
+	if v < f.lo || v > f.hi {
+		return fmt.Errorf("must be from %g to %g", f.lo, f.hi)
+	}
+	*f.p = v
+	return nil
+}
+
+// parseFinite parses a float and refuses NaN and infinities.
+func parseFinite(s string) (float64, error) {
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("not a number")
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("must be a finite number")
+	}
+	return v, nil
+}
+
+// rateFlag is --request-rate: 0 or inf (off: the interval schedule), else a finite rate in
+// [minRate, maxRate].
+type rateFlag struct{ p *float64 }
+
+func (f rateFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+}
+
+func (f rateFlag) Set(s string) error {
+	if v, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && math.IsInf(v, 1) {
+		*f.p = v
+		return nil
+	}
+	v, err := parseFinite(s)
+	if err != nil {
+		return err
+	}
+	if v != 0 && (v < minRate || v > maxRate) {
+		return fmt.Errorf("must be 0, inf, or from %g to %g requests/s", minRate, maxRate)
+	}
+	*f.p = v
+	return nil
+}
+
+// invalidValue matches the flag package's message for a value its Set refused.
+var invalidValue = regexp.MustCompile(`^invalid (?:value|boolean value) ("(?:[^"\\]|\\.)*") for flag -([^:]+): (.*)$`)
+
+// withSuggestion rewrites the flag package's parse error as one line that names the flag as the
+// user typed it (--name), adding "did you mean" for a misspelt flag name.
+func withSuggestion(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+		v, err := strconv.Unquote(m[1])
+		if err != nil || v == "" || strings.ContainsAny(v, " \t\"") {
+			v = m[1]
+		}
+		return fmt.Sprintf("--%s %s: %s", m[2], v, m[3])
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", name)
+	}
+	const undefined = "flag provided but not defined: -"
+	if !strings.HasPrefix(msg, undefined) {
+		return msg
+	}
+	name := strings.TrimPrefix(msg, undefined)
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if best := closest(name, names); best != "" {
+		return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, best)
+	}
+	return fmt.Sprintf("unknown flag --%s (see -h for the flags)", name)
+}
+
+// closest returns the candidate nearest to s by edit distance, or "" when none is near (more
+// than a third of s's letters differ).
+func closest(s string, candidates []string) string {
+	best, bestD := "", len(s)/3+1
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD || (d == bestD && best != "" && c < best) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Damerau-Levenshtein distance (adjacent swaps count one) between a and b.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
