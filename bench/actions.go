@@ -27,8 +27,17 @@ func (s *Session) Do(a Action) (string, error) {
 	return msg, err
 }
 
+// ErrExternalLoad is returned by the arrival controls of a session whose load comes from outside.
+var ErrExternalLoad = errors.New("the load is external: clients decide when requests arrive")
+
 // do applies a; the caller holds s.mu.
 func (s *Session) do(a Action) (string, error) {
+	if s.opts.External {
+		switch a {
+		case ActToggleSchedule, ActIntervalDown, ActIntervalUp, ActTogglePause:
+			return "", ErrExternalLoad
+		}
+	}
 	switch a {
 	case ActTogglePaged:
 		s.want.Paged = !s.want.Paged

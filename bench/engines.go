@@ -22,6 +22,8 @@ type generation struct {
 	// ledgerSeen is how many of srv's ledger entries are in the events log; owned by the
 	// recorder goroutine until recDone, by stopEngine after.
 	ledgerSeen int
+	// External sessions: requests finished and windows filed on this engine; owned like ledgerSeen.
+	finished, windows int
 }
 
 // startEngine builds the next engine with the wanted options and starts its goroutines.
@@ -102,6 +104,12 @@ func (s *Session) record(g *generation) {
 // onStep files one step's events: every event goes to the rolling windows (token events as
 // they come), records to the current run.
 func (s *Session) onStep(g *generation, so sched.StepOutput) {
+	if s.opts.OnStep != nil {
+		s.opts.OnStep(&so)
+	}
+	if s.opts.External {
+		s.ext.dispatch(so.Events)
+	}
 	tokens := 0
 	s.mu.Lock()
 	for i := range so.Events {
@@ -123,6 +131,9 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 			}
 			if rr := (RequestResult{Record: ev.Record}); !rr.completed() && ev.Record.Reason != sched.FinishCancelled {
 				s.logf(LogError, "request %d: %s: %v", ev.ID, ev.Record.Reason, ev.Record.Err)
+			}
+			if s.opts.External {
+				s.addToWindow(g, ev.Record)
 			}
 		}
 	}

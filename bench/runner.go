@@ -69,9 +69,21 @@ func (s *Session) plan(g *generation, k int, lives *int) (plannedRun, bool) {
 func (s *Session) loop(ctx context.Context, g *generation) error {
 	lives := 0
 	for {
-		why, err := s.runEngine(ctx, g, &lives)
+		var why outcome
+		var err error
+		if s.opts.External {
+			why, err = s.serveExternal(ctx, g)
+		} else {
+			why, err = s.runEngine(ctx, g, &lives)
+		}
 		if cerr := s.stopEngine(g); err == nil && cerr != nil {
 			err = fmt.Errorf("close engine: %w", cerr)
+		}
+		if s.opts.External {
+			s.ext.abandon(ErrStopped)
+			s.mu.Lock()
+			s.fileWindow(g, true)
+			s.mu.Unlock()
 		}
 		if err != nil {
 			s.mu.Lock()
@@ -270,12 +282,23 @@ func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partia
 	for i, id := range rs.ids {
 		reqs[i] = RequestResult{Index: i, Target: rs.targets[i], HasTarget: rs.hasTarget[i], Record: rs.records[id]}
 	}
-	sum := summarize(rs.info, reqs)
-	res := &runResult{hdr: rs.hdr, sum: sum}
+	s.cur = nil
+	res := s.fileRun(rs.hdr, rs.info, reqs, first)
+	s.mu.Unlock()
+	s.publish(true)
+	if s.opts.onRunEnd != nil {
+		s.opts.onRunEnd(res)
+	}
+}
+
+// fileRun summarizes a finished run (or external window), keeps it for the reports and the
+// cold/steady panes, and logs it. The caller holds s.mu.
+func (s *Session) fileRun(hdr reportHeader, info runInfo, reqs []RequestResult, first bool) *runResult {
+	sum := summarize(info, reqs)
+	res := &runResult{hdr: hdr, sum: sum}
 	if s.opts.KeepRecords {
 		res.reqs = reqs
 	}
-	s.cur = nil
 	if s.results = append(s.results, res); len(s.results) > maxResults && !s.opts.KeepRecords {
 		s.results = s.results[len(s.results)-maxResults:]
 	}
@@ -291,15 +314,11 @@ func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partia
 		state = "interrupted"
 	}
 	if sum.TTFT.N == 0 {
-		s.logf(LogRun, "%s %s: no request finished", rs.info.Label, state)
+		s.logf(LogRun, "%s %s: no request finished", info.Label, state)
 	} else {
-		s.logf(LogRun, "%s %s: %d requests, TTFT p99 %.2f ms, %.1f tokens/s", rs.info.Label, state, sum.Requests, sum.TTFT.P99, sum.Throughput)
+		s.logf(LogRun, "%s %s: %d requests, TTFT p99 %.2f ms, %.1f tokens/s", info.Label, state, sum.Requests, sum.TTFT.P99, sum.Throughput)
 	}
-	s.mu.Unlock()
-	s.publish(true)
-	if s.opts.onRunEnd != nil {
-		s.opts.onRunEnd(res)
-	}
+	return res
 }
 
 // reportHeader is what a run's report block says it ran on; the caller holds s.mu.

@@ -25,6 +25,13 @@ type SessionOptions struct {
 	// KeepRecords keeps every run's per-request records (bench --json/--csv). Otherwise only
 	// the current run's are kept and earlier runs survive as summaries.
 	KeepRecords bool
+	// External: the load comes from outside through Submit (rosetop serve); the session runs no
+	// workload of its own. Its runs are windows of Config.Workload.NumRequests finished
+	// requests: the first of each engine is its cold run.
+	External bool
+	// OnStep, when set, sees every scheduler step's output on the recorder goroutine before the
+	// session files it (serve's metrics). It must return quickly and must not modify so.
+	OnStep func(so *sched.StepOutput)
 
 	// headless (RunBench) stops after the warmup and repeat runs; a dashboard session keeps
 	// running "live k" runs until Close.
@@ -57,6 +64,7 @@ type Session struct {
 	wl    *workload      // immutable after NewSession
 	seqs  int            // max sequence length of every engine
 	view  atomic.Pointer[View]
+	ext   *externalState // external submissions (SessionOptions.External)
 
 	restartCh chan string   // Do -> session goroutine: rebuild the engine (the reason); buffered 1
 	stop      func()        // cancels the session goroutine's context
@@ -74,9 +82,10 @@ type Session struct {
 	arr         Arrivals      // the submit schedule in force
 	arrGen      uint64        // bumped on every schedule change
 	paused      bool
-	resume      chan struct{} // closed on resume; replaced on pause
-	cur         *runState     // the run in progress; nil between runs
-	results     []*runResult  // finished runs, oldest first (bounded by maxResults)
+	resume      chan struct{}   // closed on resume; replaced on pause
+	cur         *runState       // the run in progress; nil between runs
+	window      []RequestResult // External: the finished requests of the window being filled
+	results     []*runResult    // finished runs, oldest first (bounded by maxResults)
 	phase       Phase
 	runLabel    string
 	lastPublish time.Duration
@@ -103,22 +112,30 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	s := &Session{
 		cfg: cfg, opts: opts, clock: opts.Clock, start: time.Now().Add(-opts.Clock.Now()), prov: opts.Provider,
 		restartCh: make(chan string, 1), done: make(chan struct{}), live: newLiveState(opts.Window),
-		want: cfg.Engine, arr: cfg.Arrivals, phase: PhaseStarting, knobs: cfg.Sched,
+		want: cfg.Engine, arr: cfg.Arrivals, phase: PhaseStarting, knobs: cfg.Sched, ext: newExternalState(),
+	}
+	if opts.External {
+		s.arr = Arrivals{Schedule: "external"}
 	}
 	s.view.Store(s.live.view(s.start, s.clock.Now(), s.header(s.clock.Now()), nil))
 	if err := s.prov.Prepare(ctx, opts.Progress); err != nil {
 		return nil, err
 	}
 	model := s.prov.Model()
-	wl, err := buildWorkload(cfg.Workload, model.Codec, model.Vocab)
-	if err != nil {
-		s.prov.Close()
-		return nil, err
-	}
-	s.wl = wl
 	s.seqs = cfg.MaxSeqLen
-	if s.seqs == 0 {
-		s.seqs = min(wl.longestTotal, model.MaxPositions)
+	if !opts.External {
+		wl, err := buildWorkload(cfg.Workload, model.Codec, model.Vocab)
+		if err != nil {
+			s.prov.Close()
+			return nil, err
+		}
+		s.wl = wl
+		if s.seqs == 0 {
+			s.seqs = min(wl.longestTotal, model.MaxPositions)
+		}
+	}
+	if s.seqs == 0 || s.seqs > model.MaxPositions {
+		s.seqs = model.MaxPositions
 	}
 	g, err := s.startEngine(1)
 	if err != nil {
@@ -161,6 +178,9 @@ func (s *Session) Close() error {
 	}
 	return s.err
 }
+
+// Model describes the model the session's engines run.
+func (s *Session) Model() ModelInfo { return s.prov.Model() }
 
 // Report writes the summaries of every finished run (partial ones marked) in the bench format.
 func (s *Session) Report(w io.Writer) error {
