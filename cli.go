@@ -1,20 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
-
-	"rosetop/bench"
-	"rosetop/internal/atomicfile"
-	"rosetop/tui"
 )
 
 // errHelpShown means -h printed the help: exit 0.
@@ -69,43 +62,6 @@ func version() string {
 	return rev
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseOptions(args, stderr)
-	if err != nil {
-		return parseErr(err)
-	}
-	if err := checkOutputs(o); err != nil {
-		return err
-	}
-	exp := bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}
-	opts := bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}
-	return withCPUProfile(o.CPUProfilePath, func() error { return bench.RunBench(ctx, o.sessionConfig(), opts, exp, stdout, stderr) })
-}
-
-// checkOutputs refuses, before anything runs, output files that could not be written or that
-// would overwrite each other.
-func checkOutputs(o options) error {
-	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}}
-	seen := map[string]string{}
-	for _, p := range paths {
-		if p.path == "" {
-			continue
-		}
-		abs, err := filepath.Abs(p.path)
-		if err != nil {
-			return usageError{fmt.Errorf("--%s %s: %w", p.flag, p.path, err)}
-		}
-		if other, ok := seen[abs]; ok {
-			return usageError{fmt.Errorf("--%s and --%s name the same file %s: give each its own", other, p.flag, p.path)}
-		}
-		seen[abs] = p.flag
-		if err := atomicfile.Check(p.path); err != nil {
-			return usageError{fmt.Errorf("--%s %s: cannot write there: %w", p.flag, p.path, err)}
-		}
-	}
-	return nil
-}
-
 // withCPUProfile runs f under a Go CPU profile written to path ("" runs f alone).
 func withCPUProfile(path string, f func() error) error {
 	if path == "" {
@@ -125,27 +81,4 @@ func withCPUProfile(path string, f func() error) error {
 		return errors.Join(runErr, fmt.Errorf("--cpuprofile: %w", err))
 	}
 	return runErr
-}
-
-// runDashboard opens the live dashboard; on quit it prints the run summaries so far to stdout,
-// so nothing measured is lost.
-func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	// The dashboard loops the decode-heavy job unless the user names another (a later --job wins).
-	o, err := parseOptions(append([]string{"--job", "decode-heavy"}, args...), stderr)
-	if err != nil {
-		return parseErr(err)
-	}
-	if err := checkOutputs(o); err != nil {
-		return err
-	}
-	return withCPUProfile(o.CPUProfilePath, func() error {
-		sess, err := bench.NewSession(ctx, o.sessionConfig(), bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess()), Progress: stderr})
-		if err != nil {
-			return err
-		}
-		runErr := tui.Run(ctx, sess, tui.Options{Input: stdin, Output: stderr, AltScreen: true})
-		closeErr := sess.Close()
-		repErr := sess.Report(stdout)
-		return errors.Join(runErr, closeErr, repErr)
-	})
 }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"rosetop/bench"
+	"rosetop/internal/atomicfile"
+)
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		return parseErr(err)
+	}
+	if err := checkOutputs(o); err != nil {
+		return err
+	}
+	exp := bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}
+	opts := bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}
+	return withCPUProfile(o.CPUProfilePath, func() error { return bench.RunBench(ctx, o.sessionConfig(), opts, exp, stdout, stderr) })
+}
+
+// checkOutputs refuses, before anything runs, output files that could not be written or that
+// would overwrite each other.
+func checkOutputs(o options) error {
+	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}}
+	seen := map[string]string{}
+	for _, p := range paths {
+		if p.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p.path)
+		if err != nil {
+			return usageError{fmt.Errorf("--%s %s: %w", p.flag, p.path, err)}
+		}
+		if other, ok := seen[abs]; ok {
+			return usageError{fmt.Errorf("--%s and --%s name the same file %s: give each its own", other, p.flag, p.path)}
+		}
+		seen[abs] = p.flag
+		if err := atomicfile.Check(p.path); err != nil {
+			return usageError{fmt.Errorf("--%s %s: cannot write there: %w", p.flag, p.path, err)}
+		}
+	}
+	return nil
+}
