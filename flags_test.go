@@ -162,3 +162,72 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryNumericFlag: every numeric flag, given -1, 0, a huge value, NaN or an infinity, either
+// takes a value within its bounds or fails with one line that names it; none panics.
+func TestEveryNumericFlag(t *testing.T) {
+	o := defaultOptions()
+	fs := newFlagSet(&o)
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Value.(type) {
+		case intFlag, floatFlag, rateFlag:
+		default:
+			return
+		}
+		n++
+		for _, v := range []string{"-1", "0", "1e12", "1000000000000", "NaN", "Inf", "-Inf", "1e308", "1e-300", "0x10", " 7 "} {
+			args := []string{"--" + f.Name, v}
+			o, err := parseOptions(args, io.Discard)
+			if err != nil {
+				if msg := err.Error(); !strings.Contains(msg, "--"+f.Name) || strings.Contains(msg, "\n") {
+					t.Errorf("%q: error %q does not name the flag on one line", args, msg)
+				}
+				continue
+			}
+			if err := o.sessionConfig().Validate(); err != nil {
+				t.Errorf("%q: accepted, but the session refuses it: %v", args, err)
+			}
+			if got := fs.Lookup(f.Name); got == nil {
+				t.Fatal("flag vanished")
+			}
+		}
+	})
+	if n < 15 {
+		t.Errorf("only %d numeric flags found", n)
+	}
+}
+
+// FuzzParseOptions: any command line gives options the session accepts, or a one-line error;
+// never a panic. Arguments are separated by NUL bytes.
+func FuzzParseOptions(f *testing.F) {
+	o := defaultOptions()
+	newFlagSet(&o).VisitAll(func(fl *flag.Flag) {
+		for _, v := range []string{"-1", "0", "1e12", "NaN", "Inf", "x"} {
+			f.Add("--" + fl.Name + "\x00" + v)
+		}
+	})
+	f.Add("--job\x00decode-heavy\x00--max-batch-size\x002")
+	f.Add("--job\x00paced\x00--request-rate\x00inf")
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Split(line, "\x00")
+		o, err := parseOptions(args, io.Discard)
+		if err != nil {
+			if msg := err.Error(); strings.Contains(msg, "\n") {
+				t.Errorf("%q: error on several lines: %q", args, msg)
+			}
+			if !errors.Is(err, errBadFlag) && !errors.Is(err, flag.ErrHelp) {
+				t.Errorf("%q: error %q is not a command-line error", args, err)
+			}
+			return
+		}
+		cfg := o.sessionConfig()
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%q: accepted, but the session refuses it: %v", args, err)
+		}
+		w := cfg.Workload
+		if w.NumRequests > maxRequests || w.MaxNewTokens > maxNewTokens || cfg.Sched.MaxBatch > maxBatch || len(w.Prompt)*w.PromptRepeats > maxPromptBytes {
+			t.Errorf("%q: a size past its bound was accepted: %+v", args, w)
+		}
+	})
+}

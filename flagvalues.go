@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // errBadFlag is wrapped by every command-line error: main prints the message and exits 2.
@@ -131,19 +132,22 @@ func withSuggestion(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if m := invalidValue.FindStringSubmatch(msg); m != nil {
 		v, err := strconv.Unquote(m[1])
-		if err != nil || v == "" || strings.ContainsAny(v, " \t\"") {
+		if err != nil || v == "" || strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '"' }) {
 			v = m[1]
 		}
-		return fmt.Sprintf("--%s %s: %s", m[2], v, m[3])
+		return printable(fmt.Sprintf("--%s %s: %s", m[2], v, m[3]))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return fmt.Sprintf("--%s needs a value", name)
+		return fmt.Sprintf("--%s needs a value", strings.Trim(strconv.Quote(name), `"`))
 	}
 	const undefined = "flag provided but not defined: -"
 	if !strings.HasPrefix(msg, undefined) {
-		return msg
+		return printable(msg)
 	}
 	name := strings.TrimPrefix(msg, undefined)
+	if q := strconv.Quote(name); q[1:len(q)-1] != name {
+		return fmt.Sprintf("unknown flag %s (see -h for the flags)", q) // a name with control characters stays on one line
+	}
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	if best := closest(name, names); best != "" {
@@ -187,4 +191,14 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
+}
+
+// printable escapes control characters (a newline in a mistyped argument) so that a message
+// stays on one line.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

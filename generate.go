@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"rosetop/engine"
 	"rosetop/engine/tokenizer"
@@ -27,40 +29,36 @@ type generateFlags struct {
 }
 
 func parseGenerate(args []string, stderr io.Writer) (generateFlags, error) {
-	var f generateFlags
+	f := generateFlags{device: "auto", prompt: "Hello", maxNewTokens: 32}
 	fs := flag.NewFlagSet("rosetop generate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&f.model, "model", "", "model: a directory, a Hugging Face id (gpt2, distilgpt2, ...), random:NAME, or empty for the embedded tiny model")
-	fs.StringVar(&f.device, "device", "auto", "auto (GPU when present), cpu or cuda")
-	fs.StringVar(&f.prompt, "prompt", "Hello", "prompt text")
-	fs.IntVar(&f.maxNewTokens, "max-new-tokens", 32, "tokens to generate (>= 1)")
-	fs.Float64Var(&f.temperature, "temperature", 0, "sampling temperature; 0 is greedy")
-	fs.IntVar(&f.topK, "top-k", 0, "keep the K most likely tokens (0: off)")
-	fs.Float64Var(&f.topP, "top-p", 0, "nucleus sampling threshold (0 or 1: off)")
+	fs.StringVar(&f.device, "device", f.device, "auto (GPU when present), cpu or cuda")
+	fs.StringVar(&f.prompt, "prompt", f.prompt, "prompt text")
+	intVar(fs, &f.maxNewTokens, "max-new-tokens", 1, maxNewTokens, "tokens to generate")
+	floatVar(fs, &f.temperature, "temperature", 0, 100, "sampling temperature; 0 is greedy")
+	intVar(fs, &f.topK, "top-k", 0, 1<<24, "keep the K most likely tokens (0: off)")
+	floatVar(fs, &f.topP, "top-p", 0, 1, "nucleus sampling threshold (0 or 1: off)")
 	fs.Uint64Var(&f.seed, "seed", 0, "sampling seed")
 	noStop := fs.Bool("no-stop-on-eos", false, "keep generating after <|endoftext|>")
 	fs.BoolVar(&f.paged, "paged-attn", false, "use the paged KV cache")
-	fs.BoolVar(&f.asJSON, "json", false, "print JSON: prompt ids, generated ids and text")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: rosetop generate [flags]\n\nPrints the model's continuation of --prompt.\n\nFlags:")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON (prompt ids, generated ids and text) instead of the text; a flag, not a file name")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage: rosetop generate [flags]\n\nPrints the model's continuation of --prompt.\n\nFlags:")
+		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagSet(fs, args, stderr, usage); err != nil {
+		if fs.NArg() > 0 && strings.HasPrefix(err.Error(), "unexpected argument") {
+			if fs.Lookup("json").Value.String() == "true" && strings.HasSuffix(fs.Arg(0), ".json") {
+				return f, badFlag("unexpected argument %q: generate's --json is a switch that prints JSON on stdout (redirect it: --json > %s)", fs.Arg(0), fs.Arg(0))
+			}
+			return f, badFlag("unexpected argument %q (flags only; quote the prompt: --prompt \"...\")", fs.Arg(0))
+		}
 		return f, err
 	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected argument %q (flags only; quote the prompt: --prompt \"...\")", fs.Arg(0))
-	}
 	f.stopOnEOS = !*noStop
-	switch {
-	case f.maxNewTokens <= 0:
-		return f, fmt.Errorf("--max-new-tokens must be >= 1, got %d", f.maxNewTokens)
-	case f.temperature < 0:
-		return f, fmt.Errorf("--temperature must be >= 0, got %g", f.temperature)
-	case f.topK < 0:
-		return f, fmt.Errorf("--top-k must be >= 0, got %d", f.topK)
-	case f.topP < 0 || f.topP > 1:
-		return f, fmt.Errorf("--top-p must be in [0, 1], got %g", f.topP)
+	if f.device != "auto" && f.device != "cpu" && f.device != "cuda" {
+		return f, badFlag("--device: unknown device %q (valid: auto, cpu, cuda)", f.device)
 	}
 	return f, nil
 }
@@ -82,7 +80,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	m, err := engine.LoadModel(ctx, f.model, engine.LoadOptions{Progress: stderr})
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	defer m.Close()
 	ids := m.Tokenizer.Encode(f.prompt)
@@ -94,7 +92,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	e, err := engine.New(m, engine.Options{Device: f.device, Paged: f.paged, MaxBatch: 1})
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	defer e.Backend.Close()
 
@@ -105,9 +103,29 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			io.WriteString(stdout, stream.Push(id))
 		}
 	}
-	out, err := e.Generate(ctx, ids, f.maxNewTokens, sp, f.stopOnEOS, onToken)
+	if room := m.Config.NPositions - len(ids); f.maxNewTokens > room {
+		fmt.Fprintf(stderr, "rosetop: the model has %d positions and the prompt takes %d: generating at most %d of --max-new-tokens %d\n",
+			m.Config.NPositions, len(ids), room, f.maxNewTokens)
+	}
+	if m.RandomWeights {
+		fmt.Fprintf(stderr, "rosetop: %s has random weights: expect gibberish (a real model: --model gpt2)\n", m.Name)
+	}
+	start := time.Now()
+	var first time.Duration
+	onTokenTimed := func(id int32) {
+		if first == 0 {
+			first = time.Since(start)
+		}
+		onToken(id)
+	}
+	out, err := e.Generate(ctx, ids, f.maxNewTokens, sp, f.stopOnEOS, onTokenTimed)
 	if err != nil {
 		return err
+	}
+	if len(out) > 0 {
+		wall := time.Since(start)
+		fmt.Fprintf(stderr, "rosetop: %d tokens in %.3f s on %s: %.1f tokens/s, time to first token %.2f ms\n",
+			len(out), wall.Seconds(), e.Backend.Device(), float64(len(out))/wall.Seconds(), float64(first)/1e6)
 	}
 	if !f.asJSON {
 		io.WriteString(stdout, stream.Flush()+"\n")

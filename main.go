@@ -4,6 +4,9 @@
 //	rosetop [flags]            the live dashboard (embedded tiny model, best device, decode-heavy job looping)
 //	rosetop bench [flags]      the same engine and workload headless: the seeds' benchmark report
 //	rosetop generate [flags]   one prompt's continuation
+//
+// Exit status: 0 success, 1 a failure while running, 2 bad flags or input, 128+N when signal N
+// (SIGINT 130, SIGTERM 143, SIGHUP 129) interrupted the run; a second signal exits at once.
 package main
 
 import (
@@ -12,24 +15,33 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+	"strings"
 
 	"rosetop/bench"
+	"rosetop/engine"
+	"rosetop/engine/hub"
+	"rosetop/sched"
 )
 
-// exitUsage is the exit code for bad flags or input; exitFail for a failure while running.
+// Exit statuses.
 const (
-	exitUsage = 2
-	exitFail  = 1
-	// exitInterrupted is 128+SIGINT, as shells report a Ctrl-C.
+	exitFail  = 1 // a failure while running
+	exitUsage = 2 // bad flags or input
+	// exitInterrupted is 128+SIGINT, as shells report a Ctrl-C; main turns it into 128+N for
+	// the signal that actually came.
 	exitInterrupted = 130
 )
 
+// commands are the subcommands, in the order help lists them.
+var commands = []string{"bench", "generate", "dashboard", "help", "version"}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	sig := watchSignals(os.Stderr)
+	code := run(sig.ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	if n := sig.first(); n != 0 && code == exitInterrupted {
+		code = 128 + n
+	}
+	sig.stop()
 	os.Exit(code)
 }
 
@@ -37,11 +49,11 @@ func main() {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, rest := "", args
 	if len(args) > 0 {
-		switch args[0] {
-		case "bench", "generate", "dashboard", "help", "version":
-			cmd, rest = args[0], args[1:]
-		case "-h", "-help", "--help":
+		switch a := args[0]; {
+		case a == "-h" || a == "-help" || a == "--help":
 			cmd, rest = "help", nil
+		case !strings.HasPrefix(a, "-"):
+			cmd, rest = a, args[1:]
 		}
 	}
 	var err error
@@ -58,20 +70,45 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "version":
 		fmt.Fprintln(stdout, "rosetop", version())
 		return 0
+	default:
+		err = badFlag("unknown command %q%s (commands: %s)", cmd, suggest(cmd, commands), strings.Join(commands, ", "))
 	}
 	if err == nil || errors.Is(err, errHelpShown) {
 		return 0
 	}
-	if errors.Is(err, bench.ErrInterrupted) {
-		// Ctrl-C: what finished was already printed; the conventional status for SIGINT.
+	if errors.Is(err, context.Canceled) {
+		if !errors.Is(err, bench.ErrInterrupted) { // bench has printed what finished
+			fmt.Fprintln(stderr, "rosetop: interrupted")
+		}
 		return exitInterrupted
 	}
 	fmt.Fprintf(stderr, "rosetop: %v\n", oneLine(err))
+	return exitCode(err)
+}
+
+// exitCode is 2 for errors in what the user gave (flags, the model, its files, a device that is
+// not there) and 1 for failures while running.
+func exitCode(err error) int {
 	var ue usageError
+	for _, bad := range []error{errBadFlag, bench.ErrBadConfig, sched.ErrBadConfig, engine.ErrInvalidModel,
+		engine.ErrModelNotFound, engine.ErrUnknownArch, engine.ErrBadOptions, engine.ErrNoCUDA, hub.ErrInvalidID, hub.ErrNotCached,
+		hub.ErrNotFound, hub.ErrDenied} {
+		if errors.Is(err, bad) {
+			return exitUsage
+		}
+	}
 	if errors.As(err, &ue) {
 		return exitUsage
 	}
 	return exitFail
+}
+
+// suggest returns ` (did you mean "x"?)` for the candidate nearest to s, or "".
+func suggest(s string, candidates []string) string {
+	if c := closest(s, candidates); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return ""
 }
 
 func usage(w io.Writer) {
@@ -84,5 +121,8 @@ Usage:
   rosetop help | version
 
 'rosetop bench -h' and 'rosetop generate -h' list every flag (the dashboard takes the bench flags).
+
+Exit status: 0 success, 1 a failure while running, 2 bad flags or input, 128+N after signal N
+(Ctrl-C 130, SIGTERM 143, SIGHUP 129); a second signal exits at once.
 `)
 }

@@ -111,6 +111,7 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 		s.ext.dispatch(so.Events)
 	}
 	tokens := 0
+	filed := false // a run was filed: the view must show it at once
 	s.mu.Lock()
 	for i := range so.Events {
 		ev := &so.Events[i]
@@ -132,8 +133,8 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 			if rr := (RequestResult{Record: ev.Record}); !rr.completed() && ev.Record.Reason != sched.FinishCancelled {
 				s.logf(LogError, "request %d: %s: %v", ev.ID, ev.Record.Reason, ev.Record.Err)
 			}
-			if s.opts.External {
-				s.addToWindow(g, ev.Record)
+			if s.opts.External && s.addToWindow(g, ev.Record) {
+				filed = true
 			}
 		}
 	}
@@ -143,7 +144,7 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 	s.live.addStep(so.Snapshot, tokens)
 	s.noteLedger(g)
 	s.mu.Unlock()
-	s.publish(false)
+	s.publish(filed)
 }
 
 func onOff(b bool) string {

@@ -287,14 +287,16 @@ func (s *Session) serveExternal(ctx context.Context, g *generation) (outcome, er
 }
 
 // addToWindow files an external request's record into the window being filled, and the window
-// as a run once it holds Workload.NumRequests records; the first of each engine is its cold run.
-// The caller holds s.mu and owns g's counters (the recorder).
-func (s *Session) addToWindow(g *generation, rec *sched.Record) {
+// as a run once it holds Workload.NumRequests records (it then reports true); the first of each
+// engine is its cold run. The caller holds s.mu and owns g's counters (the recorder).
+func (s *Session) addToWindow(g *generation, rec *sched.Record) bool {
 	g.finished++
 	s.window = append(s.window, RequestResult{Index: len(s.window), Record: rec})
-	if len(s.window) >= s.cfg.Workload.NumRequests {
-		s.fileWindow(g, false)
+	if len(s.window) < s.cfg.Workload.NumRequests {
+		return false
 	}
+	s.fileWindow(g, false)
+	return true
 }
 
 // fileWindow files the window as a run (partial: the engine stopped before it filled); the

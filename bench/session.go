@@ -130,8 +130,12 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 			return nil, err
 		}
 		s.wl = wl
+		if err := wl.fits(cfg.MaxSeqLen, model.MaxPositions); err != nil {
+			s.prov.Close()
+			return nil, err
+		}
 		if s.seqs == 0 {
-			s.seqs = min(wl.longestTotal, model.MaxPositions)
+			s.seqs = wl.longestTotal
 		}
 	}
 	if s.seqs == 0 || s.seqs > model.MaxPositions {

@@ -63,6 +63,25 @@ func buildWorkload(spec Workload, tok TextCodec, vocab int) (*workload, error) {
 	return w, nil
 }
 
+// fits checks that the longest request fits maxSeqLen (0: no such limit) and the model's
+// positions, before any request is submitted.
+func (w *workload) fits(maxSeqLen, positions int) error {
+	longest := 0
+	for i, ids := range w.tokens {
+		if len(ids) > len(w.tokens[longest]) {
+			longest = i
+		}
+	}
+	n := len(w.tokens[longest])
+	switch {
+	case maxSeqLen > 0 && w.longestTotal > maxSeqLen:
+		return &ConfigError{msg: fmt.Sprintf("--max-seq-len %d is shorter than the longest request: a prompt of %d tokens + --max-new-tokens %d = %d", maxSeqLen, n, w.maxNew, w.longestTotal)}
+	case w.longestTotal > positions:
+		return &ConfigError{msg: fmt.Sprintf("a prompt of %d tokens + --max-new-tokens %d = %d tokens exceeds the model's %d positions (n_positions)", n, w.maxNew, w.longestTotal, positions)}
+	}
+	return nil
+}
+
 // request returns request i of the workload.
 func (w *workload) request(i int) sched.Request {
 	r := sched.Request{MaxNewTokens: w.maxNew, StopOnEOS: w.stopOnEOS, Sampling: w.sampling, StreamInterval: w.streamEvery}

@@ -10,5 +10,5 @@ const noCgo = "this binary was built without cgo (CGO_ENABLED=0), so it has no C
 func probeCUDA() (ok bool, why string) { return false, noCgo }
 
 func newCUDABackend(m *Model, opts Options, ledger *Ledger) (Backend, KVLayout, error) {
-	return nil, KVLayout{}, errNoCUDA
+	return nil, KVLayout{}, ErrNoCUDA
 }

@@ -2,9 +2,9 @@ package engine
 
 import "errors"
 
-// Sentinel errors callers can test with errors.Is.
+// Sentinel errors callers can test with errors.Is. ErrNoCUDA: --device cuda where no GPU can be used.
 var (
-	errNoCUDA = errors.New("no usable CUDA device")
+	ErrNoCUDA = errors.New("no usable CUDA device")
 )
 
 // Sentinel errors of model loading (config.go, load.go, random.go).

@@ -26,7 +26,7 @@ const pagedBlockSize = 16
 
 // New puts m on a backend chosen by opts.Device:
 //   - "cpu": the CPU backend;
-//   - "cuda": the GPU backend, or an error saying why there is no usable GPU (it wraps errNoCUDA);
+//   - "cuda": the GPU backend, or an error saying why there is no usable GPU (it wraps ErrNoCUDA);
 //   - "auto" (or ""): the GPU when one is usable, else the CPU, with DeviceNote saying why.
 //
 // On the CPU the KV pool holds MaxBatch sequences of MaxSeqLen positions: one block of MaxSeqLen
@@ -45,7 +45,7 @@ func New(m *Model, opts Options) (*Engine, error) {
 	case "cuda":
 		ok, why := probeCUDA()
 		if !ok {
-			return nil, badOption(errNoCUDA, "--device cuda: no usable GPU (%s)", why)
+			return nil, badOption(ErrNoCUDA, "--device cuda: no usable GPU (%s)", why)
 		}
 		be, layout, err := newCUDABackend(m, opts, e.Ledger)
 		if err != nil {

@@ -46,8 +46,8 @@ func TestNewCUDAWithoutGPU(t *testing.T) {
 	if err == nil || err.Error() != want || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("New(cuda) error = %v, want %q", err, want)
 	}
-	if !errors.Is(err, errNoCUDA) {
-		t.Errorf("error %v does not wrap errNoCUDA", err)
+	if !errors.Is(err, ErrNoCUDA) {
+		t.Errorf("error %v does not wrap ErrNoCUDA", err)
 	}
 }
 

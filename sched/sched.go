@@ -167,8 +167,13 @@ func (o *Options) validate() error {
 // the order Submit queued them, whoever tokenizes them and however long that takes.
 func (s *Scheduler) Submit(r Request) (RequestID, error) {
 	start := s.clock.Now()
-	if r.MaxNewTokens < 1 {
+	switch {
+	case r.MaxNewTokens < 1:
 		return 0, fmt.Errorf("%w: --max-new-tokens %d, want >= 1", ErrBadRequest, r.MaxNewTokens)
+	case r.MaxNewTokens >= s.seqCap || len(r.Tokens) >= s.seqCap:
+		// Checked before the sequence buffer, sized by both, is allocated.
+		return 0, fmt.Errorf("%w: a prompt of %d tokens + --max-new-tokens %d cannot fit the longest sequence, %d tokens",
+			ErrBadRequest, len(r.Tokens), r.MaxNewTokens, s.seqCap)
 	}
 	q := newRequest(r, start)
 	switch {

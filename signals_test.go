@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets a test run this binary as rosetop itself (ROSETOP_TEST_MAIN=1) or as a process
+// that ignores its cancelled context (=stuck), for the signal tests.
+func TestMain(m *testing.M) {
+	switch os.Getenv("ROSETOP_TEST_MAIN") {
+	case "1":
+		main()
+		return
+	case "stuck":
+		sig := watchSignals(os.Stderr)
+		fmt.Println("ready")
+		<-sig.ctx.Done()
+		fmt.Println("cancelled")
+		select {} // a load that nothing can interrupt
+	}
+	os.Exit(m.Run())
+}
+
+// child starts this test binary as rosetop with args; its stdout comes line by line.
+func child(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Scanner, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ROSETOP_TEST_MAIN="+mode)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, bufio.NewScanner(out), &stderr
+}
+
+// waitLine reads sc until a line containing want; it fails when the output ends first.
+func waitLine(t *testing.T, sc *bufio.Scanner, want string) {
+	t.Helper()
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), want) {
+			return
+		}
+	}
+	t.Fatalf("output ended before a line with %q", want)
+}
+
+// exitStatus waits for cmd and returns its exit status.
+func exitStatus(t *testing.T, cmd *exec.Cmd, sc *bufio.Scanner) int {
+	t.Helper()
+	for sc.Scan() { // drain, so the child never blocks on a full pipe
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// TestSignalKeepsResults: SIGHUP or SIGTERM during `bench --json --csv` stops the run, writes
+// both files with what was measured (the warmup run whole, the interrupted run marked partial)
+// and exits 128+N.
+func TestSignalKeepsResults(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGHUP, 129}, {syscall.SIGTERM, 143}, {syscall.SIGINT, 130}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			jsonPath, csvPath := filepath.Join(dir, "out.json"), filepath.Join(dir, "out.csv")
+			cmd, sc, stderr := child(t, "1", "bench", "--device", "cpu", "--threads", "1", "--num-requests", "8",
+				"--max-new-tokens", "100", "--no-stop-on-eos", "--warmup-runs", "1", "--repeat-runs", "1000",
+				"--json", jsonPath, "--csv", csvPath)
+			waitLine(t, sc, "=== run 1/1000 ===") // the warmup has finished
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := exitStatus(t, cmd, sc); code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.code, stderr)
+			}
+			var rep struct {
+				Runs []struct {
+					Label   string
+					Partial bool
+				}
+			}
+			data, err := os.ReadFile(jsonPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &rep); err != nil {
+				t.Fatal(err)
+			}
+			n := len(rep.Runs)
+			if n < 2 || rep.Runs[0].Label != "warmup 1/1" || rep.Runs[0].Partial || !rep.Runs[n-1].Partial {
+				t.Fatalf("json runs %+v, want the whole warmup first and the interrupted run last", rep.Runs)
+			}
+			for _, r := range rep.Runs[1 : n-1] {
+				if r.Partial {
+					t.Errorf("run %s before the signal is marked partial", r.Label)
+				}
+			}
+			if csv, err := os.ReadFile(csvPath); err != nil || !strings.Contains(string(csv), "warmup 1/1") {
+				t.Errorf("csv not written with the warmup's rows: %v", err)
+			}
+		})
+	}
+}
+
+// TestSecondSignalExitsAtOnce: a process stuck in something its cancelled context cannot stop
+// exits at the second signal with 128+N.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	cmd, sc, stderr := child(t, "stuck")
+	waitLine(t, sc, "ready")
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitLine(t, sc, "cancelled")
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan int, 1)
+	go func() { done <- exitStatus(t, cmd, sc) }()
+	select {
+	case code := <-done:
+		if code != 143 || !strings.Contains(stderr.String(), "again: exiting at once") {
+			t.Errorf("exit %d, stderr %q; want 143 and the notice", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing check
+		t.Fatal("the second SIGTERM did not end the process")
+	}
+}
