@@ -170,10 +170,10 @@ func (s *Scheduler) Submit(r Request) (RequestID, error) {
 	switch {
 	case r.MaxNewTokens < 1:
 		return 0, fmt.Errorf("%w: --max-new-tokens %d, want >= 1", ErrBadRequest, r.MaxNewTokens)
-	case r.MaxNewTokens >= s.seqCap || len(r.Tokens) >= s.seqCap:
+	case r.MaxNewTokens >= s.seqCap || len(r.Tokens)+r.MaxNewTokens > s.seqCap:
 		// Checked before the sequence buffer, sized by both, is allocated.
-		return 0, fmt.Errorf("%w: a prompt of %d tokens + --max-new-tokens %d cannot fit the longest sequence, %d tokens",
-			ErrBadRequest, len(r.Tokens), r.MaxNewTokens, s.seqCap)
+		return 0, fmt.Errorf("%w: prompt of %d tokens + --max-new-tokens %d exceeds the longest sequence, %d tokens (max sequence length %d)",
+			ErrBadRequest, len(r.Tokens), r.MaxNewTokens, s.seqCap, s.maxSeqLen)
 	}
 	q := newRequest(r, start)
 	switch {
