@@ -172,8 +172,7 @@ func (s *Scheduler) Submit(r Request) (RequestID, error) {
 		return 0, fmt.Errorf("%w: --max-new-tokens %d, want >= 1", ErrBadRequest, r.MaxNewTokens)
 	case r.MaxNewTokens >= s.seqCap || len(r.Tokens)+r.MaxNewTokens > s.seqCap:
 		// Checked before the sequence buffer, sized by both, is allocated.
-		return 0, fmt.Errorf("%w: prompt of %d tokens + --max-new-tokens %d exceeds the longest sequence, %d tokens (max sequence length %d)",
-			ErrBadRequest, len(r.Tokens), r.MaxNewTokens, s.seqCap, s.maxSeqLen)
+		return 0, s.tooLong(len(r.Tokens), r.MaxNewTokens)
 	}
 	q := newRequest(r, start)
 	switch {
@@ -223,8 +222,7 @@ func (s *Scheduler) checkPrompt(q *request) error {
 	case n == 0:
 		return fmt.Errorf("%w: empty prompt: the text has no tokens", ErrBadRequest)
 	case n+q.maxNew > s.seqCap:
-		return fmt.Errorf("%w: prompt of %d tokens + --max-new-tokens %d exceeds the longest sequence, %d tokens (max sequence length %d)",
-			ErrBadRequest, n, q.maxNew, s.seqCap, s.maxSeqLen)
+		return s.tooLong(n, q.maxNew)
 	}
 	for _, id := range q.tokens[:n] {
 		if id < 0 {
@@ -232,6 +230,16 @@ func (s *Scheduler) checkPrompt(q *request) error {
 		}
 	}
 	return nil
+}
+
+// tooLong is the error for a request whose prompt and output cannot fit one sequence; it says
+// whether the limit is the max sequence length or the KV pool.
+func (s *Scheduler) tooLong(prompt, maxNew int) error {
+	limit := fmt.Sprintf("the max sequence length, %d tokens", s.maxSeqLen)
+	if s.seqCap < s.maxSeqLen {
+		limit = fmt.Sprintf("the %d positions the KV pool holds for one sequence", s.seqCap)
+	}
+	return fmt.Errorf("%w: prompt of %d tokens + --max-new-tokens %d exceeds the longest sequence: %s", ErrBadRequest, prompt, maxNew, limit)
 }
 
 // Cancel ends request id with FinishCancelled at the next step boundary, releasing its KV blocks.

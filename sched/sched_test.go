@@ -56,6 +56,20 @@ func TestNewValidation(t *testing.T) {
 	}
 }
 
+// TestTooLongNamesItsLimit: a request that cannot fit names the limit it hit, the max sequence
+// length or the KV pool, and never states a limit larger than the one it hit.
+func TestTooLongNamesItsLimit(t *testing.T) {
+	s, err := New(Options{Backend: noopBackend{}, Layout: engine.KVLayout{BlockSize: 4, NumBlocks: 64, Paged: true},
+		MaxSeqLen: 8, Config: Config{MaxBatch: 2, PrefillMaxBatch: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Submit(Request{Tokens: make([]int32, 6), MaxNewTokens: 3})
+	if err == nil || !strings.Contains(err.Error(), "exceeds the longest sequence: the max sequence length, 8 tokens") {
+		t.Errorf("err = %v", err)
+	}
+}
+
 func TestSubmitValidation(t *testing.T) {
 	s, err := New(Options{Backend: noopBackend{}, Layout: engine.KVLayout{BlockSize: 4, NumBlocks: 4, Paged: true},
 		MaxSeqLen: 32, Config: Config{MaxBatch: 2, PrefillMaxBatch: 1}})
@@ -70,8 +84,8 @@ func TestSubmitValidation(t *testing.T) {
 		{"max new tokens 0", Request{Tokens: []int32{1}}, "--max-new-tokens 0"},
 		{"empty prompt", Request{MaxNewTokens: 1}, "empty prompt"},
 		{"text without tokenizer", Request{Text: "hi", MaxNewTokens: 1}, "needs a tokenizer"},
-		{"longer than max seq len", Request{Tokens: make([]int32, 30), MaxNewTokens: 3}, "exceeds the longest sequence"},
-		{"longer than the KV pool", Request{Tokens: make([]int32, 10), MaxNewTokens: 7}, "16 tokens"},
+		{"longer than max seq len", Request{Tokens: make([]int32, 30), MaxNewTokens: 3}, "exceeds the longest sequence: the 16 positions the KV pool"},
+		{"longer than the KV pool", Request{Tokens: make([]int32, 10), MaxNewTokens: 7}, "the 16 positions the KV pool holds for one sequence"},
 		{"negative token id", Request{Tokens: []int32{3, -1}, MaxNewTokens: 1}, "token id -1"},
 	}
 	for _, c := range cases {
