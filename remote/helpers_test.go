@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,6 +40,7 @@ type script struct {
 	status int
 	header map[string]string
 	steps  []step
+	onConn func(http.ConnState) // sees every connection state change
 }
 
 // scriptServer serves one script to every request and records the request bodies and headers.
@@ -48,6 +50,7 @@ type scriptServer struct {
 	acks   chan struct{} // one per chunk the client reported; buffered so the client never blocks
 	bodies chan string   // request bodies, buffered
 	auth   chan string   // Authorization headers, buffered
+	gone   chan struct{} // one per hold step that saw the client go away
 }
 
 func newScriptServer(t *testing.T, clock *fakeClock, sc script) *scriptServer {
@@ -57,8 +60,9 @@ func newScriptServer(t *testing.T, clock *fakeClock, sc script) *scriptServer {
 		acks:   make(chan struct{}, 1<<12),
 		bodies: make(chan string, 64),
 		auth:   make(chan string, 64),
+		gone:   make(chan struct{}, 64),
 	}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		select {
 		case s.bodies <- string(b):
@@ -70,6 +74,10 @@ func newScriptServer(t *testing.T, clock *fakeClock, sc script) *scriptServer {
 		}
 		s.serve(w, r, sc)
 	}))
+	if sc.onConn != nil {
+		s.Config.ConnState = func(_ net.Conn, st http.ConnState) { sc.onConn(st) }
+	}
+	s.Start()
 	t.Cleanup(s.Close)
 	return s
 }
@@ -97,6 +105,7 @@ func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request, sc script) 
 			return
 		case st.hold:
 			<-r.Context().Done()
+			s.gone <- struct{}{}
 			return
 		}
 		if _, err := io.WriteString(w, st.write); err != nil {

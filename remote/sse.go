@@ -31,7 +31,8 @@ type sseReader struct {
 	long    []byte // a line that did not fit in buf's free space, assembled here
 	data    []byte // the current event's data when it spans several lines
 	dataSet bool   // the current event has at least one data field
-	single  []byte // the current event's data when it is one line (aliases buf)
+	single  []byte // the current event's data when aliased is set (it points into buf)
+	aliased bool   // the current event's data is one field still in buf
 	typ     string // the current event's type
 	// Comments counts `:` lines (keep-alives) seen so far.
 	Comments int
@@ -98,13 +99,10 @@ func (s *sseReader) field(line []byte) error {
 // addData appends one data field. A single field stays in place; a second one copies both out.
 func (s *sseReader) addData(value []byte) error {
 	if !s.dataSet {
-		s.dataSet, s.single = true, value
+		s.dataSet, s.single, s.aliased = true, value, true
 		return nil
 	}
-	if s.single != nil {
-		s.data = append(s.data[:0], s.single...)
-		s.single = nil
-	}
+	s.unalias()
 	if len(s.data)+1+len(value) > s.maxLine {
 		return fmt.Errorf("%w: event data over %d bytes", ErrMalformed, s.maxLine)
 	}
@@ -115,12 +113,20 @@ func (s *sseReader) addData(value []byte) error {
 
 // dispatch ends the current event.
 func (s *sseReader) dispatch() sseEvent {
-	ev := sseEvent{Type: s.typ, Data: s.single}
-	if s.single == nil {
-		ev.Data = s.data
+	ev := sseEvent{Type: s.typ, Data: s.data}
+	if s.aliased {
+		ev.Data = s.single
 	}
-	s.dataSet, s.single, s.typ = false, nil, ""
+	s.dataSet, s.aliased, s.single, s.typ = false, false, nil, ""
 	return ev
+}
+
+// unalias copies a data field that points into buf out of it.
+func (s *sseReader) unalias() {
+	if s.aliased {
+		s.data = append(s.data[:0], s.single...)
+		s.aliased, s.single = false, nil
+	}
 }
 
 // line returns the next line without its terminator. It aliases buf (or long) until the next
@@ -132,6 +138,9 @@ func (s *sseReader) line() ([]byte, error) {
 			s.consumeEOL(s.start + i)
 			if s.long != nil {
 				return s.joinLong(line)
+			}
+			if len(line) > s.maxLine {
+				return nil, errLineTooLong
 			}
 			return line, nil
 		}
@@ -145,6 +154,9 @@ func (s *sseReader) line() ([]byte, error) {
 					return nil, lerr
 				}
 				return line, nil
+			}
+			if len(rest) > s.maxLine {
+				return nil, errLineTooLong
 			}
 			if len(rest) > 0 {
 				return rest, nil
@@ -193,6 +205,7 @@ func (s *sseReader) consumeEOL(i int) {
 // (bounded by maxLine) so the buffer can take the rest. It returns the reader's error once the
 // input is exhausted.
 func (s *sseReader) fill() error {
+	s.unalias() // the buffer is about to move
 	if s.eof != nil {
 		// A trailing CR with nothing after it still ends a line.
 		if s.end > s.start && s.buf[s.end-1] == '\r' {
