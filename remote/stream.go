@@ -30,9 +30,9 @@ type streamReader struct {
 	maxText   int
 	text      []byte // all chunks' text so far
 
-	chunk        wireChunk
+	chunk        chunk
 	done         bool // [DONE] seen
-	usageTokens  int  // last usage.completion_tokens seen; -1 if none
+	usageTokens  int  // last non-negative usage.completion_tokens seen; -1 if none
 	continuous   bool // every chunk with choices so far carried usage
 	allCounted   bool // every chunk with choices so far had a known token count
 	countedTotal int  // sum of known per-chunk counts
@@ -109,15 +109,13 @@ func (s *streamReader) event(ev sseEvent) *Failure {
 		return &Failure{Reason: ReasonServerError, Detail: s.c.detail(msg)}
 	}
 	prevUsage := s.usageTokens
-	if c.Usage != nil {
-		if c.Usage.CompletionTokens != nil {
-			s.usageTokens = *c.Usage.CompletionTokens
-		}
-		if c.Usage.PromptTokens != nil {
-			s.res.PromptTokens = *c.Usage.PromptTokens
-		}
+	if c.completion >= 0 {
+		s.usageTokens = int(c.completion)
 	}
-	if len(c.Choices) == 0 {
+	if c.prompt >= 0 {
+		s.res.PromptTokens = int(c.prompt)
+	}
+	if c.choices == 0 {
 		return nil
 	}
 	return s.choices(at, prevUsage)
@@ -126,12 +124,12 @@ func (s *streamReader) event(ev sseEvent) *Failure {
 // choices records a chunk that carried choices: the TTFT/ITL/E2EL points of vLLM bench serve.
 func (s *streamReader) choices(at time.Duration, prevUsage int) *Failure {
 	c := &s.chunk
-	text := c.text()
+	text := c.textOf()
 	tokens := -1
 	switch {
-	case c.Choices[0].TokenIDs != nil:
-		tokens = len(c.Choices[0].TokenIDs)
-	case c.Usage == nil || c.Usage.CompletionTokens == nil:
+	case c.tokenIDs >= 0:
+		tokens = c.tokenIDs
+	case c.completion < 0:
 		s.continuous = false
 	case s.continuous:
 		// Continuous usage is cumulative. A count that did not grow under new text is not a
@@ -155,8 +153,8 @@ func (s *streamReader) choices(at time.Duration, prevUsage int) *Failure {
 	}
 	r.Chunks = append(r.Chunks, ChunkTime{At: at, Tokens: tokens})
 	s.text = append(s.text, text...)
-	if f := c.finish(); f != "" {
-		r.Finish = f
+	if c.finish != "" {
+		r.Finish = c.finish
 	}
 	if s.onChunk != nil {
 		s.onChunk(Chunk{At: at, Tokens: tokens, Text: text})
