@@ -285,10 +285,14 @@ func (c *Client) detail(s string) string {
 	if c.cfg.APIKey != "" {
 		s = strings.ReplaceAll(s, string(c.cfg.APIKey), "[redacted]")
 	}
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool {
-		return r < ' ' || r == 0x7f || r == ' '
+	return clip(oneLine(s), maxDetail)
+}
+
+// oneLine folds runs of spaces and control characters into one space.
+func oneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool {
+		return r <= ' ' || r == 0x7f
 	}), " ")
-	return clip(s, maxDetail)
 }
 
 // Models lists the model ids the server serves (GET {base}/models), in its order.
