@@ -84,7 +84,6 @@ func refDecode(data []byte) (chunk, bool) {
 		if !ok {
 			return c, false
 		}
-		c.usage = true
 		for key, dst := range map[string]*int64{"completion_tokens": &c.completion, "prompt_tokens": &c.prompt} {
 			if x, ok := u[key]; ok && x != nil {
 				if *dst, ok = integer(x); !ok {
@@ -109,7 +108,7 @@ func same(a, b chunk) bool {
 		am, bm = "", "" // the reference keeps no raw bytes: compare presence only
 	}
 	return a.choices == b.choices && a.textOf() == b.textOf() && a.finish == b.finish && a.tokenIDs == b.tokenIDs &&
-		a.usage == b.usage && a.completion == b.completion && a.prompt == b.prompt && aerr == berr && am == bm
+		a.completion == b.completion && a.prompt == b.prompt && aerr == berr && am == bm
 }
 
 func TestDecodeChunk(t *testing.T) {
