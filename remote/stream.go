@@ -55,21 +55,19 @@ func newStreamReader(c *Client, body io.Reader, res *Result, maxTokens int, onCh
 // run reads events until [DONE], the end of the body or a failure. It returns the failure, or
 // nil when the stream ended well; readErr is the underlying read error for classification.
 func (s *streamReader) run() (f *Failure, readErr error) {
+	defer func() { s.res.KeepAlives = s.sse.Comments }()
 	for !s.done {
 		ev, err := s.sse.next()
 		if err != nil {
-			s.res.KeepAlives = s.sse.Comments
 			if errors.Is(err, io.EOF) {
 				return s.atEOF(), nil
 			}
 			return nil, err
 		}
 		if f := s.event(ev); f != nil {
-			s.res.KeepAlives = s.sse.Comments
 			return f, nil
 		}
 	}
-	s.res.KeepAlives = s.sse.Comments
 	if len(s.res.Chunks) == 0 {
 		return &Failure{Reason: ReasonNoChunks, Detail: "[DONE] before any chunk with choices"}, nil
 	}
@@ -125,6 +123,10 @@ func (s *streamReader) event(ev sseEvent) *Failure {
 func (s *streamReader) choices(at time.Duration, prevUsage int) *Failure {
 	c := &s.chunk
 	text := c.textOf()
+	r := s.res
+	if len(r.Chunks) == s.maxChunks || len(s.text)+len(text) > s.maxText {
+		return &Failure{Reason: ReasonOverflow, Detail: fmt.Sprintf("more than %d chunks or %d text bytes", s.maxChunks, s.maxText)}
+	}
 	tokens := -1
 	switch {
 	case c.tokenIDs >= 0:
@@ -143,14 +145,10 @@ func (s *streamReader) choices(at time.Duration, prevUsage int) *Failure {
 	} else {
 		s.allCounted = false
 	}
-	r := s.res
 	if len(r.Chunks) == 0 {
 		r.First = at
 	}
 	r.Last = at
-	if len(r.Chunks) == s.maxChunks || len(s.text)+len(text) > s.maxText {
-		return &Failure{Reason: ReasonOverflow, Detail: fmt.Sprintf("more than %d chunks or %d text bytes", s.maxChunks, s.maxText)}
-	}
 	r.Chunks = append(r.Chunks, ChunkTime{At: at, Tokens: tokens})
 	s.text = append(s.text, text...)
 	if c.finish != "" {
