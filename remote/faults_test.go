@@ -3,8 +3,11 @@ package remote
 import (
 	"context"
 	"errors"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -185,9 +188,10 @@ func (timeoutErr) Error() string   { return "i/o timeout" }
 func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
-// TestKeepAlive: sequential requests reuse one connection.
+// TestKeepAlive: sequential requests reuse one connection, and rounds of MaxConns concurrent
+// requests reuse the pool's MaxConns connections.
 func TestKeepAlive(t *testing.T) {
-	conns := make(chan struct{}, 16)
+	conns := make(chan struct{}, 64)
 	srv := newScriptServer(t, nil, script{steps: events(tok1 + fin1 + done), onConn: func(s http.ConnState) {
 		if s == http.StateNew {
 			conns <- struct{}{}
@@ -201,5 +205,40 @@ func TestKeepAlive(t *testing.T) {
 	}
 	if n := len(conns); n != 1 {
 		t.Errorf("%d connections for 5 sequential requests, want 1", n)
+	}
+	const streams = 8
+	pool := newTestClient(t, srv.URL, Config{MaxConns: streams})
+	for range 3 {
+		errs := make(chan error, streams)
+		for range streams {
+			go func() {
+				_, err := do(t, pool, request(Completions), nil)
+				errs <- err
+			}()
+		}
+		for range streams {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := len(conns) - 1; n > streams {
+		t.Errorf("%d connections for 3 rounds of %d concurrent requests, want at most %d", n, streams, streams)
+	}
+}
+
+// TestTLSSystemRoots: the client trusts the system's roots only, so a server with a
+// self-signed certificate is a connect failure that says why.
+func TestTLSSystemRoots(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, tok1+fin1+done)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
+	srv.StartTLS()
+	defer srv.Close()
+	c := newTestClient(t, srv.URL, Config{})
+	res, err := do(t, c, request(Completions), nil)
+	if !errors.Is(err, ErrConnect) || !strings.Contains(res.Failure.Detail, "certificate") {
+		t.Fatalf("error %v, want a connect failure naming the certificate", err)
 	}
 }
