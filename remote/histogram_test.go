@@ -1,0 +1,102 @@
+package remote
+
+import (
+	"math"
+	"testing"
+)
+
+func hist(pairs ...float64) Histogram {
+	h := Histogram{Known: true}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		h.Buckets = append(h.Buckets, Bucket{UpperBound: pairs[i], Count: pairs[i+1]})
+	}
+	if n := len(h.Buckets); n > 0 {
+		h.Count = h.Buckets[n-1].Count
+	}
+	return h
+}
+
+var inf = math.Inf(1)
+
+// TestQuantile follows Prometheus's bucketQuantile (promql/quantile.go) case by case.
+func TestQuantile(t *testing.T) {
+	tests := []struct {
+		name string
+		h    Histogram
+		q    float64
+		want float64
+		ok   bool
+	}{
+		{"median inside a bucket", hist(0.1, 10, 0.5, 30, 1, 40, inf, 40), 0.5, 0.3, true},
+		{"p99 in the last finite bucket", hist(0.1, 10, 0.5, 30, 1, 40, inf, 40), 0.99, 0.98, true},
+		{"first bucket from zero", hist(0.1, 10, 0.5, 30, inf, 30), 0.25, 0.075, true},
+		{"rank in the +Inf bucket", hist(0.1, 10, 1, 40, inf, 45), 0.99, 1, true},
+		{"q = 1 in the +Inf bucket", hist(0.1, 10, 1, 40, inf, 45), 1, 1, true},
+		{"q = 0", hist(0.1, 10, 1, 40, inf, 40), 0, 0, true},
+		{"q = 0 over an empty first bucket", hist(0.1, 0, 1, 40, inf, 40), 0, 0, false},
+		{"negative first bound", hist(-1, 5, 1, 10, inf, 10), 0.2, -1, true},
+		{"non-monotone buckets are lifted", hist(0.1, 10, 0.5, 8, 1, 20, inf, 20), 0.75, 0.75, true},
+		{"no observations", hist(0.1, 0, inf, 0), 0.5, 0, false},
+		{"no +Inf bucket", hist(0.1, 1, 0.5, 2), 0.5, 0, false},
+		{"one bucket", hist(inf, 3), 0.5, 0, false},
+		{"q above 1", hist(0.1, 10, inf, 10), 1.5, 0, false},
+		{"q NaN", hist(0.1, 10, inf, 10), math.NaN(), 0, false},
+		{"unknown", Histogram{}, 0.5, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := tt.h.Quantile(tt.q)
+			if ok != tt.ok || math.Abs(got-tt.want) > 1e-12 {
+				t.Fatalf("Quantile(%v) = %v, %v; want %v, %v", tt.q, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestHistogramSub(t *testing.T) {
+	prev := hist(0.1, 10, 0.5, 30, inf, 40)
+	prev.Sum = 12
+	cur := hist(0.1, 12, 0.5, 50, inf, 70)
+	cur.Sum = 20
+	d := cur.Sub(prev)
+	want := hist(0.1, 2, 0.5, 20, inf, 30)
+	if !d.Known || d.Count != 30 || d.Sum != 8 || len(d.Buckets) != 3 {
+		t.Fatalf("delta %+v", d)
+	}
+	for i, b := range d.Buckets {
+		if b != want.Buckets[i] {
+			t.Errorf("bucket %d: %+v, want %+v", i, b, want.Buckets[i])
+		}
+	}
+	// Over the window only the new observations count: its median is inside (0.1, 0.5].
+	if q, ok := d.Quantile(0.5); !ok || math.Abs(q-(0.1+0.4*(13.0/18))) > 1e-12 {
+		t.Errorf("window median %v %v", q, ok)
+	}
+	// A restart (counts went down) leaves the new histogram alone.
+	restarted := hist(0.1, 1, 0.5, 2, inf, 3)
+	if r := restarted.Sub(cur); r.Count != 3 || r.Buckets[2].Count != 3 {
+		t.Errorf("after a restart: %+v", r)
+	}
+	if u := cur.Sub(Histogram{}); u.Known {
+		t.Error("delta against an unknown histogram is known")
+	}
+	if m, ok := d.Mean(); !ok || m != 8.0/30 {
+		t.Errorf("mean %v %v", m, ok)
+	}
+}
+
+// TestHistogramAdd: series with different layouts sum over the union of their bounds.
+func TestHistogramAdd(t *testing.T) {
+	var h Histogram
+	h.add(hist(0.1, 1, 1, 3, inf, 4))
+	h.add(hist(0.5, 2, 1, 5, inf, 6))
+	want := []Bucket{{0.1, 1}, {0.5, 1 + 2}, {1, 3 + 5}, {inf, 10}}
+	if h.Count != 10 || len(h.Buckets) != len(want) {
+		t.Fatalf("%+v", h)
+	}
+	for i, b := range h.Buckets {
+		if b != want[i] {
+			t.Errorf("bucket %d: %+v, want %+v", i, b, want[i])
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package remote
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// API is the endpoint a request goes to.
+type API int
+
+// The OpenAI endpoints the client speaks.
+const (
+	Completions API = iota // POST {base}/completions, `prompt`, chunks carry choices[].text
+	Chat                   // POST {base}/chat/completions, one user message, choices[].delta.content
+)
+
+// String is the API's name as the --api flag spells it.
+func (a API) String() string {
+	if a == Chat {
+		return "chat"
+	}
+	return "completions"
+}
+
+// ParseAPI reads an API name: "completions" or "chat".
+func ParseAPI(s string) (API, error) {
+	switch s {
+	case "completions":
+		return Completions, nil
+	case "chat":
+		return Chat, nil
+	}
+	return 0, fmt.Errorf("%w: api %q: want completions or chat", ErrConfig, s)
+}
+
+func (a API) path() string {
+	if a == Chat {
+		return "/chat/completions"
+	}
+	return "/completions"
+}
+
+// Request is one generation. The zero sampling fields ask for greedy decoding (temperature 0)
+// with the server's defaults for everything else.
+type Request struct {
+	API       API
+	Model     string
+	Prompt    string  // the prompt text (completions) or the user message (chat)
+	PromptIDs []int32 // completions only: sent as an array of token ids instead of Prompt
+	MaxTokens int     // max_tokens; must be at least 1
+
+	// IgnoreEOS and MinTokens are vLLM and SGLang extensions, sent only when set.
+	IgnoreEOS bool
+	MinTokens int
+
+	Temperature float64 // 0: greedy
+	TopP        float64 // sent when > 0
+	TopK        int     // sent when > 0 (an extension most servers accept)
+	Seed        *int64  // sent when set
+	// ContinuousUsage asks for usage on every chunk (stream_options.continuous_usage_stats,
+	// vLLM and SGLang), which tells how many tokens each chunk carried.
+	ContinuousUsage bool
+}
+
+// validate checks the fields the body depends on.
+func (r *Request) validate() error {
+	switch {
+	case r.API != Completions && r.API != Chat:
+		return fmt.Errorf("%w: request API %d", ErrConfig, int(r.API))
+	case r.MaxTokens < 1:
+		return fmt.Errorf("%w: max tokens %d: want at least 1", ErrConfig, r.MaxTokens)
+	case r.MinTokens < 0 || r.MinTokens > r.MaxTokens:
+		return fmt.Errorf("%w: min tokens %d: want 0..%d", ErrConfig, r.MinTokens, r.MaxTokens)
+	case r.PromptIDs != nil && r.API == Chat:
+		return fmt.Errorf("%w: token-id prompts need the completions API", ErrConfig)
+	case r.Temperature < 0 || r.TopP < 0 || r.TopK < 0:
+		return fmt.Errorf("%w: negative sampling parameter", ErrConfig)
+	}
+	return nil
+}
+
+// ExtraBody is a JSON object whose members are merged into every request body at the top level;
+// a member replaces the client's own field of the same name. Build one with ParseExtraBody.
+type ExtraBody struct {
+	members map[string]json.RawMessage // immutable after ParseExtraBody
+}
+
+// ParseExtraBody reads --extra-body: it must be a JSON object, and may not set "stream" (the
+// client only speaks streaming).
+func ParseExtraBody(s string) (ExtraBody, error) {
+	if strings.TrimSpace(s) == "" {
+		return ExtraBody{}, nil
+	}
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(s))
+	if err := dec.Decode(&m); err != nil || m == nil || dec.More() {
+		return ExtraBody{}, fmt.Errorf("%w: extra body %s: want one JSON object, like {\"top_k\": 1}",
+			ErrConfig, clip(s, 40))
+	}
+	if _, ok := m["stream"]; ok {
+		return ExtraBody{}, fmt.Errorf("%w: extra body may not set \"stream\": the client streams", ErrConfig)
+	}
+	return ExtraBody{members: m}, nil
+}
+
+// Len is the number of members.
+func (e ExtraBody) Len() int { return len(e.members) }
+
+// body builds the JSON request body: the request's fields, then extra's members over them.
+func (r *Request) body(extra ExtraBody) ([]byte, error) {
+	m := make(map[string]any, 12+len(extra.members))
+	m["model"] = r.Model
+	m["stream"] = true
+	opts := map[string]bool{"include_usage": true}
+	if r.ContinuousUsage {
+		opts["continuous_usage_stats"] = true
+	}
+	m["stream_options"] = opts
+	m["max_tokens"] = r.MaxTokens
+	m["temperature"] = r.Temperature
+	if r.API == Chat {
+		m["messages"] = []map[string]string{{"role": "user", "content": r.Prompt}}
+	} else if r.PromptIDs != nil {
+		m["prompt"] = r.PromptIDs
+	} else {
+		m["prompt"] = r.Prompt
+	}
+	if r.IgnoreEOS {
+		m["ignore_eos"] = true
+	}
+	if r.MinTokens > 0 {
+		m["min_tokens"] = r.MinTokens
+	}
+	if r.TopP > 0 {
+		m["top_p"] = r.TopP
+	}
+	if r.TopK > 0 {
+		m["top_k"] = r.TopK
+	}
+	if r.Seed != nil {
+		m["seed"] = *r.Seed
+	}
+	for k, v := range extra.members {
+		m[k] = v
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("%w: request body: %v", ErrConfig, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// clip shortens s to at most n bytes for a message, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
+}

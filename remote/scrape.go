@@ -1,0 +1,125 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// ScraperConfig configures a Scraper. Zero fields take the defaults noted.
+type ScraperConfig struct {
+	URL      string        // the /metrics page, e.g. from DefaultMetricsURL
+	APIKey   Secret        // sent as a bearer token when set
+	Timeout  time.Duration // each scrape's deadline (2 s)
+	MaxBytes int64         // the largest page read (16 MiB)
+	Clock    Clock         // stamps Snapshot.At; nil: a monotonic clock started by NewScraper
+}
+
+// Scraper defaults.
+const (
+	DefaultScrapeTimeout = 2 * time.Second
+	DefaultScrapeBytes   = 16 << 20
+)
+
+// Scraper reads a server's /metrics into Snapshots. It is safe for concurrent use.
+type Scraper struct {
+	cfg       ScraperConfig // read-only after NewScraper, defaults applied
+	auth      string
+	clock     Clock
+	http      *http.Client
+	transport *http.Transport
+}
+
+// NewScraper checks cfg and builds a scraper. It makes no request.
+func NewScraper(cfg ScraperConfig) (*Scraper, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("%w: metrics URL %q: want an http or https URL like http://host:8000/metrics",
+			ErrConfig, redactURL(cfg.URL))
+	}
+	if cfg.Timeout < 0 || cfg.MaxBytes < 0 {
+		return nil, fmt.Errorf("%w: negative limit in scraper config", ErrConfig)
+	}
+	cfg.Timeout = orDefault(cfg.Timeout, DefaultScrapeTimeout)
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = DefaultScrapeBytes
+	}
+	s := &Scraper{cfg: cfg, clock: cfg.Clock}
+	if s.clock == nil {
+		s.clock = monoClock{epoch: time.Now()}
+	}
+	if cfg.APIKey != "" {
+		s.auth = "Bearer " + string(cfg.APIKey)
+	}
+	dialer := &net.Dialer{Timeout: cfg.Timeout}
+	s.transport = &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         dialer.DialContext,
+		TLSHandshakeTimeout: cfg.Timeout,
+		MaxIdleConnsPerHost: 1,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	s.http = &http.Client{Transport: s.transport}
+	return s, nil
+}
+
+// Close drops the scraper's idle connection.
+func (s *Scraper) Close() { s.transport.CloseIdleConnections() }
+
+// Scrape fetches and maps the page once, within the configured deadline. Errors wrap
+// ErrConnect, ErrTimeout, ErrStatus or ErrMalformed.
+func (s *Scraper) Scrape(ctx context.Context) (Snapshot, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, errRequestDeadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.URL, nil)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	if s.auth != "" {
+		req.Header.Set("Authorization", s.auth)
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return Snapshot{}, s.fail(ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
+		return Snapshot{}, fmt.Errorf("GET %s: %w", s.cfg.URL, &Failure{Reason: ReasonStatus, Status: resp.StatusCode, Detail: clip(oneLine(string(b)), maxDetail)})
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBytes+1))
+	if err != nil {
+		return Snapshot{}, s.fail(ctx, err)
+	}
+	if int64(len(body)) > s.cfg.MaxBytes {
+		return Snapshot{}, fmt.Errorf("%w: GET %s: page over %d bytes", ErrMalformed, s.cfg.URL, s.cfg.MaxBytes)
+	}
+	return ParseSnapshot(bytes.NewReader(body), s.clock.Now())
+}
+
+// fail classifies a transport error of a scrape.
+func (s *Scraper) fail(ctx context.Context, err error) error {
+	reason, phase := ReasonConnect, Phase("")
+	if context.Cause(ctx) == errRequestDeadline {
+		reason, phase = ReasonTimeout, PhaseRequest
+	}
+	return fmt.Errorf("GET %s: %w", s.cfg.URL, &Failure{Reason: reason, Phase: phase, Detail: clip(oneLine(err.Error()), maxDetail)})
+}
+
+// DefaultMetricsURL is the /metrics page on an API root's host: http://h:8000/v1 gives
+// http://h:8000/metrics.
+func DefaultMetricsURL(baseURL string) (string, error) {
+	base, err := normalizeBase(baseURL)
+	if err != nil {
+		return "", err
+	}
+	u, _ := url.Parse(base)
+	u.Path = "/metrics"
+	return u.String(), nil
+}
