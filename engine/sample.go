@@ -3,6 +3,8 @@ package engine
 import (
 	"math"
 	"slices"
+
+	"rosetop/internal/gpt2ref"
 )
 
 // Sampling. Every backend picks tokens with exactly these rules, so a request samples the same
@@ -64,23 +66,12 @@ func cmpCandidates(a, b candidate) int {
 	return 0
 }
 
-// Argmax returns the index of the largest logit, the lowest on ties (0 for an empty slice).
-func Argmax(logits []float32) int32 {
-	best := 0
-	for i, l := range logits {
-		if l > logits[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
-
 // SampleToken picks the next token from logits with p's rules (see the top of this file); pos is
 // the position the new token will occupy. scratch may be nil (then it allocates).
 func SampleToken(logits []float32, p SamplingParams, pos int, scratch *SampleScratch) int32 {
 	V := len(logits)
 	if p.Greedy() || p.TopK == 1 || V <= 1 {
-		return Argmax(logits)
+		return gpt2ref.Argmax(logits)
 	}
 	if scratch == nil {
 		scratch = new(SampleScratch)
@@ -92,7 +83,7 @@ func SampleToken(logits []float32, p SamplingParams, pos int, scratch *SampleScr
 	}
 	w := scratch.w[:V]
 	invT := 1 / float64(p.Temperature)
-	zmax := float64(logits[Argmax(logits)]) * invT
+	zmax := float64(logits[gpt2ref.Argmax(logits)]) * invT
 
 	// cand: the top-k set (a heap, worst at the root), or nil meaning every token.
 	var cand []candidate
@@ -127,7 +118,7 @@ func SampleToken(logits []float32, p SamplingParams, pos int, scratch *SampleScr
 		}
 	}
 	if last < 0 { // every weight underflowed or was NaN: fall back to the argmax
-		return Argmax(logits)
+		return gpt2ref.Argmax(logits)
 	}
 	return last // rounding left target at the very end of the mass
 }

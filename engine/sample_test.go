@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"rosetop/internal/gpt2ref"
 )
 
 func TestUniformPinned(t *testing.T) {
@@ -74,7 +76,7 @@ func TestTopK1EqualsGreedy(t *testing.T) {
 	for trial := range 200 {
 		logits := randLogits(rng, 50, trial%3 == 0)
 		p := SamplingParams{Temperature: 0.5 + rng.Float32(), TopK: 1, TopP: 0.7, Seed: uint64(trial)}
-		if got, want := SampleToken(logits, p, trial, &s), Argmax(logits); got != want {
+		if got, want := SampleToken(logits, p, trial, &s), gpt2ref.Argmax(logits); got != want {
 			t.Fatalf("trial %d: top-k 1 sampled %d, argmax is %d", trial, got, want)
 		}
 	}
@@ -170,7 +172,7 @@ func TestSampleMatchesRules(t *testing.T) {
 							t.Fatalf("%s trial %d: sampled %d outside the kept set %v (logits %v)", name, trial, got, set, logits)
 						}
 						if topK == 1 {
-							want = Argmax(logits)
+							want = gpt2ref.Argmax(logits)
 						}
 						if got != want {
 							t.Fatalf("%s trial %d: sampled %d, the rules pick %d (logits %v)", name, trial, got, want, logits)

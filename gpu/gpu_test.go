@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"rosetop/internal/gpt2ref"
 )
 
 var smallCfg = Config{NLayer: 2, NHead: 4, NEmbd: 64, NPositions: 128, VocabSize: 1000, Inner: 256, Eps: 1e-5}
@@ -37,8 +39,8 @@ func makePlans(cfg Config, w *Weights, lens, joins []int, steps int, seed uint64
 		for range steps - p.join {
 			ref := refLogits(cfg, w, toks)
 			p.refs = append(p.refs, ref)
-			p.greedy = append(p.greedy, argmax64(ref))
-			toks = append(toks, argmax64(ref))
+			p.greedy = append(p.greedy, gpt2ref.Argmax(ref))
+			toks = append(toks, gpt2ref.Argmax(ref))
 		}
 		ps = append(ps, p)
 	}
@@ -107,7 +109,7 @@ func runPlans(t *testing.T, r *Runner, cfg Config, ps []*plan, steps int, tol fl
 			if e > tol {
 				t.Errorf("step %d sequence %d: relative error %.3g > %g", k, b, e, tol)
 			}
-			if am := argmaxF(row); next[b] != am {
+			if am := gpt2ref.Argmax(row); next[b] != am {
 				t.Errorf("step %d sequence %d: sampled %d, argmax of the logits is %d", k, b, next[b], am)
 			}
 		}
@@ -115,16 +117,6 @@ func runPlans(t *testing.T, r *Runner, cfg Config, ps []*plan, steps int, tol fl
 	}
 	t.Logf("worst relative error %.3g over %d steps", worst, steps)
 	return out
-}
-
-func argmaxF(v []float32) int32 {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
 
 // TestForwardMatchesReference: prefill of four prompts of different lengths (more tokens than

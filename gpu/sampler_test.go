@@ -5,6 +5,8 @@ package gpu
 import (
 	"math/rand/v2"
 	"testing"
+
+	"rosetop/internal/gpt2ref"
 )
 
 // TestGreedySamplerTies runs both greedy samplers (argmax_next alone, and argmax_part then
@@ -43,7 +45,7 @@ func TestGreedySamplerTies(t *testing.T) {
 	row(5)[0] = 9
 	want := make([]int32, B)
 	for b := range B {
-		want[b] = argmaxF(row(b))
+		want[b] = gpt2ref.Argmax(row(b))
 	}
 	for _, greedy := range []bool{true, false, true, false} {
 		var got []int32
