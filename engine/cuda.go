@@ -74,34 +74,29 @@ func gpuConfig(c Config) gpu.Config {
 func gpuWeights(w *Weights) *gpu.Weights {
 	g := &gpu.Weights{WTE: w.WTE, WPE: w.WPE, LNFW: w.LNFW, LNFB: w.LNFB, Layers: make([]gpu.Layer, len(w.Layers))}
 	for i, l := range w.Layers {
-		g.Layers[i] = gpu.Layer{LN1W: l.LN1W, LN1B: l.LN1B, AttnW: l.AttnW, AttnB: l.AttnB, AttnProjW: l.AttnProjW,
-			AttnProjB: l.AttnProjB, LN2W: l.LN2W, LN2B: l.LN2B, FCW: l.FCW, FCB: l.FCB, FCProjW: l.FCProjW, FCProjB: l.FCProjB}
+		g.Layers[i] = gpu.Layer(l) // the same fields in the same order
 	}
 	return g
 }
 
-// Step flattens b into the reused gpu.Step and runs it.
+// Step flattens b into the reused gpu.Step and runs it; the runner queues the steps b.Repeats
+// announces (gpu.Step.Repeats).
 func (c *cudaBackend) Step(b *Batch, next []int32) error {
-	return c.run(b, next, nil, 0)
+	return c.run(b, next, nil)
 }
 
-// StepAhead implements AheadStepper with gpu.Runner.StepAhead.
-func (c *cudaBackend) StepAhead(b *Batch, next []int32, steps int) error {
-	return c.run(b, next, nil, steps)
-}
-
-// AheadRoom implements AheadStepper: the most steps gpu.Runner.StepAhead queues.
-func (c *cudaBackend) AheadRoom() int { return c.r.MaxAhead() }
+// MaxAhead is the most steps the runner queues ahead of the one asked for (gpu.Runner.MaxAhead).
+func (c *cudaBackend) MaxAhead() int { return c.r.MaxAhead() }
 
 // Prewarm implements Prewarmer with gpu.Runner.Prewarm.
 func (c *cudaBackend) Prewarm() error { return c.r.Prewarm() }
 
 // stepLogits is Step that also returns each sequence's last-position logits (tests).
 func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error {
-	return c.run(b, next, logits, 0)
+	return c.run(b, next, logits)
 }
 
-func (c *cudaBackend) run(b *Batch, next []int32, logits []float32, ahead int) error {
+func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 	s := &c.step
 	s.Tokens, s.SeqLens, s.Start, s.Tables, s.Held = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0], s.Held[:0]
 	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
@@ -121,12 +116,8 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32, ahead int) e
 		s.TopP = append(s.TopP, q.Sample.TopP)
 		s.Seed = append(s.Seed, q.Sample.Seed)
 	}
-	var err error
-	if ahead > 0 {
-		err = c.r.StepAhead(s, next, ahead)
-	} else {
-		err = c.r.StepLogits(s, next, logits)
-	}
+	s.Repeats = b.Repeats
+	err := c.r.StepLogits(s, next, logits)
 	if errors.Is(err, gpu.ErrBadStep) {
 		return fmt.Errorf("%w: %w", ErrBadBatch, err)
 	}

@@ -44,6 +44,13 @@ type SeqStep struct {
 // Batch is the work of one step: any mix of prefill and decode sequences.
 type Batch struct {
 	Seqs []SeqStep
+	// Repeats is the caller's hint that each of the next Repeats steps will run exactly these
+	// sequences again, one token each one position further, fed the tokens the step before
+	// sampled, with the same sampling and the same blocks where their positions are (a table may
+	// gain blocks at its end). A backend may start those steps before it is asked for them (the
+	// CUDA backend queues them on the device); a step that turns out different still runs
+	// correctly. 0: no hint.
+	Repeats int
 }
 
 // Tokens counts the tokens the batch runs.
@@ -76,20 +83,6 @@ type Backend interface {
 	Device() string
 	// Close frees everything the backend allocated (KV pool, graphs, device memory).
 	Close() error
-}
-
-// AheadStepper is a Backend that can start decode steps before it is asked for them (the CUDA
-// backend: gpu.Runner.StepAhead). StepAhead is Step, and says that each of the next steps calls
-// will decode exactly b's sequences again, one position further each time, fed the tokens the
-// step before sampled, with the same sampling and the same blocks where their positions are (a
-// table may gain blocks at its end); the backend may queue them at once, so the device does not
-// wait for the caller's work in between. It queues a step only where each sequence's position is
-// in a block of its table: a caller that keeps AheadRoom positions of room in each sequence's
-// blocks (when the pool has them) lets the queued steps go on across block boundaries. A call
-// with another batch still runs correctly, after the queued steps finish.
-type AheadStepper interface {
-	StepAhead(b *Batch, next []int32, steps int) error
-	AheadRoom() int
 }
 
 // Prewarmer is a Backend with one-time costs it pays on first use (the CUDA backend: a GEMM

@@ -18,7 +18,7 @@ import (
 // sampled ids, detokenizes, emits events and builds the next batch (about 20 us a step in
 // rosetop's scheduler on the GPU machine, bench/RESULTS.md), and the runner then fills the
 // metadata and launches the graph; the GPU idles meanwhile. When the caller knows that the next
-// steps decode the same sequences again (StepAhead's steps), the runner keeps up to maxAhead of
+// steps decode the same sequences again (Step.Repeats), the runner keeps up to maxAhead of
 // them queued on the stream: each is the step before it one position further, fed the ids that
 // step sampled, with the same block tables and sampling parameters. It runs as a graph of its
 // own, without the metadata upload: the sampler of every decode graph (plain or predicted) moves

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestStepAheadMatchesStep runs the same 40 decode steps of 8 sequences with Step and with
-// StepAhead(2), sampling at temperature 0.8 (so each draw depends on its seed and position) and
+// TestQueuedStepsMatchSteps runs the same 40 decode steps of 8 sequences without and with the
+// hint Step.Repeats = 2, sampling at temperature 0.8 (so each draw depends on its seed and position) and
 // greedily (the steps' sampler is then argmax_next alone, a graph of its own; on cuBLAS it also
 // embeds the rows of the step queued after it, which then has no embedding kernel).
 // Three sequences end after step 24, so the steps queued there are not the ones asked for; paged
@@ -19,7 +19,7 @@ import (
 // move into new blocks; then more queued steps must be used than without); the runner closes
 // with two steps queued. The sampled tokens must be the same, and on graphs the queued steps
 // must have been used.
-func TestStepAheadMatchesStep(t *testing.T) {
+func TestQueuedStepsMatchSteps(t *testing.T) {
 	needGPU(t)
 	cfg, wideCfg := smallCfg, smallCfg
 	wideCfg.NEmbd, wideCfg.NHead, wideCfg.Inner = 128, 2, 512
@@ -74,13 +74,10 @@ func TestStepAheadMatchesStep(t *testing.T) {
 						}
 					}
 					next := make([]int32, B)
-					var err error
 					if ahead {
-						err = r.StepAhead(st, next, 2)
-					} else {
-						err = r.Step(st, next)
+						st.Repeats = 2
 					}
-					if err != nil {
+					if err := r.Step(st, next); err != nil {
 						t.Fatalf("step %d: %v", k, err)
 					}
 					out = append(out, next...)
@@ -96,7 +93,7 @@ func TestStepAheadMatchesStep(t *testing.T) {
 			want, _ := run(false, c.held)
 			got, hits := run(true, c.held)
 			if !slices.Equal(got, want) {
-				t.Fatalf("StepAhead sampled\n%v\nStep sampled\n%v", got, want)
+				t.Fatalf("with Repeats sampled\n%v\nwithout\n%v", got, want)
 			}
 			if m.graphs != (hits > 0) {
 				t.Fatalf("graphs %v: %d predicted steps used", m.graphs, hits)
@@ -110,11 +107,11 @@ func TestStepAheadMatchesStep(t *testing.T) {
 	}
 }
 
-// TestSteadyStepAheadAllocatesNothing: once a bucket's graphs exist (the plain one and the two
-// predicted-step ones), decode steps through StepAhead, each asked for exactly as predicted
+// TestSteadyQueuedStepsAllocateNothing: once a bucket's graphs exist (the plain one and the two
+// predicted-step ones), decode steps with Repeats = 2, each asked for exactly as predicted
 // except where a position starts a new block, make no Go heap, device or pinned allocation and
 // no graph.
-func TestSteadyStepAheadAllocatesNothing(t *testing.T) {
+func TestSteadyQueuedStepsAllocateNothing(t *testing.T) {
 	needGPU(t)
 	w := testModel(smallCfg, 32)
 	r, err := Open(smallCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: true, Graphs: true, MemoryFraction: 0.02})
@@ -124,9 +121,10 @@ func TestSteadyStepAheadAllocatesNothing(t *testing.T) {
 	defer r.Close()
 	const B = 5
 	st := decodeStep(B, 0, tablesFor(r, B))
+	st.Repeats = 2
 	next := make([]int32, B)
 	step := func() {
-		if err := r.StepAhead(st, next, 2); err != nil {
+		if err := r.Step(st, next); err != nil {
 			t.Fatal(err)
 		}
 		copy(st.Tokens, next)

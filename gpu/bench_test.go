@@ -451,8 +451,8 @@ func TestProfileDecodeRun(t *testing.T) {
 		ahead, held bool
 	}{
 		{"default", Options{}, false, false},
-		{"default, StepAhead", Options{}, true, false},
-		{"default, StepAhead, every block held", Options{}, true, true},
+		{"default, Repeats", Options{}, true, false},
+		{"default, Repeats, every block held", Options{}, true, true},
 		{"two lanes at 64", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}, false, false},
 		{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}, false, false},
 	}
@@ -464,7 +464,7 @@ func TestProfileDecodeRun(t *testing.T) {
 }
 
 // profileRun runs the 256 decode steps of TestProfileDecodeRun on a fresh runner and returns
-// the mean wall time per step of each band of 32, then of all. ahead: through StepAhead with the
+// the mean wall time per step of each band of 32, then of all. ahead: each step with Repeats, the
 // number of steps left (at most 2), as the scheduler asks for them; held: the steps say that the
 // sequences hold every block of their tables (Step.Held), so the steps queued ahead go on across
 // block boundaries.
@@ -502,13 +502,10 @@ func profileRun(t *testing.T, w *Weights, opt Options, ahead, held bool) string 
 				st.Start[i] = int32(2 + k)
 				st.Tokens[i] = next[i]
 			}
-			var err error
 			if ahead {
-				err = r.StepAhead(st, next, min(2, steps-1-k))
-			} else {
-				err = r.Step(st, next)
+				st.Repeats = min(2, steps-1-k)
 			}
-			if err != nil {
+			if err := r.Step(st, next); err != nil {
 				t.Fatal(err)
 			}
 		}

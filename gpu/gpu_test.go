@@ -440,7 +440,9 @@ func TestPrewarm(t *testing.T) {
 	defer r.Close()
 	tables := tablesFor(r, 16)
 	next, want := make([]int32, 16), make([]int32, 16)
-	if err := r.StepAhead(decodeStep(16, 0, tables), next, 1); err != nil { // queues the step at position 1
+	first := decodeStep(16, 0, tables)
+	first.Repeats = 1 // queues the step at position 1
+	if err := r.Step(first, next); err != nil {
 		t.Fatal(err)
 	}
 	if err := ref.Step(decodeStep(16, 0, tables), want); err != nil {

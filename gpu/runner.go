@@ -51,13 +51,18 @@ type Step struct {
 	// per batch slot (TableWidth 1, BlockSize MaxSeqLen). Entries past the sequence's end are ignored.
 	Tables []int32
 	// Held (B, optional): how many leading entries of each row of Tables are blocks the sequence
-	// holds. Steps queued ahead (StepAhead) write only into held blocks: with Held, also into those
+	// holds. Steps queued ahead (Repeats) write only into held blocks: with Held, also into those
 	// past the block of the sequence's position; nil: only into that block.
 	Held        []int32
 	Temperature []float32 // (B) <= 0: greedy
 	TopK        []int32   // (B) 0: off
 	TopP        []float32 // (B) 0 or >= 1: off
 	Seed        []uint64  // (B) the draw for position p is engine.Uniform(Seed, p)
+	// Repeats is the caller's hint that each of the next Repeats steps will be this decode step
+	// again: the same sequences one position further, fed the tokens the step before sampled.
+	// The runner then queues up to MaxAhead of them on the device (ahead.go) and checks each next
+	// step against the one it queued: a step that differs waits for the queue and runs as usual.
+	Repeats int
 }
 
 // Stats count what the runner has allocated; a steady decode step changes none of them.
@@ -102,7 +107,6 @@ type state struct {
 	in     *Step
 	next   []int32
 	logits []float32
-	ahead  int // StepAhead's steps: how many following steps to predict and queue afterwards
 	err    error
 	stepFn func()
 	// pred holds the predicted steps queued on the stream (ahead.go); the worker's.
@@ -179,8 +183,8 @@ func Open(cfg Config, w *Weights, opt Options) (*Runner, error) {
 		return nil, err
 	}
 	st.stepFn = func() {
-		if st.err = st.step(st.in, st.next, st.logits); st.err == nil && st.ahead > 0 {
-			st.err = st.launchAhead(st.in, st.next, st.ahead)
+		if st.err = st.step(st.in, st.next, st.logits); st.err == nil && st.in.Repeats > 0 {
+			st.err = st.launchAhead(st.in, st.next, st.in.Repeats)
 		}
 	}
 	r.device = fmt.Sprintf("cuda: %s", st.rt.info.Name)
@@ -361,25 +365,10 @@ func (r *Runner) Prewarm() error {
 // Step runs one step and writes each sequence's sampled token into next[i].
 func (r *Runner) Step(in *Step, next []int32) error { return r.StepLogits(in, next, nil) }
 
-// MaxAhead is the most steps StepAhead queues past the one asked for: a caller that gives each
-// sequence room for that many more positions in held blocks (Step.Held) lets them go on across
-// block boundaries.
+// MaxAhead is the most steps the runner queues past the one asked for (Step.Repeats): a caller
+// that gives each sequence room for that many more positions in held blocks (Step.Held) lets them
+// go on across block boundaries.
 func (r *Runner) MaxAhead() int { return maxAhead }
-
-// StepAhead is Step, after which the runner queues up to steps of the decode steps that follow
-// when it can predict them (ahead.go): the same sequences one position further each time, fed
-// the tokens sampled by the step before. Call it with the number of following steps that will be
-// exactly that; a next Step with another batch is still right, it only waits for the queue first.
-func (r *Runner) StepAhead(in *Step, next []int32, steps int) error {
-	s := r.s
-	if s == nil {
-		return ErrClosed
-	}
-	s.ahead = steps
-	err := r.StepLogits(in, next, nil)
-	s.ahead = 0
-	return err
-}
 
 // StepLogits is Step that also copies each sequence's last-position logits into logits
 // (B, V) row-major, for tests and debugging; logits may be nil.

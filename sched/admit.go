@@ -3,8 +3,6 @@ package sched
 import (
 	"runtime"
 	"time"
-
-	"rosetop/engine"
 )
 
 // Admission and preemption: what the loop takes in at the start of a step, the KV room it keeps
@@ -82,20 +80,19 @@ func (s *Scheduler) reserveDecode() int {
 		}
 		s.preempt(l.popNewest()) // possibly q itself, which ends the loop
 	}
-	s.aheadRoom()
+	s.lookahead()
 	return len(l.running)
 }
 
-// aheadRoom gives each running sequence blocks for the positions of the steps a backend may
-// queue after this one (engine.AheadStepper.AheadRoom, at most the steps it has left), when the
-// pool has them free: the queued steps then go on across block boundaries instead of stopping
-// at each. It never preempts; a sequence that finishes returns the block with the rest.
-func (s *Scheduler) aheadRoom() {
-	a, ok := s.backend.(engine.AheadStepper)
-	if !ok {
+// lookahead gives each running sequence blocks for the positions of the steps a speculating
+// backend may run ahead of this one (its MaxAhead, at most the steps the sequence has left), when
+// the pool has them free: those steps then go on across block boundaries instead of stopping at
+// each. It never preempts; a sequence that finishes returns the blocks with the rest.
+func (s *Scheduler) lookahead() {
+	l, room := &s.loop, s.maxAhead
+	if room == 0 {
 		return
 	}
-	l, room := &s.loop, a.AheadRoom()
 	for _, q := range l.running {
 		left := min(room, q.maxNew-q.outputs()-1)
 		if left <= 0 {

@@ -8,23 +8,37 @@ import (
 	"rosetop/engine"
 )
 
-// aheadBackend is the fake backend as an engine.AheadStepper: it holds the scheduler to each
-// StepAhead's promise (the next steps calls decode the same sequences, one position further each
-// time, fed the tokens just sampled, with the same sampling and the same blocks where their
-// positions are) and counts the calls that kept it and those that did not. Every StepAhead batch
-// must hold the blocks of room positions past each sequence's (at most its promised steps): the
-// pool is never short in these tests.
+// aheadBackend is the fake backend as a speculator: it holds the scheduler to each Repeats hint
+// (the next Repeats calls decode the same sequences, one position further each time, fed the
+// tokens just sampled, with the same sampling and the same blocks where their positions are) and
+// counts the calls that kept it and those that did not. Every batch with a hint must hold the
+// blocks of room positions past each sequence's (at most the hinted steps): the pool is never
+// short in these tests.
 type aheadBackend struct {
 	*fakeBackend
-	room         int              // AheadRoom
+	room         int              // MaxAhead
 	pred         []engine.SeqStep // the promised next batch, its Tokens unused
 	predTok      []int32          // the tokens it is fed: the last call's ids
 	promised     int              // calls still promised
-	ahead        int              // StepAhead calls
+	ahead        int              // calls with a hint
 	hits, misses int              // calls that were, or were not, the promised batch
 }
 
+func (a *aheadBackend) MaxAhead() int { return a.room }
+
 func (a *aheadBackend) Step(b *engine.Batch, next []int32) error {
+	if b.Repeats < 0 {
+		a.errorf("a hint of %d steps", b.Repeats)
+	}
+	if b.Repeats > 0 {
+		a.ahead++
+		for _, sq := range b.Seqs {
+			if want := (sq.Start+min(a.room, b.Repeats))/a.bs + 1; len(sq.Blocks) < want {
+				a.errorf("a hint of %d steps: sequence %d at position %d holds %d blocks, want %d (room %d)",
+					b.Repeats, sq.ID, sq.Start, len(sq.Blocks), want, a.room)
+			}
+		}
+	}
 	if a.promised > 0 {
 		if a.kept(b) {
 			a.hits++
@@ -41,25 +55,10 @@ func (a *aheadBackend) Step(b *engine.Batch, next []int32) error {
 		a.pred = append(a.pred, engine.SeqStep{ID: sq.ID, Start: sq.Start + len(sq.Tokens), Blocks: slices.Clone(sq.Blocks), Sample: sq.Sample})
 	}
 	a.predTok = append(a.predTok[:0], next[:len(b.Seqs)]...)
+	if b.Repeats > 0 {
+		a.promised = b.Repeats
+	}
 	return nil
-}
-
-func (a *aheadBackend) AheadRoom() int { return a.room }
-
-func (a *aheadBackend) StepAhead(b *engine.Batch, next []int32, steps int) error {
-	a.ahead++
-	if steps < 1 {
-		a.errorf("StepAhead of %d steps", steps)
-	}
-	for _, sq := range b.Seqs {
-		if want := (sq.Start+min(a.room, steps))/a.bs + 1; len(sq.Blocks) < want {
-			a.errorf("StepAhead of %d steps: sequence %d at position %d holds %d blocks, want %d (room %d)",
-				steps, sq.ID, sq.Start, len(sq.Blocks), want, a.room)
-		}
-	}
-	err := a.Step(b, next)
-	a.promised = steps
-	return err
 }
 
 func (a *aheadBackend) kept(b *engine.Batch) bool {
@@ -80,16 +79,16 @@ func (a *aheadBackend) kept(b *engine.Batch) bool {
 	return true
 }
 
-// TestDecodesAgain: the scheduler promises steps ahead only while the next steps decode exactly
+// TestRepeatsHint: the scheduler hints at steps ahead only while the next steps decode exactly
 // the same sequences (a full batch, no prefill, as many steps as the sequence closest to its
 // length limit has left), so with no EOS every promise holds; an EOS breaks one, and the outputs
 // stay the reference's either way.
-func TestDecodesAgain(t *testing.T) {
+func TestRepeatsHint(t *testing.T) {
 	cases := []struct {
 		name       string
 		maxNew     []int
 		eos        bool
-		wantAhead  int // StepAhead calls; -1: some
+		wantAhead  int // calls with a hint; -1: some
 		wantMisses int
 	}{
 		// 4 requests in a batch of 4, 20 tokens each: one prefill, 19 decode steps, all but the
@@ -118,7 +117,7 @@ func TestDecodesAgain(t *testing.T) {
 					}
 				}
 				a := &aheadBackend{fakeBackend: h.be, room: room}
-				h.s.backend = a
+				h.s.backend, h.s.maxAhead = a, room
 				for i, n := range c.maxNew {
 					h.submit(Request{Tokens: prompt(int32(i+1), 3), MaxNewTokens: n, StopOnEOS: c.eos})
 				}

@@ -42,7 +42,7 @@ func TestRealEngine(t *testing.T) {
 }
 
 // TestRealEngineCUDAStepsAhead runs TestRealEngine's requests over the CUDA backend (paged, CUDA
-// graphs) with the steps queued ahead (engine.AheadStepper) and without, with the whole pool and
+// graphs) with the steps queued ahead (the hint engine.Batch.Repeats) and without, with the whole pool and
 // with a pool so small that sequences are preempted and recomputed: the outputs must be the same,
 // and steps must have been queued ahead. Skips without a GPU (fails with ROSETOP_REQUIRE_GPU=1).
 func TestRealEngineCUDAStepsAhead(t *testing.T) {
@@ -59,12 +59,12 @@ func TestRealEngineCUDAStepsAhead(t *testing.T) {
 		t.Skipf("no CUDA engine: %v", err)
 	}
 	defer e.Close()
-	a, ok := e.Backend.(engine.AheadStepper)
+	sp, ok := e.Backend.(speculator)
 	if !ok {
 		t.Fatalf("the CUDA backend %T does not queue steps ahead", e.Backend)
 	}
 	reqs := realRequests(m)
-	counted := &countAhead{Backend: e.Backend, a: a}
+	counted := &countAhead{Backend: e.Backend, sp: sp}
 	for _, c := range []struct {
 		name   string
 		blocks int
@@ -84,21 +84,29 @@ func TestRealEngineCUDAStepsAhead(t *testing.T) {
 	}
 }
 
-// plainBackend hides a backend's StepAhead: the scheduler steps it one step at a time.
+// plainBackend drops the Repeats hint and hides MaxAhead: the backend runs one step at a time.
 type plainBackend struct{ engine.Backend }
 
-// countAhead counts the StepAhead calls it passes on.
+func (p plainBackend) Step(b *engine.Batch, next []int32) error {
+	one := *b
+	one.Repeats = 0
+	return p.Backend.Step(&one, next)
+}
+
+// countAhead counts the steps it passes on with a Repeats hint.
 type countAhead struct {
 	engine.Backend
-	a     engine.AheadStepper
+	sp    speculator
 	calls int
 }
 
-func (c *countAhead) AheadRoom() int { return c.a.AheadRoom() }
+func (c *countAhead) MaxAhead() int { return c.sp.MaxAhead() }
 
-func (c *countAhead) StepAhead(b *engine.Batch, next []int32, steps int) error {
-	c.calls++
-	return c.a.StepAhead(b, next, steps)
+func (c *countAhead) Step(b *engine.Batch, next []int32) error {
+	if b.Repeats > 0 {
+		c.calls++
+	}
+	return c.Backend.Step(b, next)
 }
 
 // realRequests are TestRealEngine's requests: prompts that share prefixes, greedy and sampled.

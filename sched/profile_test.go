@@ -30,7 +30,7 @@ func TestProfileCUDAStepsAheadGPT2(t *testing.T) {
 		t.Skipf("no CUDA engine: %v", err)
 	}
 	defer e.Close()
-	a, ok := e.Backend.(engine.AheadStepper)
+	sp, ok := e.Backend.(speculator)
 	if !ok {
 		t.Fatalf("the CUDA backend %T does not queue steps ahead", e.Backend)
 	}
@@ -76,7 +76,7 @@ func TestProfileCUDAStepsAheadGPT2(t *testing.T) {
 		for _, v := range []struct {
 			name string
 			be   engine.Backend
-		}{{"one step at a time", plainBackend{e.Backend}}, {"steps ahead", &countAhead{Backend: e.Backend, a: a}}} {
+		}{{"one step at a time", plainBackend{e.Backend}}, {"steps ahead", &countAhead{Backend: e.Backend, sp: sp}}} {
 			got, d := run(v.be)
 			if want == nil {
 				want = got

@@ -25,6 +25,15 @@ type Backend interface {
 	Step(b *engine.Batch, next []int32) error
 }
 
+// speculator is a Backend that may run the steps a Batch.Repeats hint announces before it is
+// asked for them (the CUDA backend), writing their keys and values only into blocks the
+// sequences' tables hold. MaxAhead is the most steps it runs ahead: the loop gives each running
+// sequence blocks for that many more positions when the pool has them free (admit.go lookahead),
+// so those steps can cross block boundaries.
+type speculator interface {
+	MaxAhead() int
+}
+
 // Tokenizer turns prompt text into ids and ids into bytes for streamed text; *tokenizer.Tokenizer
 // is one. Encode is called from Submit's callers and the tokenize workers at the same time, so it
 // must be safe for concurrent use.
@@ -70,6 +79,7 @@ type Scheduler struct {
 	seqCap     int // longest sequence the KV pool can hold on its own: min(MaxSeqLen, pool capacity)
 	batchLimit int
 	workers    int
+	maxAhead   int // the backend's speculator.MaxAhead; 0 when it does not speculate
 
 	cfg  atomic.Pointer[Config]   // the knobs: stored by SetConfig, loaded by the loop at each step
 	snap atomic.Pointer[Snapshot] // the latest snapshot: stored by the loop, loaded by Snapshot
@@ -120,6 +130,9 @@ func New(o Options) (*Scheduler, error) {
 		batchLimit: o.BatchLimit,
 		workers:    o.TokenizeWorkers,
 		wake:       make(chan struct{}, 1),
+	}
+	if sp, ok := o.Backend.(speculator); ok {
+		s.maxAhead = sp.MaxAhead()
 	}
 	if s.clock == nil {
 		s.clock = wallClock{start: time.Now()}

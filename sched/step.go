@@ -111,7 +111,7 @@ func (s *Scheduler) runPrefill(st *stepStats) error {
 		return nil
 	}
 	b := &l.prefill
-	b.Seqs = b.Seqs[:0]
+	b.Seqs, b.Repeats = b.Seqs[:0], 0
 	s.addPrefill(b)
 	next := l.nextBuf(len(b.Seqs))
 	st.prefillRan = true
@@ -162,18 +162,8 @@ func (s *Scheduler) runDecode(cfg Config, n int, st *stepStats) error {
 	next := l.nextBuf(n)
 	st.decodeRan = true
 	start := s.clock.Now()
-	var err error
-	a, ahead := s.backend.(engine.AheadStepper)
-	steps := 0
-	if ahead {
-		steps = s.decodesAgain(cfg, n)
-	}
-	if steps > 0 {
-		err = a.StepAhead(b, next, steps)
-	} else {
-		err = s.backend.Step(b, next)
-	}
-	if err != nil {
+	b.Repeats = s.repeats(cfg, n)
+	if err := s.backend.Step(b, next); err != nil {
 		return err
 	}
 	end := s.clock.Now()
@@ -199,7 +189,7 @@ func (s *Scheduler) addDecode(b *engine.Batch, n int) {
 func (s *Scheduler) runMixed(n int, st *stepStats) error {
 	l := &s.loop
 	b := &l.decode
-	b.Seqs = b.Seqs[:0]
+	b.Seqs, b.Repeats = b.Seqs[:0], 0
 	s.addDecode(b, n)
 	s.addPrefill(b)
 	next := l.nextBuf(len(b.Seqs))
@@ -219,14 +209,14 @@ func (s *Scheduler) runMixed(n int, st *stepStats) error {
 	return nil
 }
 
-// decodesAgain returns how many of the following steps will decode exactly running[:n] again,
-// one position further each time, and nothing else (engine.AheadStepper): none when a prefill
-// ran this step or the running set is not full (the next step could admit someone; a full set
-// admits nobody, a new submission waits for a slot anyway), else as many as the sequence closest
-// to its length limit has tokens left after this step's. An EOS, a cancellation, a preemption or
-// a new config can still make it wrong; the backend then runs the next step after the ones it
-// queued, correctly.
-func (s *Scheduler) decodesAgain(cfg Config, n int) int {
+// repeats is the decode batch's hint (engine.Batch.Repeats): how many of the following steps
+// will decode exactly running[:n] again, one position further each time, and nothing else. None
+// when a prefill ran this step or the running set is not full (the next step could admit
+// someone; a full set admits nobody, a new submission waits for a slot anyway), else as many as
+// the sequence closest to its length limit has tokens left after this step's. An EOS, a
+// cancellation, a preemption or a new config can still make it wrong: a hint, which the backend
+// checks against the batch it is then given.
+func (s *Scheduler) repeats(cfg Config, n int) int {
 	l := &s.loop
 	if len(l.pre) > 0 || n != len(l.running) || n < cfg.MaxBatch {
 		return 0
