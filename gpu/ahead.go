@@ -2,22 +2,17 @@
 
 package gpu
 
-/*
-#include "api.h"
-*/
-import "C"
-
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 	"time"
+
+	"rosetop/gpu/cu"
 )
 
 // Steps ahead. Between two decode steps the host has work of its own: the caller reads the
-// sampled ids, detokenizes, emits events and builds the next batch (about 20 us a step in
-// rosetop's scheduler on the GPU machine, bench/RESULTS.md), and the runner then fills the
-// metadata and launches the graph; the GPU idles meanwhile. When the caller knows that the next
+// sampled ids, detokenizes, emits events and builds the next batch, and the runner then fills
+// the metadata and launches the graph; the GPU idles meanwhile. When the caller knows that the next
 // steps decode the same sequences again (Step.Repeats), the runner keeps up to maxAhead of
 // them queued on the stream: each is the step before it one position further, fed the ids that
 // step sampled, with the same block tables and sampling parameters. It runs as a graph of its
@@ -51,10 +46,10 @@ type queuedStep struct {
 type predicted struct {
 	q       [maxAhead]queuedStep // q[0] runs first
 	n       int
-	lastOut int                    // the buffer the newest step on the stream (queued or not) wrote
-	ev      [2]C.CUevent           // recorded after the step writing buffer 0, 1
-	graphs  map[graphKey]graphExec // the predicted-step graphs, by bucket, sampler and the buffer out they write
-	hits    int                    // predicted steps asked for (tests)
+	lastOut int                   // the buffer the newest step on the stream (queued or not) wrote
+	ev      [2]cu.Event           // recorded after the step writing buffer 0, 1
+	graphs  map[graphKey]cu.Graph // the predicted-step graphs, by bucket, sampler and the buffer out they write
+	hits    int                   // predicted steps asked for (tests)
 }
 
 // matches reports whether in is exactly queued step q (whose tokens are known): the same
@@ -76,6 +71,29 @@ func (q *queuedStep) matches(in *Step, width, bs int) bool {
 	return true
 }
 
+// predict makes q the step after last: in's sequences (last is in or the step queued before q),
+// one position further, with in's tables and sampling. fed: q's tokens are known, in's ids in
+// next (the step before is in); otherwise they are set when that step is read (takeAhead). Its
+// sampler writes pinned buffer out.
+func (q *queuedStep) predict(in, last *Step, next []int32, fed bool, out int) {
+	st := &q.st
+	st.SeqLens = append(st.SeqLens[:0], in.SeqLens...)
+	st.Start = st.Start[:0]
+	for _, p := range last.Start {
+		st.Start = append(st.Start, p+1)
+	}
+	st.Tables = append(st.Tables[:0], in.Tables...)
+	st.Held = append(st.Held[:0], in.Held...)
+	st.Temperature = append(st.Temperature[:0], in.Temperature...)
+	st.TopK = append(st.TopK[:0], in.TopK...)
+	st.TopP = append(st.TopP[:0], in.TopP...)
+	st.Seed = append(st.Seed[:0], in.Seed...)
+	if q.fed = fed; fed {
+		st.Tokens = append(st.Tokens[:0], next[:len(in.SeqLens)]...)
+	}
+	q.out = out
+}
+
 // outBuf is pinned buffer i of the sampled ids.
 func (s *state) outBuf(i int) []int32 {
 	if i == 0 {
@@ -94,7 +112,7 @@ func (s *state) takeAhead(in *Step, next []int32, logits []float32) (bool, error
 		return false, nil
 	}
 	if head := &p.q[0]; logits == nil && head.matches(in, s.kv.width, s.kv.bs) {
-		if err := s.rt.a.check(C.w_eventSync(s.rt.a.c, p.ev[head.out]), "cuEventSynchronize"); err != nil {
+		if err := s.ctx.WaitEvent(p.ev[head.out]); err != nil {
 			p.n = 0
 			return false, err
 		}
@@ -122,7 +140,7 @@ func (s *state) dropAhead() error {
 	if !queued {
 		return nil
 	}
-	return s.rt.sync()
+	return s.ctx.Sync()
 }
 
 // launchAhead queues predicted steps after in (whose ids are in next) until steps of them (at
@@ -132,7 +150,7 @@ func (s *state) dropAhead() error {
 func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 	p := &s.pred
 	B, bs := len(in.SeqLens), int32(s.kv.bs)
-	if !s.opt.Graphs || len(in.Tokens) != B || s.prof != nil {
+	if !s.opt.Graphs || len(in.Tokens) != B {
 		return nil
 	}
 	bucket := bucketFor(s.buckets, B)
@@ -160,30 +178,14 @@ func (s *state) launchAhead(in *Step, next []int32, steps int) error {
 		if p.n > 0 {
 			last = &p.q[p.n-1].st
 		}
-		q := &p.q[p.n]
-		q.st.SeqLens = append(q.st.SeqLens[:0], in.SeqLens...)
-		q.st.Start = q.st.Start[:0]
-		for _, st := range last.Start {
-			q.st.Start = append(q.st.Start, st+1)
-		}
-		q.st.Tables = append(q.st.Tables[:0], in.Tables...)
-		q.st.Held = append(q.st.Held[:0], in.Held...)
-		q.st.Temperature = append(q.st.Temperature[:0], in.Temperature...)
-		q.st.TopK = append(q.st.TopK[:0], in.TopK...)
-		q.st.TopP = append(q.st.TopP[:0], in.TopP...)
-		q.st.Seed = append(q.st.Seed[:0], in.Seed...)
-		q.fed = p.n == 0 // fed by in's ids, which the caller has; later ones when read
-		if q.fed {
-			q.st.Tokens = append(q.st.Tokens[:0], next[:B]...)
-		}
-		q.out = out
+		p.q[p.n].predict(in, last, next, p.n == 0, out)
 		if err := s.refreshTables(in.Tables); err != nil {
 			return err
 		}
-		if err := s.rt.replay(g); err != nil {
+		if err := s.ctx.Replay(g); err != nil {
 			return err
 		}
-		if err := s.rt.a.check(C.w_eventRecord(s.rt.a.c, p.ev[out], s.rt.stream), "cuEventRecord"); err != nil {
+		if err := s.ctx.Record(p.ev[out]); err != nil {
 			return err
 		}
 		p.lastOut = out
@@ -204,66 +206,58 @@ func (s *state) refreshTables(tables []int32) error {
 		return nil
 	}
 	copy(m.tables, tables)
-	n := (len(tables)*4 + 15) / 16 // 16-byte words; the region is padded to 256 bytes (buffers.go align)
-	return s.rt.launch(s.rt.fn.tablesRefresh, 1, 1, 256, 0, pArg(m.devAt(m.off.tables)), pArg(m.hostDev+devPtr(m.off.tables)),
-		iArg(n), pArg(m.devAt(m.off.slot)), pArg(m.devAt(m.off.pos)), iArg(len(tables)/s.kv.width), iArg(s.kv.width),
-		iArg(bits.TrailingZeros(uint(s.kv.bs))), iArg(s.scratchSlot()))
+	prog := &s.prog
+	prog.reset()
+	s.tablesRefresh(prog, len(tables)/s.kv.width)
+	return s.run(prog)
 }
 
-// capturePredicted captures the predicted-step graph of key (its bucket, sampler and the buffer out
-// its sampler writes): the forward pass alone, on the device metadata the step before's sampler
-// moved on (head, sample.cu advance), from its first layer where that sampler also embedded the
-// rows (embedsNext). The bucket's plain graph has run, so cuBLAS has made its first calls.
-func (s *state) capturePredicted(key graphKey) (graphExec, error) {
-	bucket, out := key.bucket, key.out
-	p, m, rt := &s.pred, &s.meta, s.rt
+// capturePredicted captures the predicted-step graph of key (its bucket, sampler and the buffer
+// out its sampler writes): the forward pass alone, on the device metadata the step before's
+// sampler moved on (sample.cu advance), from its first layer where that sampler also embedded the
+// rows (stepPlan.embedded). The bucket's plain graph has run, so cuBLAS has made its first calls.
+func (s *state) capturePredicted(key graphKey) (cu.Graph, error) {
+	p, ctx := &s.pred, s.ctx
 	for i := range p.ev {
-		if p.ev[i] == nil {
-			if err := rt.a.check(C.w_eventCreateNoTiming(rt.a.c, &p.ev[i]), "cuEventCreate"); err != nil {
-				p.ev[i] = nil
-				return graphExec{}, err
+		if p.ev[i].IsZero() {
+			e, err := ctx.NewEvent(false)
+			if err != nil {
+				return cu.Graph{}, err
 			}
+			p.ev[i] = e
 		}
 	}
-	dst := m.nextAltDev
-	if out == 0 {
-		dst = m.nextDev
-	}
 	t0 := time.Now()
-	keep, keepGreedy := m.nextDev, s.greedy
-	m.nextDev, s.greedy = dst, key.greedy // the sampler, for this capture
-	g, err := rt.capture(func() error {
-		s.advance, s.embedded = true, s.embedsNext(bucket)
-		defer func() { s.advance, s.embedded = false, false }()
-		return s.forward(bucket, bucket)
-	})
-	m.nextDev, s.greedy = keep, keepGreedy
+	plan, err := s.newPlan(key.bucket, key.bucket, key.greedy, predictedStep, key.out == 1)
 	if err != nil {
-		return graphExec{}, fmt.Errorf("gpu: capturing the batch-%d predicted-step graph: %w", bucket, err)
+		return cu.Graph{}, err
+	}
+	prog := s.build(&plan)
+	g, err := ctx.Capture(func() error { return s.run(prog) })
+	if err != nil {
+		return cu.Graph{}, fmt.Errorf("gpu: capturing the batch-%d predicted-step graph: %w", key.bucket, err)
 	}
 	if p.graphs == nil {
-		p.graphs = map[graphKey]graphExec{}
+		p.graphs = map[graphKey]cu.Graph{}
 	}
 	p.graphs[key] = g
-	s.record("graph capture", fmt.Sprintf("batch %d, predicted step %d of 2%s", bucket, out+1, samplerName(key.greedy)), time.Since(t0))
+	s.record("graph capture", fmt.Sprintf("batch %d, predicted step %d of 2%s", key.bucket, key.out+1, samplerName(key.greedy)), time.Since(t0))
 	return g, nil
 }
 
 // closeAhead waits for the queued steps and frees the predicted-step graphs and the events.
 func (s *state) closeAhead(keep func(error)) {
-	p, rt := &s.pred, s.rt
+	p, ctx := &s.pred, s.ctx
 	if p.n > 0 {
-		keep(rt.sync())
+		keep(ctx.Sync())
 		p.n = 0
 	}
 	for k, g := range p.graphs {
-		keep(rt.destroyGraph(g))
+		keep(ctx.DestroyGraph(g))
 		delete(p.graphs, k)
 	}
 	for i := range p.ev {
-		if p.ev[i] != nil {
-			keep(rt.a.check(C.w_eventDestroy(rt.a.c, p.ev[i]), "cuEventDestroy"))
-			p.ev[i] = nil
-		}
+		keep(ctx.DestroyEvent(p.ev[i]))
+		p.ev[i] = cu.Event{}
 	}
 }

@@ -45,15 +45,11 @@ func TestQueuedStepsMatchSteps(t *testing.T) {
 		t.Run(fmt.Sprintf("%v,temperature=%v,held=%v,cublas=%v", m, c.temp, c.held, c.cublas), func(t *testing.T) {
 			run := func(ahead, held bool) (out []int32, hits int) {
 				opt := Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02}
-				cfg, w := cfg, w
+				cfg, w, narrow := cfg, w, []func(*caps){}
 				if c.cublas { // and rows the warp kernels embed (rowWarp)
-					opt.SmallGEMMRows = -1
-					cfg, w = wideCfg, wide
+					cfg, w, narrow = wideCfg, wide, append(narrow, cublasOnly)
 				}
-				r, err := Open(cfg, w, opt)
-				if err != nil {
-					t.Fatal(err)
-				}
+				r := openNarrow(t, cfg, w, opt, narrow...)
 				defer r.Close()
 				tables := tablesFor(r, 8)
 				bs, _, width := r.Layout()
@@ -83,8 +79,15 @@ func TestQueuedStepsMatchSteps(t *testing.T) {
 					out = append(out, next...)
 					tok = next
 				}
-				embeds := false
-				r.w.do(func() { hits, embeds = r.s.pred.hits, r.s.embedsNext(8) })
+				var embeds bool
+				err := onWorker(r, func(s *state) error {
+					p, err := s.newPlan(8, 8, c.temp == 0, graphStep, false)
+					hits, embeds = s.pred.hits, p.embedNext
+					return err
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
 				if c.cublas && embeds != (c.temp == 0) {
 					t.Fatalf("greedy %v on cuBLAS: the sampler embeds the next step: %v", c.temp == 0, embeds)
 				}
@@ -138,7 +141,7 @@ func TestSteadyQueuedStepsAllocateNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(20, step)
 	after := r.Stats()
 	var hits int
-	r.w.do(func() { hits = r.s.pred.hits })
+	r.w.Do(func() { hits = r.s.pred.hits })
 	if allocs != 0 {
 		t.Errorf("a decode step ahead made %v Go heap allocations, want 0", allocs)
 	}

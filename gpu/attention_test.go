@@ -5,7 +5,6 @@ package gpu
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -55,7 +54,7 @@ func TestProfileAttention(t *testing.T) {
 	}
 	needGPU(t)
 	w := testModel(gpt2Cfg, 1)
-	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1, SplitDecodeRows: -1})
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,34 +78,15 @@ func TestProfileAttention(t *testing.T) {
 	}
 }
 
-// kindGraph runs st once with the op profiler on, to learn the kind of each launch, and returns
-// the GPU time (us per replay, back to back) of a graph of only op's launches of st's forward
-// pass. r must be eager (no Options.Graphs): the profiler marks the ops of an eager step.
+// kindGraph returns the GPU time (us per replay, back to back) of a graph of only op's launches
+// of st's program (st run eagerly: its metadata upload and forward pass).
 func kindGraph(t *testing.T, r *Runner, st *Step, op string) float64 {
 	t.Helper()
-	p := startProfile(t, r)
-	err := r.Step(st, make([]int32, len(st.Tokens)))
-	stopProfile(r, p)
-	if err == nil {
-		err = p.err
+	prog := only(stepProgram(t, r, st), op)
+	if len(prog.ops) == 0 {
+		t.Fatalf("no %q op in the step", op)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	only := make([]bool, len(p.kinds))
-	for i, k := range p.kinds {
-		only[i] = k == op
-	}
-	if !slices.Contains(only, true) {
-		t.Fatalf("no %q launch in the step (kinds %v)", op, p.kinds)
-	}
-	B := len(st.Tokens)
-	r.w.do(func() { r.s.rt.only = only })
-	defer r.w.do(func() { r.s.rt.only = nil })
-	us, err := timeGraph(r, 20, func() error {
-		r.s.rt.calls = 0
-		return r.s.forward(B, B)
-	})
+	us, err := timeProgram(r, 20, prog)
 	if err != nil {
 		t.Fatal(err)
 	}

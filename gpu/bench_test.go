@@ -5,9 +5,10 @@ package gpu
 import (
 	"fmt"
 	"os"
-	"slices"
 	"testing"
 	"time"
+
+	"rosetop/gpu/cu"
 )
 
 var gpt2Cfg = Config{NLayer: 12, NHead: 12, NEmbd: 768, NPositions: 1024, VocabSize: 50257, Inner: 3072, Eps: 1e-5}
@@ -70,8 +71,9 @@ func BenchmarkDecodeGPT2Sampling(b *testing.B) {
 
 // TestProfileDecodeGPT2 prints the GPU time of each op kind of a greedy decode step of the
 // GPT-2-124M-shaped model at context 128 (CUDA events, kernels back to back), the GPU time of a
-// graph replay, the wall time of a whole Step and of a worker round trip. Set
-// ROSETOP_GPU_PROFILE=1; ROSETOP_GPU_PROFILE_SAMPLING=1 profiles temperature/top-k/top-p too.
+// graph replay on each path the runner could take, the wall time of a whole Step and of a worker
+// round trip. Set ROSETOP_GPU_PROFILE=1; ROSETOP_GPU_PROFILE_SAMPLING=1 profiles
+// temperature/top-k/top-p too.
 func TestProfileDecodeGPT2(t *testing.T) {
 	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
 		t.Skip("ROSETOP_GPU_PROFILE is not set")
@@ -79,33 +81,28 @@ func TestProfileDecodeGPT2(t *testing.T) {
 	needGPU(t)
 	w := testModel(gpt2Cfg, 1)
 	for _, B := range []int{1, 64} {
-		profileOps(t, w, B, true)
+		profileStepOps(t, w, B, true)
 		for _, v := range []struct {
-			name string
-			opt  Options
+			name   string
+			narrow []func(*caps)
 		}{
-			{"default", Options{}},
-			{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}},
-			{"one lane, small_gemm + PDL, norms not folded", Options{SmallGEMMRows: 64, SplitDecodeRows: -1, NoFold: true}},
-			{"one lane, small_gemm, no PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1, NoPDL: true}},
-			{"one lane, cuBLAS", Options{SmallGEMMRows: -1}},
-			{"one lane, cublasGemmEx only", Options{SmallGEMMRows: -1, NoCublasLt: true}},
-			{"two lanes", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}},
-			{"two lanes, norms not folded", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64, NoFold: true}},
-			{"two lanes, no PDL", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64, NoPDL: true}},
+			{"default", nil},
+			{"small_gemm + PDL", []func(*caps){smallTo64}},
+			{"small_gemm + PDL, norms not folded", []func(*caps){smallTo64, noFold}},
+			{"small_gemm, no PDL", []func(*caps){smallTo64, noPDL}},
+			{"cuBLAS", []func(*caps){cublasOnly}},
+			{"cublasGemmEx only", []func(*caps){cublasOnly, noLt}},
 		} {
-			profileGraph(t, w, B, v.name, v.opt)
+			profileGraph(t, w, B, v.name, v.narrow...)
 		}
 		if os.Getenv("ROSETOP_GPU_PROFILE_SAMPLING") != "" {
-			profileOps(t, w, B, false)
+			profileStepOps(t, w, B, false)
 		}
 	}
-	// Where small_gemm's step stops beating cuBLAS's (Options.SmallGEMMRows's default), and where
-	// two lanes start beating one (Options.SplitDecodeRows's).
+	// Where small_gemm's step stops beating cuBLAS's (smallDefaultRows).
 	for _, B := range []int{2, 4, 8, 16, 24, 32, 48} {
-		profileGraph(t, w, B, "one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1})
-		profileGraph(t, w, B, "one lane, cuBLAS", Options{SmallGEMMRows: -1})
-		profileGraph(t, w, B, "two lanes", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64})
+		profileGraph(t, w, B, "small_gemm + PDL", smallTo64)
+		profileGraph(t, w, B, "cuBLAS", cublasOnly)
 	}
 	profileLaunch(t, w)
 	profileGEMM(t, w)
@@ -125,23 +122,20 @@ func profileGEMM(t *testing.T, w *Weights) {
 	const reps = 24
 	for _, g := range []struct {
 		name    string
-		x, w    devPtr
+		x, w    cu.Ptr
 		in, out int
-		wp      devPtr
+		wp      cu.Ptr
 		p       smallPlan
-	}{{"qkv", s.act.xln, L.attnW, C, 3 * C, L.attnWp, s.small.qkv}, {"attn proj", s.act.att, L.projW, C, C, L.projWp, s.small.proj},
-		{"fc", s.act.xln, L.fcW, C, F, L.fcWp, s.small.fc}, {"fc proj", s.act.h, L.fcProjW, F, C, L.fcProjWp, s.small.fcProj}} {
+	}{{"qkv", s.act.xln, L.attnW, C, 3 * C, L.attnWp, s.caps.small.qkv}, {"attn proj", s.act.att, L.projW, C, C, L.projWp, s.caps.small.proj},
+		{"fc", s.act.xln, L.fcW, C, F, L.fcWp, s.caps.small.fc}, {"fc proj", s.act.h, L.fcProjW, F, C, L.fcProjWp, s.caps.small.fcProj}} {
 		line := fmt.Sprintf("gemm %-9s 64x%dx%d:", g.name, g.in, g.out)
-		if s.small.on {
+		if s.caps.small.on {
 			// Back to back with PDL, as in a step: each call's weights load during the previous one.
-			us, err := timeGraph(r, 20, func() error {
-				for range reps {
-					if err := s.smallGEMM(s.act.y, g.x, g.wp, 64, g.in, g.out, g.p, gemmEpi{}); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			var prog program
+			for range reps {
+				prog.smallGEMM("gemm", s.caps.pdl, s.act.y, g.x, g.wp, 64, g.in, g.out, g.p, gemmEpi{}, C, gpt2Cfg.Eps)
+			}
+			us, err := timeProgram(r, 20, &prog)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +147,7 @@ func profileGEMM(t *testing.T, w *Weights) {
 		}{{"NN fp32", true, false}, {"NN fp16", false, false}, {"TN fp32", true, true}, {"TN fp16", false, true}} {
 			us, err := timeGraph(r, 20, func() error {
 				for range reps {
-					if err := s.rt.gemmLayout(s.act.y, g.x, g.w, 64, g.in, g.out, v.f32, v.wT); err != nil {
+					if err := s.ctx.GEMM(s.act.y, g.x, g.w, 64, g.in, g.out, v.f32, v.wT); err != nil {
 						return err
 					}
 				}
@@ -170,7 +164,7 @@ func profileGEMM(t *testing.T, w *Weights) {
 			}
 			us, err := timeGraph(r, 20, func() error {
 				for range reps {
-					if err := s.rt.gemmSplitK(s.act.y, g.x, g.w, 64, g.in, g.out, sp); err != nil {
+					if err := s.ctx.GEMMSplitK(s.act.y, g.x, g.w, 64, g.in, g.out, sp); err != nil {
 						return err
 					}
 				}
@@ -183,59 +177,6 @@ func profileGEMM(t *testing.T, w *Weights) {
 		}
 		t.Log(line)
 	}
-}
-
-// timeGraph captures body once and returns the GPU time of one replay in us (reps back to back).
-func timeGraph(r *Runner, reps int, body func() error) (float64, error) {
-	var us float64
-	var err error
-	r.w.do(func() {
-		rt := r.s.rt
-		// Once eagerly first: cuBLAS loads its kernels outside the capture.
-		if err = body(); err != nil {
-			return
-		}
-		if err = rt.sync(); err != nil {
-			return
-		}
-		var g graphExec
-		if g, err = rt.capture(body); err != nil {
-			return
-		}
-		defer rt.destroyGraph(g)
-		var ms float64
-		ms, err = replayMs(rt, g, reps)
-		us = 1000 * ms / float64(reps)
-	})
-	return us, err
-}
-
-// replayMs replays g reps times back to back behind a spin kernel (so the host's enqueueing is
-// hidden) and returns the GPU time of all of them, in milliseconds, from CUDA events. It runs on
-// the worker.
-func replayMs(rt *cudaRuntime, g graphExec, reps int) (float64, error) {
-	e0, err := rt.newEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer rt.destroyEvent(e0)
-	e1, err := rt.newEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer rt.destroyEvent(e1)
-	_ = rt.launch(rt.fn.spin, 1, 1, 1, 0, arg(profileSpinNs))
-	_ = rt.record(e0)
-	for range reps {
-		if err = rt.replay(g); err != nil {
-			return 0, err
-		}
-	}
-	_ = rt.record(e1)
-	if err = rt.sync(); err != nil {
-		return 0, err
-	}
-	return rt.elapsed(e0, e1)
 }
 
 // profileLaunch logs what a graph node costs here: an empty kernel, and a 64-row layernorm.
@@ -251,37 +192,29 @@ func profileLaunch(t *testing.T, w *Weights) {
 	}
 	const nodes = 100
 	s := r.s
-	empty, err := timeGraph(r, 20, func() error {
-		for range nodes {
-			if err := s.rt.launch(s.rt.fn.spin, 1, 1, 1, 0, arg(0)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var empty, embed program
 	m, a, wt := &s.meta, &s.act, s.wts
-	embed, err := timeGraph(r, 20, func() error {
-		for range nodes {
-			if err := s.rt.launch(s.rt.fn.embedLN, 64, 1, 256, 0, pArg(a.x), pArg(a.xln), pArg(m.devAt(m.off.ids)), pArg(m.devAt(m.off.pos)),
-				pArg(wt.wte), pArg(wt.wpe), pArg(wt.layers[0].ln1w), pArg(wt.layers[0].ln1b), iArg(768), fArg(1e-5)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	for range nodes {
+		empty.spin(0)
+		embed.embedLN(a.x, a.xln, m.devAt(m.off.ids), m.devAt(m.off.pos), wt.wte, wt.wpe, wt.layers[0].ln1w, wt.layers[0].ln1b,
+			gpt2Cfg.NEmbd, gpt2Cfg.Eps, 64, 0)
+	}
+	emptyUs, err := timeProgram(r, 20, &empty)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("graph node cost: %.2f us per empty kernel, %.2f us per 64-row embed+layernorm", empty/nodes, embed/nodes)
+	embedUs, err := timeProgram(r, 20, &embed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("graph node cost: %.2f us per empty kernel, %.2f us per 64-row embed+layernorm", emptyUs/nodes, embedUs/nodes)
 }
 
-// profileOps logs the per-op GPU time of eager paged steps.
-func profileOps(t *testing.T, w *Weights, B int, greedy bool) {
-	// One lane: the kind graphs below replay the calls of the event-profiled (one-lane) step.
-	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1, SplitDecodeRows: -1})
+// profileStepOps logs the per-op GPU time of an eager paged decode step of B sequences, then
+// the same step as graphs of one op kind each (no events between kernels, so these times add up
+// to about the whole step's replay).
+func profileStepOps(t *testing.T, w *Weights, B int, greedy bool) {
+	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, MemoryFraction: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,94 +223,39 @@ func profileOps(t *testing.T, w *Weights, B int, greedy bool) {
 	if greedy {
 		clear(st.Temperature)
 	}
-	p, total := eventProfile(t, r, st, 20)
-	kinds := slices.Clone(p.kinds)
-	t.Logf("batch %d (greedy %v): %.1f us per step on the GPU, kernels back to back", B, greedy, 1000*total/float64(p.steps))
-	for _, op := range p.ops {
-		t.Logf("  %-22s %8.1f us/step  %3d ops  %5.1f%%", op, 1000*p.ms[op]/float64(p.steps), p.count[op], 100*p.ms[op]/total)
+	runSteps(t, r, st, make([]int32, B), 1) // cuBLAS's first calls
+	prog := stepProgram(t, r, st)
+	p := profileOps(t, r, prog, 20)
+	total := p.total()
+	t.Logf("batch %d (greedy %v): %.1f us per step on the GPU, kernels back to back", B, greedy, 1000*total/float64(p.runs))
+	for _, op := range p.kinds {
+		t.Logf("  %-22s %8.1f us/step  %3d ops  %5.1f%%", op, 1000*p.ms[op]/float64(p.runs), p.count[op], 100*p.ms[op]/total)
 	}
 	if !greedy {
 		return
 	}
-	// The same step as graphs of one op kind each: no events between kernels, so these times
-	// add up to about the whole step's replay.
-	s := r.s
-	step := func() error {
-		s.rt.calls = 0
-		return s.forward(B, B)
-	}
-	whole, err := timeGraph(r, 20, step)
+	whole, err := timeProgram(r, 20, prog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("batch %d per kind, graph replays (the forward pass alone: %.1f us):", B, whole)
+	t.Logf("batch %d per kind, graph replays (the step alone: %.1f us):", B, whole)
 	var sum float64
-	for _, op := range p.ops {
-		only := make([]bool, len(kinds))
-		for i, k := range kinds {
-			only[i] = k == op
-		}
-		r.w.do(func() { s.rt.only = only })
-		us, err := timeGraph(r, 20, step)
-		r.w.do(func() { s.rt.only = nil })
+	for _, op := range p.kinds {
+		us, err := timeProgram(r, 20, only(prog, op))
 		if err != nil {
 			t.Fatal(err)
 		}
 		sum += us
-		t.Logf("  %-22s %8.1f us/step  %3d calls", op, us, countOf(kinds, op))
+		t.Logf("  %-22s %8.1f us/step  %3d calls", op, us, p.count[op])
 	}
 	t.Logf("  %-22s %8.1f us/step", "sum of kinds", sum)
 }
 
-// startProfile turns r's op profiler on: a CUDA event after every op of an eager step
-// (opProfile). stopProfile turns it off.
-func startProfile(t *testing.T, r *Runner) *opProfile {
-	t.Helper()
-	var p *opProfile
-	var err error
-	r.w.do(func() {
-		if p, err = newOpProfile(r.s.rt, 512); err == nil {
-			r.s.prof = p
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func stopProfile(r *Runner, p *opProfile) { r.w.do(func() { r.s.prof = nil; p.close() }) }
-
-// eventProfile runs st on r (without graphs) once, then steps times with a CUDA event after
-// every op (opProfile, ranking only: each event adds ~3 us), and returns the profile and the
-// GPU milliseconds of all its ops over all steps. r profiles nothing once it returns.
-func eventProfile(t *testing.T, r *Runner, st *Step, steps int) (*opProfile, float64) {
-	t.Helper()
-	next := make([]int32, len(st.SeqLens))
-	if err := r.Step(st, next); err != nil {
-		t.Fatal(err)
-	}
-	p := startProfile(t, r)
-	defer stopProfile(r, p)
-	runSteps(t, r, st, next, steps)
-	if p.err != nil {
-		t.Fatal(p.err)
-	}
-	var total float64
-	for _, op := range p.ops {
-		total += p.ms[op]
-	}
-	return p, total
-}
-
-// profileGraph logs the GPU time of back-to-back replays of the batch's decode graph, the wall
-// time of a Step, and of an empty round trip to the worker goroutine.
-func profileGraph(t *testing.T, w *Weights, B int, name string, opt Options) {
-	opt.MaxBatch, opt.MaxSeqLen, opt.Paged, opt.Graphs, opt.MemoryFraction = 64, 1024, true, true, 0.1
-	r, err := Open(gpt2Cfg, w, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+// profileGraph logs the GPU time of back-to-back replays of the batch's decode graph on a
+// runner narrowed by narrow, the wall time of a Step, and of an empty round trip to the worker
+// goroutine.
+func profileGraph(t *testing.T, w *Weights, B int, name string, narrow ...func(*caps)) {
+	r := openNarrow(t, gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 1024, Paged: true, Graphs: true, MemoryFraction: 0.1}, narrow...)
 	defer r.Close()
 	st := decodeStep(B, 128, tablesFor(r, B))
 	clear(st.Temperature)
@@ -386,27 +264,26 @@ func profileGraph(t *testing.T, w *Weights, B int, name string, opt Options) {
 		t.Fatal(err)
 	}
 	const n = 200
+	key := graphKey{bucket: bucketFor(r.s.buckets, B), greedy: true}
 	var gpuMs float64
-	r.w.do(func() {
-		gpuMs, err = replayMs(r.s.rt, r.s.graphs[graphKey{bucket: bucketFor(r.s.buckets, B), greedy: true}], n)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One replay at a time, each waited for: the GPU time plus launch and wake-up latency.
 	var sync time.Duration
-	r.w.do(func() {
-		g := r.s.graphs[graphKey{bucket: bucketFor(r.s.buckets, B), greedy: true}]
+	err := onWorker(r, func(s *state) error {
+		var err error
+		if gpuMs, err = replayMs(s, s.graphs[key], n); err != nil {
+			return err
+		}
+		// One replay at a time, each waited for: the GPU time plus launch and wake-up latency.
 		t0 := time.Now()
 		for range n {
-			if err = r.s.rt.replay(g); err != nil {
-				return
+			if err := s.ctx.Replay(s.graphs[key]); err != nil {
+				return err
 			}
-			if err = r.s.rt.sync(); err != nil {
-				return
+			if err := s.ctx.Sync(); err != nil {
+				return err
 			}
 		}
 		sync = time.Since(t0)
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -414,30 +291,19 @@ func profileGraph(t *testing.T, w *Weights, B int, name string, opt Options) {
 	step := runSteps(t, r, st, next, n)
 	t0 := time.Now()
 	for range 10 * n {
-		r.w.do(func() {})
+		r.w.Do(func() {})
 	}
 	trip := time.Since(t0)
-	var choices string
-	r.w.do(func() { choices = r.s.ltChoice(bucketFor(r.s.buckets, B)) })
 	t.Logf("batch %d graph [%s]: %.1f us GPU per replay (back to back), %.1f us per replay+sync, %.1f us wall per Step, %.1f us per worker round trip (%s)",
-		B, name, 1000*gpuMs/n, float64(sync.Microseconds())/n, float64(step.Microseconds())/n, float64(trip.Microseconds())/(10*n), choices)
-}
-
-func countOf(xs []string, x string) int {
-	n := 0
-	for _, v := range xs {
-		if v == x {
-			n++
-		}
-	}
-	return n
+		B, name, 1000*gpuMs/n, float64(sync.Microseconds())/n, float64(step.Microseconds())/n, float64(trip.Microseconds())/(10*n),
+		ltChoice(r.s, key.bucket))
 }
 
 // TestProfileDecodeRun times decode-heavy's decode phase as the job runs it: 64 sequences
 // stepping together from position 2 to 257, their KV blocks handed out as they grow (block j of
 // sequence i is j*64+i, as the engine's block manager allocates them), greedy. Each variant runs
 // on a fresh runner, in alternating order, twice (a runner opened later in a process must be as
-// fast as the first: runtime.go openRuntime); the log shows the wall time per step over bands of
+// fast as the first: cu.Context); the log shows the wall time per step over bands of
 // 32 positions. Set ROSETOP_GPU_PROFILE=1.
 func TestProfileDecodeRun(t *testing.T) {
 	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
@@ -447,34 +313,30 @@ func TestProfileDecodeRun(t *testing.T) {
 	w := testModel(gpt2Cfg, 1)
 	variants := []struct {
 		name        string
-		opt         Options
+		narrow      []func(*caps)
 		ahead, held bool
 	}{
-		{"default", Options{}, false, false},
-		{"default, Repeats", Options{}, true, false},
-		{"default, Repeats, every block held", Options{}, true, true},
-		{"two lanes at 64", Options{SplitDecodeRows: 2, SplitDecodeMaxRows: 64}, false, false},
-		{"one lane, small_gemm + PDL", Options{SmallGEMMRows: 64, SplitDecodeRows: -1}, false, false},
+		{"default", nil, false, false},
+		{"default, Repeats", nil, true, false},
+		{"default, Repeats, every block held", nil, true, true},
+		{"small_gemm + PDL", []func(*caps){smallTo64}, false, false},
 	}
 	for round := range 2 {
 		for _, v := range variants {
-			t.Logf("round %d [%s]: us per step over positions 2-257 in bands of 32: %s", round, v.name, profileRun(t, w, v.opt, v.ahead, v.held))
+			t.Logf("round %d [%s]: us per step over positions 2-257 in bands of 32: %s", round, v.name, profileRun(t, w, v.ahead, v.held, v.narrow...))
 		}
 	}
 }
 
-// profileRun runs the 256 decode steps of TestProfileDecodeRun on a fresh runner and returns
+// profileRun runs the 256 decode steps of TestProfileDecodeRun on a fresh runner (its caps
+// narrowed by narrow) and returns
 // the mean wall time per step of each band of 32, then of all. ahead: each step with Repeats, the
 // number of steps left (at most 2), as the scheduler asks for them; held: the steps say that the
 // sequences hold every block of their tables (Step.Held), so the steps queued ahead go on across
 // block boundaries.
-func profileRun(t *testing.T, w *Weights, opt Options, ahead, held bool) string {
+func profileRun(t *testing.T, w *Weights, ahead, held bool, narrow ...func(*caps)) string {
 	const B, steps, band = 64, 256, 32
-	opt.MaxBatch, opt.MaxSeqLen, opt.Paged, opt.Graphs, opt.MemoryFraction = B, 272, true, true, 0.5
-	r, err := Open(gpt2Cfg, w, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openNarrow(t, gpt2Cfg, w, Options{MaxBatch: B, MaxSeqLen: 272, Paged: true, Graphs: true, MemoryFraction: 0.5}, narrow...)
 	defer r.Close()
 	_, _, width := r.Layout()
 	tables := make([][]int32, B)
@@ -532,7 +394,7 @@ func TestProfileLMHead(t *testing.T) {
 		for _, f32 := range []bool{true, false} {
 			us, err := timeGraph(r, 5, func() error {
 				for range reps {
-					if err := s.rt.gemm(s.act.logits, s.act.xlast, s.wts.wteT, m, C, vp, f32); err != nil {
+					if err := s.ctx.GEMM(s.act.logits, s.act.xlast, s.wts.wteT, m, C, vp, f32, false); err != nil {
 						return err
 					}
 				}
@@ -542,24 +404,14 @@ func TestProfileLMHead(t *testing.T) {
 				t.Fatal(err)
 			}
 			line := fmt.Sprintf("LM head %dx%dx%d fp32 %v: cublasGemmEx %.2f us; cuBLASLt:", m, C, vp, f32, us/reps)
-			dtype := 2
-			if f32 {
-				dtype = 0
+			var p *cu.LtPlan
+			if err := onWorker(r, func(s *state) (err error) { p, err = s.ctx.NewPlan(s.lt.lib, vp, m, C, !f32, cu.LtPlain); return err }); err != nil {
+				t.Fatalf("cuBLASLt plans no LM head at %d rows: %v", m, err)
 			}
-			var p *ltPlan
-			r.w.do(func() {
-				var st int
-				if p, st = s.lt.newPlan(vp, m, C, dtype, 1); st != 0 {
-					err = fmt.Errorf("cuBLASLt plans no LM head at %d rows: status %d", m, st)
-				}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for c := range p.count() {
+			for c := range p.Count() {
 				us, err := timeGraph(r, 5, func() error {
 					for range reps {
-						if err := s.ltRun(s.lt, p, c, s.wts.wteT, s.act.xlast, s.act.logits, 0, "LM head"); err != nil {
+						if err := s.ctx.LtMatmul(s.lt.lib, p, c, s.wts.wteT, s.act.xlast, s.act.logits, 0); err != nil {
 							return err
 						}
 					}
@@ -571,7 +423,7 @@ func TestProfileLMHead(t *testing.T) {
 				}
 				line += fmt.Sprintf(" [%d] %.2f", c, us/reps)
 			}
-			r.w.do(func() { s.lt.free(p) })
+			r.w.Do(func() { s.lt.lib.FreePlan(p) })
 			t.Log(line)
 		}
 	}
@@ -590,7 +442,16 @@ func TestProfileSampler(t *testing.T) {
 		if err := r.Step(st, next); err != nil { // the logits the sampler reads
 			t.Fatal(err)
 		}
-		us, err := timeGraph(r, 200, func() error { r.s.greedy = true; return r.s.sampler(B) })
+		var prog program
+		err := onWorker(r, func(s *state) error {
+			p, err := s.newPlan(B, B, true, eagerStep, false)
+			s.sampler(&p, &prog)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		us, err := timeProgram(r, 200, &prog)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -632,23 +493,23 @@ func TestProfileLayerGEMMs(t *testing.T) {
 	a := &s.act
 	type gemm struct {
 		name    string
-		x, y    devPtr
-		w       func(l int) devPtr
+		x, y    cu.Ptr
+		w       func(l int) cu.Ptr
 		in, out int
 		splits  int
 	}
 	for _, g := range []gemm{
-		{"qkv", a.xln, a.y, func(l int) devPtr { return s.wts.layers[l].attnW }, C, 3 * C, 1},
-		{"attn proj", a.att, a.y, func(l int) devPtr { return s.wts.layers[l].projW }, C, C, projSplits},
-		{"fc proj", a.h, a.y, func(l int) devPtr { return s.wts.layers[l].fcProjW }, F, C, fcProjSplits},
+		{"qkv", a.xln, a.y, func(l int) cu.Ptr { return s.wts.layers[l].attnW }, C, 3 * C, 1},
+		{"attn proj", a.att, a.y, func(l int) cu.Ptr { return s.wts.layers[l].projW }, C, C, projSplits},
+		{"fc proj", a.h, a.y, func(l int) cu.Ptr { return s.wts.layers[l].fcProjW }, F, C, fcProjSplits},
 	} {
 		us, err := timeGraph(r, 5, func() error {
 			for l := range L {
 				var err error
 				if g.splits > 1 {
-					err = s.rt.gemmSplitK(g.y, g.x, g.w(l), m, g.in, g.out, g.splits)
+					err = s.ctx.GEMMSplitK(g.y, g.x, g.w(l), m, g.in, g.out, g.splits)
 				} else {
-					err = s.rt.gemm(g.y, g.x, g.w(l), m, g.in, g.out, true)
+					err = s.ctx.GEMM(g.y, g.x, g.w(l), m, g.in, g.out, true, false)
 				}
 				if err != nil {
 					return err
@@ -660,20 +521,17 @@ func TestProfileLayerGEMMs(t *testing.T) {
 			t.Fatal(err)
 		}
 		line := fmt.Sprintf("%s %dx%dx%d: as the step runs it (%d K slices) %.2f us; cuBLASLt:", g.name, m, g.in, g.out, g.splits, us/float64(L))
-		var p *ltPlan
-		r.w.do(func() {
-			var st int
-			if p, st = s.lt.newPlan(g.out, m, g.in, 0, 1); st != 0 {
-				err = fmt.Errorf("cuBLASLt plans no %s at %d rows: status %d", g.name, m, st)
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
+		var p *cu.LtPlan
+		if err := onWorker(r, func(s *state) (err error) {
+			p, err = s.ctx.NewPlan(s.lt.lib, g.out, m, g.in, false, cu.LtPlain)
+			return err
+		}); err != nil {
+			t.Fatalf("cuBLASLt plans no %s at %d rows: %v", g.name, m, err)
 		}
-		for c := range p.count() {
+		for c := range p.Count() {
 			us, err := timeGraph(r, 5, func() error {
 				for l := range L {
-					if err := s.ltRun(s.lt, p, c, g.w(l), g.x, g.y, 0, g.name); err != nil {
+					if err := s.ctx.LtMatmul(s.lt.lib, p, c, g.w(l), g.x, g.y, 0); err != nil {
 						return err
 					}
 				}
@@ -685,7 +543,7 @@ func TestProfileLayerGEMMs(t *testing.T) {
 			}
 			line += fmt.Sprintf(" [%d] %.2f", c, us/float64(L))
 		}
-		r.w.do(func() { s.lt.free(p) })
+		r.w.Do(func() { s.lt.lib.FreePlan(p) })
 		t.Log(line)
 	}
 }
@@ -740,10 +598,12 @@ func TestProfilePrefillGPT2(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	p, total := eventProfile(t, r, prefill(r), 20)
-	t.Logf("prefill 64 x 2, eager with events: %.1f us per step", 1000*total/float64(p.steps))
-	for _, op := range p.ops {
-		t.Logf("  %-22s %8.1f us/step  %3d ops", op, 1000*p.ms[op]/float64(p.steps), p.count[op])
+	st := prefill(r)
+	runSteps(t, r, st, make([]int32, B), 1) // cuBLAS's first calls
+	p := profileOps(t, r, stepProgram(t, r, st), 20)
+	t.Logf("prefill 64 x 2, eager with events: %.1f us per step", 1000*p.total()/float64(p.runs))
+	for _, op := range p.kinds {
+		t.Logf("  %-22s %8.1f us/step  %3d ops", op, 1000*p.ms[op]/float64(p.runs), p.count[op])
 	}
 }
 
@@ -765,16 +625,17 @@ func TestProfileIdle(t *testing.T) {
 	st := decodeStep(B, 128, tablesFor(r, B))
 	clear(st.Temperature)
 	next := make([]int32, B)
-	var e0, e1 event
-	r.w.do(func() {
-		if e0, err = r.s.rt.newEvent(); err == nil {
-			e1, err = r.s.rt.newEvent()
+	var e0, e1 cu.Event
+	err = onWorker(r, func(s *state) (err error) {
+		if e0, err = s.ctx.NewEvent(true); err == nil {
+			e1, err = s.ctx.NewEvent(true)
 		}
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.w.do(func() { r.s.rt.destroyEvent(e0); r.s.rt.destroyEvent(e1) })
+	defer r.w.Do(func() { r.s.ctx.DestroyEvent(e0); r.s.ctx.DestroyEvent(e1) })
 	runSteps(t, r, st, next, 3)     // first sight, capture, replay
 	wait := func(d time.Duration) { // a spin: sleeps round up to whole timer ticks
 		for t0 := time.Now(); time.Since(t0) < d; {
@@ -788,12 +649,13 @@ func TestProfileIdle(t *testing.T) {
 			step += runSteps(t, r, st, next, 1)
 			wait(idle)
 			t0 := time.Now()
-			r.w.do(func() {})
+			r.w.Do(func() {})
 			trip += time.Since(t0)
 			wait(idle)
 			var ms float64
-			r.w.do(func() {
-				ms, err = replayOnce(r.s.rt, r.s.graphs[graphKey{bucket: bucketFor(r.s.buckets, B), greedy: true}], e0, e1)
+			err := onWorker(r, func(s *state) (err error) {
+				ms, err = replayOnce(s.ctx, s.graphs[graphKey{bucket: bucketFor(s.buckets, B), greedy: true}], e0, e1)
+				return err
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -807,20 +669,20 @@ func TestProfileIdle(t *testing.T) {
 
 // replayOnce replays g once between events e0 and e1, waits, and returns its GPU time in ms. It
 // runs on the worker.
-func replayOnce(rt *cudaRuntime, g graphExec, e0, e1 event) (float64, error) {
-	if err := rt.record(e0); err != nil {
+func replayOnce(ctx *cu.Context, g cu.Graph, e0, e1 cu.Event) (float64, error) {
+	if err := ctx.Record(e0); err != nil {
 		return 0, err
 	}
-	if err := rt.replay(g); err != nil {
+	if err := ctx.Replay(g); err != nil {
 		return 0, err
 	}
-	if err := rt.record(e1); err != nil {
+	if err := ctx.Record(e1); err != nil {
 		return 0, err
 	}
-	if err := rt.sync(); err != nil {
+	if err := ctx.Sync(); err != nil {
 		return 0, err
 	}
-	return rt.elapsed(e0, e1)
+	return ctx.Elapsed(e0, e1)
 }
 
 // runSteps runs st on r k times, each waited for, and returns the wall time of all of them.

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"unsafe"
+
+	"rosetop/gpu/cu"
 )
 
 // foldCfg is the smallest shape whose decode steps fold their norms (fold.go folds: width a
@@ -15,54 +17,33 @@ import (
 var foldCfg = Config{NLayer: 2, NHead: 2, NEmbd: 128, NPositions: 128, VocabSize: 1000, Inner: 512, Eps: 1e-5}
 
 // TestFoldedNormsMatchReference runs prefill and teacher-forced decode steps against the
-// float64 reference with the norms folded into small_gemm (the default on Hopper) and not, as
-// one lane and as two, in every mode.
+// float64 reference with the norms folded into small_gemm (the default on Hopper) and not, in
+// every mode.
 func TestFoldedNormsMatchReference(t *testing.T) {
 	needGPU(t)
 	w := testModel(foldCfg, 21)
 	const steps = 8
 	ps := makePlans(foldCfg, w, []int{1, 9, 30, 50, 7}, []int{0, 0, 0, 0, 3}, steps, 6)
 	for _, m := range modes {
-		for _, noFold := range []bool{false, true} {
-			for _, split := range []int{-1, 2} {
-				t.Run(fmt.Sprintf("%v/nofold=%v/split=%d", m, noFold, split), func(t *testing.T) {
-					r, err := Open(foldCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: m.paged, Graphs: m.graphs,
-						MemoryFraction: 0.02, SmallGEMMRows: 64, SplitDecodeRows: split, NoFold: noFold})
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer r.Close()
-					if !r.s.small.on {
-						t.Skipf("small_gemm is not used on this GPU (compute capability %d): nothing folds", r.s.rt.info.CC)
-					}
-					if r.s.fold == noFold {
-						t.Fatalf("NoFold %v: the runner folds: %v", noFold, r.s.fold)
-					}
-					runPlans(t, r, foldCfg, ps, steps, 1e-2)
-				})
-			}
+		for _, folded := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%v/folded=%v", m, folded), func(t *testing.T) {
+				narrow := []func(*caps){smallTo64}
+				if !folded {
+					narrow = append(narrow, noFold)
+				}
+				r := openNarrow(t, foldCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: m.paged, Graphs: m.graphs,
+					MemoryFraction: 0.02}, narrow...)
+				defer r.Close()
+				if !r.s.caps.small.on {
+					t.Skipf("small_gemm is not used on this GPU (compute capability %d): nothing folds", r.s.ctx.Info().CC)
+				}
+				if r.s.caps.fold != folded {
+					t.Fatalf("the runner folds %v, want %v", r.s.caps.fold, folded)
+				}
+				runPlans(t, r, foldCfg, ps, steps, 1e-2)
+			})
 		}
 	}
-}
-
-// TestFoldedLanesMatchOneLane: with folded norms too, two lanes compute every row exactly as
-// one lane does (each row's statistics come from that row alone, summed in a fixed order).
-func TestFoldedLanesMatchOneLane(t *testing.T) {
-	needGPU(t)
-	w := testModel(foldCfg, 22)
-	run := func(split int) []float32 {
-		r, err := Open(foldCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: true, Graphs: true,
-			MemoryFraction: 0.02, SmallGEMMRows: 64, SplitDecodeRows: split})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		if !r.s.fold {
-			t.Skipf("the norms are not folded on this GPU (compute capability %d)", r.s.rt.info.CC)
-		}
-		return fourDecodeSteps(t, r, foldCfg)
-	}
-	sameLogits(t, run(-1), run(2))
 }
 
 // TestFoldNorm checks the folded vectors against their definition on a small matrix. No GPU.
@@ -97,15 +78,13 @@ func TestFoldedEpilogues(t *testing.T) {
 	needGPU(t)
 	cfg := foldCfg
 	w := testModel(cfg, 23)
-	r, err := Open(cfg, w, Options{MaxBatch: 64, MaxSeqLen: 64, MemoryFraction: 0.01, SmallGEMMRows: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openNarrow(t, cfg, w, Options{MaxBatch: 64, MaxSeqLen: 64, MemoryFraction: 0.01}, smallTo64)
 	defer r.Close()
 	s := r.s
-	if !s.fold {
-		t.Skipf("the norms are not folded on this GPU (compute capability %d)", s.rt.info.CC)
+	if !s.caps.fold {
+		t.Skipf("the norms are not folded on this GPU (compute capability %d)", s.ctx.Info().CC)
 	}
+	sg, pdl, eps := &s.caps.small, s.caps.pdl, cfg.Eps
 	C, F, L, wl := cfg.NEmbd, cfg.Inner, &s.wts.layers[0], &w.Layers[0]
 	rng := rand.New(rand.NewPCG(3, 3))
 	for _, m := range []int{1, 2, 3, 4, 5, 8, 13, 37, 64} {
@@ -121,39 +100,41 @@ func TestFoldedEpilogues(t *testing.T) {
 		qkv := make([]float32, m*3*C)
 		stride := statStride(C)
 		stats := make([]float32, 2*m*stride)
-		r.w.do(func() {
-			rt := s.rt
-			if err = rt.upload(s.act.x, unsafe.Pointer(&x0[0]), int64(4*m*C)); err != nil {
-				return
+		err := onWorker(r, func(s *state) error {
+			ctx, a := s.ctx, &s.act
+			if err := ctx.Upload(a.x, unsafe.Pointer(&x0[0]), int64(4*m*C)); err != nil {
+				return err
 			}
-			if err = rt.upload(s.act.att, unsafe.Pointer(&att[0]), int64(2*m*C)); err != nil {
-				return
+			if err := ctx.Upload(a.att, unsafe.Pointer(&att[0]), int64(2*m*C)); err != nil {
+				return err
 			}
-			if err = s.smallGEMM(s.act.x, s.act.att, L.projWp, m, C, C, s.small.proj,
-				gemmEpi{kind: epiRes, bias: L.projB, stats: s.act.stats, x16: s.act.xln}); err != nil {
-				return
+			var p, q program
+			p.smallGEMM("gemm attn proj", pdl, a.x, a.att, L.projWp, m, C, C, sg.proj,
+				gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln}, C, eps)
+			p.smallGEMM("gemm fc", pdl, a.h, a.xln, L.fcWp, m, C, F, sg.fc,
+				gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: C / (32 * sg.proj.nt)}, C, eps)
+			q.smallGEMM("gemm qkv", pdl, a.y, a.xln, L.attnWp, m, C, 3*C, sg.qkv,
+				gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: C / (32 * sg.proj.nt)}, C, eps)
+			if err := s.run(&p); err != nil {
+				return err
 			}
-			if err = s.smallGEMM(s.act.h, s.act.xln, L.fcWp, m, C, F, s.small.fc,
-				gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: s.act.stats, parts: C / (32 * s.small.proj.nt)}); err != nil {
-				return
+			if err := ctx.Download(unsafe.Pointer(&stats[0]), a.stats, int64(8*m*stride)); err != nil {
+				return err
 			}
-			if err = rt.download(unsafe.Pointer(&stats[0]), s.act.stats, int64(8*m*stride)); err != nil {
-				return
+			if err := s.run(&q); err != nil {
+				return err
 			}
-			if err = s.smallGEMM(s.act.y, s.act.xln, L.attnWp, m, C, 3*C, s.small.qkv,
-				gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: s.act.stats, parts: C / (32 * s.small.proj.nt)}); err != nil {
-				return
-			}
-			if err = rt.download(unsafe.Pointer(&qkv[0]), s.act.y, int64(4*m*3*C)); err != nil {
-				return
-			}
-			if err = rt.download(unsafe.Pointer(&x[0]), s.act.x, int64(4*m*C)); err == nil {
-				if err = rt.download(unsafe.Pointer(&x16[0]), s.act.xln, int64(2*m*C)); err == nil {
-					if err = rt.download(unsafe.Pointer(&h[0]), s.act.h, int64(2*m*F)); err == nil {
-						err = rt.sync()
-					}
+			for _, d := range []struct {
+				dst unsafe.Pointer
+				src cu.Ptr
+				n   int
+			}{{unsafe.Pointer(&qkv[0]), a.y, 4 * m * 3 * C}, {unsafe.Pointer(&x[0]), a.x, 4 * m * C},
+				{unsafe.Pointer(&x16[0]), a.xln, 2 * m * C}, {unsafe.Pointer(&h[0]), a.h, 2 * m * F}} {
+				if err := ctx.Download(d.dst, d.src, int64(d.n)); err != nil {
+					return err
 				}
 			}
+			return ctx.Sync()
 		})
 		if err != nil {
 			t.Fatalf("%d rows: %v", m, err)
@@ -179,7 +160,7 @@ func TestFoldedEpilogues(t *testing.T) {
 				t.Fatalf("%d rows, row %d: its fp16 copy relative error %.2e", m, i, e)
 			}
 			// The statistics of each part of the row.
-			bn := 32 * s.small.proj.nt // the projection's block of columns
+			bn := 32 * sg.proj.nt // the projection's block of columns
 			for p := range C / bn {
 				var pm, p2 float64
 				for _, v := range want[p*bn : (p+1)*bn] {

@@ -5,7 +5,6 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -121,7 +120,8 @@ func runPlans(t *testing.T, r *Runner, cfg Config, ps []*plan, steps int, tol fl
 
 // TestForwardMatchesReference: prefill of four prompts of different lengths (more tokens than
 // one pass holds, so it runs in chunks), a sequence joining mid-run (a mixed prefill+decode
-// step), teacher-forced decode, in all four modes; the modes sample identical tokens.
+// step), teacher-forced decode, in all four modes, on the device's paths and on cuBLAS alone;
+// all sample identical tokens.
 func TestForwardMatchesReference(t *testing.T) {
 	needGPU(t)
 	cfg := smallCfg
@@ -130,78 +130,22 @@ func TestForwardMatchesReference(t *testing.T) {
 	ps := makePlans(cfg, w, []int{1, 9, 30, 50, 7}, []int{0, 0, 0, 0, 3}, steps, 5)
 	var first [][]int32
 	for _, m := range modes {
-		// Decode steps as one lane, and (on Hopper) as two lanes from 2 rows on (split.go).
-		for _, split := range []int{-1, 2} {
-			t.Run(fmt.Sprintf("%v/split=%d", m, split), func(t *testing.T) {
-				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: m.paged, Graphs: m.graphs,
-					MemoryFraction: 0.02, SplitDecodeRows: split})
-				if err != nil {
-					t.Fatal(err)
+		for _, cublas := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/cublas=%v", m, cublas), func(t *testing.T) {
+				var narrow []func(*caps)
+				if cublas {
+					narrow = append(narrow, cublasOnly)
 				}
+				r := openNarrow(t, cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: m.paged, Graphs: m.graphs,
+					MemoryFraction: 0.02}, narrow...)
 				defer r.Close()
 				got := runPlans(t, r, cfg, ps, steps, 1e-2)
 				if first == nil {
 					first = got
 				} else if !slices.EqualFunc(first, got, slices.Equal[[]int32]) {
-					t.Errorf("sampled tokens differ from mode %v without lanes:\n got %v\nwant %v", modes[0], got, first)
+					t.Errorf("sampled tokens differ from mode %v's:\n got %v\nwant %v", modes[0], got, first)
 				}
 			})
-		}
-	}
-}
-
-// TestLanesMatchOneLane runs the same decode steps as one lane on small_gemm and as two lanes
-// (split.go): every kernel computes a row from that row alone and small_gemm's sums run in a
-// fixed order whatever the row count, so the logits must be bit-identical.
-func TestLanesMatchOneLane(t *testing.T) {
-	needGPU(t)
-	cfg := smallCfg
-	w := testModel(cfg, 12)
-	for _, m := range modes {
-		t.Run(m.String(), func(t *testing.T) {
-			// steps returns fourDecodeSteps' logits on a runner with the given SplitDecodeRows.
-			steps := func(split int) []float32 {
-				r, err := Open(cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs,
-					MemoryFraction: 0.02, SmallGEMMRows: 64, SplitDecodeRows: split})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer r.Close()
-				if !r.s.small.on {
-					t.Skipf("small_gemm is not used on this GPU (compute capability %d): no lanes", r.s.rt.info.CC)
-				}
-				if lanes := r.s.splitRows(8, 8) > 0; lanes != (split > 0) {
-					t.Fatalf("SplitDecodeRows %d: a decode step of 8 rows splits: %v", split, lanes)
-				}
-				return fourDecodeSteps(t, r, cfg)
-			}
-			sameLogits(t, steps(-1), steps(2))
-		})
-	}
-}
-
-// fourDecodeSteps returns the logits of four greedy decode steps of 8, 8, 8 and 5 sequences at
-// positions 0-3 (position k: every earlier position was written) on r.
-func fourDecodeSteps(t *testing.T, r *Runner, cfg Config) []float32 {
-	tables := tablesFor(r, 8)
-	var out []float32
-	for k, B := range []int{8, 8, 8, 5} {
-		st := decodeStep(B, int32(k), tables)
-		clear(st.Temperature)
-		logits := make([]float32, B*cfg.VocabSize)
-		if err := r.StepLogits(st, make([]int32, B), logits); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, logits...)
-	}
-	return out
-}
-
-// sameLogits fails unless one lane's logits and two lanes' are bit-identical.
-func sameLogits(t *testing.T, one, two []float32) {
-	for j := range one {
-		if math.Float32bits(one[j]) != math.Float32bits(two[j]) {
-			t.Fatalf("logit %d: one lane %v, two lanes %v", j, one[j], two[j])
 		}
 	}
 }
@@ -411,7 +355,7 @@ func TestLazyGEMMWarmup(t *testing.T) {
 	}
 	// The layer GEMMs are cuBLAS's unless small_gemm runs them (Hopper); the LM head always is.
 	want := "cuBLAS first use | layer GEMMs at 2 rows, LM head at 2 rows"
-	if r.s.small.on {
+	if r.s.caps.small.on {
 		want = "cuBLAS first use | LM head at 2 rows"
 	}
 	if n, all := count(want), count("cuBLAS first use"); n != 1 || all != 1 {

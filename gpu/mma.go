@@ -2,8 +2,6 @@
 
 package gpu
 
-import "fmt"
-
 // The decode GEMMs on Hopper: gemm.cu's small_gemm runs the four weight GEMMs of a layer for steps
 // of up to smallMaxRows token rows, from copies of the weights packed in the order its tensor-core
 // fragments are loaded, launched with programmatic dependent launch so the weights stream in while
@@ -101,64 +99,32 @@ func planLayer(C, F, sms int) smallGEMMs {
 	return g
 }
 
-// smallDefaultRows is Options.SmallGEMMRows's default: up to this many rows a decode step on
-// small_gemm with PDL took less GPU time than on cuBLAS on the H200 (GPU us per step graph,
-// batch 1: 291.0 vs 368.0, 16: 343.5 vs 395.5, 32: 404.2 vs 418.9, 48: 458.6 vs 445.7, 64: 506.8
-// vs 468.4; bench/RESULTS.md).
+// smallDefaultRows is caps.smallRows on Hopper: the largest decode step whose layer GEMMs take
+// less GPU time on small_gemm with PDL than on cuBLAS (bench/RESULTS.md has the comparison).
 const smallDefaultRows = 32
-
-// useSmall reports whether a step's layer GEMMs of m rows run on small_gemm.
-func (s *state) useSmall(m int) bool {
-	limit := s.opt.SmallGEMMRows
-	if limit == 0 {
-		limit = smallDefaultRows
-	}
-	return s.small.on && m <= min(limit, smallMaxRows)
-}
-
-// gemmEpi is what a small_gemm epilogue needs beyond XW (gemm.cu EPI_*; zero for epiPlain).
-type gemmEpi struct {
-	kind  epilogue
-	bias  devPtr // every epilogue but plain: fp32 (out)
-	colc  devPtr // epiLN, epiLNGELU: the folded matrix's column sums, fp32 (out)
-	stats devPtr // (rows, statStride) (mean, M2) pairs: epiLN* reads parts a row, epiRes writes out/(32 nt)
-	parts int    // epiLN*: the pairs a row of stats holds
-	x16   devPtr // epiRes: y's fp16 copy, (m, out)
-}
-
-// smallGEMM enqueues y(m, out) = X(m, in) W through epilogue e with small_gemm and W's packed
-// copy wp (y fp32, or fp16 for the GELU epilogues; with epiRes y is the residual stream).
-func (s *state) smallGEMM(y, x, wp devPtr, m, in, out int, p smallPlan, e gemmEpi) error {
-	rt := s.rt
-	if m < 1 || m > smallMaxRows {
-		return fmt.Errorf("gpu: small_gemm for %d rows, want 1..%d", m, smallMaxRows)
-	}
-	return rt.launchEx(rt.fn.gemm[p.nt-1][e.kind], out/(32*p.nt), p.splits, smallThreads, smallShared(m, p), s.pdl, p.splits,
-		pArg(y), pArg(x), pArg(wp), pArg(e.bias), iArg(m), iArg(out), iArg(in), iArg(p.kp),
-		pArg(e.colc), pArg(e.stats), iArg(e.parts), iArg(statStride(s.cfg.NEmbd)), fArg(s.cfg.Eps), pArg(e.x16))
-}
 
 // smallAttrs lets each small_gemm kernel have the dynamic shared memory its plans need at
 // smallMaxRows rows (above the default 48 KB for K slices over 376: none of GPT-2 124M's plans,
-// larger models' may) and clusters of more than 8 blocks.
-func (s *state) smallAttrs() error {
+// larger models' may) and clusters of more than 8 blocks. It reports false, setting nothing more,
+// when this device cannot hold a plan's memory.
+func (s *state) smallAttrs(g smallGEMMs) (bool, error) {
 	need := map[int]int{} // nt -> bytes
-	for _, p := range []smallPlan{s.small.qkv, s.small.proj, s.small.fc, s.small.fcProj} {
+	for _, p := range []smallPlan{g.qkv, g.proj, g.fc, g.fcProj} {
 		need[p.nt] = max(need[p.nt], smallShared(smallMaxRows, p))
 	}
 	for nt, bytes := range need {
-		if bytes > s.rt.info.maxSharedOptin {
-			s.small.on = false // a shape this device cannot hold: cuBLAS for everything
-			return nil
+		if bytes > s.ctx.Info().MaxSharedOptin {
+			return false, nil
 		}
-		for _, f := range s.rt.fn.gemm[nt-1] {
-			if err := s.rt.setMaxShared(f, bytes); err != nil {
-				return err
+		for e := range numEpilogues {
+			k := s.k[smallGEMMKernel(nt, e)]
+			if err := s.ctx.SetMaxShared(k, bytes); err != nil {
+				return false, err
 			}
-			if err := s.rt.allowBigClusters(f); err != nil {
-				return err
+			if err := s.ctx.AllowBigClusters(k); err != nil {
+				return false, err
 			}
 		}
 	}
-	return nil
+	return true, nil
 }

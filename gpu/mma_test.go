@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"unsafe"
+
+	"rosetop/gpu/cu"
 )
 
 // TestPackMMA multiplies through the packed layout the way mma.m16n8k16 consumes it, written
@@ -98,16 +100,14 @@ func TestPlanSmall(t *testing.T) {
 func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
 	needGPU(t)
 	w := testModel(gpt2Cfg, 3)
-	// NoFold: the packed matrices are the plain ones (folded, two hold gamma W; fold_test.go).
-	r, err := Open(gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 256, Paged: true, MemoryFraction: 0.01, NoFold: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Norms not folded: the packed matrices are the plain ones (folded, two hold gamma W; fold_test.go).
+	r := openNarrow(t, gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 256, Paged: true, MemoryFraction: 0.01}, noFold)
 	defer r.Close()
 	s := r.s
-	if !s.small.on {
-		t.Skipf("small_gemm is not used on this GPU (compute capability %d)", s.rt.info.CC)
+	if !s.caps.small.on {
+		t.Skipf("small_gemm is not used on this GPU (compute capability %d)", s.ctx.Info().CC)
 	}
+	sg := &s.caps.small
 	C, F := gpt2Cfg.NEmbd, gpt2Cfg.Inner
 	L := &s.wts.layers[1]
 	rng := rand.New(rand.NewPCG(9, 9))
@@ -123,56 +123,55 @@ func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
 	gotH := make([]uint16, smallMaxRows*F)
 	for _, g := range []struct {
 		name      string
-		x, w, wp  devPtr
+		x, w, wp  cu.Ptr
 		in, out   int
 		p         smallPlan
 		gelu      bool
-		bias      devPtr
+		bias      cu.Ptr
 		biasSlice []float32
 	}{
-		{"qkv", s.act.xln, L.attnW, L.attnWp, C, 3 * C, s.small.qkv, false, 0, nil},
-		{"attn proj", s.act.att, L.projW, L.projWp, C, C, s.small.proj, false, 0, nil},
-		{"fc+gelu", s.act.xln, L.fcW, L.fcWp, C, F, s.small.fc, true, L.fcB, w.Layers[1].FCB},
-		{"fc proj", s.act.h, L.fcProjW, L.fcProjWp, F, C, s.small.fcProj, false, 0, nil},
+		{"qkv", s.act.xln, L.attnW, L.attnWp, C, 3 * C, sg.qkv, false, 0, nil},
+		{"attn proj", s.act.att, L.projW, L.projWp, C, C, sg.proj, false, 0, nil},
+		{"fc+gelu", s.act.xln, L.fcW, L.fcWp, C, F, sg.fc, true, L.fcB, w.Layers[1].FCB},
+		{"fc proj", s.act.h, L.fcProjW, L.fcProjWp, F, C, sg.fcProj, false, 0, nil},
 	} {
 		for _, m := range []int{1, 3, 16, 37, 64} {
 			n := m * g.out
-			r.w.do(func() {
-				rt := s.rt
-				if err = rt.upload(g.x, unsafe.Pointer(&input[0]), int64(m*g.in*2)); err != nil {
-					return
+			err := onWorker(r, func(s *state) error {
+				ctx := s.ctx
+				if err := ctx.Upload(g.x, unsafe.Pointer(&input[0]), int64(m*g.in*2)); err != nil {
+					return err
 				}
-				if err = rt.gemm(s.act.y, g.x, g.w, m, g.in, g.out, true); err != nil {
-					return
+				if err := ctx.GEMM(s.act.y, g.x, g.w, m, g.in, g.out, true, false); err != nil {
+					return err
 				}
-				if err = rt.download(unsafe.Pointer(&ref[0]), s.act.y, int64(n*4)); err != nil {
-					return
+				if err := ctx.Download(unsafe.Pointer(&ref[0]), s.act.y, int64(n*4)); err != nil {
+					return err
 				}
 				dst, bytes := s.act.y, int64(n*4)
 				if g.gelu {
-					dst, bytes = s.act.h, int64(n*2)
-					if g.x == s.act.h {
-						panic("the fc input must not be its output")
-					}
+					dst, bytes = s.act.h, int64(n*2) // g.x is not h: the fc input is xln
 				}
-				if err = rt.upload(dst, unsafe.Pointer(&nan[0]), bytes); err != nil {
-					return
+				if err := ctx.Upload(dst, unsafe.Pointer(&nan[0]), bytes); err != nil {
+					return err
 				}
 				e := gemmEpi{}
 				if g.gelu {
 					e = gemmEpi{kind: epiGELU, bias: g.bias}
 				}
-				if err = s.smallGEMM(dst, g.x, g.wp, m, g.in, g.out, g.p, e); err != nil {
-					return
+				var p program
+				p.smallGEMM(g.name, s.caps.pdl, dst, g.x, g.wp, m, g.in, g.out, g.p, e, C, gpt2Cfg.Eps)
+				if err := s.run(&p); err != nil {
+					return err
 				}
+				out := unsafe.Pointer(&got[0])
 				if g.gelu {
-					err = rt.download(unsafe.Pointer(&gotH[0]), dst, bytes)
-				} else {
-					err = rt.download(unsafe.Pointer(&got[0]), dst, bytes)
+					out = unsafe.Pointer(&gotH[0])
 				}
-				if err == nil {
-					err = rt.sync()
+				if err := ctx.Download(out, dst, bytes); err != nil {
+					return err
 				}
+				return ctx.Sync()
 			})
 			if err != nil {
 				t.Fatalf("%s, %d rows: %v", g.name, m, err)
@@ -212,14 +211,14 @@ func TestProfileSmallGEMM(t *testing.T) {
 	r := openProfileGPT2(t)
 	defer r.Close()
 	s, L := r.s, &r.s.wts.layers[0]
-	if !s.small.on {
+	if !s.caps.small.on {
 		t.Skip("small_gemm is not used on this GPU")
 	}
 	C, F := gpt2Cfg.NEmbd, gpt2Cfg.Inner
 	const reps = 24
 	for _, g := range []struct {
 		name    string
-		x, wp   devPtr
+		x, wp   cu.Ptr
 		in, out int
 	}{{"qkv", s.act.xln, L.attnWp, C, 3 * C}, {"attn proj", s.act.att, L.projWp, C, C}, {"fc", s.act.xln, L.fcWp, C, F}, {"fc proj", s.act.h, L.fcProjWp, F, C}} {
 		for _, nt := range []int{2, 1} {
@@ -228,25 +227,23 @@ func TestProfileSmallGEMM(t *testing.T) {
 					continue
 				}
 				p := smallPlan{nt: nt, splits: sp, kp: g.in / (32 * sp)}
-				var err error
-				r.w.do(func() {
-					if err = s.rt.setMaxShared(s.rt.fn.gemm[nt-1][epiPlain], smallShared(smallMaxRows, p)); err == nil {
-						err = s.rt.allowBigClusters(s.rt.fn.gemm[nt-1][epiPlain])
+				err := onWorker(r, func(s *state) error {
+					k := s.k[smallGEMMKernel(nt, epiPlain)]
+					if err := s.ctx.SetMaxShared(k, smallShared(smallMaxRows, p)); err != nil {
+						return err
 					}
+					return s.ctx.AllowBigClusters(k)
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
 				line := fmt.Sprintf("small_gemm %-9s plan %+v, %3d blocks:", g.name, p, g.out/(32*nt)*sp)
 				for _, m := range []int{1, 64} {
-					us, err := timeGraph(r, 20, func() error {
-						for range reps {
-							if err := s.smallGEMM(s.act.y, g.x, g.wp, m, g.in, g.out, p, gemmEpi{}); err != nil {
-								return err
-							}
-						}
-						return nil
-					})
+					var prog program
+					for range reps {
+						prog.smallGEMM(g.name, s.caps.pdl, s.act.y, g.x, g.wp, m, g.in, g.out, p, gemmEpi{}, C, gpt2Cfg.Eps)
+					}
+					us, err := timeProgram(r, 20, &prog)
 					if err != nil {
 						t.Fatalf("%s: %v", line, err)
 					}

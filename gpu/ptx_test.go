@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"rosetop/gpu/cu"
 )
 
 // sourceSum is the sha256 scripts/gen-ptx.sh records for module cu: of the .cu followed by every
@@ -170,7 +172,7 @@ func TestFillImageMatchesSerial(t *testing.T) {
 	}
 	const rows, cols, pad = 3001, 7, 3008 // more rows than one piece, not a multiple of the tile
 	const pk, pn = 3072, 776              // packed: more n8 tiles than one piece holds
-	var a, b, c, d devPtr
+	var a, b, c, d cu.Ptr
 	specs := []tensorSpec{
 		{dst: &a, src: randn(1<<21 + 5), n: 1<<21 + 5, half: true, name: "half"},
 		{dst: &b, src: randn(rows * cols), n: rows * cols, half: true, name: "transposed", cols: cols, padRows: pad},

@@ -49,25 +49,28 @@ func TestGreedySamplerTies(t *testing.T) {
 	}
 	for _, greedy := range []bool{true, false, true, false} {
 		var got []int32
-		r.w.do(func() {
-			s := r.s
+		err := onWorker(r, func(s *state) error {
 			for b := range B {
 				s.padRow(b, b) // temperature 0: greedy rows for sample too
 			}
-			if err = s.upload(); err != nil {
-				return
+			p, err := s.newPlan(B, B, greedy, eagerStep, false)
+			if err != nil {
+				return err
 			}
-			if err = s.rt.upload(s.act.logits, ptrOf(logits), int64(len(logits))*4); err != nil {
-				return
+			var prog program
+			s.metaCopy(&prog)
+			s.sampler(&p, &prog)
+			if err := s.ctx.Upload(s.act.logits, ptrOf(logits), int64(len(logits))*4); err != nil {
+				return err
 			}
-			s.greedy = greedy
-			if err = s.sampler(B); err != nil {
-				return
+			if err := s.run(&prog); err != nil {
+				return err
 			}
-			if err = s.rt.sync(); err != nil {
-				return
+			if err := s.ctx.Sync(); err != nil {
+				return err
 			}
 			got = append(got, s.meta.next[:B]...)
+			return nil
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -8,12 +8,10 @@ import (
 	"time"
 )
 
-// cuBLAS pays several milliseconds the first time it sees a GEMM of a new row-count class
-// (measured on the H200: after a warm-up, 11 of the 64 prefills of k x 2 tokens, k = 1..64, took
-// 2-8 ms the first time and 0.55-0.7 ms the second; CUDA_MODULE_LOADING=EAGER changed nothing, so
-// it is cuBLAS's own per-shape setup, not lazy module loading). Steps of a size the process had
-// not run yet paid it inside their TTFT. So the GEMMs run for a fixed set of row counts, the
-// step's rows rounded up by gemmRows (the rows past the step's are scratch: GEMM rows are
+// cuBLAS pays several milliseconds the first time it sees a GEMM of a new row-count class (its
+// own per-shape setup, not lazy module loading), which a step of a size the process had not run
+// yet would pay inside its time to first token. So the GEMMs run for a fixed set of row counts,
+// the step's rows rounded up by gemmRows (the rows past the step's are scratch: GEMM rows are
 // independent and nothing reads them), and each class pays its first call once: in Open with
 // CaptureAhead (warmGEMMs), else in the first eager step that needs it (ensureWarm, recorded in
 // the ledger, so the cold run shows the cost and says where it went).
@@ -51,18 +49,6 @@ func gemmRowClasses(n int) []int {
 	return out
 }
 
-// splitFCProj reports whether a step of m GEMM rows runs the MLP's output projection as
-// fcProjSplits K slices (see fcProjSplits).
-func (s *state) splitFCProj(m int) bool {
-	return m <= fcProjSplitRows && s.cfg.Inner%(16*fcProjSplits) == 0
-}
-
-// splitProj reports whether the attention's output projection of m GEMM rows runs as projSplits
-// K slices (cuBLAS, decode-sized steps), like splitFCProj.
-func (s *state) splitProj(m int) bool {
-	return m <= fcProjSplitRows && s.cfg.NEmbd%(16*projSplits) == 0
-}
-
 // warmGEMMs runs every cuBLAS GEMM shape of the forward pass once for each row class, on the
 // real buffers (their contents do not matter), so that no step pays cuBLAS's first-call cost
 // (Options.CaptureAhead: the whole cold start paid in Open).
@@ -71,13 +57,13 @@ func (s *state) warmGEMMs() error {
 	classes := gemmRowClasses(s.opt.MaxTokens)
 	calls := 0
 	for _, m := range classes {
-		n, err := s.warmClass(m, !s.useSmall(m), m <= gemmRows(s.opt.MaxBatch))
+		n, err := s.warmClass(m, !s.caps.useSmall(m), m <= gemmRows(s.opt.MaxBatch))
 		if err != nil {
 			return err
 		}
 		calls += n
 	}
-	if err := s.rt.sync(); err != nil {
+	if err := s.ctx.Sync(); err != nil {
 		return err
 	}
 	s.record("cuBLAS warm-up", fmt.Sprintf("%d GEMMs, %d row classes (1..%d)", calls, len(classes), classes[len(classes)-1]), time.Since(t0))
@@ -93,7 +79,7 @@ func (s *state) prewarm() error {
 	t0 := time.Now()
 	calls, classes := 0, 0
 	for _, m := range gemmRowClasses(s.opt.MaxTokens) {
-		layers := !s.warmLayers[m] && !s.useSmall(m)
+		layers := !s.warmLayers[m] && !s.caps.useSmall(m)
 		head := !s.warmHead[m] && m <= gemmRows(s.opt.MaxBatch)
 		if !layers && !head {
 			continue
@@ -104,7 +90,7 @@ func (s *state) prewarm() error {
 		}
 		calls, classes = calls+n, classes+1
 	}
-	if err := s.rt.sync(); err != nil {
+	if err := s.ctx.Sync(); err != nil {
 		return err
 	}
 	if calls > 0 {
@@ -125,7 +111,7 @@ func (s *state) prewarm() error {
 // (never inside a graph capture; decode graphs run their first step eagerly in graphFor).
 func (s *state) ensureWarm(n, nb int) error {
 	mT, mB := gemmRows(n), gemmRows(nb)
-	layers, head := !s.warmLayers[mT] && !s.useSmall(mT), !s.warmHead[mB]
+	layers, head := !s.warmLayers[mT] && !s.caps.useSmall(mT), !s.warmHead[mB]
 	if !layers && !head {
 		return nil
 	}
@@ -140,7 +126,7 @@ func (s *state) ensureWarm(n, nb int) error {
 			return err
 		}
 	}
-	if err := s.rt.sync(); err != nil {
+	if err := s.ctx.Sync(); err != nil {
 		return err
 	}
 	var what []string
@@ -154,39 +140,31 @@ func (s *state) ensureWarm(n, nb int) error {
 	return nil
 }
 
-// warmClass enqueues the GEMMs of row class m: the layers' (one layer's weights stand for all:
-// the shapes are the same) and/or the LM head's. It returns how many it enqueued.
+// warmClass enqueues the cuBLAS GEMMs of row class m (warmProgram) and returns how many.
 func (s *state) warmClass(m int, layers, head bool) (int, error) {
-	rt, c, a, L := s.rt, s.cfg, &s.act, &s.wts.layers[0]
+	prog := s.warmProgram(m, layers, head)
+	return len(prog.ops), s.run(prog)
+}
+
+// warmProgram makes s.prog the cuBLAS GEMMs of row class m: the layers' (one layer's weights
+// stand for all: the shapes are the same) and/or the LM head's, and marks the class warm.
+func (s *state) warmProgram(m int, layers, head bool) *program {
+	c, a, L := s.cfg, &s.act, &s.wts.layers[0]
 	C, F := c.NEmbd, c.Inner
-	var gemms []func() error
+	prog := &s.prog
+	prog.reset()
 	if layers {
-		gemms = append(gemms, func() error { return rt.gemm(a.y, a.xln, L.attnW, m, C, 3*C, true) })
-		if s.splitProj(m) {
-			gemms = append(gemms, func() error { return rt.gemmSplitK(a.y, a.att, L.projW, m, C, C, projSplits) })
-		} else {
-			gemms = append(gemms, func() error { return rt.gemm(a.y, a.att, L.projW, m, C, C, true) })
-		}
+		prog.gemm("gemm qkv", a.y, a.xln, L.attnW, m, C, 3*C)
+		prog.gemmSplitK("gemm attn proj", a.y, a.att, L.projW, m, C, C, splitsAt(m, C, projSplits))
 		if s.lt == nil { // else openLt ran cuBLASLt's fc GEMMs
-			gemms = append(gemms, func() error { return rt.gemm(a.y, a.xln, L.fcW, m, C, F, true) })
+			prog.gemm("gemm fc", a.y, a.xln, L.fcW, m, C, F)
 		}
-		if s.splitFCProj(m) {
-			gemms = append(gemms, func() error { return rt.gemmSplitK(a.y, a.h, L.fcProjW, m, F, C, fcProjSplits) })
-		} else {
-			gemms = append(gemms, func() error { return rt.gemm(a.y, a.h, L.fcProjW, m, F, C, true) })
-		}
+		prog.gemmSplitK("gemm fc proj", a.y, a.h, L.fcProjW, m, F, C, splitsAt(m, F, fcProjSplits))
 		s.warmLayers[m] = true
 	}
 	if head {
-		gemms = append(gemms, func() error {
-			return rt.gemm(a.logits, a.xlast, s.wts.wteT, m, C, paddedVocab(c.VocabSize), true)
-		})
+		prog.gemm("gemm lm head", a.logits, a.xlast, s.wts.wteT, m, C, paddedVocab(c.VocabSize))
 		s.warmHead[m] = true
 	}
-	for _, g := range gemms {
-		if err := g(); err != nil {
-			return 0, err
-		}
-	}
-	return len(gemms), nil
+	return prog
 }

@@ -4,11 +4,12 @@ package gpu
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"rosetop/gpu/cu"
 )
 
 // Config is the GPT-2 shape the runner builds.
@@ -62,27 +63,27 @@ func (c Config) validate() error {
 
 // devLayer is one block's parameters on the device.
 type devLayer struct {
-	ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, fcProjW, fcProjB devPtr
-	fcBh                                                                           devPtr // fp16 copy of fcB: the bias of cuBLASLt's GELU epilogue
+	ln1w, ln1b, attnW, attnB, projW, projB, ln2w, ln2b, fcW, fcB, fcProjW, fcProjB cu.Ptr
+	fcBh                                                                           cu.Ptr // fp16 copy of fcB: the bias of cuBLASLt's GELU epilogue
 	// The four matrices packed for small_gemm (mma.go); zero when it is not used. With folded
 	// norms (fold.go) attnWp and fcWp hold gamma W of ln_1 and ln_2, and the vectors below the
 	// column sums of those and beta W (+ the MLP's bias).
-	attnWp, projWp, fcWp, fcProjWp devPtr
-	qkvC, qkvD, fcC, fcD           devPtr
+	attnWp, projWp, fcWp, fcProjWp cu.Ptr
+	qkvC, qkvD, fcC, fcD           cu.Ptr
 }
 
 // devWeights is every parameter on the device, sub-allocated from one buffer.
 type devWeights struct {
-	buf        devPtr
+	buf        cu.Ptr
 	bytes      int64
-	wte, wpe   devPtr // fp16 (V, C), (T, C)
-	wteT       devPtr // fp16 (C, Vp): the LM head as a plain [in, out] GEMM operand, zero-padded
-	lnfw, lnfb devPtr // fp32 (C)
+	wte, wpe   cu.Ptr // fp16 (V, C), (T, C)
+	wteT       cu.Ptr // fp16 (C, Vp): the LM head as a plain [in, out] GEMM operand, zero-padded
+	lnfw, lnfb cu.Ptr // fp32 (C)
 	layers     []devLayer
 }
 
 type tensorSpec struct {
-	dst     *devPtr
+	dst     *cu.Ptr
 	src     []float32
 	n       int // expected elements
 	half    bool
@@ -96,64 +97,14 @@ type tensorSpec struct {
 // uploadWeights checks every tensor's size, allocates one device buffer and copies the
 // parameters into it (matrices as fp16, vectors as fp32; with packed, each layer's four matrices
 // a second time in small_gemm's order, and with fold as well the folded norms' vectors).
-func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights, packed, fold bool) (*devWeights, error) {
-	C, F, V, T := cfg.NEmbd, cfg.Inner, cfg.VocabSize, cfg.NPositions
+func uploadWeights(ctx *cu.Context, cfg Config, w *Weights, packed, fold bool) (*devWeights, error) {
 	if len(w.Layers) != cfg.NLayer {
 		return nil, fmt.Errorf("gpu: weights have %d layers, config says %d", len(w.Layers), cfg.NLayer)
 	}
 	d := &devWeights{layers: make([]devLayer, cfg.NLayer)}
-	h := func(dst *devPtr, src []float32, n int, name string) tensorSpec {
-		return tensorSpec{dst: dst, src: src, n: n, half: true, name: name}
-	}
-	f := func(dst *devPtr, src []float32, n int, name string) tensorSpec {
-		return tensorSpec{dst: dst, src: src, n: n, name: name}
-	}
-	specs := []tensorSpec{
-		h(&d.wte, w.WTE, V*C, "wte"), h(&d.wpe, w.WPE, T*C, "wpe"),
-		// A transposed copy of the tied LM head, its rows padded from V to Vp (a multiple of 8):
-		// with V = 50257 (odd) every leading dimension was misaligned and cuBLAS fell back to an
-		// sm_75 kernel taking 105-113 us at batch 64 on an H200.
-		{dst: &d.wteT, src: w.WTE, n: V * C, half: true, name: "wte (transposed LM head)", cols: C, padRows: paddedVocab(V)},
-		f(&d.lnfw, w.LNFW, C, "ln_f.weight"), f(&d.lnfb, w.LNFB, C, "ln_f.bias"),
-	}
-	var folded []foldedLayer
-	if packed && fold {
-		if err := checkNorms(cfg, w); err != nil {
-			return nil, err
-		}
-		folded = foldLayers(cfg, w)
-	}
-	for i := range w.Layers {
-		s, dl := &w.Layers[i], &d.layers[i]
-		p := fmt.Sprintf("h.%d.", i)
-		specs = append(specs,
-			f(&dl.ln1w, s.LN1W, C, p+"ln_1.weight"), f(&dl.ln1b, s.LN1B, C, p+"ln_1.bias"),
-			h(&dl.attnW, s.AttnW, C*3*C, p+"attn.c_attn.weight"), f(&dl.attnB, s.AttnB, 3*C, p+"attn.c_attn.bias"),
-			h(&dl.projW, s.AttnProjW, C*C, p+"attn.c_proj.weight"), f(&dl.projB, s.AttnProjB, C, p+"attn.c_proj.bias"),
-			f(&dl.ln2w, s.LN2W, C, p+"ln_2.weight"), f(&dl.ln2b, s.LN2B, C, p+"ln_2.bias"),
-			h(&dl.fcW, s.FCW, C*F, p+"mlp.c_fc.weight"), f(&dl.fcB, s.FCB, F, p+"mlp.c_fc.bias"), h(&dl.fcBh, s.FCB, F, p+"mlp.c_fc.bias (fp16)"),
-			h(&dl.fcProjW, s.FCProjW, F*C, p+"mlp.c_proj.weight"), f(&dl.fcProjB, s.FCProjB, C, p+"mlp.c_proj.bias"),
-		)
-		if packed {
-			pk := func(dst *devPtr, src []float32, n, cols int, name string, scale []float32) tensorSpec {
-				return tensorSpec{dst: dst, src: src, n: n, half: true, name: name + " (packed)", mma: cols, scale: scale}
-			}
-			var g1, g2 []float32
-			if folded != nil {
-				g1, g2 = s.LN1W, s.LN2W
-			}
-			specs = append(specs,
-				pk(&dl.attnWp, s.AttnW, C*3*C, 3*C, p+"attn.c_attn.weight", g1), pk(&dl.projWp, s.AttnProjW, C*C, C, p+"attn.c_proj.weight", nil),
-				pk(&dl.fcWp, s.FCW, C*F, F, p+"mlp.c_fc.weight", g2), pk(&dl.fcProjWp, s.FCProjW, F*C, C, p+"mlp.c_proj.weight", nil),
-			)
-		}
-		if folded != nil {
-			fl := &folded[i]
-			specs = append(specs,
-				f(&dl.qkvC, fl.qkvC, 3*C, p+"ln_1 folded: colsum"), f(&dl.qkvD, fl.qkvD, 3*C, p+"ln_1 folded: beta W"),
-				f(&dl.fcC, fl.fcC, F, p+"ln_2 folded: colsum"), f(&dl.fcD, fl.fcD, F, p+"ln_2 folded: beta W + b"),
-			)
-		}
+	specs, err := weightSpecs(cfg, w, d, packed, fold)
+	if err != nil {
+		return nil, err
 	}
 	var total int64
 	offs := make([]int64, len(specs))
@@ -164,27 +115,98 @@ func (r *cudaRuntime) uploadWeights(cfg Config, w *Weights, packed, fold bool) (
 		offs[i] = total
 		total += align(int64(s.stored()) * elemSize(s.half))
 	}
-	buf, err := r.alloc(total, "weights")
+	buf, err := ctx.Alloc(total, "weights")
 	if err != nil {
 		return nil, err
 	}
 	d.buf, d.bytes = buf, total
 	for i, s := range specs {
-		*s.dst = buf + devPtr(offs[i])
+		*s.dst = buf + cu.Ptr(offs[i])
 	}
 	// The device image is built on the host by every core (fp16 conversion and the LM head's
 	// transpose dominate the cold start when done on one), then moves in one copy.
 	img := make([]byte, total)
 	fillImage(img, specs, offs)
-	if err = r.upload(buf, unsafe.Pointer(&img[0]), total); err != nil {
+	if err = ctx.Upload(buf, unsafe.Pointer(&img[0]), total); err != nil {
 		return nil, fmt.Errorf("gpu: uploading the weights: %w", err)
 	}
 	// img is pageable and the driver staged it before returning; synchronize anyway so the
 	// weights are resident before anything reads them and img may be collected.
-	if err = r.sync(); err != nil {
+	if err = ctx.Sync(); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// weightSpecs lists every tensor of the device image with where its address goes in d.
+func weightSpecs(cfg Config, w *Weights, d *devWeights, packed, fold bool) ([]tensorSpec, error) {
+	C, V, T := cfg.NEmbd, cfg.VocabSize, cfg.NPositions
+	specs := []tensorSpec{
+		f16Spec(&d.wte, w.WTE, V*C, "wte"), f16Spec(&d.wpe, w.WPE, T*C, "wpe"),
+		// A transposed copy of the tied LM head, its rows padded from V to Vp (a multiple of 8):
+		// with V = 50257 (odd) every leading dimension is misaligned and cuBLAS falls back to a
+		// slow generic kernel.
+		{dst: &d.wteT, src: w.WTE, n: V * C, half: true, name: "wte (transposed LM head)", cols: C, padRows: paddedVocab(V)},
+		f32Spec(&d.lnfw, w.LNFW, C, "ln_f.weight"), f32Spec(&d.lnfb, w.LNFB, C, "ln_f.bias"),
+	}
+	var folded []foldedLayer
+	if packed && fold {
+		if err := checkNorms(cfg, w); err != nil {
+			return nil, err
+		}
+		folded = foldLayers(cfg, w)
+	}
+	for i := range w.Layers {
+		var fl *foldedLayer
+		if folded != nil {
+			fl = &folded[i]
+		}
+		specs = layerSpecs(specs, cfg, &w.Layers[i], &d.layers[i], fmt.Sprintf("h.%d.", i), packed, fl)
+	}
+	return specs, nil
+}
+
+// layerSpecs appends layer s's tensors, named with prefix p, to specs: with packed also its
+// matrices in small_gemm's order, and with fl (folded norms) the norms folded into them.
+func layerSpecs(specs []tensorSpec, cfg Config, s *Layer, dl *devLayer, p string, packed bool, fl *foldedLayer) []tensorSpec {
+	C, F := cfg.NEmbd, cfg.Inner
+	specs = append(specs,
+		f32Spec(&dl.ln1w, s.LN1W, C, p+"ln_1.weight"), f32Spec(&dl.ln1b, s.LN1B, C, p+"ln_1.bias"),
+		f16Spec(&dl.attnW, s.AttnW, C*3*C, p+"attn.c_attn.weight"), f32Spec(&dl.attnB, s.AttnB, 3*C, p+"attn.c_attn.bias"),
+		f16Spec(&dl.projW, s.AttnProjW, C*C, p+"attn.c_proj.weight"), f32Spec(&dl.projB, s.AttnProjB, C, p+"attn.c_proj.bias"),
+		f32Spec(&dl.ln2w, s.LN2W, C, p+"ln_2.weight"), f32Spec(&dl.ln2b, s.LN2B, C, p+"ln_2.bias"),
+		f16Spec(&dl.fcW, s.FCW, C*F, p+"mlp.c_fc.weight"), f32Spec(&dl.fcB, s.FCB, F, p+"mlp.c_fc.bias"), f16Spec(&dl.fcBh, s.FCB, F, p+"mlp.c_fc.bias (fp16)"),
+		f16Spec(&dl.fcProjW, s.FCProjW, F*C, p+"mlp.c_proj.weight"), f32Spec(&dl.fcProjB, s.FCProjB, C, p+"mlp.c_proj.bias"),
+	)
+	if packed {
+		pk := func(dst *cu.Ptr, src []float32, n, cols int, name string, scale []float32) tensorSpec {
+			return tensorSpec{dst: dst, src: src, n: n, half: true, name: name + " (packed)", mma: cols, scale: scale}
+		}
+		var g1, g2 []float32
+		if fl != nil {
+			g1, g2 = s.LN1W, s.LN2W
+		}
+		specs = append(specs,
+			pk(&dl.attnWp, s.AttnW, C*3*C, 3*C, p+"attn.c_attn.weight", g1), pk(&dl.projWp, s.AttnProjW, C*C, C, p+"attn.c_proj.weight", nil),
+			pk(&dl.fcWp, s.FCW, C*F, F, p+"mlp.c_fc.weight", g2), pk(&dl.fcProjWp, s.FCProjW, F*C, C, p+"mlp.c_proj.weight", nil),
+		)
+	}
+	if fl != nil {
+		specs = append(specs,
+			f32Spec(&dl.qkvC, fl.qkvC, 3*C, p+"ln_1 folded: colsum"), f32Spec(&dl.qkvD, fl.qkvD, 3*C, p+"ln_1 folded: beta W"),
+			f32Spec(&dl.fcC, fl.fcC, F, p+"ln_2 folded: colsum"), f32Spec(&dl.fcD, fl.fcD, F, p+"ln_2 folded: beta W + b"),
+		)
+	}
+	return specs
+}
+
+// f16Spec and f32Spec are a tensor stored as fp16 or fp32.
+func f16Spec(dst *cu.Ptr, src []float32, n int, name string) tensorSpec {
+	return tensorSpec{dst: dst, src: src, n: n, half: true, name: name}
+}
+
+func f32Spec(dst *cu.Ptr, src []float32, n int, name string) tensorSpec {
+	return tensorSpec{dst: dst, src: src, n: n, name: name}
 }
 
 // fillImage writes every tensor of specs into img at its offset: fp16 (transposed and padded
@@ -261,88 +283,3 @@ func elemSize(half bool) int64 {
 
 // align rounds n up to 256 bytes, the alignment cuBLAS and vector loads like.
 func align(n int64) int64 { return (n + 255) &^ 255 }
-
-// toHalf converts float32 to IEEE fp16 bits, rounding to nearest even; out-of-range values
-// become infinities, NaN stays NaN.
-func toHalf(dst []uint16, src []float32) {
-	for i, f := range src {
-		dst[i] = halfBits(f)
-	}
-}
-
-// toHalfT converts rows [lo, hi) of the (rows, cols) matrix src (rows = len/cols) to fp16 and
-// writes their transpose into dst, which is (cols, padRows); the piece holding the last row
-// also zeroes the padding columns [rows, padRows). Pieces of different rows may run at once.
-func toHalfT(dst []uint16, src []float32, cols, padRows, lo, hi int) {
-	rows := len(src) / cols
-	const tile = 64 // rows per pass: src's tile lines stay in L1 while c sweeps them
-	for r0 := lo; r0 < hi; r0 += tile {
-		r1 := min(r0+tile, hi)
-		for c := range cols {
-			out := dst[c*padRows+r0 : c*padRows+r1]
-			for r := range out {
-				out[r] = halfBits(src[(r0+r)*cols+c])
-			}
-		}
-	}
-	if hi == rows {
-		for c := range cols {
-			clear(dst[c*padRows+rows : (c+1)*padRows])
-		}
-	}
-}
-
-func halfBits(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23&0xff) - 127 + 15
-	mant := b & 0x7fffff
-	switch {
-	case b&0x7fffffff > 0x7f800000: // NaN
-		return sign | 0x7e00
-	case exp >= 31: // overflow or infinity
-		return sign | 0x7c00
-	case exp <= 0: // subnormal or zero in fp16
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint32(14 - exp)
-		h := mant >> shift
-		rem := mant & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rem > half || (rem == half && h&1 == 1) {
-			h++
-		}
-		return sign | uint16(h)
-	}
-	h := uint32(exp)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++ // may carry into the exponent: still correct, up to infinity
-	}
-	return sign | uint16(h)
-}
-
-// halfToFloat converts fp16 bits back to float32 (tests).
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal
-		return float32(float64(mant) * 0x1p-24 * signOf(sign))
-	case exp == 31:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
-
-func signOf(sign uint32) float64 {
-	if sign != 0 {
-		return -1
-	}
-	return 1
-}

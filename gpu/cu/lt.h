@@ -1,4 +1,4 @@
-// rosetop's declarations of the few cuBLASLt entry points gpu/ uses (cublasLt.h ABI, stable
+// rosetop's declarations of the few cuBLASLt entry points package cu uses (cublasLt.h ABI, stable
 // across 11.x-13.x), opened with dlopen like api.h's. cuBLASLt gives what cublasGemmEx does not:
 // a list of candidate algorithms to time (cublasGemmEx takes the heuristic's first) and fused
 // epilogues (bias + GELU written as fp16 by the GEMM itself).

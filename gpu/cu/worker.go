@@ -1,6 +1,6 @@
 //go:build cgo
 
-package gpu
+package cu
 
 import (
 	"runtime"
@@ -8,18 +8,17 @@ import (
 	"time"
 )
 
-// worker runs functions on one goroutine locked to its OS thread: the CUDA context is current
+// Worker runs functions on one goroutine locked to its OS thread: the CUDA context is current
 // on that thread and stream capture runs in thread-local mode there.
 //
-// The handoff avoids OS thread wake-ups on the decode path: a call is published in an atomic;
-// the worker, which keeps polling for workerSpin after each call before it parks, picks it up at
-// once, and the caller polls (yielding) for the result for up to callerSpin before it parks. On
-// the GPU machine (a VM) a futex wake-up of a parked thread cost tens of microseconds each way,
-// per decode step. Parking uses the Dekker pattern on sequentially consistent atomics: the
-// sleeper sets its parked flag, then re-checks; the waker publishes, then checks the flag and
+// The handoff keeps OS thread wake-ups (a futex each way) off the decode path: a call is
+// published in an atomic; the worker, which keeps polling for workerSpin after each call before
+// it parks, picks it up at once, and the caller polls (yielding) for the result for up to
+// callerSpin before it parks. Parking uses the Dekker pattern on sequentially consistent atomics:
+// the sleeper sets its parked flag, then re-checks; the waker publishes, then checks the flag and
 // sends a token on a one-slot channel, so no wake-up is lost and a stale token costs one extra
 // loop.
-type worker struct {
+type Worker struct {
 	// fn is the call in flight: written by the caller before it sets pending, read by the worker
 	// after it sees pending (a field, not an atomic pointer to the func: that would allocate).
 	fn           func()
@@ -35,26 +34,26 @@ type worker struct {
 	callerSpin   time.Duration // read-only after start
 }
 
-// workerSpin outlasts the pauses of a loaded engine: the host's work between two steps, a
-// benchmark's bookkeeping between two runs (about 3 ms), the gap between requests arriving 1 ms
-// apart. On the H200 machine (a VM), a worker parked for 1 ms or more took 150-230 us to answer
-// an empty call (TestProfileIdle), which a 500 us spin had added to the first step of every
-// benchmark run. The cost is one busy core for at most workerSpin after the engine's last call.
+// workerSpin outlasts the pauses of a loaded engine (the host's work between two steps, a
+// benchmark's bookkeeping between two runs, the gap between requests arriving a millisecond
+// apart), so that a parked worker's slow wake-up stays out of the steps after them. The cost is
+// one busy core for at most workerSpin after the engine's last call.
 const (
 	workerSpin = 20 * time.Millisecond
 	callerSpin = 5 * time.Millisecond // longer than a decode step
 )
 
-func startWorker() *worker { return startWorkerSpin(workerSpin, callerSpin) }
+// StartWorker starts a worker goroutine; Stop ends it.
+func StartWorker() *Worker { return startWorkerSpin(workerSpin, callerSpin) }
 
-func startWorkerSpin(workerFor, callerFor time.Duration) *worker {
-	w := &worker{wake: make(chan struct{}, 1), finished: make(chan struct{}, 1), exited: make(chan struct{}),
+func startWorkerSpin(workerFor, callerFor time.Duration) *Worker {
+	w := &Worker{wake: make(chan struct{}, 1), finished: make(chan struct{}, 1), exited: make(chan struct{}),
 		workerSpin: workerFor, callerSpin: callerFor}
 	go w.loop()
 	return w
 }
 
-func (w *worker) loop() {
+func (w *Worker) loop() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(w.exited)
@@ -76,7 +75,7 @@ func (w *worker) loop() {
 }
 
 // next polls for a call for workerSpin, then parks until one comes; false after stop.
-func (w *worker) next() bool {
+func (w *Worker) next() bool {
 	deadline := time.Now().Add(w.workerSpin)
 	for polls := 0; ; polls++ {
 		if w.pending.Load() {
@@ -97,8 +96,8 @@ func (w *worker) next() bool {
 	}
 }
 
-// do runs f on the worker thread and waits for it. Calls must come from one goroutine at a time.
-func (w *worker) do(f func()) {
+// Do runs f on the worker thread and waits for it. Calls must come from one goroutine at a time.
+func (w *Worker) Do(f func()) {
 	w.done.Store(false)
 	w.fn = f
 	w.pending.Store(true)
@@ -118,7 +117,7 @@ func (w *worker) do(f func()) {
 }
 
 // nudge wakes the worker if it is parked.
-func (w *worker) nudge() {
+func (w *Worker) nudge() {
 	if w.parked.Load() {
 		select {
 		case w.wake <- struct{}{}:
@@ -127,8 +126,8 @@ func (w *worker) nudge() {
 	}
 }
 
-// stop ends the worker goroutine once it is idle and waits for it to return.
-func (w *worker) stop() {
+// Stop ends the worker goroutine once it is idle and waits for it to return.
+func (w *Worker) Stop() {
 	w.stopped.Store(true)
 	w.nudge()
 	<-w.exited

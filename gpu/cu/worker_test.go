@@ -1,6 +1,6 @@
 //go:build cgo
 
-package gpu
+package cu
 
 import (
 	"runtime"
@@ -23,14 +23,14 @@ func TestWorkerRunsCallsInOrderOnOneThread(t *testing.T) {
 			w := startWorkerSpin(tc.spin, tc.spin)
 			var got []int
 			for i := range 2000 {
-				w.do(func() {
+				w.Do(func() {
 					got = append(got, i)
 					if i%100 == 0 {
 						runtime.Gosched() // let the caller reach its parking path now and then
 					}
 				})
 			}
-			w.stop()
+			w.Stop()
 			if len(got) != 2000 {
 				t.Fatalf("%d calls ran, want 2000", len(got))
 			}
@@ -47,10 +47,10 @@ func TestWorkerRunsCallsInOrderOnOneThread(t *testing.T) {
 // parks and must be woken by the worker: the call returns only once the caller is parked.
 func TestWorkerCallerParks(t *testing.T) {
 	w := startWorkerSpin(0, 0)
-	defer w.stop()
+	defer w.Stop()
 	for range 100 {
 		ran := false
-		w.do(func() {
+		w.Do(func() {
 			for !w.callerParked.Load() {
 				runtime.Gosched()
 			}
@@ -62,13 +62,13 @@ func TestWorkerCallerParks(t *testing.T) {
 	}
 }
 
-// TestWorkerHandoffAllocatesNothing: the decode step goes through do, which must not allocate.
+// TestWorkerHandoffAllocatesNothing: a decode step goes through Do, which must not allocate.
 func TestWorkerHandoffAllocatesNothing(t *testing.T) {
-	w := startWorker()
-	defer w.stop()
+	w := StartWorker()
+	defer w.Stop()
 	n := 0
 	f := func() { n++ }
-	if a := testing.AllocsPerRun(1000, func() { w.do(f) }); a != 0 {
+	if a := testing.AllocsPerRun(1000, func() { w.Do(f) }); a != 0 {
 		t.Fatalf("do allocates %.1f times per call, want 0", a)
 	}
 }

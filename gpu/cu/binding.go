@@ -1,6 +1,6 @@
 //go:build cgo
 
-package gpu
+package cu
 
 /*
 #cgo LDFLAGS: -ldl
@@ -13,7 +13,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 )
 
 // ErrUnavailable is matched (errors.Is) by every reason the GPU cannot be used at all: no
@@ -42,7 +41,7 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s (%d)", e.Call, e.Name, e.Code) }
 
-// api is the loaded driver (and, for a runtime, cuBLAS). Owned by the worker goroutine after open.
+// api is the loaded driver (and, for a Context, cuBLAS). Owned by the worker goroutine after open.
 type api struct {
 	c          *C.rt_api
 	cublasName string // which libcublas soname was found, "" when not loaded
@@ -87,20 +86,19 @@ func (a *api) checkBLAS(s C.cublasStatus_t, call string) error {
 	return &Error{Call: call, Name: C.GoString(C.w_blasStatusName(a.c, s)), Code: int(s)}
 }
 
-// deviceInfo is what the probe and the runtime report about device 0.
-type deviceInfo struct {
+// DeviceInfo describes device 0.
+type DeviceInfo struct {
 	Name           string
 	Driver         int // e.g. 13000
 	CC             int // compute capability, e.g. 90
-	SMs            int
+	SMs            int // multiprocessors
+	MaxSharedOptin int // the most dynamic shared memory a block may opt in to, bytes
 	dev            C.CUdevice
-	totalMem       uint64
-	maxSharedOptin int
 }
 
 // initDevice runs cuInit and describes device 0.
-func (a *api) initDevice() (deviceInfo, error) {
-	var info deviceInfo
+func (a *api) initDevice() (DeviceInfo, error) {
+	var info DeviceInfo
 	if err := a.check(C.w_cuInit(a.c), "cuInit"); err != nil {
 		if err.(*Error).Code == 100 { // CUDA_ERROR_NO_DEVICE
 			return info, unavailableErr(err, "the CUDA driver found no device (%v)", err)
@@ -134,30 +132,17 @@ func (a *api) initDevice() (deviceInfo, error) {
 			return info, err
 		}
 	}
-	info.Driver, info.CC, info.SMs, info.maxSharedOptin = int(v), int(major*10+minor), int(sms), int(shm)
+	info.Driver, info.CC, info.SMs, info.MaxSharedOptin = int(v), int(major*10+minor), int(sms), int(shm)
 	return info, nil
 }
 
-// Probe reports whether a CUDA driver and a device can be used and describes the device, or why not.
-// It loads only the driver (not cuBLAS) and creates no context.
-func Probe() (string, error) {
+// Probe loads only the driver (not cuBLAS), creates no context, and describes device 0, or says
+// why there is none (an error matching ErrUnavailable).
+func Probe() (DeviceInfo, error) {
 	a, err := openAPI(false)
 	if err != nil {
-		return "", err
+		return DeviceInfo{}, err
 	}
 	defer a.close()
-	info, err := a.initDevice()
-	if err != nil {
-		return "", err
-	}
-	if info.CC < 80 {
-		return "", unavailableErr(nil, "%s has compute capability %d.%d; rosetop's kernels need 8.0 (Ampere) or newer",
-			info.Name, info.CC/10, info.CC%10)
-	}
-	return fmt.Sprintf("%s (sm_%d, driver %d.%d)", info.Name, info.CC, info.Driver/1000, info.Driver%1000/10), nil
+	return a.initDevice()
 }
-
-// cstr returns a C copy of s; the caller frees it.
-func cstr(s string) *C.char { return C.CString(s) }
-
-func cfree(p *C.char) { C.free(unsafe.Pointer(p)) }

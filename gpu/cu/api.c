@@ -65,7 +65,6 @@ rt_api *rt_open(char *err, int errlen, int with_cublas) {
 	SYM(libcuda, cuEventCreate, "cuEventCreate");
 	SYM(libcuda, cuEventDestroy, "cuEventDestroy_v2");
 	SYM(libcuda, cuEventRecord, "cuEventRecord");
-	SYM(libcuda, cuStreamWaitEvent, "cuStreamWaitEvent");
 	SYM(libcuda, cuEventSynchronize, "cuEventSynchronize");
 	SYM(libcuda, cuEventElapsedTime, "cuEventElapsedTime");
 	if (!with_cublas) {
@@ -194,7 +193,6 @@ CUresult w_eventDestroy(rt_api *a, CUevent e) { return a->cuEventDestroy(e); }
 CUresult w_eventRecord(rt_api *a, CUevent e, CUstream s) { return a->cuEventRecord(e, s); }
 CUresult w_eventSync(rt_api *a, CUevent e) { return a->cuEventSynchronize(e); }
 CUresult w_eventCreateNoTiming(rt_api *a, CUevent *e) { return a->cuEventCreate(e, 2); } // CU_EVENT_DISABLE_TIMING
-CUresult w_streamWaitEvent(rt_api *a, CUstream s, CUevent e) { return a->cuStreamWaitEvent(s, e, 0); }
 CUresult w_eventElapsed(rt_api *a, float *ms, CUevent start, CUevent end) { return a->cuEventElapsedTime(ms, start, end); }
 
 cublasStatus_t w_blasCreate(rt_api *a, cublasHandle_t *h) { return a->cublasCreate(h); }

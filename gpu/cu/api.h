@@ -1,4 +1,4 @@
-// rosetop's own declarations of the few CUDA driver and cuBLAS entry points gpu/ uses.
+// rosetop's own declarations of the few CUDA driver and cuBLAS entry points package cu uses.
 // No CUDA header is needed to build: the libraries are opened with dlopen at run time and every
 // function is called through a pointer in rt_api. Types and constants follow the public CUDA
 // driver API (cuda.h) and cuBLAS API (cublas_api.h) ABIs, which are stable across 11.x-13.x.
@@ -64,7 +64,6 @@ typedef struct rt_api {
 	CUresult (*cuEventCreate)(CUevent *, unsigned int);
 	CUresult (*cuEventDestroy)(CUevent);
 	CUresult (*cuEventRecord)(CUevent, CUstream);
-	CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
 	CUresult (*cuEventSynchronize)(CUevent);
 	CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
 
@@ -132,7 +131,6 @@ CUresult w_eventDestroy(rt_api *a, CUevent e);
 CUresult w_eventRecord(rt_api *a, CUevent e, CUstream s);
 CUresult w_eventCreateNoTiming(rt_api *a, CUevent *e);
 CUresult w_eventSync(rt_api *a, CUevent e);
-CUresult w_streamWaitEvent(rt_api *a, CUstream s, CUevent e);
 CUresult w_eventElapsed(rt_api *a, float *ms, CUevent start, CUevent end);
 cublasStatus_t w_blasCreate(rt_api *a, cublasHandle_t *h);
 cublasStatus_t w_blasDestroy(rt_api *a, cublasHandle_t h);

@@ -1,0 +1,147 @@
+//go:build cgo
+
+package cu
+
+/*
+#include <stdlib.h>
+#include "api.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// ArgKind is the PTX type of a kernel parameter (.u64, .u32 or .f32).
+type ArgKind uint8
+
+const (
+	U64 ArgKind = iota // pointers, size_t, unsigned long long
+	U32                // int, unsigned
+	F32                // float
+)
+
+func (k ArgKind) String() string {
+	switch k {
+	case U32:
+		return ".u32"
+	case F32:
+		return ".f32"
+	}
+	return ".u64"
+}
+
+// MaxArgs is the most parameters a launch takes (the C argument block's slots).
+const MaxArgs = 24
+
+// Arg is one kernel parameter encoded in its 8-byte slot (4-byte parameters in the low half),
+// with the PTX type it fills.
+type Arg struct {
+	bits uint64
+	Kind ArgKind
+}
+
+// P is a pointer parameter.
+func P(p Ptr) Arg { return Arg{uint64(p), U64} }
+
+// I is an int parameter.
+func I(v int) Arg { return Arg{uint64(uint32(int32(v))), U32} }
+
+// F is a float parameter.
+func F(v float32) Arg { return Arg{uint64(math.Float32bits(v)), F32} }
+
+// U is a size_t or unsigned long long parameter.
+func U(v uint64) Arg { return Arg{v, U64} }
+
+// Kernel is one loaded function.
+type Kernel struct {
+	f    C.CUfunction
+	name string
+}
+
+// Name is the kernel's name in its module.
+func (k Kernel) Name() string { return k.name }
+
+// Module is a loaded module; it is unloaded when its Context closes.
+type Module struct{ m C.CUmodule }
+
+// LoadModule loads an image: a fatbin, or NUL-free PTX text. what names it in an error.
+func (c *Context) LoadModule(image, what string) (Module, error) {
+	img := C.CString(image) // a NUL-terminated copy: PTX is read as a C string, a fatbin by its header
+	defer C.free(unsafe.Pointer(img))
+	var m C.CUmodule
+	if err := c.a.check(C.w_moduleLoad(c.a.c, &m, unsafe.Pointer(img)), "cuModuleLoadData(%s)", what); err != nil {
+		return Module{}, err
+	}
+	c.mods = append(c.mods, m)
+	return Module{m}, nil
+}
+
+// Function looks up kernel name in m.
+func (c *Context) Function(m Module, name string) (Kernel, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	k := Kernel{name: name}
+	if err := c.a.check(C.w_moduleFunc(c.a.c, &k.f, m.m, cname), "cuModuleGetFunction(%s)", name); err != nil {
+		return Kernel{}, err
+	}
+	return k, nil
+}
+
+// setArgs copies a launch's arguments into the context's C argument block.
+func (c *Context) setArgs(k Kernel, args []Arg) error {
+	if len(args) > MaxArgs {
+		return fmt.Errorf("cu: %s: %d arguments, at most %d", k.name, len(args), MaxArgs)
+	}
+	for i, v := range args {
+		c.args.vals[i] = C.ulonglong(v.bits)
+	}
+	return nil
+}
+
+// Launch runs k on the stream with grid (gx, gy), bx threads and shmem bytes of dynamic shared
+// memory (cuLaunchKernel). The arguments are copied into the context's C argument block: no
+// allocation.
+func (c *Context) Launch(k Kernel, gx, gy, bx, shmem int, args []Arg) error {
+	if err := c.setArgs(k, args); err != nil {
+		return err
+	}
+	res := C.w_launch(c.a.c, k.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), c.stream, &c.args.ptrs[0])
+	if res != 0 {
+		return c.a.check(res, "cuLaunchKernel(%s, grid %dx%d, block %d)", k.name, gx, gy, bx)
+	}
+	return nil
+}
+
+// LaunchEx is Launch through cuLaunchKernelEx (HasLaunchEx): with pdl, the kernel may start while
+// the previous kernel on the stream is still running (programmatic dependent launch: such a
+// kernel waits with griddepcontrol.wait before it reads anything an earlier kernel wrote); with
+// clusterY > 1, in thread block clusters of (1, clusterY, 1).
+func (c *Context) LaunchEx(k Kernel, gx, gy, bx, shmem int, pdl bool, clusterY int, args []Arg) error {
+	if err := c.setArgs(k, args); err != nil {
+		return err
+	}
+	p := C.int(0)
+	if pdl {
+		p = 1
+	}
+	res := C.w_launchEx(c.a.c, k.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), c.stream, &c.args.ptrs[0], p, C.uint(clusterY))
+	if res != 0 {
+		return c.a.check(res, "cuLaunchKernelEx(%s, grid %dx%d, block %d, cluster 1x%d, pdl %v)", k.name, gx, gy, bx, clusterY, pdl)
+	}
+	return nil
+}
+
+// SetMaxShared lets k use up to bytes of dynamic shared memory
+// (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8).
+func (c *Context) SetMaxShared(k Kernel, bytes int) error {
+	return c.a.check(C.w_funcAttr(c.a.c, k.f, 8, C.int(bytes)), "cuFuncSetAttribute(%s, %d bytes of shared memory)", k.name, bytes)
+}
+
+// AllowBigClusters lets k run in clusters of more than 8 blocks
+// (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14).
+func (c *Context) AllowBigClusters(k Kernel) error {
+	return c.a.check(C.w_funcAttr(c.a.c, k.f, 14, 1), "cuFuncSetAttribute(%s, non-portable cluster size)", k.name)
+}

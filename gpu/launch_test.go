@@ -1,0 +1,146 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// ptxEntry matches a kernel's .entry and its parameter list in PTX.
+var ptxEntry = regexp.MustCompile(`\.entry (\w+)\(([^)]*)\)`)
+
+// ptxParams returns each kernel of a PTX module with the types of its parameters, in order
+// (".u64", ".u32", ".f32"); PTX ISA, "Kernel Function Parameters".
+func ptxParams(t *testing.T, ptx string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, m := range ptxEntry.FindAllStringSubmatch(ptx, -1) {
+		var types []string
+		for _, line := range strings.Split(m[2], "\n") {
+			f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), ","))
+			if len(f) == 0 {
+				continue
+			}
+			if len(f) != 3 || f[0] != ".param" {
+				t.Fatalf("kernel %s: parameter %q is not a plain .param TYPE NAME", m[1], line)
+			}
+			types = append(types, f[1])
+		}
+		out[m[1]] = types
+	}
+	return out
+}
+
+// TestPTXParams reads a parameter list as nvcc writes it.
+func TestPTXParams(t *testing.T) {
+	ptx := ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u32 k_param_1,\n\t.param .f32 k_param_2\n)\n{\n}\n" +
+		".visible .entry none(\n\n)\n{\n}\n"
+	got := ptxParams(t, ptx)
+	if !slices.Equal(got["k"], []string{".u64", ".u32", ".f32"}) || len(got["none"]) != 0 || len(got) != 2 {
+		t.Fatalf("parsed %v", got)
+	}
+}
+
+// launchState is a runner's state with no device, as far as building programs needs: addresses
+// are zero, the shapes real.
+func launchState(cfg Config, paged bool, c caps, lt bool) *state {
+	s := &state{cfg: cfg, opt: Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: paged}, caps: c}
+	s.wts = &devWeights{layers: make([]devLayer, cfg.NLayer)}
+	s.kv = kvPool{bs: 16, width: 4, numBlocks: 32}
+	if lt {
+		s.lt = &ltGEMMs{plans: map[int]*ltPlan{}}
+		for _, m := range gemmRowClasses(64) {
+			s.lt.plans[m] = &ltPlan{}
+		}
+	}
+	return s
+}
+
+// TestLaunchersMatchPTX builds the program of every kind of step on every path (cuBLAS with and
+// without cuBLASLt, small_gemm, folded norms; paged and contiguous; prefill and decode; each
+// sampler; eager, graph and queued steps), and the launches outside steps (tables_refresh, the
+// spin kernel). Every launch's arguments must have its kernel's PTX parameter types, in order,
+// and every kernel must be launched by some program.
+func TestLaunchersMatchPTX(t *testing.T) {
+	params := map[string][]string{}
+	mods := map[string]module{}
+	for mod, ptx := range map[module]string{modGPT2: ptxGPT2, modSample: ptxSample, modGEMM: ptxGEMM} {
+		for k, v := range ptxParams(t, ptx) {
+			params[k], mods[k] = v, mod
+		}
+	}
+	launched := map[kernelID]bool{}
+	check := func(what string, p *program) {
+		t.Helper()
+		if p.err != nil {
+			t.Fatalf("%s: %v", what, p.err)
+		}
+		for _, o := range p.ops {
+			if o.kind != opLaunch {
+				continue
+			}
+			name := kernelNames[o.k]
+			want, ok := params[name]
+			if !ok || mods[name] != o.k.module() {
+				t.Fatalf("%s: kernel %s is not in module %d's PTX", what, name, o.k.module())
+			}
+			var got []string
+			for _, a := range p.args[o.a0:o.a1] {
+				got = append(got, a.Kind.String())
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: %s (%s) is launched with %v, its PTX takes %v", what, name, o.name, got, want)
+			}
+			launched[o.k] = true
+		}
+	}
+	wide := foldCfg // warp-per-row norms, folded norms
+	paths := []struct {
+		name string
+		cfg  Config
+		caps caps
+		lt   bool
+	}{
+		{"cuBLAS", smallCfg, caps{}, false},
+		{"cuBLAS + cuBLASLt", smallCfg, caps{lt: true}, true},
+		{"small_gemm", smallCfg, caps{small: planLayer(smallCfg.NEmbd, smallCfg.Inner, 132), smallRows: 64, pdl: true}, false},
+		{"cuBLAS, warp rows", wide, caps{}, false},
+		// One multiprocessor: the plans take small_gemm's widest blocks (2 n8 tiles a warp).
+		{"small_gemm, warp rows, wide blocks", wide, caps{small: planLayer(wide.NEmbd, wide.Inner, 1), smallRows: 64, pdl: true}, false},
+		{"folded", wide, caps{small: planLayer(wide.NEmbd, wide.Inner, 132), smallRows: 64, pdl: true, fold: true}, false},
+		{"folded, wide blocks", wide, caps{small: planLayer(wide.NEmbd, wide.Inner, 1), smallRows: 64, pdl: true, fold: true}, false},
+	}
+	for _, path := range paths {
+		if path.caps.smallRows > 0 && !path.caps.small.on {
+			t.Fatalf("%s: no small_gemm plans for %+v", path.name, path.cfg)
+		}
+		for _, paged := range []bool{false, true} {
+			s := launchState(path.cfg, paged, path.caps, path.lt)
+			for _, shape := range [][2]int{{4, 4}, {10, 3}} {
+				for _, greedy := range []bool{true, false} {
+					for _, k := range []stepKind{eagerStep, graphStep, predictedStep} {
+						p, err := s.newPlan(shape[0], shape[1], greedy, k, k == predictedStep)
+						if err != nil {
+							t.Fatal(err)
+						}
+						check(fmt.Sprintf("%s, paged %v, %d rows of %d sequences, greedy %v, kind %d", path.name, paged, shape[0], shape[1],
+							greedy, k), s.build(&p))
+					}
+				}
+			}
+			var other program
+			s.tablesRefresh(&other, 3)
+			other.spin(1)
+			check(path.name+": tables refresh, spin", &other)
+		}
+	}
+	for k := range numKernels {
+		if !launched[k] {
+			t.Errorf("kernel %s is launched by no program checked here", kernelNames[k])
+		}
+	}
+}
