@@ -343,12 +343,9 @@ func (m *BlockManager) lruRemove(b int32) {
 }
 
 // freeHeap is a binary min-heap of block indices: the lowest free block is handed out first, so
-// a wave of sequences that allocates as the first one did gets the same blocks. A stack handed
-// them out in the reverse of their release order, a new scatter each wave, and decode-heavy's
-// steps slowed wave by wave with it (on an H200, the mean time between a request's tokens in the
-// warmup run and the three steady runs after it: 423.3, 425.0, 426.2 and 427.4 us; with the heap
-// flat). bench/RESULTS.md has the measurements, and why the cause is not pinned down. The heap's
-// slice never grows past the pool, so push and pop allocate nothing.
+// a wave of sequences that allocates as the first one did gets the same blocks, not a new
+// scatter of them each wave (bench/RESULTS.md has why that matters). The heap's slice never
+// grows past the pool, so push and pop allocate nothing.
 type freeHeap []int32
 
 func (h *freeHeap) push(b int32) {

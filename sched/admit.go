@@ -166,8 +166,7 @@ const burstWaits = 8
 // so that a client submitting a batch back to back (a benchmark's submit interval 0) sees it
 // admitted in one step. Without it the loop, woken by the first Submit, would often start a step
 // with part of the batch: the rest would be admitted a step later and run a step behind to the
-// end (on the H200, decode-heavy then measured about 1% fewer tokens/s, in two runs of three).
-// It yields in a loop instead of sleeping, since Go's timers round an idle wait up to whole
+// end. It yields in a loop instead of sleeping, since Go's timers round an idle wait up to whole
 // milliseconds. The cost: that much more time to first token for a request reaching an idle
 // scheduler alone. The wait is measured on the scheduler's clock, so a test clock that stands
 // still holds it until the test moves the clock on.

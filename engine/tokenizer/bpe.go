@@ -10,13 +10,13 @@ import (
 // the leftmost such pair on a tie. For GPT-2 this is the same as applying merges.txt in order
 // (TestEmbeddedMerges, checkMerges).
 //
-// tiktoken-go finds each lowest pair by scanning all parts, O(n²) for a piece of n bytes: 1.1 ms
-// for a 1280-byte word. mergeHeap keeps the candidate pairs in a min-heap instead, O(n log n);
-// mergeScan is the plain scan, faster for the short pieces that ordinary text is made of.
+// tiktoken-go finds each lowest pair by scanning all parts, O(n²) for a piece of n bytes.
+// mergeHeap keeps the candidate pairs in a min-heap instead, O(n log n); mergeScan is the plain
+// scan, for the short pieces that ordinary text is made of, where it costs less.
 
 // scanMax is the longest piece mergeScan handles, with its parts on the stack; longer pieces go
-// to mergeHeap. BenchmarkMerge puts the crossover near 16 bytes; pieces that long are rare in
-// prose, so the exact value matters little.
+// to mergeHeap. It sits near where BenchmarkMerge has the two cost the same; pieces that long are
+// rare in prose, so the exact value matters little.
 const scanMax = 16
 
 // noRank marks a part with no pair to its right that joins into a token.

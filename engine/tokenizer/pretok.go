@@ -13,8 +13,7 @@ import (
 // Face's onig both are). regexp2 decides \s with unicode.IsSpace and \p{L}, \p{N} with
 // unicode.Is over Go's own tables, so the classes below are the same sets by construction;
 // TestPieceEndMatchesRegexp2 checks every code point and random texts against regexp2 itself.
-// A matcher by hand is several times faster than regexp2, which runs a backtracking program over
-// a []rune copy of the text.
+// A matcher by hand does without regexp2's backtracking program over a []rune copy of the text.
 
 // runeClass is the class of a character as far as gpt2Pattern can tell them apart.
 type runeClass uint8

@@ -87,9 +87,8 @@ func readGzipAsset(name string) ([]byte, error) {
 // as in Hugging Face, where it is registered as a special token; the text around it is encoded
 // piece by piece. Invalid UTF-8 in text is read as U+FFFD, one per bad byte (Go's []rune rule).
 //
-// Cost: about 15 µs per KB of prose, and O(n log n) in the length of one piece (a run of
-// letters, digits or symbols with no space): a 1280-byte word takes under 0.1 ms the first time,
-// and a few µs after, from the Tokenizer's bounded cache of long pieces.
+// Cost: linear in the text, and O(n log n) in the length of one piece (a run of letters, digits
+// or symbols with no space); a long piece met again comes from the Tokenizer's bounded cache.
 func (t *Tokenizer) Encode(text string) []int32 {
 	if !utf8.ValidString(text) {
 		text = string([]rune(text))
@@ -124,9 +123,9 @@ func (t *Tokenizer) Encode(text string) []int32 {
 	}
 }
 
-// cacheMin is the shortest piece that is cached. Shorter ones merge in about a microsecond, and
-// the many distinct short words of prose would only churn the cache; long pieces, the ones worth
-// keeping (tens of µs to merge), are rarer and repeat in benchmark filler.
+// cacheMin is the shortest piece that is cached. Shorter ones merge about as fast as a cache
+// lookup, and the many distinct short words of prose would only churn the cache; long pieces,
+// the ones worth keeping, are rarer and repeat in benchmark filler.
 const cacheMin = 24
 
 // appendOrdinary appends the ids of text, which holds no special token and is valid UTF-8.

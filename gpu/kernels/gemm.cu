@@ -172,8 +172,8 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 		for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 	const uint32_t xa = (uint32_t)__cvta_generic_to_shared(xs) + 2 * ((lane % 16) * xst + (lane / 16) * 8);
 	// A k32 step's A fragments are all loaded before its first product: the loads are volatile,
-	// so their order is the source's, and one loaded right before its use stalls every MMA on a
-	// shared-memory round trip (at 64 rows the qkv GEMM took 5.96 us that way, 5.52 us this way).
+	// so their order is the source's, and one loaded right before its use would stall every MMA
+	// on a shared-memory round trip.
 #pragma unroll
 	for (int kp = 0; kp < KPMAX; kp++) {
 		if (kp < KP) {
@@ -286,8 +286,7 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 #define SG_CALL y, x, wp, bias, M, N, K, KP, colc, stats, P, pstride, eps, x16
 
 // The variants: NT = 2 (64 columns a block, K slices up to 256) or NT = 1 (32 columns, K slices
-// up to 512); 64 registers of weights per thread either way (NT = 4 was measured too: no plan
-// of GPT-2's shapes ran faster with it), times the five epilogues.
+// up to 512); 64 registers of weights per thread either way; times the five epilogues.
 #define SG_KERNELS(name, EPI)                                                                                    \
 	extern "C" __global__ void __launch_bounds__(SG_THREADS) gemm_small_n2##name(SG_ARGS) {                     \
 		small_gemm<2, 8, EPI>(SG_CALL);                                                                          \

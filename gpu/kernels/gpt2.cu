@@ -20,7 +20,7 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 // pdl_wait: kernels after the first of a step are launched with programmatic dependent launch on
-// Hopper (gpu/forward.go launch): one may start while the previous kernel on the stream is still
+// Hopper (gpu/plan.go stepPlan.pdl): one may start while the previous kernel on the stream is still
 // running, so before reading anything an earlier kernel wrote it waits here for that kernel to
 // finish and flush; then it lets the next kernel launch, whose own prologue (weights, metadata)
 // overlaps this kernel. Only the step's metadata (uploaded before the first kernel) and the
@@ -353,14 +353,9 @@ extern "C" __global__ void qkv_bias_kv_write(half *__restrict__ qkv, const float
 // through shared memory, a thread per dim. 128 threads and at most 80 registers
 // (6 blocks an SM) keep a whole batch-64 decode step (768 blocks) resident in one wave. HD is a
 // power of two from 8 to 256.
-// The kernel is as much issue-bound as memory-bound at batch 64 (Nsight Compute on the ring of
-// rows before the two changes below, context 128: 1.5 of 4 instructions issued a cycle, warps
-// waiting on loads half their cycles, 44% of DRAM bandwidth), so instructions count. Measured on an
-// H200 (TestProfileAttention, batch 64, context 128, us a step): one row of 80 loaded, folded
-// in, then reloaded, 136; a ring of two rows of 32, 127.5; with the 64-dim head compiled in
-// (ATT_DISPATCH), 120.3; with the merge through shared memory instead of shuffles, 117.7. Rings
-// of 48 x 2 (registers spill), 16 x 2, 16 x 3, 16 x 4, 32 x 3 and blocks of 64 threads were
-// slower at batch 64 or at batch 1.
+// The kernel is as much issue-bound as memory-bound at batch 64, so instructions count: hence the
+// ring of rows, the copy with the 64-dim head compiled in (ATT_DISPATCH) and the merge through
+// shared memory (bench/RESULTS.md has the variants and their times).
 // Grid (N, NH), block ATT_THREADS; dynamic shared memory: maxBlocks ints.
 #define ATT_THREADS 128
 #define ATT_UNROLL 2
@@ -615,8 +610,8 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS, 6) attention_decode_co
 }
 
 // meta_copy copies a step's metadata (n 16-byte words) from the mapped pinned host buffer src
-// to the device: the first node of every step, a kernel rather than a host-to-device copy node,
-// which cost more GPU time per step (gpu/buffers.go metaBufs). The loads are .cv (fetch again,
+// to the device: the first node of every step, a kernel rather than a host-to-device copy node
+// (gpu/meta.go metaBufs). The loads are .cv (fetch again,
 // never a cached line): the host rewrites src between steps. Grid ceil(n / 256), block 256.
 extern "C" __global__ void meta_copy(uint4 *__restrict__ dst, const uint4 *__restrict__ src, int n) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;

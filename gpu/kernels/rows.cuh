@@ -1,6 +1,6 @@
 // rows.cuh: the warp-per-row pieces of a token row's embedding and layer norm, included by
 // gpt2.cu (embed_ln_warp and the residual kernels) and sample.cu (argmax_next embeds the next
-// step's rows for a step queued ahead, gpu/forward.go embedsNext), so that both compute a row
+// step's rows for a step queued ahead, gpu/plan.go embedNext), so that both compute a row
 // bit for bit alike. A warp owns a row of C channels (C % 128 == 0, C <= 128 * LNW_VEC): lane l
 // holds float4 vectors of channels 4*(l + 32k) .. +3 for k < nv = C/128, so every access is 16
 // bytes wide and coalesced and the reductions are warp shuffles. scripts/gen-ptx.sh hashes this

@@ -133,7 +133,7 @@ __device__ __forceinline__ unsigned long long chunk_max(const float *__restrict_
 
 __device__ __forceinline__ int packed_id(unsigned long long m) { return (int)(0xffffffffu - (unsigned)(m & 0xffffffffu)); }
 
-// Meta is the device metadata of a decode step (gpu/buffers.go), which the sampler moves on to
+// Meta is the device metadata of a decode step (gpu/meta.go), which the sampler moves on to
 // that of the step after it once row b's token tok is known, for a predicted step that may follow
 // (gpu/ahead.go): the sequence's next token, one position on, and that position's slot. Paged
 // (tables not null: rows of width entries, blocks of 1 << sh positions) the slot comes from the
@@ -141,8 +141,8 @@ __device__ __forceinline__ int packed_id(unsigned long long m) { return (int)(0x
 // tables_refresh (gpt2.cu) sets it again before the step runs. Contiguous, it is the next slot.
 // Scratch rows (slot scratchSlot) stay. A step that runs as planned by the host starts with
 // meta_copy, which overwrites all of it. Null ids: the step is not a decode graph, nothing moves.
-// The kernels take its fields as parameters (META_PARAMS), one 8-byte slot each (gpu/runtime.go
-// arg).
+// The kernels take its fields as parameters (META_PARAMS), one 8-byte slot each (gpu/cu
+// launch.go Arg).
 struct Meta {
 	int *ids, *pos, *slot, *outPos;
 	const int *tables;
@@ -182,7 +182,7 @@ extern "C" __global__ void argmax_part(const float *__restrict__ logits, int V, 
 }
 
 // EMBED_PARAMS: where the step after a decode graph's runs without an embedding kernel of its own
-// (a step queued ahead on cuBLAS GEMMs, gpu/forward.go embedsNext), the sampler embeds it: once
+// (a step queued ahead on cuBLAS GEMMs, gpu/plan.go embedNext), the sampler embeds it: once
 // row b's metadata has moved on, x(B,C) row b = wte[ids[b]] + wpe[pos[b]] and xln row b its
 // layer 0 ln_1 (lnw, lnb), as embed_ln_warp does (rows.cuh). Null x: no embedding.
 #define EMBED_PARAMS                                                                                         \
