@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"rosetop/gpu/cu"
 )
 
 // ptxEntry matches a kernel's .entry and its parameter list in PTX.
@@ -35,6 +37,9 @@ func ptxParams(t *testing.T, ptx string) map[string][]string {
 	return out
 }
 
+// ptxType is the PTX parameter type each kind of argument fills.
+var ptxType = map[cu.ArgKind]string{cu.U64: ".u64", cu.U32: ".u32", cu.F32: ".f32"}
+
 // TestPTXParams reads a parameter list as nvcc writes it.
 func TestPTXParams(t *testing.T) {
 	ptx := ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u32 k_param_1,\n\t.param .f32 k_param_2\n)\n{\n}\n" +
@@ -53,7 +58,7 @@ func launchState(cfg Config, paged bool, c caps, lt bool) *state {
 	s.kv = kvPool{bs: 16, width: 4, numBlocks: 32}
 	if lt {
 		s.lt = &ltGEMMs{plans: map[int]*ltPlan{}}
-		for _, m := range gemmRowClasses(64) {
+		for _, m := range gemmRowClasses(2048) {
 			s.lt.plans[m] = &ltPlan{}
 		}
 	}
@@ -90,7 +95,7 @@ func TestLaunchersMatchPTX(t *testing.T) {
 			}
 			var got []string
 			for _, a := range p.args[o.a0:o.a1] {
-				got = append(got, a.Kind.String())
+				got = append(got, ptxType[a.Kind])
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("%s: %s (%s) is launched with %v, its PTX takes %v", what, name, o.name, got, want)

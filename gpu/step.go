@@ -60,7 +60,7 @@ func (s *state) check(in *Step, next []int32, logits []float32) error {
 
 // step runs on the worker: a decode step (one token per sequence) replays its bucket's graph
 // when graphs are on; a step with more tokens runs eagerly, in chunks of whole sequences when the
-// step has more tokens than the activation buffers hold, or from a graph of its shape (multi.go).
+// step has more tokens than the activation buffers hold, or from a graph of its shape (graphs.go).
 func (s *state) step(in *Step, next []int32, logits []float32) error {
 	if err := s.check(in, next, logits); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadStep, err)

@@ -23,16 +23,6 @@ const (
 	F32                // float
 )
 
-func (k ArgKind) String() string {
-	switch k {
-	case U32:
-		return ".u32"
-	case F32:
-		return ".f32"
-	}
-	return ".u64"
-}
-
 // MaxArgs is the most parameters a launch takes (the C argument block's slots).
 const MaxArgs = 24
 
