@@ -35,23 +35,7 @@ func (s *Scheduler) takeInbox(quiet time.Duration) {
 	}
 	clear(l.inbox)
 	for _, t := range l.tokDone {
-		q := t.r
-		switch {
-		case q.done: // cancelled while tokenizing
-		case t.err != nil:
-			s.finishWaiting(q, FinishError, t.err, now)
-		default:
-			l.tokenizing--
-			q.setPrompt(t.ids)
-			q.times.Tokenized = t.at
-			if err := s.checkPrompt(q); err != nil {
-				reason := FinishTooLong
-				if q.prompt == 0 {
-					reason = FinishError
-				}
-				s.finishWaiting(q, reason, err, now)
-			}
-		}
+		s.tokenized(t, now)
 	}
 	clear(l.tokDone)
 	for _, id := range l.cancels {
@@ -65,6 +49,28 @@ func (s *Scheduler) takeInbox(quiet time.Duration) {
 		}
 	}
 	l.dropFinished()
+}
+
+// tokenized gives a waiting request its prompt from a tokenize worker, or ends it when the worker
+// failed or the prompt does not fit.
+func (s *Scheduler) tokenized(t tokResult, now time.Duration) {
+	q := t.r
+	switch {
+	case q.done: // cancelled while tokenizing
+	case t.err != nil:
+		s.finishWaiting(q, FinishError, t.err, now)
+	default:
+		s.loop.tokenizing--
+		q.setPrompt(t.ids)
+		q.times.Tokenized = t.at
+		if err := s.checkPrompt(q); err != nil {
+			reason := FinishTooLong
+			if q.prompt == 0 {
+				reason = FinishError
+			}
+			s.finishWaiting(q, reason, err, now)
+		}
+	}
 }
 
 // reserveDecode makes room for one more position in every running sequence, preempting the newest
