@@ -49,7 +49,7 @@ type predicted struct {
 	lastOut int                   // the buffer the newest step on the stream (queued or not) wrote
 	ev      [2]cu.Event           // recorded after the step writing buffer 0, 1
 	graphs  map[graphKey]cu.Graph // the predicted-step graphs, by bucket, sampler and the buffer out they write
-	hits    int                   // predicted steps asked for (tests)
+	hits    int                   // predicted steps asked for (Stats.Queued)
 }
 
 // matches reports whether in is exactly queued step q (whose tokens are known): the same

@@ -54,8 +54,19 @@ type Step struct {
 	Repeats int
 }
 
-// Stats count what the runner has allocated; a steady decode step changes none of them.
-type Stats = cu.Stats
+// Stats count what the runner has allocated, which a steady decode step leaves as they are, and
+// the queued steps it has used.
+type Stats struct {
+	cu.Stats
+	Queued int // steps asked for that were already queued ahead (Step.Repeats)
+}
+
+// ErrUnavailable is matched (errors.Is) by every reason the GPU cannot be used at all: no
+// driver, no device, an init failure, a device too old.
+var ErrUnavailable = cu.ErrUnavailable
+
+// Error is a failed CUDA driver or cuBLAS call.
+type Error = cu.Error
 
 // ErrClosed is returned by a Runner's methods after Close.
 var ErrClosed = errors.New("gpu runner is closed")
@@ -167,7 +178,7 @@ func (r *Runner) Stats() Stats {
 	if r.s == nil {
 		return st
 	}
-	r.w.Do(func() { st = r.s.ctx.Stats() })
+	r.w.Do(func() { st = Stats{Stats: r.s.ctx.Stats(), Queued: r.s.pred.hits} })
 	return st
 }
 
@@ -262,10 +273,3 @@ func Probe() (string, error) {
 	}
 	return fmt.Sprintf("%s (sm_%d, driver %d.%d)", info.Name, info.CC, info.Driver/1000, info.Driver%1000/10), nil
 }
-
-// ErrUnavailable is matched (errors.Is) by every reason the GPU cannot be used at all: no
-// driver, no device, an init failure, a device too old.
-var ErrUnavailable = cu.ErrUnavailable
-
-// Error is a failed CUDA driver or cuBLAS call.
-type Error = cu.Error
