@@ -99,7 +99,7 @@ snap 2-after-s
 pb_before=$(header_field 'prefill batch ([0-9]+)')
 [ -n "$pb_before" ] || fail "no 'prefill batch <n>' in the header"
 tm send-keys -t "$PANE" ']'
-pb_up() { pane_re "prefill batch $((pb_before + 1))( |\$)" || pane_has "✗ prefill max batch"; }
+pb_up() { pane_re "prefill batch $((pb_before + 1))( |\$)" || pane_re '✗ .*prefill.max.batch'; }
 wait_until "prefill batch $((pb_before + 1)) or a refusal after ]" "$KEY_TIMEOUT" pb_up
 snap 3-after-bracket
 if ! pane_re "prefill batch $((pb_before + 1))( |\$)"; then
