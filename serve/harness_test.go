@@ -16,7 +16,7 @@ import (
 
 // harness runs a Server on a real listener over a testEngine, with a client of its own.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	lnClosed chan struct{} // closed when Serve closes its listener: its shutdown began
 	te       *testEngine
 	srv      *Server
@@ -25,7 +25,7 @@ type harness struct {
 	stop     func() error // ends Serve (its context is cancelled) and returns its error
 }
 
-func newHarness(t *testing.T, eo engineOpts, so Options) *harness {
+func newHarness(t testing.TB, eo engineOpts, so Options) *harness {
 	t.Helper()
 	if eo.maxBatch == 0 {
 		eo.maxBatch = 4
@@ -120,7 +120,7 @@ func (h *harness) post(path string, body, out any) int {
 
 // readSSE reads a whole event stream and returns each event's data, checking the framing:
 // every event one "data: " line followed by an empty line.
-func readSSE(t *testing.T, r io.Reader) []string {
+func readSSE(t testing.TB, r io.Reader) []string {
 	t.Helper()
 	var out []string
 	sc := bufio.NewScanner(r)
@@ -215,7 +215,7 @@ func (h *harness) stream(path string, body map[string]any) *streamed {
 	return parseStream(h.t, readSSE(h.t, resp.Body))
 }
 
-func parseStream(t *testing.T, events []string) *streamed {
+func parseStream(t testing.TB, events []string) *streamed {
 	t.Helper()
 	s := &streamed{}
 	if len(events) == 0 || events[len(events)-1] != "[DONE]" {
