@@ -43,7 +43,7 @@ func chatPrompt(msgs []chatMessage) (string, *apiError) {
 			return "", badRequest(chatPromptName, "", "messages[%d].role %q is not supported (system, developer, user or assistant)", i, m.Role)
 		}
 		if len(m.ToolCalls) > 0 && !isNull(m.ToolCalls) && string(m.ToolCalls) != "[]" {
-			return "", unsupported("messages", "with tool_calls is not supported by rosetop")
+			return "", badRequest(chatPromptName, "unsupported_parameter", "Unsupported parameter: messages[%d].tool_calls: rosetop has no tools", i)
 		}
 		text, e := messageText(i, m.Content)
 		if e != nil {
@@ -85,6 +85,9 @@ func messageText(i int, raw json.RawMessage) (string, *apiError) {
 func parseChat(body []byte, m *Model) (*job, *apiError) {
 	var r chatRequest
 	if e := decodeBody(body, &r); e != nil {
+		return nil, e
+	}
+	if e := r.checkModel(m); e != nil {
 		return nil, e
 	}
 	text, e := chatPrompt(r.Messages)

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -43,23 +42,15 @@ func badRequest(param, code, format string, args ...any) *apiError {
 	return newAPIError(http.StatusBadRequest, typeInvalid, param, code, format, args...)
 }
 
-// unsupported is the 400 for a parameter whose value rosetop cannot honour.
-func unsupported(param, why string) *apiError {
-	return badRequest(param, "unsupported_parameter", "Unsupported parameter: '%s' %s", param, why)
-}
-
 // errorBody is the JSON of an error response or of an error event in a stream.
 type errorBody struct {
 	Error *apiError `json:"error"`
 }
 
 // writeError answers e with its status; nothing may have been written before.
-func writeError(w http.ResponseWriter, e *apiError) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
+func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(e.retryAfter))
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
-	w.WriteHeader(e.status)
-	json.NewEncoder(w).Encode(errorBody{e}) // a failed write means the client left: nothing to do
+	s.writeJSON(w, e.status, errorBody{e})
 }

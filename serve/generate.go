@@ -123,6 +123,12 @@ func (g *generation) drain(ctx context.Context) {
 	}
 }
 
+// gone cancels the request of a client that has gone (or of a shutdown).
+func (g *generation) gone() {
+	g.st.Cancel()
+	g.finish = "cancelled"
+}
+
 // usage counts the request's tokens as answered.
 func (g *generation) usage() *usage {
 	p, c := len(g.j.req.Tokens), len(g.tokens)

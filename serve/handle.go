@@ -15,22 +15,22 @@ import (
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo, parse func([]byte, *Model) (*job, *apiError)) {
 	body, e := s.readBody(w, r)
 	if e != nil {
-		writeError(w, e)
+		s.writeError(w, e)
 		return
 	}
 	j, e := parse(body, &s.model)
 	if e != nil {
-		writeError(w, e)
+		s.writeError(w, e)
 		return
 	}
 	if e := s.admit(); e != nil {
-		writeError(w, e)
+		s.writeError(w, e)
 		return
 	}
 	st, err := s.eng.Submit(r.Context(), j.req)
 	if err != nil {
 		if e := submitError(r, j, err); e != nil {
-			writeError(w, e)
+			s.writeError(w, e)
 		}
 		return
 	}
@@ -80,8 +80,7 @@ func submitError(r *http.Request, j *job, err error) *apiError {
 func failure(r *http.Request, g *generation, err error) *apiError {
 	g.finish = "error"
 	if r.Context().Err() != nil {
-		g.st.Cancel()
-		g.finish = "cancelled"
+		g.gone()
 		if !shuttingDown(r) {
 			return nil
 		}
@@ -100,7 +99,7 @@ func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, g *generatio
 		piece, done, err := g.next(r.Context())
 		if err != nil {
 			if e := failure(r, g, err); e != nil {
-				writeError(w, e)
+				s.writeError(w, e)
 			}
 			return
 		}
@@ -109,7 +108,7 @@ func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, g *generatio
 			break
 		}
 	}
-	writeJSON(w, http.StatusOK, rp.whole(text.String(), g.finish, g.tokens, g.j.req.Tokens, g.usage()))
+	s.writeJSON(w, http.StatusOK, rp.whole(text.String(), g.finish, g.tokens, g.j.req.Tokens, g.usage()))
 	if g.rec == nil {
 		g.drain(r.Context()) // cancelled on a stop string: wait until it has left the scheduler
 	}
@@ -121,12 +120,11 @@ func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, g *generatio
 func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generation, rp *replier) {
 	out := newSSE(w, s.opts.WriteTimeout)
 	if out.start() != nil {
-		g.st.Cancel()
-		g.finish = "cancelled"
+		g.gone()
 		return
 	}
 	sent := 0 // tokens sent in chunks so far
-	for {
+	for first := true; ; first = false {
 		piece, done, err := g.next(r.Context())
 		if err != nil {
 			if e := failure(r, g, err); e != nil && out.send(errorBody{e}) == nil {
@@ -134,11 +132,12 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generati
 			}
 			return
 		}
-		var prompt []int32
-		if sent == 0 {
+		var prompt []int32 // return_token_ids: the prompt's ids go with the first chunk
+		if first {
 			prompt = g.j.req.Tokens
 			if rp.chat && out.send(rp.chunk("", nil, true, nil, nil, g.j.usage)) != nil {
-				break
+				g.gone()
+				return
 			}
 		}
 		var finish *string
@@ -146,21 +145,19 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generati
 			finish = &g.finish
 		}
 		if out.send(rp.chunk(piece, finish, false, g.tokens[sent:], prompt, g.j.usage)) != nil {
-			break
+			g.gone()
+			return
 		}
 		sent = len(g.tokens)
-		if !done {
-			continue
-		}
-		if g.j.usage && out.send(rp.usageChunk(g.usage())) != nil {
+		if done {
 			break
 		}
-		out.done()
-		if g.rec == nil {
-			g.drain(r.Context()) // cancelled on a stop string: wait until it has left the scheduler
-		}
+	}
+	if g.j.usage && out.send(rp.usageChunk(g.usage())) != nil || out.done() != nil {
+		g.gone()
 		return
 	}
-	g.st.Cancel() // a write failed: the client has gone
-	g.finish = "cancelled"
+	if g.rec == nil {
+		g.drain(r.Context()) // cancelled on a stop string: wait until it has left the scheduler
+	}
 }

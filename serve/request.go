@@ -104,36 +104,15 @@ func decodeBody(body []byte, v any) *apiError {
 // build validates the common fields against the prompt (its ids, already checked) and fills j.
 // maxTokens is the endpoint's max_tokens (nil: absent), maxParam its name and defaultMax its default.
 func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxParam string, defaultMax int) *apiError {
-	if e := c.checkModel(m); e != nil {
+	maxNew, minNew, e := c.lengths(j, m, len(prompt), maxTokens, maxParam, defaultMax)
+	if e != nil {
 		return e
-	}
-	room := m.MaxSeqLen - len(prompt)
-	maxNew := defaultMax
-	if maxTokens != nil {
-		maxNew = *maxTokens
-		if maxNew < 1 {
-			return badRequest(maxParam, "", "%s must be at least 1, got %d", maxParam, maxNew)
-		}
-	}
-	if maxNew > room || room < 1 {
-		asked := len(prompt) + min(maxNew, math.MaxInt32) // no overflow on an absurd max_tokens
-		return badRequest(j.promptParam(), "context_length_exceeded",
-			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
-			m.MaxSeqLen, asked, len(prompt), j.promptParam(), maxNew, j.promptParam())
 	}
 	sp, e := c.sampling()
 	if e != nil {
 		return e
 	}
-	minNew := 0
-	if c.MinTokens != nil {
-		minNew = *c.MinTokens
-		if minNew < 0 || minNew > maxNew {
-			return badRequest("min_tokens", "", "min_tokens must be in [0, max_tokens = %d], got %d", maxNew, minNew)
-		}
-	}
-	stops, e := parseStop(c.Stop)
-	if e != nil {
+	if j.stops, e = parseStop(c.Stop); e != nil {
 		return e
 	}
 	j.stream = c.Stream != nil && *c.Stream
@@ -143,7 +122,6 @@ func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxPara
 		}
 		j.usage = c.StreamOptions.IncludeUsage != nil && *c.StreamOptions.IncludeUsage
 	}
-	j.stops = stops
 	j.skipSpecial = c.SkipSpecialTokens == nil || *c.SkipSpecialTokens
 	j.tokenIDs = c.ReturnTokenIDs != nil && *c.ReturnTokenIDs
 	j.req = sched.Request{
@@ -152,6 +130,29 @@ func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxPara
 		StreamInterval: maxNew, // the server decodes text itself: the scheduler's only at the end
 	}
 	return nil
+}
+
+// lengths checks max_tokens and min_tokens against a prompt of n tokens and the context length.
+func (c *common) lengths(j *job, m *Model, n int, maxTokens *int, maxParam string, defaultMax int) (maxNew, minNew int, e *apiError) {
+	maxNew = defaultMax
+	if maxTokens != nil {
+		if maxNew = *maxTokens; maxNew < 1 {
+			return 0, 0, badRequest(maxParam, "", "%s must be at least 1, got %d", maxParam, maxNew)
+		}
+	}
+	if room := m.MaxSeqLen - n; maxNew > room || room < 1 {
+		asked := n + min(maxNew, math.MaxInt32) // no overflow on an absurd max_tokens
+		p := j.promptParam()
+		return 0, 0, badRequest(p, "context_length_exceeded",
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
+			m.MaxSeqLen, asked, n, p, maxNew, p)
+	}
+	if c.MinTokens != nil {
+		if minNew = *c.MinTokens; minNew < 0 || minNew > maxNew {
+			return 0, 0, badRequest("min_tokens", "", "min_tokens must be in [0, max_tokens = %d], got %d", maxNew, minNew)
+		}
+	}
+	return maxNew, minNew, nil
 }
 
 // checkModel answers 404 when the request names a model other than the one served; a request
@@ -222,6 +223,9 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 	var r completionRequest
 	if e := decodeBody(body, &r); e != nil {
+		return nil, e
+	}
+	if e := r.checkModel(m); e != nil {
 		return nil, e
 	}
 	prompt, e := completionPrompt(r.Prompt, m)

@@ -53,10 +53,10 @@ func (s *Server) dispatch(routes map[string]route, w http.ResponseWriter, r *htt
 	rt, ok := routes[r.URL.Path]
 	switch {
 	case !ok:
-		writeError(w, newAPIError(http.StatusNotFound, typeInvalid, "", "not_found", "no endpoint %s %s", r.Method, r.URL.Path))
+		s.writeError(w, newAPIError(http.StatusNotFound, typeInvalid, "", "not_found", "no endpoint %s %s", r.Method, r.URL.Path))
 	case rt.post && r.Method != http.MethodPost, !rt.post && r.Method != http.MethodGet && r.Method != http.MethodHead:
 		w.Header().Set("Allow", rt.allow)
-		writeError(w, newAPIError(http.StatusMethodNotAllowed, typeInvalid, "", "method_not_allowed",
+		s.writeError(w, newAPIError(http.StatusMethodNotAllowed, typeInvalid, "", "method_not_allowed",
 			"method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, rt.allow))
 	default:
 		rt.handle(w, r, info)
@@ -144,7 +144,7 @@ type modelCard struct {
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request, _ *reqInfo) {
 	m := s.model
-	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{{
+	s.writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{{
 		ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: "rosetop", MaxModelLen: m.MaxSeqLen,
 	}}})
 }
@@ -153,15 +153,20 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, _ *reqInfo) {
 // once it is shutting down.
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ *reqInfo) {
 	if s.draining.Load() {
-		writeError(w, newAPIError(http.StatusServiceUnavailable, typeServer, "", "shutting_down", "%v", errShutdown))
+		s.writeError(w, newAPIError(http.StatusServiceUnavailable, typeServer, "", "shutting_down", "%v", errShutdown))
 		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
 
-// writeJSON answers v with status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON answers v with status, within Options.WriteTimeout. It flushes, so the reply is on
+// the wire when the handler returns (a shutdown closes the connections after the handlers).
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	rc := http.NewResponseController(w)
+	rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout)) // best effort: not every writer has deadlines
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) // a failed write means the client left: nothing to do
+	if json.NewEncoder(w).Encode(v) == nil {
+		rc.Flush() // a failed write or flush means the client left: nothing to do
+	}
 }

@@ -100,7 +100,8 @@ func (o *Options) defaults() error {
 // Serve answers requests on ln until ctx is done, then shuts down: it stops accepting, lets the
 // requests in flight finish within Options.ShutdownTimeout, then cancels those left (their
 // clients get a 503, or an error event in a stream) and returns once every handler has. It
-// returns nil after such a shutdown, or the listener's error. Call it once.
+// returns nil after such a shutdown, or the listener's error (after closing the connections and
+// waiting for the handlers). Call it once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	base, hardStop := context.WithCancelCause(context.Background())
 	defer hardStop(nil)
@@ -116,7 +117,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
-	case err := <-served:
+	case err := <-served: // the listener failed: close what is open and wait for the handlers
+		hardStop(err)
+		hs.Close()
+		s.inflight.wait()
 		return err
 	case <-ctx.Done():
 	}

@@ -15,7 +15,6 @@ type sse struct {
 	rc      *http.ResponseController
 	timeout time.Duration // each write's deadline
 	buf     bytes.Buffer  // one event, reused
-	started bool          // the headers went out
 }
 
 func newSSE(w http.ResponseWriter, timeout time.Duration) *sse {
@@ -29,7 +28,6 @@ func (s *sse) start() error {
 	h.Set("Cache-Control", "no-cache")
 	s.rc.SetWriteDeadline(time.Now().Add(s.timeout)) // best effort: not every writer has deadlines
 	s.w.WriteHeader(http.StatusOK)
-	s.started = true
 	return s.rc.Flush()
 }
 
