@@ -53,7 +53,10 @@ func (s *Server) admit() *apiError {
 	if s.draining.Load() {
 		return newAPIError(http.StatusServiceUnavailable, typeServer, "", "shutting_down", "%v", errShutdown)
 	}
-	if n := s.eng.Waiting(); s.opts.MaxQueue > 0 && n >= s.opts.MaxQueue {
+	if s.opts.MaxQueue == 0 {
+		return nil
+	}
+	if n := s.eng.Waiting(); n >= s.opts.MaxQueue {
 		e := newAPIError(http.StatusTooManyRequests, typeRateLimit, "", "rate_limit_exceeded",
 			"the server is overloaded: %d requests are waiting (--max-queue %d); retry later", n, s.opts.MaxQueue)
 		e.retryAfter = int(math.Ceil(s.opts.RetryAfter.Seconds()))

@@ -53,11 +53,12 @@ type MetricsOptions struct {
 // Labels: model_name and engine ("0"), as vLLM's. A request ended by a stop string is cancelled
 // in the scheduler, so it counts as "abort" in request_success_total.
 type Metrics struct {
+	// Set by NewMetrics, read-only afterwards (the metrics themselves are safe for concurrent use).
 	reg *prometheus.Registry
 
 	running, waiting, kvUsage                                    prometheus.Gauge
 	preemptions, promptTokens, generationTokens                  prometheus.Counter
-	success                                                      *prometheus.CounterVec
+	success                                                      map[sched.FinishReason]prometheus.Counter // request_success_total's series
 	iteration, ttft, itl, e2e, queue, prefill, decode, inference prometheus.Histogram
 	tpot, promptHist, generationHist                             prometheus.Histogram
 
@@ -86,8 +87,12 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	m.preemptions = b.counter("num_preemptions_total", "Cumulative number of preemption from the engine.")
 	m.promptTokens = b.counter("prompt_tokens_total", "Number of prefill tokens processed.")
 	m.generationTokens = b.counter("generation_tokens_total", "Number of generation tokens processed.")
-	m.success = prometheus.NewCounterVec(prometheus.CounterOpts{Name: b.name("request_success_total"),
+	success := prometheus.NewCounterVec(prometheus.CounterOpts{Name: b.name("request_success_total"),
 		Help: "Count of successfully processed requests.", ConstLabels: b.labels}, []string{"finished_reason"})
+	m.success = map[sched.FinishReason]prometheus.Counter{}
+	for _, r := range []sched.FinishReason{sched.FinishEOS, sched.FinishLength, sched.FinishCancelled, sched.FinishError, sched.FinishTooLong} {
+		m.success[r] = success.WithLabelValues(finishedReason(r)) // every series exists from the start, as in vLLM
+	}
 	m.iteration = b.histogram("iteration_tokens_total", "Histogram of number of tokens per engine_step.", iterationBuckets())
 	m.ttft = b.histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets())
 	m.itl = b.histogram("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tokenLatencyBuckets())
@@ -99,7 +104,7 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	m.decode = b.histogram("request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets())
 	m.promptHist = b.histogram("request_prompt_tokens", "Number of prefill tokens processed.", buckets125(o.MaxModelLen))
 	m.generationHist = b.histogram("request_generation_tokens", "Number of generation tokens processed.", buckets125(o.MaxModelLen))
-	cs := append(b.made, m.success)
+	cs := append(b.made, success)
 	if o.Ledger != nil {
 		cs = append(cs, &ledgerCollector{entries: o.Ledger, desc: prometheus.NewDesc("rosetop_cold_start_seconds",
 			"One-time cost of the engine's cold start (model load, kernel load, graph capture, ...) in seconds.",
@@ -157,7 +162,9 @@ func (m *Metrics) ObserveStep(so *sched.StepOutput) {
 // finished records a finished request.
 func (m *Metrics) finished(r *sched.Record) {
 	t := &r.Times
-	m.success.WithLabelValues(finishedReason(r.Reason)).Inc()
+	if c := m.success[r.Reason]; c != nil {
+		c.Inc()
+	}
 	m.e2e.Observe(seconds(t.Finished - t.SubmitStart))
 	m.promptHist.Observe(float64(r.PromptTokens))
 	m.generationHist.Observe(float64(len(r.Output)))
