@@ -90,6 +90,11 @@ func (g *generation) finished(rec *sched.Record) (string, bool, error) {
 		g.finish = "stop"
 	case sched.FinishCancelled:
 		return "", true, errCancelled
+	case sched.FinishError:
+		if errors.Is(rec.Err, sched.ErrClosed) { // the engine stopped under the request
+			return "", true, fmt.Errorf("the request was ended: %w", rec.Err)
+		}
+		return "", true, fmt.Errorf("%w: %v", errEngine, rec.Err)
 	default:
 		return "", true, fmt.Errorf("%w: %s: %v", errEngine, rec.Reason, rec.Err)
 	}
