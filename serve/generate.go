@@ -26,7 +26,7 @@ type generation struct {
 	detok  *tokenizer.Stream
 	stop   *stopText
 	tokens []int32       // output ids the client is answered with (those up to a stop match)
-	finish string        // "length" or "stop", once done
+	finish string        // finish_reason once done ("length", "stop"); for the log, "cancelled" or "error"
 	rec    *sched.Record // the finished record, once seen
 }
 
@@ -64,6 +64,9 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 		return "", false, err
 	}
 	if ev.Kind == sched.EventFinished {
+		if ev.Record == nil {
+			return "", true, fmt.Errorf("%w: a finished event without a record", sched.ErrClosed)
+		}
 		return g.finished(ev.Record)
 	}
 	for _, t := range ev.Tokens {
