@@ -212,6 +212,13 @@ func (te *testEngine) waitIdle() (sched.Snapshot, []*sched.Record) {
 	return te.last, append([]*sched.Record(nil), te.records...)
 }
 
+// counts returns the Stream.Cancel calls and the engine steps so far.
+func (te *testEngine) counts() (cancels, steps int) {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	return te.cancels, te.steps
+}
+
 // waitFor waits until ok holds (called under te.mu after every submission, step and cancel).
 func (te *testEngine) waitFor(ok func() bool) {
 	te.mu.Lock()

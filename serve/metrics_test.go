@@ -69,9 +69,8 @@ func TestMetrics(t *testing.T) {
 				gaps += float64(len(r.Output) - 1)
 			}
 			n := float64(len(recs))
-			h.te.mu.Lock()
-			steps := float64(h.te.steps)
-			h.te.mu.Unlock()
+			_, nsteps := h.te.counts()
+			steps := float64(nsteps)
 			fams := h.scrape()
 			value := func(base string) float64 {
 				t.Helper()
