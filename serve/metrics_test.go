@@ -57,13 +57,16 @@ func TestMetrics(t *testing.T) {
 				h.stream("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}},
 					"max_tokens": n, "ignore_eos": true})
 			}
-			// A stop string ends one request early: cancelled in the scheduler, "abort" in the metrics.
+			// A stop string ends one request early: cancelled in the scheduler ("abort"), unless the
+			// scheduler finished it first.
 			var r gotReply
 			h.post("/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 6, "temperature": 0}, &r)
 			h.post("/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 6, "temperature": 0, "stop": r.text()[:3]}, nil)
 			_, recs := h.te.waitIdle()
 			var prompt, gen, gaps float64
+			reasons := map[string]float64{}
 			for _, r := range recs {
+				reasons[finishedReason(r.Reason)]++
 				prompt += float64(r.PromptTokens)
 				gen += float64(len(r.Output))
 				gaps += float64(len(r.Output) - 1)
@@ -127,7 +130,10 @@ func TestMetrics(t *testing.T) {
 			if h := fams[name("request_generation_tokens")].Metric[0].Histogram; h.GetSampleSum() != gen {
 				t.Errorf("generation tokens per request sum %v, want %v", h.GetSampleSum(), gen)
 			}
-			checkSuccess(t, fams[name("request_success_total")], map[string]float64{"length": n - 1, "abort": 1})
+			if reasons["length"]+reasons["abort"] != n || reasons["length"] < n-1 {
+				t.Fatalf("records' reasons %v", reasons)
+			}
+			checkSuccess(t, fams[name("request_success_total")], reasons)
 			checkBuckets(t, fams[name("time_to_first_token_seconds")], ttftBuckets())
 			checkBuckets(t, fams[name("inter_token_latency_seconds")], tokenLatencyBuckets())
 			checkBuckets(t, fams[name("e2e_request_latency_seconds")], requestLatencyBuckets())
@@ -166,9 +172,9 @@ func checkSuccess(t *testing.T, f *dto.MetricFamily, want map[string]float64) {
 			}
 		}
 	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Fatalf("request_success_total: %v, want %v", got, want)
+	for _, k := range []string{"stop", "length", "abort", "error"} {
+		if v, ok := got[k]; !ok || v != want[k] {
+			t.Fatalf("request_success_total: %v, want %v (every reason present)", got, want)
 		}
 	}
 }
