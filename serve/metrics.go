@@ -51,7 +51,9 @@ type MetricsOptions struct {
 //     not exist (a request cancelled before its first token has no prefill time).
 //
 // Labels: model_name and engine ("0"), as vLLM's. A request ended by a stop string is cancelled
-// in the scheduler, so it counts as "abort" in request_success_total.
+// in the scheduler, so it counts as "abort" in request_success_total. The cold-start ledger is
+// cold_start_seconds{what, detail} under the same prefix (no vLLM metric; one prefix per page, so a
+// scraper tells the naming from any name).
 type Metrics struct {
 	// Set by NewMetrics, read-only afterwards (the metrics themselves are safe for concurrent use).
 	reg *prometheus.Registry
@@ -106,7 +108,7 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	m.generationHist = b.histogram("request_generation_tokens", "Number of generation tokens processed.", buckets125(o.MaxModelLen))
 	cs := append(b.made, success)
 	if o.Ledger != nil {
-		cs = append(cs, &ledgerCollector{entries: o.Ledger, desc: prometheus.NewDesc("rosetop_cold_start_seconds",
+		cs = append(cs, &ledgerCollector{entries: o.Ledger, desc: prometheus.NewDesc(b.name("cold_start_seconds"),
 			"One-time cost of the engine's cold start (model load, kernel load, graph capture, ...) in seconds.",
 			[]string{"what", "detail"}, b.labels)})
 	}

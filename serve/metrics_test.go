@@ -1,7 +1,9 @@
 package serve
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -11,22 +13,25 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"rosetop/remote"
 )
 
-// scrape reads /metrics with Prometheus' own text parser.
-func (h *harness) scrape() map[string]*dto.MetricFamily {
+// scrape reads /metrics with Prometheus' own text parser; it returns the page too.
+func (h *harness) scrape() (map[string]*dto.MetricFamily, []byte) {
 	h.t.Helper()
 	resp := h.do(context.Background(), http.MethodGet, "/metrics", nil)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		h.t.Fatalf("/metrics: %d", resp.StatusCode)
+	page, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		h.t.Fatalf("/metrics: %d, %v", resp.StatusCode, err)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(page))
 	if err != nil {
 		h.t.Fatalf("/metrics does not parse: %v", err)
 	}
-	return fams
+	return fams, page
 }
 
 // TestMetrics: after a mix of requests the counters and histogram counts equal what the requests
@@ -74,7 +79,7 @@ func TestMetrics(t *testing.T) {
 			n := float64(len(recs))
 			_, nsteps := h.te.counts()
 			steps := float64(nsteps)
-			fams := h.scrape()
+			fams, page := h.scrape()
 			value := func(base string) float64 {
 				t.Helper()
 				f := fams[name(base)]
@@ -138,9 +143,16 @@ func TestMetrics(t *testing.T) {
 			checkBuckets(t, fams[name("inter_token_latency_seconds")], tokenLatencyBuckets())
 			checkBuckets(t, fams[name("e2e_request_latency_seconds")], requestLatencyBuckets())
 			checkBuckets(t, fams[name("request_prompt_tokens")], []float64{1, 2, 5, 10, 20, 50, 100, 200})
-			cold := fams["rosetop_cold_start_seconds"]
+			cold := fams[name("cold_start_seconds")]
 			if cold == nil || len(cold.Metric) != 2 {
 				t.Fatalf("cold-start gauges: %v", cold)
+			}
+			// rosetop's own scraper (remote) reads the page as the server it is.
+			snap, err := remote.ParseSnapshot(bytes.NewReader(page), 0)
+			kind := map[MetricNames]remote.ServerKind{RosetopNames: remote.KindRosetop, VLLMNames: remote.KindVLLM}[names]
+			if err != nil || snap.Kind != kind || snap.GenerationTokens.V != gen || snap.PromptTokens.V != prompt ||
+				snap.TTFT.Count != n || snap.ITL.Count != gaps || snap.E2E.Count != n {
+				t.Fatalf("remote reads %+v (%v); want kind %v, %v generated, %v prompt, %v TTFTs, %v ITLs", snap, err, kind, gen, prompt, n, gaps)
 			}
 			got := map[string]float64{}
 			for _, mt := range cold.Metric {

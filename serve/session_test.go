@@ -101,7 +101,7 @@ func TestBenchSession(t *testing.T) {
 		t.Fatalf("stream: finish %q usage %+v", st.finish, st.usage)
 	}
 	tokens += 6
-	fams := h.scrape()
+	fams, _ := h.scrape()
 	if got := fams["rosetop_generation_tokens_total"].Metric[0].Counter.GetValue(); got != float64(tokens) {
 		t.Fatalf("generation_tokens_total %v, want %d", got, tokens)
 	}
