@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -135,6 +136,18 @@ func (g *generation) drain(ctx context.Context) {
 func (g *generation) gone() {
 	g.st.Cancel()
 	g.finish = "cancelled"
+}
+
+// chunkUsage is a stream chunk's usage field: left out without include_usage, null with it, the
+// usage so far with continuous_usage_stats.
+func (g *generation) chunkUsage() any {
+	switch {
+	case !g.j.usage:
+		return nil
+	case g.j.continuous:
+		return g.usage()
+	}
+	return json.RawMessage("null")
 }
 
 // usage counts the request's tokens as answered.

@@ -3,7 +3,6 @@ package serve
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"time"
 )
 
@@ -23,8 +22,9 @@ type reply struct {
 	Created int64  `json:"created"`
 	Model   string `json:"model"`
 	Choices []any  `json:"choices"` // completionChoice or chatChoice; [] in a stream's usage chunk
-	// Usage: *usage, or JSON null in the chunks of a stream with include_usage (OpenAI: "All other
-	// chunks will also include a usage field, but with a null value"); nil: left out.
+	// Usage: *usage; in a stream's chunks with include_usage JSON null (OpenAI: "All other chunks
+	// will also include a usage field, but with a null value"), or the usage so far with vLLM's
+	// continuous_usage_stats; nil: left out.
 	Usage any `json:"usage,omitempty"`
 }
 
@@ -105,12 +105,9 @@ func (r *replier) whole(text, finish string, tokens, prompt []int32, u *usage) *
 }
 
 // chunk is a stream's chunk carrying text (and, on the last one, the finish reason; for chat,
-// role makes the first chunk's delta {"role": "assistant", "content": ""}).
-func (r *replier) chunk(text string, finish *string, role bool, tokens, prompt []int32, withUsage bool) *reply {
-	out := &reply{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model}
-	if withUsage {
-		out.Usage = json.RawMessage("null")
-	}
+// role makes the first chunk's delta {"role": "assistant", "content": ""}); u is its usage field.
+func (r *replier) chunk(text string, finish *string, role bool, tokens, prompt []int32, u any) *reply {
+	out := &reply{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model, Usage: u}
 	if !r.tokenIDs {
 		tokens, prompt = nil, nil
 	}

@@ -39,7 +39,8 @@ type common struct {
 }
 
 type streamOptions struct {
-	IncludeUsage *bool `json:"include_usage"`
+	IncludeUsage         *bool `json:"include_usage"`
+	ContinuousUsageStats *bool `json:"continuous_usage_stats"` // vLLM's: usage on every chunk
 }
 
 type completionRequest struct {
@@ -60,6 +61,7 @@ type job struct {
 	stops       []string      // stop strings, each non-empty
 	stream      bool
 	usage       bool // stream_options.include_usage
+	continuous  bool // and continuous_usage_stats: usage on every chunk
 	skipSpecial bool // leave EOS out of the text (skip_special_tokens, default true)
 	tokenIDs    bool // return_token_ids: the ids in the reply
 }
@@ -120,7 +122,9 @@ func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxPara
 		if !j.stream {
 			return badRequest("stream_options", "", "stream_options can only be set when stream is true")
 		}
-		j.usage = c.StreamOptions.IncludeUsage != nil && *c.StreamOptions.IncludeUsage
+		o := c.StreamOptions
+		j.usage = o.IncludeUsage != nil && *o.IncludeUsage
+		j.continuous = j.usage && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
 	}
 	j.skipSpecial = c.SkipSpecialTokens == nil || *c.SkipSpecialTokens
 	j.tokenIDs = c.ReturnTokenIDs != nil && *c.ReturnTokenIDs

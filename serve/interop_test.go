@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rosetop/bench"
+	"rosetop/remote"
 	"rosetop/sched"
 )
 
@@ -107,5 +108,38 @@ func TestBenchSession(t *testing.T) {
 	}
 	if got := fams["rosetop_e2e_request_latency_seconds"].Metric[0].Histogram.GetSampleCount(); got != 4 {
 		t.Fatalf("e2e latency count %d, want 4", got)
+	}
+}
+
+// TestRemoteClient: rosetop's own OpenAI client (remote, as `rosetop --target` uses it) reads this
+// server's streams: the text, the finish reason, a chunk per token with its count
+// (continuous_usage_stats), and the usage.
+func TestRemoteClient(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	c, err := remote.New(remote.Config{BaseURL: h.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if model, err := c.FirstModel(context.Background()); err != nil || model != "tiny-gpt2" {
+		t.Fatalf("first model %q, %v", model, err)
+	}
+	for _, api := range []remote.API{remote.Completions, remote.Chat} {
+		var chunkTokens []int
+		res, err := c.Do(context.Background(), remote.Request{API: api, Model: "tiny-gpt2", Prompt: "Hello", MaxTokens: 9,
+			IgnoreEOS: true, ContinuousUsage: true}, func(ch remote.Chunk) { chunkTokens = append(chunkTokens, ch.Tokens) })
+		if err != nil || !res.OK() {
+			t.Fatalf("%v: %v %+v", api, err, res.Failure)
+		}
+		if res.Finish != "length" || res.OutputTokens != 9 || res.Tokens != remote.TokensUsage || res.Text == "" {
+			t.Fatalf("%v: finish %q, %d tokens from %v, text %q", api, res.Finish, res.OutputTokens, res.Tokens, res.Text)
+		}
+		sum := 0
+		for _, n := range chunkTokens {
+			sum += max(n, 0)
+		}
+		if sum != 9 {
+			t.Fatalf("%v: chunks carried %v tokens, want 9 in all", api, chunkTokens)
+		}
 	}
 }
