@@ -12,7 +12,8 @@
 // "stream": true Server-Sent Events, each "data: {json}\n\n" flushed as it is written, a chunk per
 // scheduler step that sampled a token (chat: a first chunk with the role), a last chunk with
 // finish_reason ("length", or "stop" for EOS and stop strings), with stream_options.include_usage
-// a usage chunk with "choices": [] ("usage": null in the others), and "data: [DONE]\n\n".
+// a usage chunk with "choices": [] ("usage": null in the others, or the usage so far with vLLM's
+// continuous_usage_stats), and "data: [DONE]\n\n".
 //
 // Parameters: max_tokens (completions: default 16; chat: max_completion_tokens first, default the
 // rest of the context), temperature (default 1; 0 is greedy), top_p, top_k (-1 or 0: off), seed
