@@ -18,7 +18,7 @@ func (s *Scheduler) advance(q *request, tok int32, now time.Duration) {
 	}
 	var reason FinishReason
 	switch {
-	case q.stopOnEOS && tok == s.eos:
+	case q.stopOnEOS && tok == s.eos && q.outputs() >= q.minNew:
 		reason = FinishEOS
 	case q.outputs() >= q.maxNew:
 		reason = FinishLength

@@ -15,6 +15,7 @@ type request struct {
 	text           string // prompt text for a tokenize worker; "" otherwise
 	maxNew         int
 	stopOnEOS      bool
+	minNew         int // Request.MinNewTokens
 	sampling       engine.SamplingParams
 	streamInterval int
 
@@ -42,6 +43,7 @@ func newRequest(r Request, now time.Duration) *request {
 	return &request{
 		maxNew:         r.MaxNewTokens,
 		stopOnEOS:      r.StopOnEOS,
+		minNew:         r.MinNewTokens,
 		sampling:       r.Sampling,
 		streamInterval: max(1, r.StreamInterval),
 		times:          Times{SubmitStart: now},

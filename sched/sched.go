@@ -187,6 +187,9 @@ func (s *Scheduler) Submit(r Request) (RequestID, error) {
 		// Checked before the sequence buffer, sized by both, is allocated.
 		return 0, s.tooLong(len(r.Tokens), r.MaxNewTokens)
 	}
+	if r.MinNewTokens < 0 || r.MinNewTokens > r.MaxNewTokens {
+		return 0, fmt.Errorf("%w: min new tokens %d, want 0..%d (the max new tokens)", ErrBadRequest, r.MinNewTokens, r.MaxNewTokens)
+	}
 	q := newRequest(r, start)
 	switch {
 	case len(r.Tokens) > 0:

@@ -87,6 +87,8 @@ func TestSubmitValidation(t *testing.T) {
 		{"longer than max seq len", Request{Tokens: make([]int32, 30), MaxNewTokens: 3}, "exceeds the longest sequence: the 16 positions the KV pool"},
 		{"longer than the KV pool", Request{Tokens: make([]int32, 10), MaxNewTokens: 7}, "the 16 positions the KV pool holds for one sequence"},
 		{"negative token id", Request{Tokens: []int32{3, -1}, MaxNewTokens: 1}, "token id -1"},
+		{"min new tokens above max", Request{Tokens: []int32{1}, MaxNewTokens: 2, MinNewTokens: 3}, "min new tokens 3"},
+		{"negative min new tokens", Request{Tokens: []int32{1}, MaxNewTokens: 2, MinNewTokens: -1}, "min new tokens -1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -370,6 +372,43 @@ func TestEOSAndText(t *testing.T) {
 			if r.Reason != c.reason || len(r.Output) != c.out || r.Text != c.text || !slices.Equal(pieces[c.id], c.pieces) {
 				t.Fatalf("reason %s, %d tokens, text %q, pieces %q; want %s, %d, %q, %q",
 					r.Reason, len(r.Output), r.Text, pieces[c.id], c.reason, c.out, c.text, c.pieces)
+			}
+		})
+	}
+}
+
+// TestMinNewTokens: an EOS sampled before MinNewTokens outputs stays in the output and the
+// request goes on; one sampled as output MinNewTokens or later finishes it (vLLM's min_tokens counts
+// the same way: the check starts once the output holds min_tokens tokens).
+func TestMinNewTokens(t *testing.T) {
+	cases := []struct {
+		name   string
+		min    int
+		reason FinishReason
+		text   string
+	}{
+		{"no minimum", 0, FinishEOS, "abcdef"},
+		{"EOS is output min", 7, FinishEOS, "abcdef"},
+		{"EOS before min", 8, FinishLength, "abcdef\x07hij"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := pagedOptions(64, Config{MaxBatch: 4, PrefillMaxBatch: 4})
+			o.Tokenizer = &byteTokenizer{}
+			o.EOS = 7
+			h := newHarness(t, o)
+			// EOS once the sequence is 9 tokens long (output 7), 'a' + position - 3 otherwise.
+			h.be.model = func(seq []int32) int32 {
+				if len(seq) == 9 {
+					return 7
+				}
+				return int32('a' + len(seq) - 3)
+			}
+			id := h.submit(Request{Tokens: []int32{'x', 'y', 'z'}, MaxNewTokens: 10, MinNewTokens: c.min, StopOnEOS: true})
+			h.drain(100)
+			r := h.records[id]
+			if r.Reason != c.reason || r.Text != c.text || r.Output[6] != 7 {
+				t.Fatalf("reason %s, text %q, output %v; want %s, %q, EOS as output 7", r.Reason, r.Text, r.Output, c.reason, c.text)
 			}
 		})
 	}

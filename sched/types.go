@@ -16,6 +16,7 @@ type Request struct {
 	Tokens         []int32 // prompt ids (pretokenized)
 	MaxNewTokens   int     // >= 1
 	StopOnEOS      bool    // finish when the model samples EOS
+	MinNewTokens   int     // with StopOnEOS, EOS finishes the request only as output MinNewTokens or later; an earlier EOS stays in the output (vLLM masks its logit)
 	Sampling       engine.SamplingParams
 	StreamInterval int // emit a text piece every N tokens (and at the end); <= 1: every token
 }

@@ -1,0 +1,111 @@
+package serve
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// chatMessage is one message of a chat request.
+type chatMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"` // a string, a list of text parts, or null
+	ToolCalls json.RawMessage `json:"tool_calls"`
+}
+
+// contentPart is one element of a list content; rosetop takes text parts only.
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// chatRoles are the roles the template knows.
+func chatRole(role string) bool {
+	switch role {
+	case "system", "developer", "user", "assistant":
+		return true
+	}
+	return false
+}
+
+// chatPrompt renders messages with rosetop's plain template for models without a chat template
+// (GPT-2): one line per message, "role: content", then "assistant:" for the reply to follow:
+//
+//	system: You are terse.
+//	user: Hello
+//	assistant:
+func chatPrompt(msgs []chatMessage) (string, *apiError) {
+	if len(msgs) == 0 {
+		return "", badRequest(chatPromptName, "", "messages must hold at least one message")
+	}
+	var b strings.Builder
+	for i, m := range msgs {
+		if !chatRole(m.Role) {
+			return "", badRequest(chatPromptName, "", "messages[%d].role %q is not supported (system, developer, user or assistant)", i, m.Role)
+		}
+		if len(m.ToolCalls) > 0 && !isNull(m.ToolCalls) && string(m.ToolCalls) != "[]" {
+			return "", badRequest(chatPromptName, "unsupported_parameter", "Unsupported parameter: messages[%d].tool_calls: rosetop has no tools", i)
+		}
+		text, e := messageText(i, m.Content)
+		if e != nil {
+			return "", e
+		}
+		b.WriteString(m.Role)
+		b.WriteString(": ")
+		b.WriteString(text)
+		b.WriteByte('\n')
+	}
+	b.WriteString("assistant:")
+	return b.String(), nil
+}
+
+// messageText reads a message's content: a string, a list of text parts (joined), or null.
+func messageText(i int, raw json.RawMessage) (string, *apiError) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(chatPromptName, "", "messages[%d].content must be a string or a list of text parts", i)
+	}
+	var b strings.Builder
+	for k, p := range parts {
+		if p.Type != "text" {
+			return "", badRequest(chatPromptName, "", "messages[%d].content[%d].type %q is not supported (text only)", i, k, p.Type)
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+// parseChat validates a /v1/chat/completions body.
+func parseChat(body []byte, m *Model) (*job, *apiError) {
+	var r chatRequest
+	if e := decodeBody(body, &r); e != nil {
+		return nil, e
+	}
+	if e := r.checkModel(m); e != nil {
+		return nil, e
+	}
+	text, e := chatPrompt(r.Messages)
+	if e != nil {
+		return nil, e
+	}
+	prompt, e := encodePrompt(text, m, chatPromptName)
+	if e != nil {
+		return nil, e
+	}
+	maxTokens, maxParam := r.MaxTokens, "max_tokens"
+	if r.MaxCompletionTokens != nil {
+		maxTokens, maxParam = r.MaxCompletionTokens, "max_completion_tokens"
+	}
+	j := &job{chat: true}
+	// Without max_tokens a chat reply may fill the context (vLLM's default).
+	if e := r.build(j, m, prompt, maxTokens, maxParam, m.MaxSeqLen-len(prompt)); e != nil {
+		return nil, e
+	}
+	return j, nil
+}

@@ -1,0 +1,59 @@
+// Package serve puts rosetop's engine behind OpenAI's HTTP API, with Prometheus metrics.
+//
+// Endpoints:
+//
+//	POST /v1/completions        prompt: a string, token ids, or a list holding one of either
+//	POST /v1/chat/completions   messages: system, developer, user and assistant; text content
+//	GET  /v1/models             the served model (vLLM's max_model_len included)
+//	GET  /health                200 with an empty body; 503 once shutting down
+//	GET  /metrics               Prometheus text format (Metrics)
+//
+// Replies follow OpenAI's API reference, as vLLM implements it: a whole reply with usage, or with
+// "stream": true Server-Sent Events, each "data: {json}\n\n" flushed as it is written, a chunk per
+// scheduler step that sampled a token (chat: a first chunk with the role), a last chunk with
+// finish_reason ("length", or "stop" for EOS and stop strings), with stream_options.include_usage
+// a usage chunk with "choices": [] ("usage": null in the others, or the usage so far with vLLM's
+// continuous_usage_stats), and "data: [DONE]\n\n".
+//
+// Parameters: max_tokens (completions: default 16; chat: max_completion_tokens first, default the
+// rest of the context), temperature (default 1; 0 is greedy), top_p, top_k (-1 or 0: off), seed
+// (absent: a random one per request), stop (a string or up to 4), stream, stream_options, and
+// vLLM's ignore_eos, min_tokens, skip_special_tokens and return_token_ids. Fields that would change
+// the result and that rosetop does not implement (n > 1, best_of, logprobs, echo, suffix,
+// logit_bias, penalties, tools, response_format, ...) get a 400 naming the field unless they hold
+// their neutral value; other unknown fields are ignored, as vLLM ignores them.
+//
+// Semantics worth knowing:
+//   - Stop strings are matched on the server, as vLLM does: after each token in the new text and
+//     the stop string's length - 1 bytes before it; the text is cut before the earliest match, the
+//     request is cancelled in the scheduler, and the reply's usage counts the tokens up to the one
+//     that completed the match. A stream holds back the last (longest stop - 1) bytes until they
+//     cannot start a stop string.
+//   - min_tokens: an EOS before that many outputs does not end the request and stays among the
+//     tokens (vLLM masks the EOS logit instead, so its outputs differ there); its text is dropped
+//     with skip_special_tokens (the default). Stop strings are not looked for before min_tokens
+//     outputs either.
+//   - The EOS that ends a request counts in completion_tokens and adds no text.
+//
+// GPT-2 has no chat template; rosetop renders messages as plain role-prefixed lines and asks for
+// the assistant's turn:
+//
+//	system: You are terse.
+//	user: Hello
+//	assistant:
+//
+// Errors are OpenAI's error object, {"error": {"message", "type", "param", "code"}}: 400
+// (malformed JSON, a bad or unsupported field, a prompt over the context length: code
+// context_length_exceeded, param prompt or messages), 404 (unknown model or path), 405 (with
+// Allow), 413 (body over Options.MaxBodyBytes), 429 (with Retry-After, past Options.MaxQueue
+// waiting requests), 503 (shutting down), 500 (the engine failed). After a stream has begun, an
+// error is sent as an event holding the error object, then [DONE].
+//
+// A client that disconnects cancels its request at once (Stream.Cancel): its KV blocks return at
+// the next scheduler step. Server.Serve shuts down gracefully: it stops accepting when its
+// context ends, lets requests in flight finish within Options.ShutdownTimeout, then cancels the
+// rest.
+//
+// The package serves any Engine: a running rosetop session provides one (Submit, Waiting, Model)
+// and feeds Metrics.ObserveStep with every scheduler step.
+package serve

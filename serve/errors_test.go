@@ -1,0 +1,129 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestErrors: every error case answers OpenAI's error object with the status, type, param and
+// code a client expects, and a message naming what was wrong.
+func TestErrors(t *testing.T) {
+	h := newHarness(t, engineOpts{maxSeqLen: 64}, Options{MaxBodyBytes: 4096})
+	long := strings.Repeat("hello ", 70) // 70 tokens: over the 64-token context
+	chat := func(extra string) string {
+		return `{"messages": [{"role": "user", "content": "Hi"}]` + extra + `}`
+	}
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		typ, param, code, msg    string // param, code "": null
+	}{
+		{"malformed JSON", "POST", "/v1/completions", `{"prompt": "Hi",`, 400, typeInvalid, "", "", "malformed JSON"},
+		{"not an object", "POST", "/v1/completions", `[1, 2]`, 400, typeInvalid, "", "", "JSON object"},
+		{"null body", "POST", "/v1/completions", `null`, 400, typeInvalid, "", "", "JSON object"},
+		{"wrong type", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": "ten"}`, 400, typeInvalid, "max_tokens", "", "max_tokens"},
+		{"no prompt", "POST", "/v1/completions", `{}`, 400, typeInvalid, "prompt", "", "prompt is required"},
+		{"empty prompt", "POST", "/v1/completions", `{"prompt": ""}`, 400, typeInvalid, "prompt", "", "empty"},
+		{"batch of prompts", "POST", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, typeInvalid, "prompt", "", "2 prompts"},
+		{"token id out of vocabulary", "POST", "/v1/completions", `{"prompt": [1, 50257]}`, 400, typeInvalid, "prompt", "", "50257"},
+		{"negative token id", "POST", "/v1/completions", `{"prompt": [-1]}`, 400, typeInvalid, "prompt", "", "-1"},
+		{"prompt over the context", "POST", "/v1/completions", `{"prompt": "` + long + `", "max_tokens": 1}`, 400, typeInvalid, "prompt", "context_length_exceeded", "maximum context length is 64"},
+		{"max_tokens over the context", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 64}`, 400, typeInvalid, "prompt", "context_length_exceeded", "65 tokens"},
+		{"messages over the context", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "` + long + `"}]}`, 400, typeInvalid, "messages", "context_length_exceeded", "in the messages"},
+		{"max_tokens 0", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 0}`, 400, typeInvalid, "max_tokens", "", "at least 1"},
+		{"max_completion_tokens 0", "POST", "/v1/chat/completions", chat(`, "max_completion_tokens": 0`), 400, typeInvalid, "max_completion_tokens", "", "at least 1"},
+		{"temperature too high", "POST", "/v1/completions", `{"prompt": "Hi", "temperature": 2.5}`, 400, typeInvalid, "temperature", "", "temperature"},
+		{"top_p 0", "POST", "/v1/completions", `{"prompt": "Hi", "top_p": 0}`, 400, typeInvalid, "top_p", "", "top_p"},
+		{"top_k -2", "POST", "/v1/completions", `{"prompt": "Hi", "top_k": -2}`, 400, typeInvalid, "top_k", "", "top_k"},
+		{"min_tokens over max_tokens", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 4, "min_tokens": 5}`, 400, typeInvalid, "min_tokens", "", "min_tokens"},
+		{"empty stop", "POST", "/v1/completions", `{"prompt": "Hi", "stop": ""}`, 400, typeInvalid, "stop", "", "empty"},
+		{"five stops", "POST", "/v1/completions", `{"prompt": "Hi", "stop": ["a","b","c","d","e"]}`, 400, typeInvalid, "stop", "", "at most 4"},
+		{"stop of numbers", "POST", "/v1/completions", `{"prompt": "Hi", "stop": [1]}`, 400, typeInvalid, "stop", "", "list of strings"},
+		{"stream_options without stream", "POST", "/v1/completions", `{"prompt": "Hi", "stream_options": {"include_usage": true}}`, 400, typeInvalid, "stream_options", "", "stream is true"},
+		{"n 2", "POST", "/v1/completions", `{"prompt": "Hi", "n": 2}`, 400, typeInvalid, "n", "unsupported_parameter", "'n'"},
+		{"best_of 3", "POST", "/v1/completions", `{"prompt": "Hi", "best_of": 3}`, 400, typeInvalid, "best_of", "unsupported_parameter", "'best_of'"},
+		{"logprobs", "POST", "/v1/completions", `{"prompt": "Hi", "logprobs": 1}`, 400, typeInvalid, "logprobs", "unsupported_parameter", "'logprobs'"},
+		{"chat logprobs", "POST", "/v1/chat/completions", chat(`, "logprobs": true`), 400, typeInvalid, "logprobs", "unsupported_parameter", "'logprobs'"},
+		{"echo", "POST", "/v1/completions", `{"prompt": "Hi", "echo": true}`, 400, typeInvalid, "echo", "unsupported_parameter", "'echo'"},
+		{"suffix", "POST", "/v1/completions", `{"prompt": "Hi", "suffix": "x"}`, 400, typeInvalid, "suffix", "unsupported_parameter", "'suffix'"},
+		{"logit_bias", "POST", "/v1/completions", `{"prompt": "Hi", "logit_bias": {"50256": -100}}`, 400, typeInvalid, "logit_bias", "unsupported_parameter", "'logit_bias'"},
+		{"presence_penalty", "POST", "/v1/completions", `{"prompt": "Hi", "presence_penalty": 0.5}`, 400, typeInvalid, "presence_penalty", "unsupported_parameter", "presence_penalty"},
+		{"frequency_penalty", "POST", "/v1/completions", `{"prompt": "Hi", "frequency_penalty": -1}`, 400, typeInvalid, "frequency_penalty", "unsupported_parameter", "frequency_penalty"},
+		{"repetition_penalty", "POST", "/v1/completions", `{"prompt": "Hi", "repetition_penalty": 1.2}`, 400, typeInvalid, "repetition_penalty", "unsupported_parameter", "repetition_penalty"},
+		{"tools", "POST", "/v1/chat/completions", chat(`, "tools": [{"type": "function", "function": {"name": "f"}}]`), 400, typeInvalid, "tools", "unsupported_parameter", "'tools'"},
+		{"tool_choice", "POST", "/v1/chat/completions", chat(`, "tool_choice": "auto"`), 400, typeInvalid, "tool_choice", "unsupported_parameter", "'tool_choice'"},
+		{"response_format", "POST", "/v1/chat/completions", chat(`, "response_format": {"type": "json_object"}`), 400, typeInvalid, "response_format", "unsupported_parameter", "response_format"},
+		{"no messages", "POST", "/v1/chat/completions", `{"messages": []}`, 400, typeInvalid, "messages", "", "at least one"},
+		{"unknown role", "POST", "/v1/chat/completions", `{"messages": [{"role": "tool", "content": "x"}]}`, 400, typeInvalid, "messages", "", "\"tool\""},
+		{"image part", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}`, 400, typeInvalid, "messages", "", "image_url"},
+		{"unknown model", "POST", "/v1/completions", `{"model": "gpt-4", "prompt": "Hi"}`, 404, typeInvalid, "model", "model_not_found", "gpt-4"},
+		{"unknown chat model", "POST", "/v1/chat/completions", `{"model": "gpt-4", "messages": [{"role": "user", "content": "Hi"}]}`, 404, typeInvalid, "model", "model_not_found", "tiny-gpt2"},
+		{"unknown path", "GET", "/v1/embeddings", ``, 404, typeInvalid, "", "not_found", "/v1/embeddings"},
+		{"GET completions", "GET", "/v1/completions", ``, 405, typeInvalid, "", "method_not_allowed", "POST"},
+		{"POST models", "POST", "/v1/models", `{}`, 405, typeInvalid, "", "method_not_allowed", "GET"},
+		{"body over the limit", "POST", "/v1/completions", `{"prompt": "` + strings.Repeat("a", 5000) + `"}`, 413, typeInvalid, "", "request_too_large", "4096 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var body any
+			if c.body != "" {
+				body = c.body
+			}
+			resp := h.do(context.Background(), c.method, c.path, body)
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e struct {
+				Error map[string]*string `json:"error"`
+			}
+			if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
+				t.Fatalf("body %q: not an error object (%v)", raw, err)
+			}
+			for _, k := range []string{"message", "type", "param", "code"} {
+				if _, ok := e.Error[k]; !ok {
+					t.Fatalf("error %s lacks %q", raw, k)
+				}
+			}
+			str := func(p *string) string {
+				if p == nil {
+					return ""
+				}
+				return *p
+			}
+			msg := str(e.Error["message"])
+			if resp.StatusCode != c.status || str(e.Error["type"]) != c.typ || str(e.Error["param"]) != c.param ||
+				str(e.Error["code"]) != c.code || !strings.Contains(msg, c.msg) || strings.Contains(msg, "\n") {
+				t.Fatalf("%d %s; want %d, type %s, param %q, code %q, a one-line message with %q", resp.StatusCode, raw, c.status, c.typ, c.param, c.code, c.msg)
+			}
+			if resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("Content-Type %q", resp.Header.Get("Content-Type"))
+			}
+			if c.status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
+				t.Fatalf("405 without Allow")
+			}
+		})
+	}
+}
+
+// TestNeutralValues: fields rosetop does not implement are accepted at their neutral values.
+func TestNeutralValues(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	body := `{"prompt": "Hi", "max_tokens": 2, "n": 1, "best_of": 1, "echo": false, "suffix": null, "logprobs": null,
+		"logit_bias": {}, "presence_penalty": 0, "frequency_penalty": 0.0, "repetition_penalty": 1, "stop_token_ids": [],
+		"response_format": {"type": "text"}, "user": "someone", "metadata": {"a": "b"}, "unknown_field": 3}`
+	var r gotReply
+	if code := h.post("/v1/completions", body, &r); code != 200 || r.Usage.CompletionTokens != 2 {
+		t.Fatalf("status %d, reply %+v", code, r)
+	}
+	chat := `{"messages": [{"role": "user", "content": "Hi", "tool_calls": []}], "max_tokens": 2, "logprobs": false,
+		"top_logprobs": 0, "tools": [], "tool_choice": "none", "modalities": ["text"], "stream": false}`
+	if code := h.post("/v1/chat/completions", chat, &r); code != 200 || r.Usage.CompletionTokens != 2 {
+		t.Fatalf("chat: status %d, reply %+v", code, r)
+	}
+}

@@ -1,0 +1,157 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"rosetop/engine/tokenizer"
+	"rosetop/sched"
+)
+
+// Why a generation ended without a reply to give.
+var (
+	errCancelled = errors.New("the request was cancelled by the server")
+	errEngine    = errors.New("the engine failed")
+)
+
+// generation follows one submitted request and turns its events into the text the client sees:
+// the tokens decoded (EOS left out as the options say), cut at the first stop string.
+// It belongs to the request's handler goroutine.
+type generation struct {
+	j      *job
+	st     Stream
+	eos    int32
+	detok  *tokenizer.Stream
+	stop   *stopText
+	tokens []int32       // output ids the client is answered with (those up to a stop match)
+	finish string        // finish_reason once done ("length", "stop"); for the log, "cancelled" or "error"
+	rec    *sched.Record // the finished record, once seen
+}
+
+func newGeneration(j *job, st Stream, m *Model) *generation {
+	var src tokenizer.ByteSource = m.Tokenizer
+	if j.skipSpecial {
+		src = skipToken{m.Tokenizer, m.EOS}
+	}
+	return &generation{j: j, st: st, eos: m.EOS, detok: tokenizer.NewStream(src), stop: newStopText(j.stops)}
+}
+
+// skipToken is a token source that gives one token (EOS: skip_special_tokens) no bytes.
+type skipToken struct {
+	src  Tokenizer
+	skip int32
+}
+
+func (s skipToken) TokenBytes(id int32) []byte {
+	if id == s.skip {
+		return nil
+	}
+	return s.src.TokenBytes(id)
+}
+
+// next reads the request's next event and returns the text that can be sent after it; done says
+// the request ended (finish is set). A stop string's match cancels the request in the scheduler:
+// drain then waits for its end. Errors: ctx's, errCancelled, errEngine, or one wrapping
+// sched.ErrClosed.
+func (g *generation) next(ctx context.Context) (text string, done bool, err error) {
+	ev, err := g.st.Next(ctx)
+	if errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%w: the request's events ended without a finish", sched.ErrClosed)
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if ev.Kind == sched.EventFinished {
+		if ev.Record == nil {
+			return "", true, fmt.Errorf("%w: a finished event without a record", sched.ErrClosed)
+		}
+		return g.finished(ev.Record)
+	}
+	for _, t := range ev.Tokens {
+		g.tokens = append(g.tokens, t)
+		if g.stopsOnEOS(t) {
+			continue // the EOS that ends the request adds no text, as in vLLM
+		}
+		if g.stop.push(g.detok.Push(t), g.minReached()) {
+			g.finish = "stop"
+			g.st.Cancel()
+			return g.stop.take(true), true, nil
+		}
+	}
+	return g.stop.take(false), false, nil
+}
+
+// finished handles the request's finished event.
+func (g *generation) finished(rec *sched.Record) (string, bool, error) {
+	g.rec = rec
+	switch rec.Reason {
+	case sched.FinishLength:
+		g.finish = "length"
+	case sched.FinishEOS:
+		g.finish = "stop"
+	case sched.FinishCancelled:
+		return "", true, errCancelled
+	case sched.FinishError:
+		if errors.Is(rec.Err, sched.ErrClosed) { // the engine stopped under the request
+			return "", true, fmt.Errorf("the request was ended: %w", rec.Err)
+		}
+		return "", true, fmt.Errorf("%w: %v", errEngine, rec.Err)
+	default:
+		return "", true, fmt.Errorf("%w: %s: %v", errEngine, rec.Reason, rec.Err)
+	}
+	if g.stop.push(g.detok.Flush(), g.minReached()) {
+		g.finish = "stop"
+	}
+	return g.stop.take(true), true, nil
+}
+
+// stopsOnEOS reports whether t, the newest output, is the EOS that finishes the request: the
+// scheduler's rule (sched.Request.MinNewTokens).
+func (g *generation) stopsOnEOS(t int32) bool {
+	r := &g.j.req
+	return t == g.eos && r.StopOnEOS && len(g.tokens) >= r.MinNewTokens
+}
+
+// minReached: stop strings count from min_tokens outputs on (vLLM checks none before).
+func (g *generation) minReached() bool { return len(g.tokens) >= g.j.req.MinNewTokens }
+
+// drain reads the rest of a request cancelled on a stop match, until its finished event, so that
+// the request has left the scheduler when the handler returns.
+func (g *generation) drain(ctx context.Context) {
+	for {
+		ev, err := g.st.Next(ctx)
+		if err != nil {
+			return
+		}
+		if ev.Kind == sched.EventFinished {
+			g.rec = ev.Record
+		}
+	}
+}
+
+// gone cancels the request of a client that has gone (or of a shutdown).
+func (g *generation) gone() {
+	g.st.Cancel()
+	g.finish = "cancelled"
+}
+
+// chunkUsage is a stream chunk's usage field: left out without include_usage, null with it, the
+// usage so far with continuous_usage_stats.
+func (g *generation) chunkUsage() any {
+	switch {
+	case !g.j.usage:
+		return nil
+	case g.j.continuous:
+		return g.usage()
+	}
+	return json.RawMessage("null")
+}
+
+// usage counts the request's tokens as answered.
+func (g *generation) usage() *usage {
+	p, c := len(g.j.req.Tokens), len(g.tokens)
+	return &usage{PromptTokens: p, CompletionTokens: c, TotalTokens: p + c}
+}

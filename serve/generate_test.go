@@ -1,0 +1,335 @@
+package serve
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"rosetop/engine"
+	"rosetop/sched"
+)
+
+// reference generates as `rosetop generate` does (engine.Generate on an engine of its own, no
+// scheduler) and returns the prompt ids and the output ids.
+func reference(t *testing.T, te *testEngine, prompt string, maxNew int) (ids, out []int32) {
+	t.Helper()
+	e, err := engine.New(te.model, engine.Options{Device: "cpu", MaxBatch: 1, MaxSeqLen: te.m.MaxSeqLen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ids = te.model.Tokenizer.Encode(prompt)
+	out, err = e.Generate(context.Background(), ids, maxNew, engine.SamplingParams{}, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(out, te.m.EOS) {
+		t.Fatalf("the reference output %v holds EOS: pick another prompt", out)
+	}
+	return ids, out
+}
+
+// TestGreedyMatchesGenerate: greedy output through HTTP, whole and streamed, on both endpoints,
+// equals `rosetop generate`'s for the same prompt (tokens and text), and the replies have OpenAI's
+// shape: ids, objects, the model, one choice, usage, the chat stream's role chunk, the usage chunk.
+func TestGreedyMatchesGenerate(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	const maxNew = 20
+	chatText := "system: You are terse.\nuser: Hello, my name is\nassistant:"
+	cases := []struct {
+		name, path, prompt, object, idPrefix string
+		body                                 map[string]any
+	}{
+		{"completions", "/v1/completions", "Hello, my name is", "text_completion", "cmpl-",
+			map[string]any{"prompt": "Hello, my name is"}},
+		{"chat", "/v1/chat/completions", chatText, "chat.completion", "chatcmpl-",
+			map[string]any{"messages": []map[string]any{{"role": "system", "content": "You are terse."},
+				{"role": "user", "content": []map[string]string{{"type": "text", "text": "Hello, "}, {"type": "text", "text": "my name is"}}}}}},
+	}
+	for _, c := range cases {
+		ids, want := reference(t, h.te, c.prompt, maxNew)
+		wantText := h.te.model.Tokenizer.Decode(want)
+		body := func() map[string]any {
+			b := map[string]any{"model": "tiny-gpt2", "max_tokens": maxNew, "temperature": 0, "return_token_ids": true}
+			for k, v := range c.body {
+				b[k] = v
+			}
+			return b
+		}
+		t.Run(c.name+"/whole", func(t *testing.T) {
+			var r gotReply
+			if code := h.post(c.path, body(), &r); code != 200 {
+				t.Fatalf("status %d: %+v", code, r.Error)
+			}
+			u := gotUsage{PromptTokens: len(ids), CompletionTokens: maxNew, TotalTokens: len(ids) + maxNew}
+			if r.Object != c.object || !strings.HasPrefix(r.ID, c.idPrefix) || r.Model != "tiny-gpt2" || r.Created == 0 ||
+				len(r.Choices) != 1 || r.Usage == nil || *r.Usage != u {
+				t.Fatalf("reply %+v: want object %s, id %s..., model tiny-gpt2, one choice, usage %+v", r, c.object, c.idPrefix, u)
+			}
+			ch := r.Choices[0]
+			if ch.FinishReason == nil || *ch.FinishReason != "length" || r.text() != wantText ||
+				!slices.Equal(ch.TokenIDs, want) || !slices.Equal(ch.PromptTokenIDs, ids) {
+				t.Fatalf("choice %+v text %q; want finish length, text %q, tokens %v, prompt %v", ch, r.text(), wantText, want, ids)
+			}
+			if c.path == "/v1/chat/completions" && ch.Message.Role != "assistant" {
+				t.Fatalf("message role %q", ch.Message.Role)
+			}
+		})
+		t.Run(c.name+"/stream", func(t *testing.T) {
+			b := body()
+			b["stream_options"] = map[string]any{"include_usage": true}
+			s := h.stream(c.path, b)
+			if s.text != wantText || !slices.Equal(s.tokens, want) || !slices.Equal(s.prompt, ids) || s.finish != "length" ||
+				s.usage == nil || s.usage.CompletionTokens != maxNew || s.usage.PromptTokens != len(ids) {
+				t.Fatalf("stream: text %q tokens %v prompt %v finish %q usage %+v; want %q %v %v length",
+					s.text, s.tokens, s.prompt, s.finish, s.usage, wantText, want, ids)
+			}
+			checkChunks(t, s, c.object+".chunk", c.path == "/v1/chat/completions", maxNew)
+		})
+	}
+}
+
+// checkChunks checks a stream's chunks: one id, the chunk object, a text chunk per token (after
+// a role chunk for chat), a last chunk with the finish reason (chat: an empty delta), then the
+// usage chunk with no choices; "usage": null in every other chunk (include_usage).
+func checkChunks(t *testing.T, s *streamed, object string, chat bool, tokens int) {
+	t.Helper()
+	if object == "text_completion.chunk" {
+		object = "text_completion"
+	}
+	want := tokens + 2 // + the finish chunk + the usage chunk
+	if chat {
+		want++
+	}
+	if len(s.chunks) != want {
+		t.Fatalf("%d chunks, want %d", len(s.chunks), want)
+	}
+	for i, c := range s.chunks {
+		if c.ID != s.chunks[0].ID || c.Object != object || c.Model != "tiny-gpt2" {
+			t.Fatalf("chunk %d: id %q object %q model %q; want %q %q", i, c.ID, c.Object, c.Model, s.chunks[0].ID, object)
+		}
+		last := i == len(s.chunks)-1
+		if u, ok := s.raw[i]["usage"]; !ok || (u == nil) == last {
+			t.Fatalf("chunk %d: usage %v (present %v); want null except in the last chunk", i, u, ok)
+		}
+		if last != (len(c.Choices) == 0) {
+			t.Fatalf("chunk %d: %d choices", i, len(c.Choices))
+		}
+	}
+	if !chat {
+		return
+	}
+	first, final := s.chunks[0].Choices[0].Delta, s.chunks[len(s.chunks)-2].Choices[0]
+	if first == nil || first.Role == nil || *first.Role != "assistant" || first.Content == nil || *first.Content != "" {
+		t.Fatalf("first chat chunk %+v: want delta {role: assistant, content: \"\"}", s.raw[0])
+	}
+	if delta := s.raw[len(s.raw)-2]["choices"].([]any)[0].(map[string]any)["delta"]; len(delta.(map[string]any)) != 0 || final.FinishReason == nil {
+		t.Fatalf("last chat chunk %+v: want an empty delta and a finish reason", s.raw[len(s.raw)-2])
+	}
+}
+
+// TestSampling: temperature, top_p, top_k and seed reach the engine: a seed repeats a sample, another
+// seed changes it, and top_k 1 or a tiny top_p at temperature 1 is greedy.
+func TestSampling(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	run := func(extra map[string]any) []int32 {
+		t.Helper()
+		body := map[string]any{"prompt": "The weather today", "max_tokens": 12, "return_token_ids": true}
+		for k, v := range extra {
+			body[k] = v
+		}
+		var r gotReply
+		if code := h.post("/v1/completions", body, &r); code != 200 {
+			t.Fatalf("%v: status %d %+v", extra, code, r.Error)
+		}
+		return r.Choices[0].TokenIDs
+	}
+	greedy := run(map[string]any{"temperature": 0})
+	seven := run(map[string]any{"temperature": 1, "seed": 7})
+	cases := []struct {
+		name  string
+		extra map[string]any
+		want  []int32
+		same  bool
+	}{
+		{"same seed", map[string]any{"temperature": 1, "seed": 7}, seven, true},
+		{"other seed", map[string]any{"temperature": 1, "seed": 8}, seven, false},
+		{"sampled is not greedy", map[string]any{"temperature": 1, "seed": 7}, greedy, false},
+		{"top_k 1", map[string]any{"temperature": 1, "top_k": 1, "seed": 3}, greedy, true},
+		{"top_p tiny", map[string]any{"temperature": 1, "top_p": 1e-9, "seed": 3}, greedy, true},
+		{"top_k -1 is off", map[string]any{"temperature": 1, "top_k": -1, "seed": 7}, seven, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := run(c.extra); slices.Equal(got, c.want) != c.same {
+				t.Fatalf("%v: got %v, compared with %v: want equal %v", c.extra, got, c.want, c.same)
+			}
+		})
+	}
+}
+
+// TestStop: stop strings end the request with finish_reason stop, the text cut before the match,
+// usage counting the tokens up to the one that completed it; the request is cancelled in the
+// scheduler and its blocks return.
+func TestStop(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	const maxNew = 24
+	_, ref := reference(t, h.te, "Hello, my name is", maxNew)
+	tok := h.te.model.Tokenizer
+	full := tok.Decode(ref)
+	// A stop string across the first change of token: the end of one token and the start of the
+	// next, so that it is found only when the later token arrives (vLLM's look-back).
+	i := 1
+	for ref[i] == ref[0] {
+		i++
+	}
+	prev, next := tok.Decode(ref[i-1:i]), tok.Decode(ref[i:i+1])
+	stop := prev[len(prev)-3:] + next[:2]
+	at := strings.Index(full, stop)
+	k := 1 // tokens until the stop string is complete
+	for !strings.Contains(tok.Decode(ref[:k]), stop) {
+		k++
+	}
+	for _, streamed := range []bool{false, true} {
+		name := map[bool]string{false: "whole", true: "stream"}[streamed]
+		t.Run(name, func(t *testing.T) {
+			before, _ := h.te.counts()
+			body := map[string]any{"prompt": "Hello, my name is", "max_tokens": maxNew, "temperature": 0,
+				"stop": []string{"\x00never", stop}, "return_token_ids": true}
+			var text, finish string
+			var tokens []int32
+			if streamed {
+				s := h.stream("/v1/completions", body)
+				text, finish, tokens = s.text, s.finish, s.tokens
+			} else {
+				var r gotReply
+				if code := h.post("/v1/completions", body, &r); code != 200 {
+					t.Fatalf("status %d: %+v", code, r.Error)
+				}
+				text, finish, tokens = r.text(), *r.Choices[0].FinishReason, r.Choices[0].TokenIDs
+			}
+			if text != full[:at] || finish != "stop" || !slices.Equal(tokens, ref[:k]) {
+				t.Fatalf("text %q finish %q tokens %v; want %q (stop %q), stop, %v", text, finish, tokens, full[:at], stop, ref[:k])
+			}
+			// The server cancelled the request; the scheduler may have run it to its end first.
+			snap, recs := h.te.waitIdle()
+			r := recs[len(recs)-1]
+			cancels, _ := h.te.counts()
+			if cancels -= before; cancels != 1 || (r.Reason != sched.FinishCancelled && len(r.Output) != maxNew) || snap.KVUsed != 0 {
+				t.Fatalf("after the stop: %d cancels, reason %s after %d tokens, KV blocks used %d; want 1 cancel, 0 blocks",
+					cancels, r.Reason, len(r.Output), snap.KVUsed)
+			}
+		})
+	}
+}
+
+// TestEOSOptions: ignore_eos, min_tokens and skip_special_tokens, on a scripted model that samples
+// EOS as outputs 3 and 6 (the tiny model never does) through the real scheduler.
+func TestEOSOptions(t *testing.T) {
+	const word = 383 // " The"
+	var eos int32 = 50256
+	h := newHarness(t, engineOpts{script: func(pos int) int32 {
+		if pos == 3 || pos == 6 { // prompt of one token: outputs 3 and 6 (positions 1.. are outputs)
+			return eos
+		}
+		return word
+	}}, Options{})
+	the := " The"
+	cases := []struct {
+		name   string
+		extra  map[string]any
+		finish string
+		tokens int
+		text   string
+	}{
+		{"stops at EOS", nil, "stop", 3, the + the},
+		{"ignore_eos", map[string]any{"ignore_eos": true}, "length", 8, strings.Repeat(the, 6)},
+		{"ignore_eos keeps special tokens", map[string]any{"ignore_eos": true, "skip_special_tokens": false}, "length", 8,
+			the + the + "<|endoftext|>" + the + the + "<|endoftext|>" + the + the},
+		{"min_tokens at the EOS", map[string]any{"min_tokens": 3}, "stop", 3, the + the},
+		{"min_tokens past the EOS", map[string]any{"min_tokens": 4}, "stop", 6, the + the + the + the},
+		{"min_tokens past the EOS, special tokens kept", map[string]any{"min_tokens": 4, "skip_special_tokens": false}, "stop", 6,
+			the + the + "<|endoftext|>" + the + the},
+	}
+	for _, c := range cases {
+		for _, streamed := range []bool{false, true} {
+			t.Run(c.name+map[bool]string{false: "/whole", true: "/stream"}[streamed], func(t *testing.T) {
+				body := map[string]any{"prompt": []int{word}, "max_tokens": 8}
+				for k, v := range c.extra {
+					body[k] = v
+				}
+				var text, finish string
+				var n int
+				if streamed {
+					body["stream_options"] = map[string]any{"include_usage": true}
+					s := h.stream("/v1/completions", body)
+					text, finish, n = s.text, s.finish, s.usage.CompletionTokens
+				} else {
+					var r gotReply
+					if code := h.post("/v1/completions", body, &r); code != 200 {
+						t.Fatalf("status %d: %+v", code, r.Error)
+					}
+					text, finish, n = r.text(), *r.Choices[0].FinishReason, r.Usage.CompletionTokens
+				}
+				if text != c.text || finish != c.finish || n != c.tokens {
+					t.Fatalf("text %q finish %q tokens %d; want %q %q %d", text, finish, n, c.text, c.finish, c.tokens)
+				}
+			})
+		}
+	}
+}
+
+// TestPromptForms: a completion prompt may be a string, token ids, or a list holding one of either;
+// all give the same output.
+func TestPromptForms(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	ids := h.te.model.Tokenizer.Encode("Once upon a time")
+	var want []int32
+	for _, p := range []any{"Once upon a time", ids, []string{"Once upon a time"}, [][]int32{ids}} {
+		var r gotReply
+		if code := h.post("/v1/completions", map[string]any{"prompt": p, "max_tokens": 6, "temperature": 0, "return_token_ids": true}, &r); code != 200 {
+			t.Fatalf("prompt %v: status %d %+v", p, code, r.Error)
+		}
+		if want == nil {
+			want = r.Choices[0].TokenIDs
+		}
+		if !slices.Equal(r.Choices[0].TokenIDs, want) || r.Usage.PromptTokens != len(ids) {
+			t.Fatalf("prompt %v: tokens %v usage %+v; want %v and %d prompt tokens", p, r.Choices[0].TokenIDs, r.Usage, want, len(ids))
+		}
+	}
+}
+
+// TestMaxTokens: the defaults (16 for completions; the rest of the context for chat) and chat's
+// max_completion_tokens over max_tokens.
+func TestMaxTokens(t *testing.T) {
+	h := newHarness(t, engineOpts{maxSeqLen: 96}, Options{})
+	msgs := []map[string]any{{"role": "user", "content": "Hi"}}
+	chatPrompt := len(h.te.model.Tokenizer.Encode("user: Hi\nassistant:"))
+	cases := []struct {
+		name, path string
+		body       map[string]any
+		want       int
+	}{
+		{"completions default", "/v1/completions", map[string]any{"prompt": "Hi"}, 16},
+		{"completions max_tokens", "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 5}, 5},
+		{"chat default fills the context", "/v1/chat/completions", map[string]any{"messages": msgs}, 96 - chatPrompt},
+		{"chat max_tokens", "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 7}, 7},
+		{"chat max_completion_tokens wins", "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 7, "max_completion_tokens": 3}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.body["ignore_eos"] = true
+			var r gotReply
+			if code := h.post(c.path, c.body, &r); code != 200 {
+				t.Fatalf("status %d: %+v", code, r.Error)
+			}
+			if r.Usage.CompletionTokens != c.want || *r.Choices[0].FinishReason != "length" {
+				t.Fatalf("usage %+v finish %s; want %d tokens, length", r.Usage, *r.Choices[0].FinishReason, c.want)
+			}
+			if r.Choices[0].TokenIDs != nil {
+				t.Fatalf("token_ids without return_token_ids")
+			}
+		})
+	}
+}

@@ -1,0 +1,257 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"rosetop/sched"
+)
+
+// TestDisconnect: a client that goes away cancels its request in the scheduler at once, and every
+// KV block returns: mid-stream, and while a whole reply's request is still queued.
+func TestDisconnect(t *testing.T) {
+	t.Run("mid-stream", func(t *testing.T) {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+			h := newHarness(t, engineOpts{maxSeqLen: 512}, Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			body := map[string]any{"prompt": "Hello", "messages": []map[string]string{{"role": "user", "content": "Hello"}},
+				"max_tokens": 400, "ignore_eos": true, "stream": true}
+			if path == "/v1/completions" {
+				delete(body, "messages")
+			} else {
+				delete(body, "prompt")
+			}
+			resp := h.do(ctx, http.MethodPost, path, body)
+			rd := bufio.NewReader(resp.Body)
+			if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
+				t.Fatalf("%s: first line %q, %v", path, line, err)
+			}
+			h.te.hold() // the request cannot finish while the client leaves
+			h.te.waitFor(func() bool { return h.te.last.KVUsed > 0 })
+			cancel()
+			resp.Body.Close()
+			h.te.waitFor(func() bool { return h.te.cancels == 1 })
+			h.te.resume()
+			snap, recs := h.te.waitIdle()
+			if r := recs[0]; r.Reason != sched.FinishCancelled || len(r.Output) >= 400 || snap.KVUsed != 0 {
+				t.Fatalf("%s: reason %s after %d tokens, KV blocks used %d; want cancelled early, 0", path, r.Reason, len(r.Output), snap.KVUsed)
+			}
+		}
+	})
+	t.Run("whole reply, queued", func(t *testing.T) {
+		h := newHarness(t, engineOpts{paused: true}, Options{})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/completions", strings.NewReader(`{"prompt": "Hi", "max_tokens": 50}`))
+			resp, err := h.client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		h.te.waitFor(func() bool { return h.te.submitted == 1 })
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the cancelled request got a reply")
+		}
+		h.te.waitFor(func() bool { return h.te.cancels == 1 })
+		h.te.release()
+		snap, recs := h.te.waitIdle()
+		if r := recs[0]; r.Reason != sched.FinishCancelled || len(r.Output) != 0 || snap.KVUsed != 0 {
+			t.Fatalf("reason %s after %d tokens, KV blocks used %d; want cancelled before any, 0", r.Reason, len(r.Output), snap.KVUsed)
+		}
+	})
+}
+
+// TestOverload: past --max-queue waiting requests a request is answered 429 with Retry-After;
+// the queued ones are served once the engine runs.
+func TestOverload(t *testing.T) {
+	h := newHarness(t, engineOpts{paused: true}, Options{MaxQueue: 2, RetryAfter: 1500 * time.Millisecond})
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, err := h.client.Post(h.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt": "Hi", "max_tokens": 3}`))
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	h.te.waitFor(func() bool { return h.te.submitted == 2 })
+	resp := h.do(context.Background(), http.MethodPost, "/v1/completions", `{"prompt": "Hi", "max_tokens": 3}`)
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "2" ||
+		!strings.Contains(string(raw), `"type":"rate_limit_error"`) || !strings.Contains(string(raw), "--max-queue 2") {
+		t.Fatalf("third request: %d, Retry-After %q, %s; want 429, 2, a rate_limit_error", resp.StatusCode, resp.Header.Get("Retry-After"), raw)
+	}
+	h.te.release()
+	for range 2 {
+		if c := <-codes; c != http.StatusOK {
+			t.Fatalf("a queued request: status %d, want 200", c)
+		}
+	}
+}
+
+// TestShutdownLetsRequestsFinish: once Serve's context is done it stops accepting, and a stream
+// in flight runs to its end.
+func TestShutdownLetsRequestsFinish(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	resp := h.do(context.Background(), http.MethodPost, "/v1/completions",
+		map[string]any{"prompt": "Hello", "max_tokens": 60, "ignore_eos": true, "stream": true, "stream_options": map[string]bool{"include_usage": true}})
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	first, err := rd.ReadString('\n')
+	if blank, err2 := rd.ReadString('\n'); err != nil || err2 != nil || blank != "\n" {
+		t.Fatalf("first event %q %q: %v %v", first, blank, err, err2)
+	}
+	h.te.hold() // still in flight when the shutdown begins
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.stop() }()
+	<-h.lnClosed
+	h.te.resume()
+	s := parseStream(t, append([]string{strings.TrimPrefix(strings.TrimSpace(first), "data: ")}, readSSE(t, rd)...))
+	if s.finish != "length" || s.usage == nil || s.usage.CompletionTokens != 60 {
+		t.Fatalf("the stream in flight: finish %q usage %+v; want length after 60 tokens", s.finish, s.usage)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if _, err := h.client.Get(h.url + "/health"); err == nil {
+		t.Fatal("a new request was served after the shutdown")
+	}
+}
+
+// TestShutdownTimeout: requests still running after --shutdown-timeout are cancelled (their KV
+// blocks return) and their clients told so: a 503, or an error event closing the stream.
+func TestShutdownTimeout(t *testing.T) {
+	h := newHarness(t, engineOpts{paused: true}, Options{ShutdownTimeout: 100 * time.Millisecond})
+	whole := make(chan string, 1)
+	go func() {
+		resp, err := h.client.Post(h.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt": "Hi", "max_tokens": 5}`))
+		if err != nil {
+			whole <- err.Error()
+			return
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		whole <- resp.Status + " " + string(raw)
+	}()
+	resp := h.do(context.Background(), http.MethodPost, "/v1/chat/completions",
+		map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 5, "stream": true})
+	defer resp.Body.Close()
+	h.te.waitFor(func() bool { return h.te.submitted == 2 })
+	if err := h.stop(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	events := readSSE(t, resp.Body)
+	if len(events) != 2 || !strings.Contains(events[0], `"shutting_down"`) || events[1] != "[DONE]" {
+		t.Fatalf("the stream: %q; want an error event and [DONE]", events)
+	}
+	if got := <-whole; !strings.HasPrefix(got, "503") || !strings.Contains(got, "shutting down") {
+		t.Fatalf("the whole reply: %s; want a 503 error object", got)
+	}
+	h.te.release()
+	snap, recs := h.te.waitIdle()
+	for _, r := range recs {
+		if r.Reason != sched.FinishCancelled {
+			t.Fatalf("a request ended %s, want cancelled", r.Reason)
+		}
+	}
+	if snap.KVUsed != 0 {
+		t.Fatalf("%d KV blocks used after the shutdown", snap.KVUsed)
+	}
+}
+
+// TestModelsHealth: GET /v1/models lists the served model as vLLM does; /health answers 200
+// with no body; /metrics is absent without Metrics.
+func TestModelsHealth(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	resp := h.do(context.Background(), http.MethodGet, "/v1/models", nil)
+	var list struct {
+		Object string `json:"object"`
+		Data   []struct {
+			ID          string `json:"id"`
+			Object      string `json:"object"`
+			Created     int64  `json:"created"`
+			OwnedBy     string `json:"owned_by"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	err := json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || list.Object != "list" || len(list.Data) != 1 || list.Data[0].ID != "tiny-gpt2" || list.Data[0].Object != "model" ||
+		list.Data[0].Created != 1700000000 || list.Data[0].OwnedBy != "rosetop" || list.Data[0].MaxModelLen != 256 {
+		t.Fatalf("models: %+v (%v)", list, err)
+	}
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{{"GET", "/health", 200}, {"HEAD", "/health", 200}, {"GET", "/metrics", 404}} {
+		resp := h.do(context.Background(), c.method, c.path, nil)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || (c.status == 200 && len(raw) != 0) {
+			t.Fatalf("%s %s: %d %q; want %d", c.method, c.path, resp.StatusCode, raw, c.status)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestRequestLog: one line per request, with what the request did.
+func TestRequestLog(t *testing.T) {
+	var buf syncBuffer
+	h := newHarness(t, engineOpts{}, Options{Log: slog.New(slog.NewTextHandler(&buf, nil))})
+	var r gotReply
+	h.post("/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 3, "ignore_eos": true}, &r)
+	h.stream("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 2, "ignore_eos": true})
+	h.post("/v1/completions", `{"prompt": "Hi", "n": 2}`, nil)
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := [][]string{
+		{"path=/v1/completions", "status=200", "id=" + r.ID, "stream=false", "prompt_tokens=1", "completion_tokens=3", "finish=length", "ttft="},
+		{"path=/v1/chat/completions", "status=200", "id=chatcmpl-", "stream=true", "completion_tokens=2", "finish=length"},
+		{"path=/v1/completions", "status=400"},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("log:\n%s\nwant %d lines", buf.String(), len(want))
+	}
+	for i, w := range want {
+		for _, field := range w {
+			if !strings.Contains(lines[i], field) {
+				t.Fatalf("line %q lacks %q", lines[i], field)
+			}
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package serve
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// The JSON shapes of the replies, as OpenAI's API reference gives them (vLLM's
+// vllm/entrypoints/openai/completion/protocol.py and chat_completion/protocol.py follow them).
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// reply is a whole reply or one chunk of a stream.
+type reply struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []any  `json:"choices"` // completionChoice or chatChoice; [] in a stream's usage chunk
+	// Usage: *usage; in a stream's chunks with include_usage JSON null (OpenAI: "All other chunks
+	// will also include a usage field, but with a null value"), or the usage so far with vLLM's
+	// continuous_usage_stats; nil: left out.
+	Usage any `json:"usage,omitempty"`
+}
+
+// completionChoice is a /v1/completions choice, whole or a chunk's.
+type completionChoice struct {
+	Index        int       `json:"index"`
+	Text         string    `json:"text"`
+	Logprobs     *struct{} `json:"logprobs"` // always null
+	FinishReason *string   `json:"finish_reason"`
+	// vLLM's return_token_ids: the output ids (a chunk's own), and the prompt's (first chunk).
+	TokenIDs       []int32 `json:"token_ids,omitempty"`
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
+}
+
+// chatChoice is a /v1/chat/completions choice: Message in a whole reply, Delta in a chunk.
+type chatChoice struct {
+	Index          int          `json:"index"`
+	Message        *chatContent `json:"message,omitempty"`
+	Delta          *chatContent `json:"delta,omitempty"`
+	Logprobs       *struct{}    `json:"logprobs"` // always null
+	FinishReason   *string      `json:"finish_reason"`
+	TokenIDs       []int32      `json:"token_ids,omitempty"`
+	PromptTokenIDs []int32      `json:"prompt_token_ids,omitempty"`
+}
+
+type chatContent struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// replier builds one request's replies: the fields every reply or chunk of it shares.
+type replier struct {
+	chat     bool
+	id       string
+	created  int64
+	model    string
+	tokenIDs bool // return_token_ids
+}
+
+func newReplier(j *job, model string, now time.Time) *replier {
+	prefix := "cmpl-"
+	if j.chat {
+		prefix = "chatcmpl-"
+	}
+	return &replier{chat: j.chat, id: prefix + randomID(), created: now.Unix(), model: model, tokenIDs: j.tokenIDs}
+}
+
+// randomID is 32 hex digits, like vLLM's random_uuid.
+func randomID() string {
+	var b [16]byte
+	rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+func (r *replier) object(chunk bool) string {
+	switch {
+	case r.chat && chunk:
+		return "chat.completion.chunk"
+	case r.chat:
+		return "chat.completion"
+	}
+	return "text_completion"
+}
+
+// whole is the non-streaming reply.
+func (r *replier) whole(text, finish string, tokens, prompt []int32, u *usage) *reply {
+	out := &reply{ID: r.id, Object: r.object(false), Created: r.created, Model: r.model, Usage: u}
+	if !r.tokenIDs {
+		tokens, prompt = nil, nil
+	}
+	if r.chat {
+		out.Choices = []any{chatChoice{Message: &chatContent{Role: "assistant", Content: &text}, FinishReason: &finish,
+			TokenIDs: tokens, PromptTokenIDs: prompt}}
+	} else {
+		out.Choices = []any{completionChoice{Text: text, FinishReason: &finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
+	}
+	return out
+}
+
+// chunk is a stream's chunk carrying text (and, on the last one, the finish reason; for chat,
+// role makes the first chunk's delta {"role": "assistant", "content": ""}); u is its usage field.
+func (r *replier) chunk(text string, finish *string, role bool, tokens, prompt []int32, u any) *reply {
+	out := &reply{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model, Usage: u}
+	if !r.tokenIDs {
+		tokens, prompt = nil, nil
+	}
+	if r.chat {
+		delta := &chatContent{}
+		if role {
+			delta.Role = "assistant"
+		}
+		if text != "" || role {
+			delta.Content = &text
+		}
+		out.Choices = []any{chatChoice{Delta: delta, FinishReason: finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
+	} else {
+		out.Choices = []any{completionChoice{Text: text, FinishReason: finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
+	}
+	return out
+}
+
+// usageChunk is the last chunk of a stream with include_usage: no choices, the usage.
+func (r *replier) usageChunk(u *usage) *reply {
+	return &reply{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model, Choices: []any{}, Usage: u}
+}

@@ -1,0 +1,300 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"rosetop/engine"
+	"rosetop/sched"
+)
+
+// Limits of OpenAI's API that rosetop keeps.
+const (
+	maxStops              = 4  // stop: "Up to 4 sequences"
+	defaultCompletionMax  = 16 // /v1/completions' max_tokens when absent (OpenAI's and vLLM's default)
+	maxTemperature        = 2.0
+	completionsPromptName = "prompt"
+	chatPromptName        = "messages"
+)
+
+// common are the fields both endpoints share. Pointers tell an absent (or null) field from a zero.
+type common struct {
+	Model             *string         `json:"model"`
+	MaxTokens         *int            `json:"max_tokens"`
+	Temperature       *float64        `json:"temperature"`
+	TopP              *float64        `json:"top_p"`
+	TopK              *int            `json:"top_k"`
+	Seed              *int64          `json:"seed"`
+	Stop              json.RawMessage `json:"stop"`
+	Stream            *bool           `json:"stream"`
+	StreamOptions     *streamOptions  `json:"stream_options"`
+	IgnoreEOS         *bool           `json:"ignore_eos"`
+	MinTokens         *int            `json:"min_tokens"`
+	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
+	ReturnTokenIDs    *bool           `json:"return_token_ids"`
+}
+
+type streamOptions struct {
+	IncludeUsage         *bool `json:"include_usage"`
+	ContinuousUsageStats *bool `json:"continuous_usage_stats"` // vLLM's: usage on every chunk
+}
+
+type completionRequest struct {
+	common
+	Prompt json.RawMessage `json:"prompt"`
+}
+
+type chatRequest struct {
+	common
+	Messages            []chatMessage `json:"messages"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+}
+
+// job is a validated request, ready to submit.
+type job struct {
+	chat        bool
+	req         sched.Request // Tokens: the prompt ids; StopOnEOS, MinNewTokens, Sampling set
+	stops       []string      // stop strings, each non-empty
+	stream      bool
+	usage       bool // stream_options.include_usage
+	continuous  bool // and continuous_usage_stats: usage on every chunk
+	skipSpecial bool // leave EOS out of the text (skip_special_tokens, default true)
+	tokenIDs    bool // return_token_ids: the ids in the reply
+}
+
+// promptParam is the field a prompt error names.
+func (j *job) promptParam() string {
+	if j.chat {
+		return chatPromptName
+	}
+	return completionsPromptName
+}
+
+// decodeBody parses body into a JSON object's members and into v (a *completionRequest or
+// *chatRequest), answering a 400 for malformed JSON, a wrongly typed field, or a field set to a
+// value rosetop cannot honour.
+func decodeBody(body []byte, v any) *apiError {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return badRequest("", "", "the request body must be a JSON object, not %s", te.Value)
+		}
+		return badRequest("", "", "malformed JSON: %v", err)
+	}
+	if members == nil {
+		return badRequest("", "", "the request body must be a JSON object, not null")
+	}
+	if e := checkNeutral(members); e != nil {
+		return e
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := strings.TrimPrefix(te.Field, "common.") // the embedded struct's fields are top-level
+			return badRequest(field, "", "'%s' must be of type %s, got %s", field, te.Type, te.Value)
+		}
+		return badRequest("", "", "malformed JSON: %v", err)
+	}
+	return nil
+}
+
+// build validates the common fields against the prompt (its ids, already checked) and fills j.
+// maxTokens is the endpoint's max_tokens (nil: absent), maxParam its name and defaultMax its default.
+func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxParam string, defaultMax int) *apiError {
+	maxNew, minNew, e := c.lengths(j, m, len(prompt), maxTokens, maxParam, defaultMax)
+	if e != nil {
+		return e
+	}
+	sp, e := c.sampling()
+	if e != nil {
+		return e
+	}
+	if j.stops, e = parseStop(c.Stop); e != nil {
+		return e
+	}
+	j.stream = c.Stream != nil && *c.Stream
+	if c.StreamOptions != nil {
+		if !j.stream {
+			return badRequest("stream_options", "", "stream_options can only be set when stream is true")
+		}
+		o := c.StreamOptions
+		j.usage = o.IncludeUsage != nil && *o.IncludeUsage
+		j.continuous = j.usage && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
+	}
+	j.skipSpecial = c.SkipSpecialTokens == nil || *c.SkipSpecialTokens
+	j.tokenIDs = c.ReturnTokenIDs != nil && *c.ReturnTokenIDs
+	j.req = sched.Request{
+		Tokens: prompt, MaxNewTokens: maxNew, MinNewTokens: minNew,
+		StopOnEOS: c.IgnoreEOS == nil || !*c.IgnoreEOS, Sampling: sp,
+		StreamInterval: maxNew, // the server decodes text itself: the scheduler's only at the end
+	}
+	return nil
+}
+
+// lengths checks max_tokens and min_tokens against a prompt of n tokens and the context length.
+func (c *common) lengths(j *job, m *Model, n int, maxTokens *int, maxParam string, defaultMax int) (maxNew, minNew int, e *apiError) {
+	maxNew = defaultMax
+	if maxTokens != nil {
+		if maxNew = *maxTokens; maxNew < 1 {
+			return 0, 0, badRequest(maxParam, "", "%s must be at least 1, got %d", maxParam, maxNew)
+		}
+	}
+	if room := m.MaxSeqLen - n; maxNew > room || room < 1 {
+		asked := n + min(maxNew, math.MaxInt32) // no overflow on an absurd max_tokens
+		p := j.promptParam()
+		return 0, 0, badRequest(p, "context_length_exceeded",
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
+			m.MaxSeqLen, asked, n, p, maxNew, p)
+	}
+	if c.MinTokens != nil {
+		if minNew = *c.MinTokens; minNew < 0 || minNew > maxNew {
+			return 0, 0, badRequest("min_tokens", "", "min_tokens must be in [0, max_tokens = %d], got %d", maxNew, minNew)
+		}
+	}
+	return maxNew, minNew, nil
+}
+
+// checkModel answers 404 when the request names a model other than the one served; a request
+// naming none gets the served one (as vLLM does).
+func (c *common) checkModel(m *Model) *apiError {
+	if c.Model == nil || *c.Model == m.ID {
+		return nil
+	}
+	return newAPIError(404, typeInvalid, "model", "model_not_found",
+		"The model `%s` does not exist: this server serves `%s`.", *c.Model, m.ID)
+}
+
+// sampling maps temperature, top_p, top_k and seed onto the engine's parameters. Absent fields
+// take OpenAI's defaults (temperature 1, top_p 1); without a seed each request draws its own.
+func (c *common) sampling() (engine.SamplingParams, *apiError) {
+	sp := engine.SamplingParams{Temperature: 1}
+	if t := c.Temperature; t != nil {
+		if math.IsNaN(*t) || *t < 0 || *t > maxTemperature {
+			return sp, badRequest("temperature", "", "temperature must be in [0, %g], got %g", maxTemperature, *t)
+		}
+		sp.Temperature = float32(*t)
+	}
+	if p := c.TopP; p != nil {
+		if math.IsNaN(*p) || *p <= 0 || *p > 1 {
+			return sp, badRequest("top_p", "", "top_p must be in (0, 1], got %g", *p)
+		}
+		sp.TopP = float32(*p)
+	}
+	if k := c.TopK; k != nil {
+		if *k < -1 {
+			return sp, badRequest("top_k", "", "top_k must be -1 or 0 (off) or at least 1, got %d", *k)
+		}
+		sp.TopK = max(*k, 0)
+	}
+	if c.Seed != nil {
+		sp.Seed = uint64(*c.Seed)
+	} else {
+		sp.Seed = rand.Uint64()
+	}
+	return sp, nil
+}
+
+// parseStop reads stop: null, a string, or a list of up to maxStops strings, none empty.
+func parseStop(raw json.RawMessage) ([]string, *apiError) {
+	if len(raw) == 0 || isNull(raw) {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		raw = json.RawMessage(fmt.Sprintf("[%s]", raw))
+	}
+	var stops []string
+	if err := json.Unmarshal(raw, &stops); err != nil {
+		return nil, badRequest("stop", "", "stop must be a string or a list of strings")
+	}
+	if len(stops) > maxStops {
+		return nil, badRequest("stop", "", "stop takes at most %d strings, got %d", maxStops, len(stops))
+	}
+	for _, s := range stops {
+		if s == "" {
+			return nil, badRequest("stop", "", "stop strings must not be empty")
+		}
+	}
+	return stops, nil
+}
+
+// parseCompletion validates a /v1/completions body.
+func parseCompletion(body []byte, m *Model) (*job, *apiError) {
+	var r completionRequest
+	if e := decodeBody(body, &r); e != nil {
+		return nil, e
+	}
+	if e := r.checkModel(m); e != nil {
+		return nil, e
+	}
+	prompt, e := completionPrompt(r.Prompt, m)
+	if e != nil {
+		return nil, e
+	}
+	j := &job{}
+	if e := r.build(j, m, prompt, r.MaxTokens, "max_tokens", defaultCompletionMax); e != nil {
+		return nil, e
+	}
+	return j, nil
+}
+
+// completionPrompt reads prompt: a string, a list of token ids, or a list holding one of either.
+// Several prompts in one request (a batch) are not supported.
+func completionPrompt(raw json.RawMessage, m *Model) ([]int32, *apiError) {
+	if len(raw) == 0 || isNull(raw) {
+		return nil, badRequest(completionsPromptName, "", "prompt is required")
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		return encodePrompt(text, m, completionsPromptName)
+	}
+	var ids []int64
+	if err := json.Unmarshal(raw, &ids); err == nil {
+		return checkIDs(ids, m)
+	}
+	var texts []string
+	if err := json.Unmarshal(raw, &texts); err == nil && len(texts) == 1 {
+		return encodePrompt(texts[0], m, completionsPromptName)
+	}
+	var lists [][]int64
+	if err := json.Unmarshal(raw, &lists); err == nil && len(lists) == 1 {
+		return checkIDs(lists[0], m)
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(raw, &batch); err == nil && len(batch) > 1 {
+		return nil, badRequest(completionsPromptName, "", "a list of %d prompts is not supported: send one prompt per request", len(batch))
+	}
+	return nil, badRequest(completionsPromptName, "", "prompt must be a string or a list of token ids")
+}
+
+// checkIDs validates a prompt of token ids.
+func checkIDs(ids []int64, m *Model) ([]int32, *apiError) {
+	if len(ids) == 0 {
+		return nil, badRequest(completionsPromptName, "", "prompt is an empty list of token ids")
+	}
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		if id < 0 || id >= int64(m.VocabSize) {
+			return nil, badRequest(completionsPromptName, "", "prompt token id %d at index %d is out of the vocabulary [0, %d)", id, i, m.VocabSize)
+		}
+		out[i] = int32(id)
+	}
+	return out, nil
+}
+
+// encodePrompt tokenizes a text prompt; an empty one is a 400.
+func encodePrompt(text string, m *Model, param string) ([]int32, *apiError) {
+	if text == "" {
+		return nil, badRequest(param, "", "the prompt is empty")
+	}
+	ids := m.Tokenizer.Encode(text)
+	if len(ids) == 0 {
+		return nil, badRequest(param, "", "the prompt has no tokens")
+	}
+	return ids, nil
+}

@@ -1,0 +1,84 @@
+package serve
+
+import (
+	"strings"
+	"testing"
+
+	"rosetop/engine/tokenizer"
+)
+
+// FuzzParseRequest: any body is either a valid job within the model's limits or a 4xx error
+// object with a one-line message; never a panic.
+func FuzzParseRequest(f *testing.F) {
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		f.Fatal(err)
+	}
+	m := &Model{ID: "gpt2", MaxSeqLen: 64, VocabSize: tok.VocabSize(), Tokenizer: tok, EOS: tok.EOS()}
+	for _, s := range []string{
+		`{"prompt": "Hello", "max_tokens": 8, "stop": ["a", "b"], "min_tokens": 2, "seed": -3}`,
+		`{"prompt": [1, 2, 3], "stream": true, "stream_options": {"include_usage": true}}`,
+		`{"prompt": [[5]], "temperature": 0.5, "top_p": 0.9, "top_k": 40, "ignore_eos": true}`,
+		`{"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_completion_tokens": 3}`,
+		`{"messages": [{"role": "system", "content": null}, {"role": "user", "content": "x"}], "n": 1}`,
+		`{"prompt": "x", "n": 2}`, `[]`, `null`, `{"prompt": ["a", "b"]}`, `{"prompt": "x", "max_tokens": 1e30}`,
+	} {
+		f.Add([]byte(s), strings.Contains(s, "messages"))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
+		if len(body) > 4096 {
+			t.Skip()
+		}
+		parse := parseCompletion
+		if chat {
+			parse = parseChat
+		}
+		j, e := parse(body, m)
+		if (j == nil) == (e == nil) {
+			t.Fatalf("job %v, error %v: want exactly one", j, e)
+		}
+		if e != nil {
+			if e.status != 400 && e.status != 404 || e.Message == "" || strings.Contains(e.Message, "\n") {
+				t.Fatalf("error %d %q: want a 4xx with a one-line message", e.status, e.Message)
+			}
+			return
+		}
+		r := j.req
+		switch {
+		case len(r.Tokens) == 0 || r.MaxNewTokens < 1 || len(r.Tokens)+r.MaxNewTokens > m.MaxSeqLen:
+			t.Fatalf("prompt of %d tokens + %d new: outside the context of %d", len(r.Tokens), r.MaxNewTokens, m.MaxSeqLen)
+		case r.MinNewTokens < 0 || r.MinNewTokens > r.MaxNewTokens:
+			t.Fatalf("min new tokens %d outside [0, %d]", r.MinNewTokens, r.MaxNewTokens)
+		case r.Sampling.Temperature < 0 || r.Sampling.Temperature > maxTemperature || r.Sampling.TopP < 0 || r.Sampling.TopP > 1 || r.Sampling.TopK < 0:
+			t.Fatalf("sampling %+v out of range", r.Sampling)
+		case len(j.stops) > maxStops:
+			t.Fatalf("%d stop strings", len(j.stops))
+		case j.usage && !j.stream:
+			t.Fatal("include_usage without stream")
+		}
+		for _, id := range r.Tokens {
+			if id < 0 || int(id) >= m.VocabSize {
+				t.Fatalf("prompt id %d outside the vocabulary", id)
+			}
+		}
+		for _, s := range j.stops {
+			if s == "" {
+				t.Fatal("an empty stop string")
+			}
+		}
+	})
+}
+
+// TestChatTemplate: messages render as role-prefixed lines ending with the assistant's turn.
+func TestChatTemplate(t *testing.T) {
+	got, e := chatPrompt([]chatMessage{
+		{Role: "system", Content: []byte(`"You are terse."`)},
+		{Role: "user", Content: []byte(`[{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]`)},
+		{Role: "assistant", Content: []byte(`null`)},
+		{Role: "user", Content: []byte(`"Again"`)},
+	})
+	want := "system: You are terse.\nuser: Hello\nassistant: \nuser: Again\nassistant:"
+	if e != nil || got != want {
+		t.Fatalf("got %q (%v), want %q", got, e, want)
+	}
+}

@@ -1,0 +1,171 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrBadOptions is wrapped by New's errors about Options.
+var ErrBadOptions = errors.New("bad server options")
+
+// errShutdown is the cause of a request context cancelled by Serve's shutdown.
+var errShutdown = errors.New("the server is shutting down")
+
+// Options configure a Server. Zero durations and sizes take the defaults in brackets.
+type Options struct {
+	// MaxQueue answers 429 (with Retry-After) to a generation request while this many requests
+	// wait in the scheduler's queue (--max-queue); 0: no limit.
+	MaxQueue     int
+	RetryAfter   time.Duration // the 429's Retry-After, rounded up to whole seconds [1 s]
+	MaxBodyBytes int64         // a larger body is answered 413 [1 MiB]
+	// ReadTimeout bounds reading a request's headers and body; WriteTimeout each write of a reply
+	// or stream event [30 s each].
+	ReadTimeout, WriteTimeout time.Duration
+	IdleTimeout               time.Duration // how long a keep-alive connection may idle [120 s]
+	// ShutdownTimeout is how long Serve lets in-flight requests run once its context is done,
+	// before it cancels them (--shutdown-timeout) [30 s].
+	ShutdownTimeout time.Duration
+	Metrics         *Metrics     // served at GET /metrics; nil: 404 there
+	Log             *slog.Logger // one line per request (--log-requests); nil: none
+}
+
+// Server answers OpenAI's completions and chat completions API over an Engine (see the package
+// doc). Its handlers run concurrently; Serve runs it on a listener with a graceful shutdown.
+type Server struct {
+	eng   Engine
+	model Model // eng.Model(), read once by New
+	opts  Options
+
+	draining atomic.Bool // set by Serve when its context is done: new generations and /health get 503
+	inflight tracker     // requests being handled, for Serve's shutdown
+}
+
+// New returns a Server over eng.
+func New(eng Engine, o Options) (*Server, error) {
+	if eng == nil {
+		return nil, fmt.Errorf("%w: no engine", ErrBadOptions)
+	}
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	m := eng.Model()
+	switch {
+	case m.Tokenizer == nil:
+		return nil, fmt.Errorf("%w: model %q has no tokenizer", ErrBadOptions, m.ID)
+	case m.MaxSeqLen < 2 || m.VocabSize < 1:
+		return nil, fmt.Errorf("%w: model %q: max sequence length %d, vocabulary %d; want >= 2 and >= 1", ErrBadOptions, m.ID, m.MaxSeqLen, m.VocabSize)
+	}
+	s := &Server{eng: eng, model: m, opts: o}
+	s.inflight.cond = sync.NewCond(&s.inflight.mu)
+	return s, nil
+}
+
+func (o *Options) defaults() error {
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"retry after", &o.RetryAfter, time.Second},
+		{"read timeout", &o.ReadTimeout, 30 * time.Second},
+		{"write timeout", &o.WriteTimeout, 30 * time.Second},
+		{"idle timeout", &o.IdleTimeout, 120 * time.Second},
+		{"--shutdown-timeout", &o.ShutdownTimeout, 30 * time.Second},
+	} {
+		if *d.v < 0 {
+			return fmt.Errorf("%w: %s %v, want >= 0", ErrBadOptions, d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	switch {
+	case o.MaxQueue < 0:
+		return fmt.Errorf("%w: --max-queue %d, want >= 0 (0: no limit)", ErrBadOptions, o.MaxQueue)
+	case o.MaxBodyBytes < 0:
+		return fmt.Errorf("%w: body limit %d bytes, want >= 0", ErrBadOptions, o.MaxBodyBytes)
+	case o.MaxBodyBytes == 0:
+		o.MaxBodyBytes = 1 << 20
+	}
+	return nil
+}
+
+// Serve answers requests on ln until ctx is done, then shuts down: it stops accepting, lets the
+// requests in flight finish within Options.ShutdownTimeout, then cancels those left (their
+// clients get a 503, or an error event in a stream) and returns once every handler has. It
+// returns nil after such a shutdown, or the listener's error (after closing the connections and
+// waiting for the handlers). Call it once.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	base, hardStop := context.WithCancelCause(context.Background())
+	defer hardStop(nil)
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.opts.ReadTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	if s.opts.Log != nil {
+		hs.ErrorLog = slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelWarn)
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served: // the listener failed: close what is open and wait for the handlers
+		hardStop(err)
+		hs.Close()
+		s.inflight.wait()
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	grace, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(grace); err != nil {
+		hardStop(errShutdown) // every request context is done: the handlers cancel their requests
+		s.inflight.wait()
+		hs.Close()
+	}
+	<-served // http.ErrServerClosed once Shutdown began
+	return nil
+}
+
+// tracker counts the requests being handled.
+type tracker struct {
+	mu   sync.Mutex
+	cond *sync.Cond // on mu: n dropped to 0
+	n    int
+}
+
+func (t *tracker) enter() {
+	t.mu.Lock()
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *tracker) exit() {
+	t.mu.Lock()
+	if t.n--; t.n == 0 {
+		t.cond.Broadcast()
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracker) wait() {
+	t.mu.Lock()
+	for t.n > 0 {
+		t.cond.Wait()
+	}
+	t.mu.Unlock()
+}
+
+// shuttingDown reports whether r's context was cancelled by Serve's shutdown (not by its client).
+func shuttingDown(r *http.Request) bool {
+	return errors.Is(context.Cause(r.Context()), errShutdown)
+}
