@@ -47,8 +47,8 @@ func LoadModel(ctx context.Context, spec string, opts LoadOptions) (*Model, erro
 	if err == nil {
 		return LoadDir(ctx, spec, spec)
 	}
-	if !errors.Is(err, ErrModelNotFound) || looksLikePath(spec) {
-		return nil, err
+	if _, lerr := os.Lstat(spec); lerr == nil || !errors.Is(err, ErrModelNotFound) || looksLikePath(spec) {
+		return nil, err // something is there (a dangling link too), or spec is a path: not a hub id
 	}
 	if !hub.ValidID(spec) {
 		return nil, fmt.Errorf("model %q: %w: no such directory, and not a Hugging Face id (want a directory, NAME or ORG/NAME, or random:NAME)", spec, ErrModelNotFound)

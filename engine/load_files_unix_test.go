@@ -72,6 +72,16 @@ func TestLoadSpecialFiles(t *testing.T) {
 			os.Symlink("gone", p)
 			return p
 		}, "", ErrModelNotFound, "is a symbolic link to gone, which does not exist"},
+		{"hub-id-like dangling symlink", func(t *testing.T) string {
+			t.Chdir(t.TempDir())
+			os.Symlink("gone", "gpt2")
+			return "gpt2"
+		}, "", ErrModelNotFound, "gpt2 is a symbolic link to gone, which does not exist"},
+		{"hub-id-like symlink loop", func(t *testing.T) string {
+			t.Chdir(t.TempDir())
+			os.Symlink("gpt2", "gpt2")
+			return "gpt2"
+		}, "", ErrInvalidModel, "gpt2: invalid model: a symbolic link loop"},
 		{"model directory a named pipe", func(t *testing.T) string {
 			p := filepath.Join(t.TempDir(), "m")
 			fifo(p)
