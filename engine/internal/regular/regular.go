@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // Sentinel errors.
@@ -30,6 +31,9 @@ func Open(path string) (*os.File, int64, error) {
 		// Some kinds cannot be opened at all (a socket: ENXIO); say what the path is instead.
 		if fi, serr := os.Stat(path); serr == nil && !fi.Mode().IsRegular() {
 			return nil, 0, Check(fi)
+		}
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, 0, fmt.Errorf("a symbolic link loop: %w", unwrapPath(err))
 		}
 		return nil, 0, unwrapPath(err)
 	}

@@ -57,7 +57,7 @@ func TestReadFile(t *testing.T) {
 		{"socket", sock, 0, ErrNotRegular, "a socket"},
 		{"character device", os.DevNull, 0, ErrNotRegular, "a character device"},
 		{"missing", filepath.Join(dir, "nope"), 0, fs.ErrNotExist, "no such file"},
-		{"symlink loop", loop, 0, syscall.ELOOP, "too many levels of symbolic links"},
+		{"symlink loop", loop, 0, syscall.ELOOP, "a symbolic link loop: too many levels of symbolic links"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
