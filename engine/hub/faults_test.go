@@ -135,7 +135,7 @@ func TestResolveRefusesBadFiles(t *testing.T) {
 	}{
 		{"config.json an HTML page", "config.json", html, ErrBadFile, `not a JSON object (it starts "<!DOCTYPE html>\n<html><body>Sign in to t"...)`},
 		{"config.json a JSON array", "config.json", []byte(`[{"model_type":"gpt2"}]`), ErrBadFile, "not a JSON object"},
-		{"config.json truncated", "config.json", []byte(`{"model_type":"gp`), ErrBadFile, "not a JSON object"},
+		{"config.json truncated", "config.json", []byte(`{"model_type":"gp`), ErrBadFile, "invalid JSON after 17 bytes: unexpected end of JSON input"},
 		{"config.json empty", "config.json", nil, ErrBadFile, "not a JSON object"},
 		{"config.json over 1 MiB", "config.json", append([]byte(`{"a":"`), bytes.Repeat([]byte("x"), 1<<20)...), ErrBadFile, "over the 1048576-byte limit"},
 		{"config.json over 1 MiB, length unknown", "config.json", append([]byte(`{"a":"`), bytes.Repeat([]byte("x"), 2<<20)...), ErrBadFile, "more than the 1048576-byte limit"},
@@ -196,6 +196,7 @@ func TestValidate(t *testing.T) {
 		{"config object", "config.json", ` {"model_type": "gpt2"}` + "\n", true},
 		{"config string", "config.json", `"gpt2"`, false},
 		{"config two objects", "config.json", `{} {}`, false},
+		{"config truncated", "config.json", `{"a": [1, 2`, false},
 		{"vocab object", "vocab.json", `{"a": 0, "b": 1}`, true},
 		{"merges with version", "merges.txt", "#version: 0.2\nĠ t\nh e\n", true},
 		{"merges CRLF", "merges.txt", "Ġ t\r\nh e\r\n", true},

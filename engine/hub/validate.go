@@ -40,8 +40,12 @@ func validateJSONObject(path string) error {
 	if err != nil {
 		return err
 	}
-	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(b) {
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return fmt.Errorf("not a JSON object (it starts %s)", preview(b))
+	}
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("invalid JSON after %d bytes: %v", len(b), err)
 	}
 	return nil
 }
