@@ -48,6 +48,9 @@ func run(t *testing.T, c *CPUBackend, idx []int, steps int, useStep bool) ([][]i
 				t.Fatal(err)
 			}
 			for j, s := range b.Seqs {
+				if v := firstNonFinite(rows[j]); v >= 0 {
+					t.Fatalf("step %d seq %d: logit %d is %g", step, s.ID, v, rows[j][v])
+				}
 				logits[j] = append(logits[j], rows[j])
 				next[j] = SampleToken(rows[j], s.Sample, s.Start+len(s.Tokens), &scratch)
 			}
@@ -106,12 +109,39 @@ func TestBatchMatchesAlone(t *testing.T) {
 	}
 }
 
-// relDiff is max|a-b| / max|b|.
+// relDiff is max|a-b| / max|b|, +Inf when either holds a NaN or an infinity.
 func relDiff(a, b []float32) float64 {
+	if firstNonFinite(a) >= 0 || firstNonFinite(b) >= 0 {
+		return math.Inf(1)
+	}
 	d, m := 0.0, 0.0
 	for i := range b {
 		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
 		m = math.Max(m, math.Abs(float64(b[i])))
 	}
 	return d / m
+}
+
+// TestComparisonsSeeNonFinite: the helpers that compare logits with a reference fail on NaN and
+// infinities instead of letting them through (NaN > bound is false).
+func TestComparisonsSeeNonFinite(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, c := range []struct {
+		name string
+		got  []float32
+		bad  bool
+	}{
+		{"finite", []float32{1, 2, 3}, false},
+		{"NaN", []float32{1, nan, 3}, true},
+		{"+Inf", []float32{inf, 2, 3}, true},
+		{"-Inf", []float32{1, 2, -inf}, true},
+	} {
+		want := []float32{1, 2, 3}
+		if d := maxDiffRatio(c.got, []float64{1, 2, 3}); (d > 1e-5) != c.bad {
+			t.Errorf("%s: maxDiffRatio = %g", c.name, d)
+		}
+		if d := relDiff(c.got, want); (d > 1e-5) != c.bad {
+			t.Errorf("%s: relDiff = %g", c.name, d)
+		}
+	}
 }

@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+
+	"rosetop/engine/internal/regular"
 )
 
 // configJSON is the subset of a Hugging Face GPT-2 config.json rosetop reads. Pointers tell a
@@ -30,18 +31,17 @@ type configJSON struct {
 	TieWordEmbeddings       *bool `json:"tie_word_embeddings"`
 }
 
-// LoadConfig reads and validates a GPT-2 config.json.
+// maxConfigBytes bounds config.json: GPT-2's is under a kilobyte, the longest hub configs a few.
+const maxConfigBytes = 1 << 20
+
+// LoadConfig reads and validates a GPT-2 config.json, a regular file of at most 1 MiB.
 func LoadConfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return Config{}, fmt.Errorf("config %s: %w: file does not exist (a model directory needs config.json)", path, ErrInvalidModel)
-		}
-		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	b, err := regular.ReadFile(path, maxConfigBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return Config{}, fmt.Errorf("config %s: %w: file does not exist (a model directory needs config.json)", path, ErrInvalidModel)
+	case err != nil:
+		return Config{}, fmt.Errorf("config %s: %w: %w", path, ErrInvalidModel, err)
 	}
 	return ParseConfig(path, b)
 }
@@ -119,7 +119,14 @@ func (j *configJSON) config() (Config, error) {
 	return c, nil
 }
 
-// Validate checks that c describes a GPT-2 the engine can run.
+// Limits of Validate: any one size, and the parameter count the sizes imply.
+const (
+	maxDim    = 1 << 24
+	maxParams = 1 << 40
+)
+
+// Validate checks that c describes a GPT-2 the engine can run. It bounds the sizes only; whether
+// they match the weights file and fit the machine is checked at load.
 func (c Config) Validate() error {
 	bad := func(field string, format string, args ...any) error {
 		return fmt.Errorf("%w: field %s: %s", ErrInvalidModel, field, fmt.Sprintf(format, args...))
@@ -128,20 +135,21 @@ func (c Config) Validate() error {
 		name string
 		v    int
 	}{{"n_layer", c.NLayer}, {"n_head", c.NHead}, {"n_embd", c.NEmbd}, {"n_positions", c.NPositions},
-		{"vocab_size", c.VocabSize}, {"n_inner", c.InnerDim}} {
+		{"vocab_size", c.VocabSize}, {"n_inner (4*n_embd when unset)", c.InnerDim}} {
 		if f.v <= 0 {
 			return bad(f.name, "must be positive, got %d", f.v)
 		}
 		// Bound every size so that products like V*C cannot overflow and a typo cannot ask for
-		// petabytes: 1<<24 is far above any GPT-2 dimension.
-		if f.v > 1<<24 {
-			return bad(f.name, "%d is implausibly large", f.v)
+		// petabytes: the limit is far above any GPT-2 dimension.
+		if f.v > maxDim {
+			return bad(f.name, "%d exceeds the limit of %d", f.v, maxDim)
 		}
 	}
 	// Products of the sizes must not overflow either (Params, buffer sizes): estimate in float64.
 	C, I := float64(c.NEmbd), float64(c.InnerDim)
-	if p := (float64(c.VocabSize)+float64(c.NPositions))*C + float64(c.NLayer)*(4*C*C+2*C*I+9*C+I); p > 1<<40 {
-		return bad("n_layer", "the sizes imply %.3g parameters, implausibly many", p)
+	if p := (float64(c.VocabSize)+float64(c.NPositions))*C + float64(c.NLayer)*(4*C*C+2*C*I+9*C+I); p > maxParams {
+		return fmt.Errorf("%w: n_layer %d, n_embd %d, n_inner %d, n_positions %d and vocab_size %d imply %.3g parameters, over the limit of %.3g",
+			ErrInvalidModel, c.NLayer, c.NEmbd, c.InnerDim, c.NPositions, c.VocabSize, p, float64(maxParams))
 	}
 	if c.NEmbd%c.NHead != 0 {
 		return bad("n_embd", "%d is not divisible by n_head %d", c.NEmbd, c.NHead)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -46,7 +47,7 @@ import (
 //
 //	go test -run XXX -bench DecodeStep124M -benchtime 5x -count 5 ./engine/
 func BenchmarkDecodeStep124M(b *testing.B) {
-	m, err := NewRandomModel("gpt2", 1)
+	m, err := NewRandomModel(context.Background(), "gpt2", 1)
 	if err != nil {
 		b.Fatal(err)
 	}

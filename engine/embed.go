@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	_ "embed" // go:embed of the tiny default model
 	"fmt"
 	"unsafe"
@@ -34,7 +35,7 @@ func LoadTiny() (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidModel, err)
 	}
-	w, _, err := loadWeights(f, cfg)
+	w, _, err := loadWeights(context.Background(), f, cfg, machineMemory())
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"rosetop/engine/hub"
+	"rosetop/engine/internal/regular"
 	"rosetop/engine/safetensors"
 	"rosetop/engine/tokenizer"
 )
@@ -31,23 +33,22 @@ type LoadOptions struct {
 //   - otherwise a Hugging Face model id (gpt2, openai-community/gpt2), from the local hub cache or
 //     downloaded into it.
 //
-// Errors are one line naming the spec or file; they wrap ErrModelNotFound or ErrInvalidModel (and
-// the hub's or the safetensors reader's sentinel where one of them failed).
+// Errors are one line naming the spec or file; they wrap ErrModelNotFound, ErrInvalidModel or
+// ErrModelTooLarge (and the hub's or the safetensors reader's sentinel where one of them failed).
+// Loading stops between chunks of weights once ctx is done, with an error wrapping ctx's.
 func LoadModel(ctx context.Context, spec string, opts LoadOptions) (*Model, error) {
 	if spec == "" {
 		return LoadTiny()
 	}
 	if name, ok := strings.CutPrefix(spec, "random:"); ok {
-		return NewRandomModel(name, opts.Seed)
+		return NewRandomModel(ctx, name, opts.Seed)
 	}
-	if fi, err := os.Stat(spec); err == nil {
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("model %s: %w: not a directory (want one holding config.json and model.safetensors)", spec, ErrInvalidModel)
-		}
-		return LoadDir(spec, spec)
+	err := checkDir(spec)
+	if err == nil {
+		return LoadDir(ctx, spec, spec)
 	}
-	if looksLikePath(spec) {
-		return nil, fmt.Errorf("model directory %s does not exist: %w", spec, ErrModelNotFound)
+	if _, lerr := os.Lstat(spec); lerr == nil || !errors.Is(err, ErrModelNotFound) || looksLikePath(spec) {
+		return nil, err // something is there (a dangling link too), or spec is a path: not a hub id
 	}
 	if !hub.ValidID(spec) {
 		return nil, fmt.Errorf("model %q: %w: no such directory, and not a Hugging Face id (want a directory, NAME or ORG/NAME, or random:NAME)", spec, ErrModelNotFound)
@@ -59,7 +60,31 @@ func LoadModel(ctx context.Context, spec string, opts LoadOptions) (*Model, erro
 		}
 		return nil, err
 	}
-	return LoadDir(dir, spec)
+	return LoadDir(ctx, dir, spec)
+}
+
+// checkDir returns nil when path is a directory, else an error saying what is there: nothing or a
+// link to nothing (ErrModelNotFound), a symbolic link loop, a file, a pipe (ErrInvalidModel).
+func checkDir(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("model %s: %w: %s, not a directory (want one holding config.json and model.safetensors)", path, ErrInvalidModel, regular.Kind(fi.Mode()))
+	case errors.Is(err, fs.ErrNotExist):
+		if target, lerr := os.Readlink(path); lerr == nil {
+			return fmt.Errorf("model directory %s is a symbolic link to %s, which does not exist: %w", path, target, ErrModelNotFound)
+		}
+		return fmt.Errorf("model directory %s does not exist: %w", path, ErrModelNotFound)
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("model %s: %w: a symbolic link loop (too many levels of symbolic links)", path, ErrInvalidModel)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("model %s: %w: %v", path, ErrInvalidModel, err)
 }
 
 // looksLikePath tells a mistyped directory from a hub id: hub ids have at most one '/' and never
@@ -72,11 +97,10 @@ func looksLikePath(s string) bool {
 
 // LoadDir loads a Hugging Face GPT-2 directory; name becomes Model.Name. F32 weights stay in the
 // memory map (Model.Close unmaps it); F16 and BF16 weights are converted and the file is closed.
-func LoadDir(dir, name string) (*Model, error) {
-	if fi, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("model directory %s does not exist: %w", dir, ErrModelNotFound)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("model %s: %w: not a directory", dir, ErrInvalidModel)
+// Every weight is checked finite. A done ctx stops the load between chunks of weights.
+func LoadDir(ctx context.Context, dir, name string) (*Model, error) {
+	if err := checkDir(dir); err != nil {
+		return nil, err
 	}
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
@@ -90,23 +114,21 @@ func LoadDir(dir, name string) (*Model, error) {
 		}
 		return nil, fmt.Errorf("model %s: %w: no model.safetensors%s", dir, ErrInvalidModel, hint)
 	}
+	// The tokenizer first: it is quick to load and to find broken, the weights are not.
+	tok, err := tokenizer.FromDir(dir)
+	if err != nil {
+		return nil, tagged{err, ErrInvalidModel}
+	}
+	if err := checkVocab(cfg, tok, dir); err != nil {
+		return nil, err
+	}
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return nil, tagged{err, ErrInvalidModel}
 	}
-	w, aliased, err := loadWeights(f, cfg)
+	w, aliased, err := loadWeights(ctx, f, cfg, machineMemory())
 	if err == nil && !aliased {
 		err = f.Close() // everything was converted: the map is not needed
-	}
-	var tok *tokenizer.Tokenizer
-	if err == nil {
-		tok, err = tokenizer.FromDir(dir)
-		if err != nil {
-			err = tagged{err, ErrInvalidModel}
-		}
-	}
-	if err == nil {
-		err = checkVocab(cfg, tok, dir)
 	}
 	if err != nil {
 		f.Close()

@@ -39,7 +39,7 @@ type loadTensor struct {
 }
 
 // loadEncodeST lays tensors out back to back after a space-padded, 8-aligned header.
-func loadEncodeST(t *testing.T, ts []loadTensor) []byte {
+func loadEncodeST(t testing.TB, ts []loadTensor) []byte {
 	t.Helper()
 	hdr := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
 	var data []byte
@@ -128,7 +128,7 @@ func TestLoadDirF32AliasesMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w, aliased, err := loadWeights(f, cfg)
+	w, aliased, err := loadWeights(context.Background(), f, cfg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +266,40 @@ func TestLoadBadInput(t *testing.T) {
 			c["n_positions"] = 32 // wpe is [16, 8] in the file
 			return loadWriteModel(t, c, ts)
 		}, ErrInvalidModel, `"transformer.wpe.weight" has shape [16 8], config.json implies [32 8]`, "model.safetensors"},
+		// Sizes are checked against the file before anything is allocated per layer or element.
+		{"n_layer 16000000", withCfg("n_layer", 16000000), ErrInvalidModel, "config.json n_layer is 16000000, the file holds 2 layers (h.0 to h.1)", "model.safetensors"},
+		{"n_layer 1000000", withCfg("n_layer", 1000000), ErrInvalidModel, "config.json n_layer is 1000000, the file holds 2 layers (h.0 to h.1)", "model.safetensors"},
+		{"n_layer one more than the file", withCfg("n_layer", 3), ErrInvalidModel, "n_layer is 3, the file holds 2 layers", "model.safetensors"},
+		{"n_layer one less than the file", withCfg("n_layer", 1), ErrInvalidModel, "n_layer is 1, the file holds 2 layers", "model.safetensors"},
+		{"no layers in the file", withTensors(func(ts []loadTensor) []loadTensor { return ts[:4] }), ErrInvalidModel, "n_layer is 2, the file holds no layers", "model.safetensors"},
+		{"layer numbers with a gap", withTensors(func(ts []loadTensor) []loadTensor {
+			for i := range ts {
+				ts[i].name = strings.Replace(ts[i].name, "h.1.", "h.7.", 1)
+			}
+			return ts
+		}), ErrInvalidModel, `missing tensor "h.1.ln_1.weight"`, "model.safetensors"},
+		{"n_embd larger than the file's", withCfg("n_embd", 64), ErrInvalidModel, `"transformer.wte.weight" has shape [50257 8], config.json implies [50257 64]`, "model.safetensors"},
+		{"n_embd 65536", func(t *testing.T) string {
+			c, ts := good()
+			c["n_embd"], c["n_head"], c["n_inner"] = 1<<16, 1, 8
+			return loadWriteModel(t, c, ts)
+		}, ErrInvalidModel, `"transformer.wte.weight" has shape [50257 8], config.json implies [50257 65536]`, "model.safetensors"},
+		{"n_inner not the file's", withCfg("n_inner", 64), ErrInvalidModel, `"transformer.h.0.mlp.c_fc.weight" has shape [8 32], config.json implies [8 64]`, "model.safetensors"},
+		{"n_positions at the limit", withCfg("n_positions", 1<<24), ErrInvalidModel, "config.json implies [16777216 8]", "model.safetensors"},
+		{"n_positions negative", withCfg("n_positions", -16), ErrInvalidModel, "n_positions: must be positive, got -16", "config.json"},
+		{"vocab_size at the limit", withCfg("vocab_size", 1<<24), ErrInvalidModel, "has shape [50257 8], config.json implies [16777216 8]", "model.safetensors"},
+		{"vocab_size below the tokenizer's", func(t *testing.T) string {
+			c, ts := good()
+			c["vocab_size"], c["eos_token_id"] = 1000, 999
+			return loadWriteModel(t, c, ts)
+		}, ErrInvalidModel, "the tokenizer has 50257 tokens but config.json vocab_size is 1000", ""},
+		{"vocab_size zero", withCfg("vocab_size", 0), ErrInvalidModel, "vocab_size: must be positive, got 0", "config.json"},
+		{"n_head negative", withCfg("n_head", -2), ErrInvalidModel, "n_head: must be positive, got -2", "config.json"},
+		{"config.json over 1 MiB", func(t *testing.T) string {
+			d := loadWriteModel(t, loadTestConfigJSON(cfg), loadTestTensors(cfg, ""))
+			os.WriteFile(filepath.Join(d, "config.json"), []byte("{}"+strings.Repeat(" ", 1<<20)), 0o644)
+			return d
+		}, ErrInvalidModel, "over the 1048576-byte limit", "config.json"},
 		{"not a directory", func(t *testing.T) string {
 			d := loadWriteModel(t, loadTestConfigJSON(cfg), loadTestTensors(cfg, ""))
 			return filepath.Join(d, "config.json")

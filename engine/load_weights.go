@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -49,49 +53,190 @@ func weightSpecs(cfg Config, w *Weights) []tensorSpec {
 	return specs
 }
 
-// loadWeights checks every tensor's presence and shape first, then converts them in parallel.
+// loadWeights reads cfg's weights from f. It checks the file against cfg before allocating
+// anything sized by cfg (the layer count, then every tensor's presence and shape, then the memory
+// the float32 copies need against memory, the machine's bytes, 0 for unknown), then converts the
+// tensors in parallel chunks, refusing NaN and infinities and stopping when ctx is done.
 // aliased reports whether any slice points into f's bytes (F32 data used in place), in which case
 // f must stay open as long as the weights are used.
-func loadWeights(f *safetensors.File, cfg Config) (w *Weights, aliased bool, err error) {
+func loadWeights(ctx context.Context, f *safetensors.File, cfg Config, memory uint64) (w *Weights, aliased bool, err error) {
+	if err := checkLayers(f, cfg); err != nil {
+		return nil, false, err
+	}
 	w = &Weights{Layers: make([]LayerWeights, cfg.NLayer)}
 	specs := weightSpecs(cfg, w)
-	full := make([]string, len(specs)) // name as stored in the file
+	tensors, err := findTensors(f, specs)
+	if err != nil {
+		return nil, false, err
+	}
+	var convert uint64 // bytes of the float32 copies
+	for _, t := range tensors {
+		if safetensors.Aliases(t) {
+			aliased = true
+		} else {
+			convert += 4 * uint64(t.Numel())
+		}
+	}
+	if err := checkMemory(convert, memory, "converting the weights to float32"); err != nil {
+		return nil, false, fmt.Errorf("safetensors %s: %w", f.Name(), err)
+	}
+	dsts := make([][]float32, len(specs))
+	for i, t := range tensors {
+		if safetensors.Aliases(t) {
+			dsts[i], _ = f.Float32(t.Name) // the file's bytes in place: no error for f's own tensor
+		} else {
+			dsts[i] = make([]float32, t.Numel()) // filled by decodeAll
+		}
+		*specs[i].dst = dsts[i]
+	}
+	if err := decodeAll(ctx, tensors, dsts); err != nil {
+		return nil, false, fmt.Errorf("safetensors %s: %w", f.Name(), err)
+	}
+	return w, aliased, nil
+}
+
+// findTensors looks up each spec's tensor, with or without the "transformer." prefix, and checks
+// its shape.
+func findTensors(f *safetensors.File, specs []tensorSpec) ([]safetensors.Tensor, error) {
+	tensors := make([]safetensors.Tensor, len(specs))
 	for i, s := range specs {
 		t, ok := f.Tensor("transformer." + s.name)
-		full[i] = "transformer." + s.name
 		if !ok {
 			t, ok = f.Tensor(s.name)
-			full[i] = s.name
 		}
 		if !ok {
-			return nil, false, fmt.Errorf("safetensors %s: %w: missing tensor %q (also looked for %q)", f.Name(), ErrInvalidModel, s.name, "transformer."+s.name)
+			return nil, fmt.Errorf("safetensors %s: %w: missing tensor %q (also looked for %q)", f.Name(), ErrInvalidModel, s.name, "transformer."+s.name)
 		}
 		if !slices.Equal(t.Shape, s.shape) {
-			return nil, false, fmt.Errorf("safetensors %s: %w: tensor %q has shape %v, config.json implies %v", f.Name(), ErrInvalidModel, full[i], t.Shape, s.shape)
+			return nil, fmt.Errorf("safetensors %s: %w: tensor %q has shape %v, config.json implies %v", f.Name(), ErrInvalidModel, t.Name, t.Shape, s.shape)
 		}
-		aliased = aliased || safetensors.Aliases(t)
+		tensors[i] = t
 	}
-	errs := make([]error, len(specs))
-	var next atomic.Int64 // index of the next unclaimed tensor
+	return tensors, nil
+}
+
+// checkLayers compares config.json's n_layer with the layers the file holds (tensors named
+// [transformer.]h.N.*), before anything is allocated per layer.
+func checkLayers(f *safetensors.File, cfg Config) error {
+	seen := map[int]bool{}
+	lo, hi := math.MaxInt, -1
+	for _, name := range f.Names() {
+		rest, ok := strings.CutPrefix(strings.TrimPrefix(name, "transformer."), "h.")
+		if !ok {
+			continue
+		}
+		idx, _, ok := strings.Cut(rest, ".")
+		if n, err := strconv.Atoi(idx); ok && err == nil && n >= 0 {
+			seen[n] = true
+			lo, hi = min(lo, n), max(hi, n)
+		}
+	}
+	if len(seen) == cfg.NLayer {
+		return nil // which layers: the per-tensor check names a missing one
+	}
+	have := "no layers (no tensors named h.N.*)"
+	if len(seen) > 0 {
+		have = fmt.Sprintf("%d layers (h.%d to h.%d)", len(seen), lo, hi)
+	}
+	return fmt.Errorf("safetensors %s: %w: config.json n_layer is %d, the file holds %s", f.Name(), ErrInvalidModel, cfg.NLayer, have)
+}
+
+// checkMemory refuses to allocate need bytes for what on a machine of memory bytes (0: unknown,
+// not checked).
+func checkMemory(need, memory uint64, what string) error {
+	if memory == 0 || need <= memory {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: %s needed, more than this machine's %s of memory", ErrModelTooLarge, what, gib(need), gib(memory))
+}
+
+// gib prints a byte count in GiB.
+func gib(n uint64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
+
+// decodeChunk is the number of elements a worker converts and checks at a time: small enough to
+// stay in cache between the conversion and the check, and to notice cancellation promptly.
+const decodeChunk = 1 << 16
+
+// decodeAll fills dsts[i] from tensors[i] (dsts[i] aliasing the file's bytes is only checked),
+// chunk by chunk on GOMAXPROCS goroutines, and checks every value is finite. It returns the first
+// non-finite value in tensor order, or ctx's error once ctx is done.
+func decodeAll(ctx context.Context, tensors []safetensors.Tensor, dsts [][]float32) error {
+	type job struct{ tensor, first int }
+	var jobs []job
+	for i, d := range dsts {
+		for first := 0; first < len(d); first += decodeChunk {
+			jobs = append(jobs, job{i, first})
+		}
+	}
+	var next atomic.Int64 // index of the next unclaimed job
+	var mu sync.Mutex     // guards bad and decErr
+	bad := nonFinite{tensor: -1}
+	var decErr error
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(specs)) {
+	for range min(runtime.GOMAXPROCS(0), max(len(jobs), 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				j := int(next.Add(1) - 1)
-				if j >= len(specs) {
+			for j := int(next.Add(1) - 1); j < len(jobs) && ctx.Err() == nil; j = int(next.Add(1) - 1) {
+				jb := jobs[j]
+				mu.Lock()
+				skip := decErr != nil || (bad.tensor >= 0 && jb.tensor > bad.tensor) // jobs run in tensor order
+				mu.Unlock()
+				if skip {
 					return
 				}
-				*specs[j].dst, errs[j] = f.Float32(full[j])
+				t, d := tensors[jb.tensor], dsts[jb.tensor]
+				chunk := d[jb.first:min(jb.first+decodeChunk, len(d))]
+				var err error
+				if !safetensors.Aliases(t) {
+					err = t.Decode(chunk, jb.first)
+				}
+				i := firstNonFinite(chunk)
+				if err == nil && i < 0 {
+					continue
+				}
+				mu.Lock()
+				if err != nil && decErr == nil {
+					decErr = err
+				}
+				if found := (nonFinite{jb.tensor, jb.first + i, chunk[max(i, 0)]}); err == nil && found.before(bad) {
+					bad = found
+				}
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, false, fmt.Errorf("%w: %w", ErrInvalidModel, err)
+	switch {
+	case decErr != nil:
+		return fmt.Errorf("%w: %w", ErrInvalidModel, decErr)
+	case bad.tensor >= 0:
+		t := tensors[bad.tensor]
+		return fmt.Errorf("%w: %w: tensor %q holds %v at element %d of %d", ErrInvalidModel, ErrNonFiniteWeights, t.Name, bad.value, bad.index, len(dsts[bad.tensor]))
+	case ctx.Err() != nil:
+		return fmt.Errorf("loading cancelled: %w", ctx.Err())
+	}
+	return nil
+}
+
+// nonFinite is a NaN or infinite weight: its tensor's index, its element and its value.
+type nonFinite struct {
+	tensor, index int
+	value         float32
+}
+
+// before orders findings by position in the file's tensor list; tensor -1 is "none yet".
+func (a nonFinite) before(b nonFinite) bool {
+	return b.tensor < 0 || a.tensor < b.tensor || a.tensor == b.tensor && a.index < b.index
+}
+
+// firstNonFinite returns the index of the first NaN or ±Inf in x, or -1. An all-ones exponent
+// marks both.
+func firstNonFinite(x []float32) int {
+	for i, v := range x {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return i
 		}
 	}
-	return w, aliased, nil
+	return -1
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -47,13 +48,14 @@ func ArchConfig(name string) (Config, bool) {
 }
 
 // NewRandomModel builds architecture name (see ArchNames) with weights drawn from seed and the
-// GPT-2 tokenizer. Its speed is that of the real model: only the values differ.
-func NewRandomModel(name string, seed uint64) (*Model, error) {
+// GPT-2 tokenizer. Its speed is that of the real model: only the values differ. A done ctx stops
+// the fill early with ctx's error.
+func NewRandomModel(ctx context.Context, name string, seed uint64) (*Model, error) {
 	cfg, ok := ArchConfig(name)
 	if !ok {
 		return nil, fmt.Errorf("random:%s: %w (valid: %s)", name, ErrUnknownArch, strings.Join(ArchNames(), ", "))
 	}
-	w, err := NewRandomWeights(cfg, seed)
+	w, err := NewRandomWeights(ctx, cfg, seed)
 	if err != nil {
 		return nil, fmt.Errorf("random:%s: %w", name, err)
 	}
@@ -68,9 +70,17 @@ func NewRandomModel(name string, seed uint64) (*Model, error) {
 // initialises GPT-2: embeddings and Conv1D weights ~ N(0, 0.02), the residual projections
 // (attn.c_proj, mlp.c_proj) ~ N(0, 0.02/sqrt(2L)), biases 0, layer norm weights 1. Each value is a
 // pure function of (seed, tensor, index), so the result does not depend on the number of cores.
-func NewRandomWeights(cfg Config, seed uint64) (*Weights, error) {
+// It refuses a config whose weights do not fit in the machine's memory, and stops with ctx's
+// error when ctx is done.
+func NewRandomWeights(ctx context.Context, cfg Config, seed uint64) (*Weights, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if err := checkMemory(4*uint64(cfg.Params()), machineMemory(), "the float32 weights"); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("building random weights cancelled: %w", err)
 	}
 	V, T, C, I, L := cfg.VocabSize, cfg.NPositions, cfg.NEmbd, cfg.InnerDim, cfg.NLayer
 	buf := make([]float32, cfg.Params()) // one allocation, carved into the tensors below
@@ -103,7 +113,9 @@ func NewRandomWeights(cfg Config, seed uint64) (*Weights, error) {
 	if len(buf) != 0 {
 		return nil, fmt.Errorf("internal error: %d parameters not assigned", len(buf))
 	}
-	fillAll(fills, seed)
+	if err := fillAll(ctx, fills, seed); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -115,8 +127,9 @@ type fill struct {
 	stream uint64 // tensor number, mixed into the seed
 }
 
-// fillAll fills every tensor in parallel, in chunks claimed from a shared counter.
-func fillAll(fills []fill, seed uint64) {
+// fillAll fills every tensor in parallel, in chunks claimed from a shared counter, until ctx is
+// done.
+func fillAll(ctx context.Context, fills []fill, seed uint64) error {
 	const chunk = 1 << 18
 	type job struct {
 		f          *fill
@@ -138,7 +151,7 @@ func fillAll(fills []fill, seed uint64) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := int(next.Add(1) - 1); j < len(jobs); j = int(next.Add(1) - 1) {
+			for j := int(next.Add(1) - 1); j < len(jobs) && ctx.Err() == nil; j = int(next.Add(1) - 1) {
 				jb := jobs[j]
 				if jb.f.one {
 					for i := jb.begin; i < jb.end; i++ {
@@ -154,6 +167,10 @@ func fillAll(fills []fill, seed uint64) {
 		}()
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("building random weights cancelled: %w", err)
+	}
+	return nil
 }
 
 // splitmix is SplitMix64's output function: a bijective hash of a 64-bit counter, good enough

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strings"
@@ -43,7 +44,7 @@ func TestArchConfig(t *testing.T) {
 }
 
 func TestNewRandomModelUnknown(t *testing.T) {
-	_, err := NewRandomModel("gpt-5", 1)
+	_, err := NewRandomModel(context.Background(), "gpt-5", 1)
 	if !errors.Is(err, ErrUnknownArch) || !strings.Contains(err.Error(), "random:gpt-5") ||
 		!strings.Contains(err.Error(), "distilgpt2, gpt2, gpt2-medium, gpt2-large, gpt2-xl") {
 		t.Fatalf("NewRandomModel(gpt-5) = %v; want ErrUnknownArch listing the valid names", err)
@@ -58,7 +59,7 @@ func randomTestCfg() Config {
 
 func TestRandomWeightsInit(t *testing.T) {
 	cfg := randomTestCfg()
-	w, err := NewRandomWeights(cfg, 7)
+	w, err := NewRandomWeights(context.Background(), cfg, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +108,9 @@ func TestRandomWeightsInit(t *testing.T) {
 
 func TestRandomWeightsDeterministic(t *testing.T) {
 	cfg := randomTestCfg()
-	a, _ := NewRandomWeights(cfg, 42)
-	b, _ := NewRandomWeights(cfg, 42)
-	c, _ := NewRandomWeights(cfg, 43)
+	a, _ := NewRandomWeights(context.Background(), cfg, 42)
+	b, _ := NewRandomWeights(context.Background(), cfg, 42)
+	c, _ := NewRandomWeights(context.Background(), cfg, 43)
 	same, diff := true, 0
 	for i := range a.WTE {
 		same = same && a.WTE[i] == b.WTE[i]
@@ -129,7 +130,7 @@ func TestNewRandomModel(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("builds all 124M parameters: too slow under -race or -short")
 	}
-	m, err := NewRandomModel("gpt2", 1)
+	m, err := NewRandomModel(context.Background(), "gpt2", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func BenchmarkNewRandomWeights(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(4 * cfg.Params()))
 			for b.Loop() {
-				if _, err := NewRandomWeights(cfg, 1); err != nil {
+				if _, err := NewRandomWeights(context.Background(), cfg, 1); err != nil {
 					b.Fatal(err)
 				}
 			}

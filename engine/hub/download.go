@@ -99,7 +99,9 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 			off = fi.Size()
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	watch, stop := watchStall(ctx, d.o.StallTimeout)
+	defer stop()
+	req, err := http.NewRequestWithContext(watch.ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return result{}, false, fail("%v", err)
 	}
@@ -116,11 +118,15 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 		if ctx.Err() != nil {
 			return result{}, false, fmt.Errorf("model %s: download cancelled: %w", d.id, ctx.Err())
 		}
-		if !d.contacted {
-			return result{}, false, fmt.Errorf("%w: model %s is not in the Hugging Face cache at %s and cannot be downloaded from %s (%v); pass a local model directory or random:gpt2",
-				ErrNotCached, d.id, d.repo, d.endpoint, oneLine(err))
+		why := errors.New(oneLine(err))
+		if st := watch.stalled(); st != nil {
+			why = st
 		}
-		return result{}, true, fail("%v", oneLine(err))
+		if !d.contacted {
+			return result{}, false, fmt.Errorf("%w: model %s is not in the Hugging Face cache at %s and cannot be downloaded from %s (%w); pass a local model directory or random:gpt2",
+				ErrNotCached, d.id, d.repo, d.endpoint, why)
+		}
+		return result{}, true, fmt.Errorf("%w: model %s: %s: %w; %s", ErrDownload, d.id, f.name, why, again(part, off))
 	}
 	defer resp.Body.Close()
 	d.contacted = true
@@ -157,7 +163,24 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 		os.Remove(part)
 		return result{}, true, fail("partial file of %d bytes is longer than the %d-byte file; restarting", off, total)
 	}
-	return d.save(resp.Body, part, off, total, f, meta)
+	if f.maxBytes > 0 && total > f.maxBytes {
+		return result{}, false, fmt.Errorf("%w: model %s: %s: the server announces %d bytes, over the %d-byte limit for this file; %s", ErrBadFile, d.id, f.name, total, f.maxBytes, d.notCached())
+	}
+	return d.save(watch.body(resp.Body), part, off, total, f, meta)
+}
+
+// again tells how a failed transfer continues: a pinned file resumes from what it kept.
+func again(part string, off int64) string {
+	if part == "" {
+		return "run again to retry"
+	}
+	return fmt.Sprintf("run again to resume from byte %d", off)
+}
+
+// notCached ends the message of a refused file: nothing entered the cache, and the endpoint may
+// not be the hub at all (a proxy or captive portal answering with its own page).
+func (d *downloader) notCached() string {
+	return fmt.Sprintf("nothing was cached (is %s the Hugging Face hub, or a proxy's page?)", d.endpoint)
 }
 
 // respMeta is the hub's metadata collected over a redirect chain: Hugging Face puts the commit

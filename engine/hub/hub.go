@@ -9,9 +9,11 @@
 //	    blobs/<etag>               file contents
 //	    snapshots/<commit>/<file>  the repository's files (symlinks into blobs/, or plain files)
 //
-// A download goes to blobs/<commit>.<file>.incomplete, resumes from there with a Range request,
-// is checked against the size the server announced, and only then is renamed into blobs/ and
-// linked into snapshots/: a file under snapshots/ is always complete.
+// A download goes to blobs/<commit>.<file>.incomplete, resumes from there with a Range request
+// (also after a stall: no byte for Options.StallTimeout), is checked against the size the server
+// announced and against what its name says it is (JSON, merges, a safetensors header), and only
+// then is renamed into blobs/ and linked into snapshots/: a file under snapshots/ is always
+// complete and well-formed.
 package hub
 
 import (
@@ -42,6 +44,11 @@ var (
 	ErrSizeMismatch = errors.New("downloaded size does not match")
 	// ErrDownload: any other failed download (HTTP error status, interrupted transfer, disk).
 	ErrDownload = errors.New("download failed")
+	// ErrStalled: the server sent nothing for Options.StallTimeout (always with ErrDownload).
+	ErrStalled = errors.New("download stalled")
+	// ErrBadFile: the server's file is not what its name says (an HTML page as config.json, a
+	// truncated safetensors header, an oversized JSON file); it was not cached.
+	ErrBadFile = errors.New("downloaded file is not valid")
 )
 
 // DefaultEndpoint is the public hub, used when $HF_ENDPOINT is unset.
@@ -55,6 +62,9 @@ type Options struct {
 	Progress   io.Writer           // download progress bar; nil: silent
 	Now        func() time.Time    // clock for the progress bar's rate and redraw limit; nil: time.Now
 	Attempts   int                 // tries per file, each resuming where the last stopped; 0: 3
+	// StallTimeout cuts a transfer that receives nothing for this long (a pinned file resumes on
+	// the next attempt or run); 0: 30 s.
+	StallTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -70,11 +80,15 @@ func (o Options) withDefaults() Options {
 	if o.Attempts <= 0 {
 		o.Attempts = 3
 	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = defaultStallTimeout
+	}
 	return o
 }
 
 // defaultClient bounds every phase that can hang before data flows, but not the transfer itself:
-// a multi-gigabyte checkpoint may take many minutes, and the caller's context can cancel it.
+// a multi-gigabyte checkpoint may take many minutes; the stall timeout cuts a transfer that stops,
+// and the caller's context can cancel it.
 func defaultClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -139,15 +153,17 @@ func RepoDir(root, id string) string {
 // repoFile is a file Resolve fetches.
 type repoFile struct {
 	name     string
-	required bool // a model directory needs it; an optional one may be absent from a repository
+	required bool  // a model directory needs it; an optional one may be absent from a repository
+	maxBytes int64 // larger is refused as not this file; 0: no limit (the weights)
 }
 
 // repoFiles lists the files to fetch, in download order: config.json first (a cheap request that
 // tells a missing model apart early and pins the commit), the weights last, so that a snapshot
 // with both required files is never missing tokenizer files that the repository has.
 func repoFiles() []repoFile {
-	return []repoFile{{"config.json", true}, {"vocab.json", false}, {"merges.txt", false},
-		{"tokenizer.json", false}, {"model.safetensors", true}}
+	const maxConfig, maxTokenizer = 1 << 20, 64 << 20 // the engine's own read limits
+	return []repoFile{{"config.json", true, maxConfig}, {"vocab.json", false, maxTokenizer}, {"merges.txt", false, maxTokenizer},
+		{"tokenizer.json", false, maxTokenizer}, {"model.safetensors", true, 0}}
 }
 
 // Resolve returns a local directory holding model id's config.json and model.safetensors (and its

@@ -3,6 +3,7 @@ package hub
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,23 +22,43 @@ const commit = "0123456789abcdef0123456789abcdef01234567"
 // fakeHub serves /{id}/resolve/{rev}/{file} like the Hugging Face hub, with knobs for failures.
 type fakeHub struct {
 	id     string
-	files  map[string][]byte // file -> contents; others are 404
+	files  map[string][]byte // file -> contents, others are 404; under mu once serving (setFile)
 	commit string            // X-Repo-Commit; "" sends none
 
 	mu       sync.Mutex       // guards the fields below, written by handler goroutines
 	cutOnce  map[string]int64 // file -> cut the first full-body response after this many bytes
+	stalls   map[string]int64 // file -> stop sending after this many bytes (-1: before the headers) until the client hangs up
 	lieSize  map[string]int64 // file -> X-Linked-Size to announce instead of the truth
+	stallN   int              // requests that stall, for the files in stalls
 	noRange  bool             // ignore Range headers (answer 200 with everything)
+	noLength bool             // send full bodies without Content-Length (chunked)
 	requests []string         // "METHOD path range=R auth=A" per request
 }
 
 func newFakeHub(id string) *fakeHub {
-	return &fakeHub{id: id, commit: commit, cutOnce: map[string]int64{}, lieSize: map[string]int64{},
+	return &fakeHub{id: id, commit: commit, cutOnce: map[string]int64{}, lieSize: map[string]int64{}, stalls: map[string]int64{},
 		files: map[string][]byte{
 			"config.json":       []byte(`{"model_type":"gpt2"}`),
 			"vocab.json":        []byte(`{"a":0}`),
-			"model.safetensors": bytes.Repeat([]byte("0123456789abcdef"), 4096), // 64 KiB
+			"model.safetensors": stFile(64 << 10),
 		}}
+}
+
+// stFile is a well-formed safetensors image of one F32 tensor holding n bytes (a multiple of 4)
+// of a repeating pattern.
+func stFile(n int) []byte {
+	hdr := fmt.Sprintf(`{"w":{"dtype":"F32","shape":[%d],"data_offsets":[0,%d]}}`, n/4, n)
+	hdr += strings.Repeat(" ", (8-len(hdr)%8)%8)
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+	b = append(b, hdr...)
+	return append(b, bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]...)
+}
+
+// setFile replaces what the hub serves for file.
+func (h *fakeHub) setFile(file string, b []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.files[file] = b
 }
 
 func (h *fakeHub) log() []string {
@@ -57,7 +78,9 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rev, file, _ := strings.Cut(rest, "/")
+	h.mu.Lock()
 	body, ok := h.files[file]
+	h.mu.Unlock()
 	if !ok || (rev != "main" && rev != h.commit) {
 		http.NotFound(w, r)
 		return
@@ -68,11 +91,21 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	cut, doCut := h.cutOnce[file]
 	delete(h.cutOnce, file)
+	stall, doStall := h.stalls[file]
+	if doStall && h.stallN > 0 {
+		h.stallN--
+	} else {
+		doStall = false
+	}
 	lie, doLie := h.lieSize[file]
-	noRange := h.noRange
+	noRange, noLength := h.noRange, h.noLength
 	h.mu.Unlock()
 	if doLie {
 		w.Header().Set("X-Linked-Size", strconv.FormatInt(lie, 10))
+	}
+	if doStall && stall < 0 {
+		<-r.Context().Done() // no answer at all until the client gives up
+		return
 	}
 	start := int64(0)
 	if rg := r.Header.Get("Range"); rg != "" && !noRange {
@@ -86,13 +119,22 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)-int(n)))
 		w.WriteHeader(http.StatusPartialContent)
 	} else {
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		if !noLength {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		}
 		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush() // headers out before the body: no length inferred from it
 	}
 	if doCut {
 		w.Write(body[start : start+cut])
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler) // drop the connection mid-body
+	}
+	if doStall {
+		w.Write(body[start : start+stall])
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // connection open, nothing more sent, until the client gives up
+		return
 	}
 	w.Write(body[start:])
 }
@@ -349,7 +391,7 @@ func TestResolveSendsToken(t *testing.T) {
 // The hub answers resolve/ for large files with a redirect that carries the commit and the size;
 // the storage backend's response carries neither.
 func TestResolveReadsRedirectHeaders(t *testing.T) {
-	body := bytes.Repeat([]byte{7}, 3000)
+	body := stFile(3000)
 	var mux http.ServeMux
 	mux.HandleFunc("/m/resolve/", func(w http.ResponseWriter, r *http.Request) {
 		file := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
@@ -358,7 +400,7 @@ func TestResolveReadsRedirectHeaders(t *testing.T) {
 		case "config.json":
 			w.Write([]byte("{}"))
 		case "model.safetensors":
-			w.Header().Set("X-Linked-Size", "3000")
+			w.Header().Set("X-Linked-Size", strconv.Itoa(len(body)))
 			w.Header().Set("X-Linked-Etag", `"abc123"`)
 			http.Redirect(w, r, "/cdn/blob", http.StatusFound)
 		default:

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,8 +10,9 @@ import (
 )
 
 // save writes body into part (or a new temporary file when part is "") from offset off, checks
-// the final size against total (-1: unknown) and moves the file to its blob name. A cut transfer
-// leaves part in place for the next attempt; a wrong size removes it, so it is never resumed.
+// the final size against total (-1: unknown) and the file's limit, validates the contents and
+// moves the file to its blob name. A cut or stalled transfer leaves part in place for the next
+// attempt; a wrong size or invalid contents remove it, so it is never resumed.
 func (d *downloader) save(body io.Reader, part string, off, total int64, f repoFile, meta respMeta) (result, bool, error) {
 	fail := func(sentinel error, format string, args ...any) error {
 		return fmt.Errorf("%w: model %s: %s: %s", sentinel, d.id, f.name, fmt.Sprintf(format, args...))
@@ -36,8 +38,11 @@ func (d *downloader) save(body io.Reader, part string, off, total int64, f repoF
 		return result{}, false, fail(ErrDownload, "%v", err)
 	}
 	src := body
-	if total >= 0 {
+	switch {
+	case total >= 0:
 		src = io.LimitReader(body, total-off+1) // one byte more than announced reveals a liar
+	case f.maxBytes > 0:
+		src = io.LimitReader(body, f.maxBytes-off+1)
 	}
 	prog := newProgress(d.o.Progress, d.o.Now, d.id+" "+f.name, off, total)
 	n, copyErr := io.Copy(fh, io.TeeReader(src, prog))
@@ -53,14 +58,21 @@ func (d *downloader) save(body io.Reader, part string, off, total int64, f repoF
 	case total >= 0 && size > total:
 		os.Remove(name)
 		return result{}, false, fail(ErrSizeMismatch, "received more than the %d bytes the server announced", total)
+	case f.maxBytes > 0 && size > f.maxBytes:
+		os.Remove(name)
+		return result{}, false, fail(ErrBadFile, "more than the %d-byte limit for this file; %s", f.maxBytes, d.notCached())
 	case copyErr != nil && part == "":
 		os.Remove(name)
-		return result{}, false, fail(ErrDownload, "interrupted after %d bytes: %v", size, oneLine(copyErr))
+		return result{}, false, fmt.Errorf("%w: model %s: %s: interrupted after %d bytes: %w; %s", ErrDownload, d.id, f.name, size, flat(copyErr), again(part, size))
 	case copyErr != nil:
-		return result{}, true, fail(ErrDownload, "interrupted after %d of %s bytes: %v; run again to resume", size, sizeText(total), oneLine(copyErr))
+		return result{}, true, fmt.Errorf("%w: model %s: %s: interrupted after %d of %s bytes: %w; %s", ErrDownload, d.id, f.name, size, sizeText(total), flat(copyErr), again(part, size))
 	case total >= 0 && size != total:
 		os.Remove(name)
 		return result{}, false, fail(ErrSizeMismatch, "got %d bytes, the server announced %d", size, total)
+	}
+	if err := validate(f.name, name); err != nil {
+		os.Remove(name) // never resumed: the bytes are not the file
+		return result{}, false, fail(ErrBadFile, "%s; %s", oneLine(err), d.notCached())
 	}
 	blob := filepath.Join(blobs, blobName(meta, f.name))
 	if err := os.Rename(name, blob); err != nil {
@@ -68,6 +80,15 @@ func (d *downloader) save(body io.Reader, part string, off, total int64, f repoF
 		return result{}, false, fail(ErrDownload, "%v", err)
 	}
 	return result{commit: meta.commit, blob: blob}, false, nil
+}
+
+// flat keeps a stall error as it is (one line, matching ErrStalled) and flattens any other
+// transport error onto one line.
+func flat(err error) error {
+	if errors.Is(err, ErrStalled) {
+		return err
+	}
+	return errors.New(oneLine(err))
 }
 
 // sizeText prints a size that may be unknown (-1).

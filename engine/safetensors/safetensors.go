@@ -14,6 +14,8 @@ import (
 	"os"
 	"sort"
 	"unsafe"
+
+	"rosetop/engine/internal/regular"
 )
 
 // Sentinel errors; every error this package returns wraps one of them.
@@ -152,31 +154,42 @@ func (f *File) Float32(name string) ([]float32, error) {
 	if n == 0 {
 		return []float32{}, nil
 	}
+	if Aliases(t) {
+		return unsafe.Slice((*float32)(unsafe.Pointer(&t.Data[0])), n), nil
+	}
+	out := make([]float32, n)
+	if err := t.Decode(out, 0); err != nil {
+		return nil, fmt.Errorf("safetensors %s: %w", f.name, err)
+	}
+	return out, nil
+}
+
+// Decode converts elements [first, first+len(dst)) of t to float32 into dst, so that a large
+// tensor can be converted in chunks, in parallel.
+func (t Tensor) Decode(dst []float32, first int) error {
+	if first < 0 || len(dst) > t.Numel()-first {
+		return fmt.Errorf("tensor %q: elements [%d, %d) outside its %d", t.Name, first, first+len(dst), t.Numel())
+	}
 	switch t.DType {
 	case F32:
-		if Aliases(t) {
-			return unsafe.Slice((*float32)(unsafe.Pointer(&t.Data[0])), n), nil
+		src := t.Data[4*first:]
+		for i := range dst {
+			dst[i] = f32frombits(src[4*i:])
 		}
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = f32frombits(t.Data[4*i:])
-		}
-		return out, nil
 	case F16:
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = F16ToF32(uint16(t.Data[2*i]) | uint16(t.Data[2*i+1])<<8)
+		src := t.Data[2*first:]
+		for i := range dst {
+			dst[i] = F16ToF32(uint16(src[2*i]) | uint16(src[2*i+1])<<8)
 		}
-		return out, nil
 	case BF16:
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = BF16ToF32(uint16(t.Data[2*i]) | uint16(t.Data[2*i+1])<<8)
+		src := t.Data[2*first:]
+		for i := range dst {
+			dst[i] = BF16ToF32(uint16(src[2*i]) | uint16(src[2*i+1])<<8)
 		}
-		return out, nil
+	default: // parse rejects other dtypes; kept for safety should that change
+		return fmt.Errorf("tensor %q has dtype %s: %w", t.Name, t.DType, ErrUnsupportedDType)
 	}
-	// parse rejects other dtypes; kept for safety should that change.
-	return nil, fmt.Errorf("safetensors %s: tensor %q has dtype %s: %w", f.name, name, t.DType, ErrUnsupportedDType)
+	return nil
 }
 
 // Aliases reports whether Float32 returns t's bytes in place rather than a converted copy.
@@ -191,20 +204,8 @@ func littleEndian() bool {
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }
 
-// openSize stats path for mapFile implementations.
+// openSize opens path, a regular file, for mapFile implementations: a named pipe or device is
+// refused before anything blocks on it.
 func openSize(path string) (*os.File, int64, error) {
-	fd, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	st, err := fd.Stat()
-	if err != nil {
-		fd.Close()
-		return nil, 0, err
-	}
-	if !st.Mode().IsRegular() {
-		fd.Close()
-		return nil, 0, fmt.Errorf("not a regular file")
-	}
-	return fd, st.Size(), nil
+	return regular.Open(path)
 }

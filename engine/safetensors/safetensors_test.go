@@ -224,6 +224,44 @@ func TestUnalignedCopies(t *testing.T) {
 	}
 }
 
+// TestDecodeChunks: decoding a tensor in chunks of any size gives Float32's values, for every
+// dtype; a range outside the tensor is an error, not a panic.
+func TestDecodeChunks(t *testing.T) {
+	f, err := FromBytes("chunks", build(t, []entry{
+		{"f32", "F32", []int{7}, f32bytes(1, -2, 0.5, 3e-8, 7, 65504, -0.25)},
+		{"f16", "F16", []int{7}, u16bytes(0x3c00, 0xc000, 0x3800, 0x0001, 0x4700, 0x7bff, 0x7c00)},
+		{"bf16", "BF16", []int{7}, u16bytes(0x3f80, 0xc000, 0x3f00, 0x7fc0, 0x40e0, 0xff80, 0x0001)},
+	}, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range f.Names() {
+		tn, _ := f.Tensor(name)
+		want, err := f.Float32(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, chunk := range []int{1, 2, 3, 7} {
+			got := make([]float32, tn.Numel())
+			for first := 0; first < len(got); first += chunk {
+				if err := tn.Decode(got[first:min(first+chunk, len(got))], first); err != nil {
+					t.Fatalf("%s chunk %d at %d: %v", name, chunk, first, err)
+				}
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Errorf("%s chunk %d: [%d] = %g, Float32 gives %g", name, chunk, i, got[i], want[i])
+				}
+			}
+		}
+		for _, r := range [][2]int{{-1, 1}, {6, 2}, {8, 0}, {0, 8}} {
+			if err := tn.Decode(make([]float32, r[1]), r[0]); err == nil {
+				t.Errorf("%s: Decode(%d elements at %d) succeeded outside 7 elements", name, r[1], r[0])
+			}
+		}
+	}
+}
+
 func TestBadFiles(t *testing.T) {
 	good := func(dtype string, shape []int, off [2]int) []byte {
 		hdr, _ := json.Marshal(map[string]any{"w": map[string]any{"dtype": dtype, "shape": shape, "data_offsets": off}})

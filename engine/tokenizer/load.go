@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"rosetop/engine/internal/regular"
 )
 
 // FromDir returns the tokenizer of a Hugging Face model directory: tokenizer.json when present
@@ -51,14 +53,20 @@ func FromDir(dir string) (*Tokenizer, error) {
 	return build(src)
 }
 
-// readOptional reads a file that may be absent (ok false). Other errors name the file (os does).
+// maxFileBytes bounds each tokenizer file: GPT-2's tokenizer.json is 1.4 MB.
+const maxFileBytes = 64 << 20
+
+// readOptional reads a regular file of at most maxFileBytes that may be absent (ok false).
+// Errors name the file.
 func readOptional(path string) (data []byte, ok bool, err error) {
-	data, err = os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err = regular.ReadFile(path, maxFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("tokenizer: %w", err)
+	case errors.Is(err, regular.ErrNotRegular) || errors.Is(err, regular.ErrTooLarge):
+		return nil, false, fmt.Errorf("%s: %w: %w", path, ErrInvalid, err)
+	case err != nil:
+		return nil, false, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
 	return data, true, nil
 }

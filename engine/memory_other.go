@@ -1,0 +1,7 @@
+//go:build !linux
+
+package engine
+
+// machineMemory is the machine's physical memory in bytes; 0 (unknown) off Linux, where the
+// memory checks are skipped.
+func machineMemory() uint64 { return 0 }
