@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func exitCode(err error) int {
 	var ue usageError
 	for _, bad := range []error{errBadFlag, bench.ErrBadConfig, sched.ErrBadConfig, engine.ErrInvalidModel,
-		engine.ErrModelNotFound, engine.ErrUnknownArch, engine.ErrBadOptions, engine.ErrNoCUDA, hub.ErrInvalidID, hub.ErrNotCached,
+		engine.ErrModelNotFound, engine.ErrUnknownArch, engine.ErrModelTooLarge, engine.ErrBadOptions, engine.ErrNoCUDA, hub.ErrInvalidID, hub.ErrNotCached,
 		hub.ErrNotFound, hub.ErrDenied} {
 		if errors.Is(err, bad) {
 			return exitUsage

@@ -166,7 +166,12 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 	if f.maxBytes > 0 && total > f.maxBytes {
 		return result{}, false, fmt.Errorf("%w: model %s: %s: the server announces %d bytes, over the %d-byte limit for this file; %s", ErrBadFile, d.id, f.name, total, f.maxBytes, d.notCached())
 	}
-	return d.save(watch.body(resp.Body), part, off, total, f, meta)
+	res, retry, saveErr := d.save(watch.body(resp.Body), part, off, total, f, meta)
+	if saveErr != nil && ctx.Err() != nil && watch.stalled() == nil {
+		// The caller's cancellation cut the body: say so, not that the transfer broke.
+		return result{}, false, fmt.Errorf("model %s: %s: download cancelled (%v): %w; run again to resume", d.id, f.name, oneLine(saveErr), ctx.Err())
+	}
+	return res, retry, saveErr
 }
 
 // again tells how a failed transfer continues: a pinned file resumes from what it kept.
