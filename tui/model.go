@@ -32,15 +32,6 @@ type actionMsg struct {
 	err error
 }
 
-// charts is the dashboard's chart state. ntcharts models hold pointers, so this lives behind a
-// pointer shared by the Model's copies; it is touched only inside Update (one goroutine).
-type charts struct {
-	queue, p99 *timeChart
-	admit      *admitChart
-	itl        *itlChart
-	span       float64 // seconds shown on the time charts; changes in 10 s steps (stable axes)
-}
-
 // Model is the dashboard's Bubble Tea model. Update does all the work; View returns the frame
 // Update cached, so a repaint costs nothing.
 type Model struct {
@@ -79,7 +70,7 @@ func New(s Session, r *lipgloss.Renderer, theme string) (Model, error) {
 	m := Model{
 		s: s, r: r, st: st, pt: newPaint(st), keys: DefaultKeyMap(), help: help.New(), id: &tickID{},
 		cache: &paneCache{},
-		ch:    &charts{queue: newTimeChart(false), p99: newTimeChart(true), admit: newAdmitChart(), itl: newITLChart(), span: 10},
+		ch:    newCharts(),
 	}
 	m.applyHelpStyles()
 	return m, nil

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -73,11 +72,15 @@ func (m *Model) renderPanes() {
 		var title, body string
 		switch id {
 		case pQueue:
-			title, body = "queue depth · last "+clockSpan(x1-x0), m.queueBody(v, x0, x1, iw, ih)
+			title, body = "queue depth · "+spanName(chartSpans[m.ch.span]), m.queueBody(v, x0, x1, iw, ih)
 		case pAdmit:
 			title, body = "prefill admissions per step", m.ch.admit.body(st, v.Admissions, iw, ih)
 		case pP99:
-			title, body = "p99 latency (ms, log scale)", m.p99Body(v, x0, x1, iw, ih)
+			title = "p99 latency (ms, log scale) · " + spanName(chartSpans[m.ch.span])
+			if widthOf(title) > w-6 {
+				title = "p99 ms (log) · " + spanName(chartSpans[m.ch.span])
+			}
+			body = m.p99Body(v, x0, x1, iw, ih)
 		case pLatency:
 			title = "latency"
 			if n := latencyN(v.Latency); n > 0 {
@@ -117,101 +120,6 @@ func paneInputs(id paneID, v *bench.View, st *paint, w, h int) (memo paneMemo, t
 		return memo, false
 	}
 	return memo, true
-}
-
-// window is the time range of the charts, [now-span, now] in seconds. span covers the oldest
-// point bench kept, rounded up to 10 s; it only changes when the data outgrows it or shrinks
-// below half of it, so the axis labels do not jitter from tick to tick.
-func (c *charts) window(v *bench.View) (x0, x1 float64) {
-	now := v.Now.Seconds()
-	oldest := now
-	if len(v.Queue) > 0 {
-		oldest = math.Min(oldest, v.Queue[0].At.Seconds())
-	}
-	for _, s := range v.P99 {
-		if len(s.Points) > 0 {
-			oldest = math.Min(oldest, s.Points[0].At.Seconds())
-		}
-	}
-	need := now - oldest
-	if need > c.span || need < c.span/2 {
-		c.span = math.Min(math.Max(math.Ceil(need/10)*10, 10), 600)
-	}
-	if now < c.span {
-		return 0, c.span
-	}
-	return now - c.span, now
-}
-
-func (m *Model) queueBody(v *bench.View, x0, x1 float64, iw, ih int) string {
-	st := m.pt
-	var wait, run []bench.Point
-	top := 1.0
-	for _, q := range v.Queue {
-		wait = append(wait, bench.Point{At: q.At, Value: float64(q.Waiting)})
-		run = append(run, bench.Point{At: q.At, Value: float64(q.Running)})
-		top = math.Max(top, float64(max(q.Waiting, q.Running)))
-	}
-	head := st.Muted.Render("no steps yet")
-	if n := len(v.Queue); n > 0 {
-		last := v.Queue[n-1]
-		head = st.Series[0].Render("▬ ") + st.Muted.Render("waiting ") + st.Strong.Render(fmt.Sprintf("%-5d", last.Waiting)) +
-			st.Series[1].Render(" ▬ ") + st.Muted.Render("running ") + st.Strong.Render(fmt.Sprintf("%-5d", last.Running))
-		if kv := st.Muted.Render(" KV blocks ") + st.Text.Render(fmt.Sprintf("%d/%d", v.KVUsed, v.KVTotal)); v.KVTotal > 0 && widthOf(head+kv) <= iw {
-			head += kv
-		}
-	}
-	m.ch.queue.SetSize(iw, ih-1)
-	chart := m.ch.queue.draw(st, x0, x1, 0, niceMax(top), []tseries{
-		{pts: wait, ink: inkSeries}, {pts: run, ink: inkSeries + 1},
-	}, v.Markers)
-	return fit(head, iw) + "\n" + chart
-}
-
-func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
-	st := m.pt
-	var series []tseries
-	var items []string
-	lo, hi := math.Inf(1), 0.0
-	for i, s := range v.P99 {
-		style := st.Series[i%len(st.Series)]
-		series = append(series, tseries{pts: s.Points, ink: inkSeries + ink(i%len(st.Series))})
-		last := math.NaN()
-		for _, p := range s.Points {
-			if x := p.At.Seconds(); x >= x0 && x <= x1 && p.Value > 0 {
-				lo, hi = math.Min(lo, p.Value), math.Max(hi, p.Value)
-			}
-			last = p.Value
-		}
-		items = append(items, style.Render("▬")+st.Muted.Render(shortName(s.Name)+" ")+st.Strong.Render(fmt.Sprintf("%-5s", numRaw(last))))
-	}
-	ymin, ymax := logRange(lo, hi)
-	head := st.Muted.Render("no finished requests yet")
-	if len(items) > 0 {
-		head = legend(items, iw)
-	}
-	m.ch.p99.SetSize(iw, ih-1)
-	return fit(head, iw) + "\n" + m.ch.p99.draw(st, x0, x1, ymin, ymax, series, v.Markers)
-}
-
-// shortName turns bench's series names into legend words: "Queue wait p99" -> "queue".
-func shortName(n string) string {
-	n = strings.TrimSuffix(n, " p99")
-	switch n {
-	case "Queue wait":
-		return "queue"
-	case "Prefill->first":
-		return "prefill"
-	}
-	return n
-}
-
-// clockSpan formats a chart span in seconds: "60s", "5m".
-func clockSpan(s float64) string {
-	if s >= 120 && math.Mod(s, 60) == 0 {
-		return fmt.Sprintf("%.0fm", s/60)
-	}
-	return fmt.Sprintf("%.0fs", s)
 }
 
 // compose joins header, panes and footer into the frame: exactly w x h cells.

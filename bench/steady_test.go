@@ -1,0 +1,319 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"rosetop/sched"
+)
+
+// stepLog keeps, for each scheduler step after the session entered its steady state, the
+// queue it left (an OnStep hook: it runs on the recorder goroutine, outside Session.mu).
+type stepLog struct {
+	mu    sync.Mutex
+	s     *Session         // guarded by mu; nil until NewSession returned
+	steps []sched.Snapshot // guarded by mu
+}
+
+func (l *stepLog) observe(so *sched.StepOutput) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.s == nil {
+		return
+	}
+	l.s.mu.Lock()
+	live := l.s.liveRun != nil
+	l.s.mu.Unlock()
+	if live {
+		l.steps = append(l.steps, so.Snapshot)
+	}
+}
+
+// TestSteadyLoadIsContinuous: after the cold and measured runs the load does not restart in
+// bursts: requests keep arriving as others finish, NumRequests in flight, so the queue never
+// drains while the batch runs (back-to-back runs drain it at every run's tail), and every
+// NumRequests finished requests become a window of the steady state.
+func TestSteadyLoadIsContinuous(t *testing.T) {
+	const n, batch = 8, 2
+	cfg := testConfig(requests(n, 4), runs(1, 1), func(c *Config) {
+		c.Sched.MaxBatch, c.Sched.PrefillMaxBatch = batch, 1
+		c.Workload.StopOnEOS = false
+	})
+	log := &stepLog{}
+	published := make(chan struct{}, 1)
+	s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: cpuEngine(2), OnStep: log.observe, onPublish: func() {
+		select {
+		case published <- struct{}{}:
+		default:
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	log.s = s
+	log.mu.Unlock()
+	defer s.Close()
+	v := waitFor(t, s, published, "five steady windows", func(v *View) bool { return v.Live.Windows >= 5 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	steps := log.steps
+	log.mu.Unlock()
+	ramp := 2 * n // steps for the first burst to be admitted one a step
+	if len(steps) <= ramp {
+		t.Fatalf("%d steady steps", len(steps))
+	}
+	for i, st := range steps[ramp : len(steps)-ramp] {
+		if st.Waiting+st.Running > n {
+			t.Fatalf("step %d: %d waiting + %d running, more than the %d in flight the job has", i+ramp, st.Waiting, st.Running, n)
+		}
+		if st.Waiting == 0 {
+			t.Fatalf("step %d: the queue drained (%d running): the load restarted instead of staying continuous", i+ramp, st.Running)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	windows := 0
+	for _, r := range s.results {
+		if strings.HasPrefix(r.sum.Label, "live ") && !r.sum.Partial {
+			windows++
+			if r.sum.Requests != n || !r.live || r.engine != 1 {
+				t.Errorf("%s: %d requests (live %v, engine %d), want a window of %d", r.sum.Label, r.sum.Requests, r.live, r.engine, n)
+			}
+		}
+	}
+	if windows < 5 || v.Cold == nil || v.Compare[0].Ratio != v.Compare[0].Ratio {
+		t.Errorf("%d windows, cold %v, compare %+v", windows, v.Cold, v.Compare)
+	}
+}
+
+// TestKeepBoundsALongSession: a dashboard session keeps its planned runs whole and bounds its
+// steady windows (summaries past maxResults, records past maxKeptRecords); bench keeps all.
+func TestKeepBoundsALongSession(t *testing.T) {
+	reqs := make([]RequestResult, 1000)
+	for _, headless := range []bool{false, true} {
+		s := &Session{opts: SessionOptions{KeepRecords: true, headless: headless}}
+		s.keep(&runResult{sum: Summary{Label: "warmup 1/1", Warmup: true}, reqs: reqs})
+		s.keep(&runResult{sum: Summary{Label: "run 1/1"}, reqs: reqs})
+		for i := range 600 {
+			s.keep(&runResult{sum: Summary{Label: "live"}, reqs: reqs, live: true})
+			if !headless && (len(s.results) > maxResults || s.kept > maxKeptRecords) {
+				t.Fatalf("after %d windows: %d results, %d records", i+1, len(s.results), s.kept)
+			}
+		}
+		if headless {
+			if len(s.results) != 602 || s.kept != 602_000 || s.dropped != 0 {
+				t.Errorf("bench dropped runs: %d results, %d records", len(s.results), s.kept)
+			}
+			continue
+		}
+		if s.results[0].reqs == nil || s.results[1].reqs == nil || s.results[1].sum.Label != "run 1/1" {
+			t.Error("a planned run lost its records or its place")
+		}
+		last := s.results[len(s.results)-1]
+		if last.reqs == nil || !s.results[2].recordsDropped || s.dropped != 602-maxResults || s.filed != 602 {
+			t.Errorf("newest window records %v, oldest kept window dropped %v, %d dropped, %d filed", last.reqs != nil, s.results[2].recordsDropped, s.dropped, s.filed)
+		}
+	}
+}
+
+// TestDashboardExport: a dashboard session asked for --json/--csv keeps its runs' records and
+// writes them on demand: the cold run, the measured runs and the steady windows.
+func TestDashboardExport(t *testing.T) {
+	p := newFakeProvider()
+	published := make(chan struct{}, 1)
+	s, err := NewSession(context.Background(), testConfig(requests(4, 3), runs(1, 1)), SessionOptions{Provider: p, Clock: newFakeClock(time.Second), KeepRecords: true,
+		onPublish: func() {
+			select {
+			case published <- struct{}{}:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, published, "two steady windows", func(v *View) bool { return v.Live.Windows >= 2 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	exp := Exports{JSONPath: filepath.Join(dir, "out.json"), CSVPath: filepath.Join(dir, "out.csv"), Settings: map[string]string{"job": "x"}}
+	var notes strings.Builder
+	if err := s.Export(exp, &notes); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(notes.String(), "rosetop: wrote "); n != 2 {
+		t.Errorf("notes = %q, want a line per file", notes.String())
+	}
+	data, err := os.ReadFile(exp.JSONPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Runs []struct {
+			Label    string
+			Engine   int
+			Requests []json.RawMessage
+		}
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) < 4 || rep.Runs[0].Label != "warmup 1/1" || rep.Runs[1].Label != "run 1/1" || rep.Runs[2].Label != "live 1" {
+		t.Fatalf("runs = %+v", rep.Runs)
+	}
+	for _, r := range rep.Runs {
+		if r.Engine != 1 || (len(r.Requests) != 4 && r.Label != rep.Runs[len(rep.Runs)-1].Label) {
+			t.Errorf("run %s: engine %d, %d requests", r.Label, r.Engine, len(r.Requests))
+		}
+	}
+	csv, err := os.ReadFile(exp.CSVPath)
+	if err != nil || strings.Count(string(csv), "\nlive 1,") != 4 {
+		t.Errorf("csv lacks the steady windows' rows (%v)", err)
+	}
+}
+
+// TestViewMovesWhenIdle: with arrivals paused and nothing stepping, the view still follows the
+// clock (the header's time runs, the rate falls to 0) instead of freezing at the last step.
+func TestViewMovesWhenIdle(t *testing.T) {
+	p := newFakeProvider()
+	clock := newFakeClock(time.Second)
+	published := make(chan struct{}, 1)
+	s, err := NewSession(context.Background(), testConfig(requests(4, 3), runs(1, 1)), SessionOptions{Provider: p, Clock: clock, onPublish: func() {
+		select {
+		case published <- struct{}{}:
+		default:
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitFor(t, s, published, "the steady state", func(v *View) bool { return v.Live.Windows >= 1 })
+	if _, err := s.Do(ActTogglePause); err != nil {
+		t.Fatal(err)
+	}
+	before := s.View().Header.Elapsed
+	clock.advance(10 * time.Second) // nothing steps: the fake engine only moves the clock on submits
+	h := s.View().Header
+	if h.Elapsed < before+10*time.Second || !h.Paused || h.TokensPerSec != 0 {
+		t.Errorf("after 10 s paused: elapsed %v (was %v), paused %v, %v tokens/s", h.Elapsed, before, h.Paused, h.TokensPerSec)
+	}
+}
+
+// TestStepKnob: the max batch moves by powers of two within the engine's capacity; the prefill
+// max batch moves by one, never above the max batch, follows it down, and back up when equal.
+func TestStepKnob(t *testing.T) {
+	tests := []struct {
+		name            string
+		max, prefill    int
+		acts            []Action
+		wantMax, wantPf int
+		wantErr         string
+	}{
+		{"down to a power of two", 48, 16, []Action{ActMaxBatchDown}, 32, 16, ""},
+		{"down drags prefill", 64, 40, []Action{ActMaxBatchDown}, 32, 32, ""},
+		{"tied goes down and up together", 64, 64, []Action{ActMaxBatchDown, ActMaxBatchDown, ActMaxBatchUp}, 32, 32, ""},
+		{"untied prefill stays", 16, 4, []Action{ActMaxBatchUp}, 32, 4, ""},
+		{"up stops at capacity", 64, 8, []Action{ActMaxBatchUp}, 96, 8, ""},
+		{"at capacity", 96, 8, []Action{ActMaxBatchUp}, 96, 8, "capacity, 96"},
+		{"down to one", 2, 2, []Action{ActMaxBatchDown}, 1, 1, ""},
+		{"not below one", 1, 1, []Action{ActMaxBatchDown}, 1, 1, "already 1"},
+		{"prefill up to max", 8, 7, []Action{ActPrefillBatchUp}, 8, 8, ""},
+		{"prefill not above max", 8, 8, []Action{ActPrefillBatchUp}, 8, 8, "} raises that first"},
+		{"prefill not below one", 8, 1, []Action{ActPrefillBatchDown}, 8, 1, "already 1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Session{knobs: sched.Config{MaxBatch: tc.max, PrefillMaxBatch: tc.prefill, Policy: sched.Mixed}, info: ServerInfo{MaxBatch: 96}}
+			var err error
+			for _, a := range tc.acts {
+				if _, err = s.stepKnob(a); err != nil {
+					break
+				}
+			}
+			if k := s.knobs; k.MaxBatch != tc.wantMax || k.PrefillMaxBatch != tc.wantPf {
+				t.Errorf("max %d prefill %d, want %d %d", k.MaxBatch, k.PrefillMaxBatch, tc.wantMax, tc.wantPf)
+			}
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestSummaryTable: the table a dashboard prints on quit has, per engine, the cold run, the
+// steady median and the last window, and a window cut short with what finished in it.
+func TestSummaryTable(t *testing.T) {
+	sum := func(label string, warmup, partial bool, ttft float64, n int) Summary {
+		d := Dist{P50: ttft / 2, P99: ttft, N: n}
+		return Summary{Label: label, Warmup: warmup, Partial: partial, Requests: n, Cancelled: 64 - n, TTFT: d, TPOT: d, ITL: d, Throughput: 1000 / ttft}
+	}
+	hdr := reportHeader{Model: "m", DeviceDetail: "cpu (2 threads)", Paged: true}
+	results := []*runResult{
+		{hdr: hdr, engine: 1, sum: sum("warmup 1/1", true, false, 40, 64)},
+		{hdr: hdr, engine: 1, sum: sum("run 1/1", false, false, 10, 64)},
+		{hdr: hdr, engine: 1, live: true, sum: sum("live 1", false, false, 30, 64)},
+		{hdr: hdr, engine: 1, live: true, sum: sum("live 2", false, false, 20, 64)},
+		{hdr: hdr, engine: 1, live: true, sum: sum("live 3", false, true, 20, 3)},
+	}
+	got := strings.Join(summaryTable(results, 0, nil, 95*time.Second), "\n")
+	for _, want := range []string{
+		"=== rosetop session: 1m35s, 1 engine(s) ===",
+		"engine 1: m on cpu (2 threads), paged attention on, CUDA Graph off",
+		"  cold (warmup 1/1)              64     20.00     40.00",
+		"  steady (median of 3)          192     10.00     20.00     10.00     20.00        50",
+		"  last (live 2)                  64     10.00     20.00",
+		"  cut short (live 3): 3 finished, 61 cancelled",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestRunProgress: a planned run's progress has an ETA from its token rate.
+func TestRunProgress(t *testing.T) {
+	rs := &runState{n: 4, start: time.Second, tokens: 64, records: map[sched.RequestID]*sched.Record{1: {}}}
+	p := rs.status(5*time.Second, 64)
+	if p.Finished != 1 || p.MaxTokens != 256 || p.Elapsed != 4*time.Second || p.ETA != 12*time.Second {
+		t.Errorf("progress %+v, want 1/4 finished, 64/256 tokens in 4 s: 12 s left", p)
+	}
+	if (*runState)(nil).status(0, 1) != nil {
+		t.Error("no run: progress not nil")
+	}
+}
+
+// TestGraphOnCPUNotedOnce: asking for CUDA Graphs on an engine that runs on the CPU is said once
+// (stderr and the events), not at every engine rebuild.
+func TestGraphOnCPUNotedOnce(t *testing.T) {
+	var progress strings.Builder
+	published := make(chan struct{}, 1)
+	cfg := testConfig(requests(4, 3), runs(1, 1), func(c *Config) { c.Engine.CUDAGraph = true })
+	s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: newFakeProvider(), Clock: newFakeClock(time.Second), Progress: &progress,
+		onPublish: func() {
+			select {
+			case published <- struct{}{}:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Do(ActRestart); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, published, "the second engine", func(v *View) bool { return v.Cold != nil && strings.Contains(v.Cold.Label, "engine 2") })
+	if n := strings.Count(progress.String(), "CUDA Graphs (--cuda-graph) are off"); n != 1 {
+		t.Errorf("noted %d times on stderr: %q", n, progress.String())
+	}
+}
