@@ -6,48 +6,65 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"rosetop/sched"
 )
 
-// stepLog keeps, for each scheduler step after the session entered its steady state, the
-// queue it left (an OnStep hook: it runs on the recorder goroutine, outside Session.mu).
-type stepLog struct {
-	mu    sync.Mutex
-	s     *Session         // guarded by mu; nil until NewSession returned
-	steps []sched.Snapshot // guarded by mu
-}
-
-func (l *stepLog) observe(so *sched.StepOutput) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.s == nil {
-		return
-	}
-	l.s.mu.Lock()
-	live := l.s.liveRun != nil
-	l.s.mu.Unlock()
-	if live {
-		l.steps = append(l.steps, so.Snapshot)
-	}
-}
-
 // TestSteadyLoadIsContinuous: after the cold and measured runs the load does not restart in
-// bursts: requests keep arriving as others finish, NumRequests in flight, so the queue never
-// drains while the batch runs (back-to-back runs drain it at every run's tail), and every
-// NumRequests finished requests become a window of the steady state.
+// bursts: a request is submitted as soon as another finishes, never more than NumRequests in
+// flight. The fake engine finishes the first nine requests (a cold run of 4, a measured run of
+// 4, the first of the steady state) and holds the rest: back-to-back runs would wait for the
+// held ones and submit 12 in all; the steady state refills the finished one's slot at once (a
+// 13th), then waits with 4 in flight.
 func TestSteadyLoadIsContinuous(t *testing.T) {
-	const n, batch = 8, 2
-	cfg := testConfig(requests(n, 4), runs(1, 1), func(c *Config) {
-		c.Sched.MaxBatch, c.Sched.PrefillMaxBatch = batch, 1
-		c.Workload.StopOnEOS = false
-	})
-	log := &stepLog{}
+	const n = 4
+	p := newFakeProvider()
+	p.hold = 2*n + 1
+	submitted := make(chan int, 64)
+	p.onSubmit = func(k int) { submitted <- k }
+	s, err := NewSession(context.Background(), testConfig(requests(n, 3), runs(1, 1)), SessionOptions{Provider: p, Clock: newFakeClock(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second) // turns a hang into a failure
+	for k := -1; k < 3*n; {
+		select {
+		case k = <-submitted:
+		case <-deadline:
+			t.Fatalf("request %d was never submitted: the steady state does not refill a finished request's slot", 3*n)
+		}
+	}
+	v := s.View()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(submitted)
+	extra := 0
+	for range submitted {
+		extra++
+	}
+	if extra != 0 {
+		t.Errorf("%d requests submitted past the %d in flight", extra, n)
+	}
+	if v.Header.Phase != PhaseLive || v.Header.Run != nil {
+		t.Errorf("phase %v, run progress %+v: want the steady state", v.Header.Phase, v.Header.Run)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.results[len(s.results)-1].sum
+	if last.Label != "live 1" || !last.Partial || last.Requests != 1 || last.Cancelled != n {
+		t.Errorf("the window cut short: %+v, want live 1 with 1 finished and %d cancelled", last, n)
+	}
+}
+
+// TestSteadyWindows: every NumRequests finished requests of the steady state are a window, a
+// run of the current engine.
+func TestSteadyWindows(t *testing.T) {
+	p := newFakeProvider()
 	published := make(chan struct{}, 1)
-	s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: cpuEngine(2), OnStep: log.observe, onPublish: func() {
+	s, err := NewSession(context.Background(), testConfig(requests(4, 3), runs(1, 1)), SessionOptions{Provider: p, Clock: newFakeClock(time.Second), onPublish: func() {
 		select {
 		case published <- struct{}{}:
 		default:
@@ -56,28 +73,9 @@ func TestSteadyLoadIsContinuous(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log.mu.Lock()
-	log.s = s
-	log.mu.Unlock()
-	defer s.Close()
 	v := waitFor(t, s, published, "five steady windows", func(v *View) bool { return v.Live.Windows >= 5 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
-	}
-	log.mu.Lock()
-	steps := log.steps
-	log.mu.Unlock()
-	ramp := 2 * n // steps for the first burst to be admitted one a step
-	if len(steps) <= ramp {
-		t.Fatalf("%d steady steps", len(steps))
-	}
-	for i, st := range steps[ramp : len(steps)-ramp] {
-		if st.Waiting+st.Running > n {
-			t.Fatalf("step %d: %d waiting + %d running, more than the %d in flight the job has", i+ramp, st.Waiting, st.Running, n)
-		}
-		if st.Waiting == 0 {
-			t.Fatalf("step %d: the queue drained (%d running): the load restarted instead of staying continuous", i+ramp, st.Running)
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -85,8 +83,8 @@ func TestSteadyLoadIsContinuous(t *testing.T) {
 	for _, r := range s.results {
 		if strings.HasPrefix(r.sum.Label, "live ") && !r.sum.Partial {
 			windows++
-			if r.sum.Requests != n || !r.live || r.engine != 1 {
-				t.Errorf("%s: %d requests (live %v, engine %d), want a window of %d", r.sum.Label, r.sum.Requests, r.live, r.engine, n)
+			if r.sum.Requests != 4 || !r.live || r.engine != 1 {
+				t.Errorf("%s: %d requests (live %v, engine %d), want a window of 4", r.sum.Label, r.sum.Requests, r.live, r.engine)
 			}
 		}
 	}
