@@ -129,7 +129,8 @@ func testView() *bench.View {
 			MaxBatch: 64, PrefillMaxBatch: 16, Phase: bench.PhaseLive, RunLabel: "live 3",
 			Elapsed: sec(90), TokensPerSec: 1843.5,
 		},
-		KVUsed: 312, KVTotal: 1024,
+		KVUsed: 312, KVTotal: 1024, LatencyWindow: 30 * time.Second,
+		Live: bench.LiveCounts{Windows: 12, Requests: 768},
 	}
 	var waiting, running []bench.Point
 	for i := 0; i <= 300; i++ { // a bucket every 0.2 s over the last 60 s

@@ -46,7 +46,7 @@ func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 		l.tooSmall = true
 		return l
 	}
-	l.rightW = min(max(w*45/100, 44), 72)
+	l.rightW = min(max(w*45/100, 44), 100) // wide terminals widen the tables and events too
 	l.leftW = w - l.rightW
 	l.bodyH = h - headerH - footerH
 

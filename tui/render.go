@@ -34,12 +34,9 @@ func (m *Model) refresh(redraw bool) {
 	m.compose()
 }
 
-func (m *Model) footerH() int {
-	if m.showHelp {
-		return 1 + len(strings.Split(m.help.FullHelpView(m.keys.FullHelp()), "\n"))
-	}
-	return 2
-}
+// footerH is the footer's height: the status line and the short help (the full help is an
+// overlay, so opening it never moves the panes).
+func (m *Model) footerH() int { return 2 }
 
 // renderPanes draws the header and every shown pane at its layout size; a table pane whose
 // inputs equal those it was last drawn from is reused (see paneCache).
@@ -61,7 +58,7 @@ func (m *Model) renderPanes() {
 			m.panes[id] = ""
 			continue
 		}
-		memo, table := paneInputs(id, v, st, w, h)
+		memo, table := paneInputs(id, v, st, w, h, m.evScroll)
 		if table {
 			if out, ok := m.cache.get(id, memo); ok {
 				m.panes[id] = out
@@ -83,8 +80,11 @@ func (m *Model) renderPanes() {
 			body = m.p99Body(v, x0, x1, iw, ih)
 		case pLatency:
 			title = "latency"
+			if v.LatencyWindow > 0 {
+				title += " · " + spanName(v.LatencyWindow)
+			}
 			if n := latencyN(v.Latency); n > 0 {
-				title = fmt.Sprintf("latency · last %d requests", n)
+				title += fmt.Sprintf(" · %d requests", n)
 			}
 			body = latencyBody(st, v.Latency, iw)
 		case pITL:
@@ -96,7 +96,10 @@ func (m *Model) renderPanes() {
 			}
 			body = coldBody(st, v, iw, ih)
 		case pEvents:
-			title, body = "events", eventsBody(st, v.Events, iw, ih)
+			var scrolled int
+			body, scrolled = eventsBody(st, v.Events, iw, ih, m.evScroll)
+			m.evScroll = scrolled
+			title = eventsTitle(v.Live, scrolled)
 		}
 		m.panes[id] = renderPane(st, title, body, w, h)
 		if table {
@@ -107,7 +110,7 @@ func (m *Model) renderPanes() {
 
 // paneInputs is what a table pane is drawn from (table is false for the chart panes, which
 // change with the clock on every frame).
-func paneInputs(id paneID, v *bench.View, st *paint, w, h int) (memo paneMemo, table bool) {
+func paneInputs(id paneID, v *bench.View, st *paint, w, h, scroll int) (memo paneMemo, table bool) {
 	memo = paneMemo{pt: st, w: w, h: h}
 	switch id {
 	case pLatency:
@@ -115,7 +118,7 @@ func paneInputs(id paneID, v *bench.View, st *paint, w, h int) (memo paneMemo, t
 	case pCold:
 		memo.compare, memo.ledger, memo.steady = v.Compare, v.Ledger, len(v.Steady)
 	case pEvents:
-		memo.events = v.Events
+		memo.events, memo.live, memo.scroll = v.Events, v.Live, scroll
 	default:
 		return memo, false
 	}
@@ -159,6 +162,9 @@ func (m *Model) compose() {
 	b.WriteByte('\n')
 	b.WriteString(footer)
 	m.frame = b.String()
+	if m.showHelp {
+		m.frame = overlay(m.frame, m.helpBox(m.w, m.h), m.w, m.h)
+	}
 }
 
 // footer is the status line (a key's result, else idleStatus) and the key help.
@@ -172,13 +178,25 @@ func (m *Model) footer() string {
 			status = st.Good.Render("✓ " + m.flash)
 		}
 	}
-	var help string
-	if m.showHelp {
-		help = m.help.FullHelpView(m.keys.FullHelp())
-	} else {
-		help = m.help.ShortHelpView(m.keys.ShortHelp())
-	}
+	help := m.help.ShortHelpView(m.keys.ShortHelp())
 	return fit(status, m.w) + "\n" + fitLines(help, m.w, m.footerH()-1)
+}
+
+// runProgress is a planned run's progress: requests and tokens done, a bar, the time left.
+func runProgress(st *paint, p *bench.RunProgress) string {
+	frac := 0.0
+	if p.MaxTokens > 0 {
+		frac = min(1, float64(p.Tokens)/float64(p.MaxTokens))
+	}
+	const barW = 12
+	full := int(frac * barW)
+	bar := strings.Repeat("█", full) + strings.Repeat("░", barW-full)
+	out := st.Accent.Render(bar) + st.Text.Render(fmt.Sprintf(" %3.0f%%", 100*frac)) +
+		st.Muted.Render(fmt.Sprintf(" · %d/%d requests · %s/%s tokens", p.Finished, p.Requests, numRaw(float64(p.Tokens)), numRaw(float64(p.MaxTokens))))
+	if p.ETA > 0 {
+		out += st.Muted.Render(" · about ") + st.Strong.Render(clock(p.ETA)) + st.Muted.Render(" left")
+	}
+	return out
 }
 
 // idleStatus is the status line between key results: where the session is, then the last
@@ -195,12 +213,17 @@ func (m *Model) idleStatus() string {
 		state = "starting: loading the model and building the engine"
 	case bench.PhaseCold:
 		state = "cold run on a fresh engine"
-	case bench.PhaseRun, bench.PhaseLive:
+	case bench.PhaseRun:
 		state = phaseText(h) + " running"
+	case bench.PhaseLive:
+		state = "steady state"
 	case bench.PhaseDone:
 		state = "done: q quits and prints the summaries"
 	}
 	out := st.Text.Render(state)
+	if p := h.Run; p != nil && (h.Phase == bench.PhaseCold || h.Phase == bench.PhaseRun) {
+		out = st.Text.Render(phaseText(h)+" ") + runProgress(st, p)
+	}
 	if h.Paused {
 		out += st.Muted.Render(" · ") + st.Warn.Render("arrivals paused") + st.Muted.Render(" (space resumes)")
 	}
