@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,5 +132,27 @@ func TestHelpAndVersion(t *testing.T) {
 		if code, _, stderr := runCLI(t, args...); code != 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
+	}
+}
+
+// TestFindTerminal: the dashboard draws on stdin/stderr when they are the terminal, else on the
+// controlling terminal; with none it refuses in one line that names the headless command, exit 2.
+func TestFindTerminal(t *testing.T) {
+	noTTY := func() (*os.File, error) { return nil, errors.New("no such device or address") }
+	if _, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, noTTY); !errors.Is(err, errNoTerminal) || exitCode(err) != exitUsage ||
+		!strings.Contains(err.Error(), "rosetop bench") {
+		t.Errorf("no terminal: err = %v (exit %d), want errNoTerminal, exit 2", err, exitCode(err))
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	opened := 0
+	tty := func() (*os.File, error) { opened++; return w, nil }
+	term, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, tty)
+	if err != nil || opened != 1 || term.in != io.Reader(w) || term.out != io.Writer(w) {
+		t.Errorf("redirected stdin and stderr: %+v %v, want both on the controlling terminal", term, err)
 	}
 }
