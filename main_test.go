@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -154,5 +156,62 @@ func TestFindTerminal(t *testing.T) {
 	term, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, tty)
 	if err != nil || opened != 1 || term.in != io.Reader(w) || term.out != io.Writer(w) {
 		t.Errorf("redirected stdin and stderr: %+v %v, want both on the controlling terminal", term, err)
+	}
+}
+
+// TestFormatVersion: the version names the commit and its date, and says when there is none.
+func TestFormatVersion(t *testing.T) {
+	set := func(kv ...string) []debug.BuildSetting {
+		var out []debug.BuildSetting
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		info *debug.BuildInfo
+		want string
+	}{
+		{"go build in a checkout", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261124095435-adbec1f02f0b+dirty"},
+			Settings: set("vcs.revision", "adbec1f02f0b1234567890", "vcs.time", "2026-11-24T09:54:35Z", "vcs.modified", "true")},
+			"v0.0.0-20261124095435-adbec1f02f0b+dirty (commit adbec1f02f0b, 2026-11-24 09:54 UTC, with uncommitted changes), go1.26.8"},
+		{"clean", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"},
+			Settings: set("vcs.revision", "adbec1f", "vcs.time", "2026-11-24T09:54:35Z", "vcs.modified", "false")},
+			"v1.2.0 (commit adbec1f, 2026-11-24 09:54 UTC), go1.26.8"},
+		{"no vcs", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+			"(devel) (no commit recorded: built outside a git checkout or with -buildvcs=false), go1.26.8"},
+		{"no build info", nil, "(unknown: no build information)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := formatVersion(tc.info); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBenchDefaults: with no job, bench warms up first (its report is a steady run), says what
+// the warm-up measured under its heading, prints both throughputs and confirms each file.
+func TestBenchDefaults(t *testing.T) {
+	dir := t.TempDir()
+	js, csv := filepath.Join(dir, "out.json"), filepath.Join(dir, "out.csv")
+	code, stdout, stderr := runCLI(t, "bench", "--num-requests", "2", "--max-new-tokens", "3", "--json", js, "--csv", csv)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"=== warmup 1/1 ===\nCold run, not measured: 2 requests in ", "=== cold start ===", "Requests: 2\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !regexp.MustCompile(`Throughput \(completion,total\): [0-9.]+, [0-9.]+ tokens/s`).MatchString(stdout) {
+		t.Errorf("the throughput line lacks one of its two numbers:\n%s", stdout)
+	}
+	for _, p := range []string{js, csv} {
+		if !strings.Contains(stderr, "rosetop: wrote "+p+": 2 runs, 4 requests\n") {
+			t.Errorf("stderr does not confirm %s:\n%s", p, stderr)
+		}
 	}
 }

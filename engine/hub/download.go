@@ -117,8 +117,8 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 			return result{}, false, fmt.Errorf("model %s: download cancelled: %w", d.id, ctx.Err())
 		}
 		if !d.contacted {
-			return result{}, false, fmt.Errorf("%w: model %s is not in the Hugging Face cache at %s and cannot be downloaded from %s (%v); pass a local model directory or random:gpt2",
-				ErrNotCached, d.id, d.repo, d.endpoint, oneLine(err))
+			return result{}, false, notCached("model %s is not in the Hugging Face cache (%s) and cannot be downloaded from %s (%v): run once with network access to fill the cache, or pass a local model directory or random:gpt2",
+				d.id, d.repo, d.endpoint, oneLine(err))
 		}
 		return result{}, true, fail("%v", oneLine(err))
 	}

@@ -167,8 +167,8 @@ func Resolve(ctx context.Context, id string, o Options) (string, error) {
 		return dir, nil
 	}
 	if v := strings.ToLower(strings.TrimSpace(o.Getenv("HF_HUB_OFFLINE"))); v == "1" || v == "true" || v == "yes" || v == "on" {
-		return "", fmt.Errorf("%w: model %s is not in the Hugging Face cache at %s and HF_HUB_OFFLINE=%s forbids downloading it; pass a local model directory or random:gpt2",
-			ErrNotCached, id, repo, o.Getenv("HF_HUB_OFFLINE"))
+		return "", notCached("model %s is not in the Hugging Face cache (%s) and HF_HUB_OFFLINE=%s forbids downloading it: run once with HF_HUB_OFFLINE unset and network access to fill the cache, or pass a local model directory or random:gpt2",
+			id, repo, o.Getenv("HF_HUB_OFFLINE"))
 	}
 	endpoint := strings.TrimRight(o.Getenv("HF_ENDPOINT"), "/")
 	if endpoint == "" {
@@ -176,6 +176,17 @@ func Resolve(ctx context.Context, id string, o Options) (string, error) {
 	}
 	d := &downloader{o: o, id: id, repo: repo, endpoint: endpoint, token: o.Getenv("HF_TOKEN")}
 	return d.run(ctx)
+}
+
+// notCachedError is ErrNotCached with a message that says it once, in one sentence with the
+// remedy.
+type notCachedError struct{ msg string }
+
+func (e *notCachedError) Error() string { return e.msg }
+func (e *notCachedError) Unwrap() error { return ErrNotCached }
+
+func notCached(format string, args ...any) error {
+	return &notCachedError{msg: fmt.Sprintf(format, args...)}
 }
 
 // cachedSnapshot finds a complete snapshot: the one refs/main names, else the newest complete one.
