@@ -210,7 +210,7 @@ func (l *liveState) rolling(now time.Duration) []LatencyRow {
 	rows := make([]LatencyRow, len(latencyNames))
 	due := now-l.lastP99 >= p99Every
 	for i, name := range latencyNames {
-		d := makeDist(l.windows[i].values(now))
+		d := l.windows[i].dist(now)
 		rows[i] = LatencyRow{Name: name, Dist: d}
 		if due && d.N > 0 {
 			l.p99[i].add(now, d.P99)

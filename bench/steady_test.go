@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -313,5 +314,43 @@ func TestGraphOnCPUNotedOnce(t *testing.T) {
 	waitFor(t, s, published, "the second engine", func(v *View) bool { return v.Cold != nil && strings.Contains(v.Cold.Label, "engine 2") })
 	if n := strings.Count(progress.String(), "CUDA Graphs (--cuda-graph) are off"); n != 1 {
 		t.Errorf("noted %d times on stderr: %q", n, progress.String())
+	}
+}
+
+// TestColdSlower: the cold-vs-steady ratio says which way it goes: above 1 is slower for a
+// latency, below 1 is slower for a throughput.
+func TestColdSlower(t *testing.T) {
+	tests := []struct {
+		name   string
+		ratio  float64
+		higher bool
+		want   int
+	}{
+		{"latency up", 2.86, false, 1},
+		{"latency down", 0.5, false, -1},
+		{"throughput down", 0.66, true, 1},
+		{"throughput up", 1.5, true, -1},
+		{"within 2%", 1.01, false, 0},
+		{"no data", math.NaN(), false, 0},
+	}
+	for _, tc := range tests {
+		if got := (Comparison{Ratio: tc.ratio, HigherIsBetter: tc.higher}).ColdSlower(); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestLongRunNoted: a few seconds into a planned run that will take minutes, the dashboard's
+// events say so once, with what makes runs shorter.
+func TestLongRunNoted(t *testing.T) {
+	s := &Session{live: newLiveState(30 * time.Second), clock: newFakeClock(0), cfg: testConfig(requests(64, 256)), info: ServerInfo{DeviceDetail: "cpu (2 threads)"}}
+	rs := &runState{n: 64, info: runInfo{Label: "warmup 1/1"}, records: map[sched.RequestID]*sched.Record{}}
+	for i, at := range []time.Duration{time.Second, 4 * time.Second, 8 * time.Second} {
+		rs.tokens = 64 * (i + 1) // 64 tokens every few seconds: 16384 take minutes
+		s.noteLongRun(rs, at)
+	}
+	ev := s.live.events.slice()
+	if len(ev) != 1 || !strings.Contains(ev[0].Text, "warmup 1/1 will take about ") || !strings.Contains(ev[0].Text, "--num-requests") {
+		t.Errorf("events = %+v, want one note", ev)
 	}
 }

@@ -189,7 +189,7 @@ func testView() *bench.View {
 	}
 	at := v.Start
 	v.Ledger = []bench.LedgerEntry{
-		{What: "model load", Detail: "mmap, 148 tensors, 12 MB", Took: 41 * time.Millisecond, At: at},
+		{What: "model load", Detail: "gpt2-tiny (embedded): 4 layers, 4 heads, 32 channels, mmap", Took: 41 * time.Millisecond, At: at},
 		{What: "KV cache alloc", Detail: "paged, 1024 blocks", Took: 3 * time.Millisecond, At: at},
 		{What: "first forward", Detail: "batch 16", Took: 212 * time.Millisecond, At: at},
 		{What: "first forward", Detail: "batch 64", Took: 388 * time.Millisecond, At: at},

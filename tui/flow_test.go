@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -260,8 +261,31 @@ func TestEventsScroll(t *testing.T) {
 	if v := m.View(); !strings.Contains(v, "model gpt2-tiny loaded") || !strings.Contains(v, "lines back (↓)") {
 		t.Fatalf("scrolled up, the oldest event or the note is missing:\n%s", v)
 	}
-	tm, _ := m.Update(tea.KeyMsg{Type: tea.KeyPgDown})
-	if v := tm.View(); strings.Contains(v, "lines back") || !strings.Contains(v, "request 4188 cancelled") {
+	for range 5 { // a page at a time
+		tm, _ := m.Update(tea.KeyMsg{Type: tea.KeyPgDown})
+		m = tm.(Model)
+	}
+	if v := m.View(); strings.Contains(v, "lines back") || !strings.Contains(v, "request 4188 cancelled") {
 		t.Fatalf("PgDn did not return to the newest events")
+	}
+}
+
+// When the program fails after it took the terminal (here: an input it cannot wait on), Run
+// still leaves the alternate screen and shows the cursor, and says why it failed.
+func TestRunRestoresOnFailure(t *testing.T) {
+	in, err := os.Open(os.DevNull) // Bubble Tea cannot poll /dev/null: it fails after entering the alternate screen
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out bytes.Buffer
+	err = Run(context.Background(), newFakeSession(testView()), Options{Theme: "none", Input: in, Output: &out, AltScreen: true})
+	if err == nil {
+		t.Skip("this platform's Bubble Tea reads /dev/null: no failure to restore from")
+	}
+	s := out.String()
+	enter, leave := strings.LastIndex(s, "\x1b[?1049h"), strings.LastIndex(s, "\x1b[?1049l")
+	if enter < 0 || leave < enter || !strings.HasSuffix(s[leave-len("\x1b[?25h")-len("\x1b[?2004l"):], "\x1b[?2004l\x1b[?25h\x1b[?1049l") {
+		t.Errorf("after the failure (%v) the terminal was left on the alternate screen or without a cursor: %q", err, s[max(0, len(s)-64):])
 	}
 }

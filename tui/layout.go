@@ -55,7 +55,8 @@ func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 	if v != nil {
 		nLat = max(1, len(v.Latency))
 		nCmp = max(1, len(v.Compare))
-		nLedger = max(1, len(ledgerGroups(v.Ledger)))
+		iw, _ := paneInner(st, l.rightW, 0)
+		nLedger = max(1, ledgerRows(v, iw))
 		nSlow = len(v.SlowITL)
 	}
 	left := []slot{

@@ -104,22 +104,50 @@ func coldBody(st *paint, v *bench.View, iw, ih int) string {
 		b.WriteString("\n" + st.Muted.Render("nothing recorded yet"))
 	}
 	room := ih - used - 1
-	for i, g := range groups {
-		if i == room-1 && len(groups) > room {
-			b.WriteString("\n" + st.Muted.Render(fmt.Sprintf("… %d more", len(groups)-i)))
-			break
+	lines := ledgerLines(st, groups, iw)
+	if len(lines) > room { // too short for the wrapped details: one line an entry, cut
+		lines = ledgerLines(st, groups, 0)
+		if len(lines) > room {
+			more := len(lines) - room + 1
+			lines = append(lines[:room-1], st.Muted.Render(fmt.Sprintf("… %d more", more)))
 		}
+	}
+	for _, l := range lines {
+		b.WriteString("\n" + fit(l, iw))
+	}
+	return b.String()
+}
+
+// ledgerLines are the ledger's entries, each "what  detail ... took"; with iw > 0 a detail that
+// does not fit wraps under its entry instead of being cut.
+func ledgerLines(st *paint, groups []ledgerGroup, iw int) []string {
+	var out []string
+	for _, g := range groups {
 		what := g.what
 		if g.n > 1 {
 			what += fmt.Sprintf(" ×%d", g.n)
 		}
-		left := st.Text.Render(what)
-		if g.detail != "" {
-			left += st.Muted.Render("  " + g.detail)
+		took := " " + st.Strong.Render(num(ms(g.took))) + st.Muted.Render("ms")
+		textW := iw - numW - 3
+		if iw <= 0 || g.detail == "" || widthOf(what+"  "+g.detail) <= textW {
+			left := st.Text.Render(what)
+			if g.detail != "" {
+				left += st.Muted.Render("  " + g.detail)
+			}
+			out = append(out, fit(left, max(textW, widthOf(left)))+took)
+			continue
 		}
-		b.WriteString("\n" + fit(left, iw-numW-3) + " " + st.Strong.Render(num(ms(g.took))) + st.Muted.Render("ms"))
+		out = append(out, fit(st.Text.Render(what), textW)+took)
+		for _, part := range strings.Split(ansi.Wrap(g.detail, max(8, iw-2), ""), "\n") {
+			out = append(out, "  "+st.Muted.Render(part))
+		}
 	}
-	return b.String()
+	return out
+}
+
+// ledgerRows is how many rows the ledger takes at inner width iw.
+func ledgerRows(v *bench.View, iw int) int {
+	return len(ledgerLines(&paint{}, ledgerGroups(v.Ledger), iw))
 }
 
 // metricName is a comparison's metric, or its short form when the long one is wider than w.
@@ -204,8 +232,10 @@ func eventsTitle(live bench.LiveCounts, scrolled int) string {
 	switch {
 	case scrolled > 0:
 		return fmt.Sprintf("events · %d lines back (↓)", scrolled)
-	case live.Windows > 0:
-		return fmt.Sprintf("events · steady: %d windows, %s requests", live.Windows, numRaw(float64(live.Requests)))
+	case live.Windows == 1:
+		return fmt.Sprintf("events · steady: 1 window, %s requests", count(live.Requests))
+	case live.Windows > 1:
+		return fmt.Sprintf("events · steady: %s windows, %s requests", count(live.Windows), count(live.Requests))
 	}
 	return "events"
 }
