@@ -76,9 +76,15 @@ start() {
 	local name=$1 cmd=$2
 	rm -f "$E2E_DIR/exit" "$E2E_DIR/stty.txt"
 	tm kill-server >/dev/null 2>&1 || true
+	local deadline=$((SECONDS + 10))
+	while tm has-session >/dev/null 2>&1; do # the old server must be gone before a new one starts
+		[ $SECONDS -lt $deadline ] || fail "the previous tmux server did not exit"
+		sleep 0.1
+	done
 	printf '#!/bin/sh\necho $$ >"%s"\nTERM=xterm-256color exec %s\n' "$E2E_DIR/$name.pid" "$cmd" >"$E2E_DIR/run-$name.sh"
 	tm new-session -d -s "$PANE" -x "$W" -y "$H" \
-		"sh '$E2E_DIR/run-$name.sh'; echo \$? >'$E2E_DIR/exit'; stty -a >'$E2E_DIR/stty.txt' 2>&1; sleep 600"
+		"sh '$E2E_DIR/run-$name.sh'; echo \$? >'$E2E_DIR/exit'; stty -a >'$E2E_DIR/stty.txt' 2>&1; sleep 600" ||
+		fail "tmux could not start the session for $name"
 }
 
 # wait_exit SECONDS: waits for rosetop to exit and prints its exit code.
