@@ -33,8 +33,8 @@ type SessionOptions struct {
 	// session files it (serve's metrics). It must return quickly and must not modify so.
 	OnStep func(so *sched.StepOutput)
 
-	// headless (RunBench) stops after the warmup and repeat runs; a dashboard session keeps
-	// running "live k" runs until Close.
+	// headless (RunBench) stops after the warmup and repeat runs; a dashboard session then
+	// keeps the load continuous (runLive, the steady state) until Close.
 	headless   bool
 	onRunStart func(label string) // bench: print "=== warmup i/N ===" (session goroutine)
 	onRunEnd   func(r *runResult) // bench: print the report (session goroutine)
@@ -53,9 +53,10 @@ type runResult struct {
 }
 
 // Session drives an engine and its scheduler with the workload: warmup runs, repeat runs, then
-// (live) further runs until closed. It publishes an immutable View for the dashboard and takes
-// control Actions. Goroutines: the session goroutine (runs, engine rebuilds), per run a
-// submitter, per engine the scheduler loop and a recorder consuming its step outputs.
+// (dashboard) a continuous load until closed. It publishes an immutable View for the dashboard
+// and takes control Actions. Goroutines: the session goroutine (runs, engine rebuilds), per run
+// (and for the steady state) a submitter, per engine the scheduler loop and a recorder
+// consuming its step outputs.
 type Session struct {
 	cfg   Config         // immutable
 	opts  SessionOptions // immutable

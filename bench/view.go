@@ -43,7 +43,7 @@ const (
 	PhaseStarting Phase = iota // loading the model / building the engine
 	PhaseCold                  // the first (warmup) run of a fresh engine
 	PhaseRun                   // a measured repeat run
-	PhaseLive                  // runs keep going until stopped (dashboard)
+	PhaseLive                  // the steady state: continuous load until stopped (dashboard, serve)
 	PhaseDone                  // finished (bench) or stopped
 )
 
