@@ -216,8 +216,9 @@ func (s *Session) fileWindow(g *generation, kind windowKind, partial bool) {
 	default:
 		label = fmt.Sprintf("requests %d-%d", g.finished-len(s.window)+1, g.finished)
 	}
-	info := runInfo{Label: label, Index: g.windows + 1, Warmup: first, Partial: partial}
-	res := s.fileRun(s.reportHeader(g.info), info, s.window, first, !first && !partial)
+	hdr := s.reportHeader(g.info)
+	info := runInfo{Label: label, Index: g.windows + 1, Warmup: first, Partial: partial, LagPrinted: hdr.lagPrinted()}
+	res := s.fileRun(hdr, info, s.window, first, !first && !partial)
 	res.engine, res.live = g.index, !first
 	if !first && !partial {
 		s.live.counts.Windows++
