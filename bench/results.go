@@ -116,7 +116,11 @@ func engineRows(index int, runs []*runResult) []string {
 	}
 	for _, r := range runs {
 		if s := r.sum; s.Partial {
-			lines = append(lines, fmt.Sprintf("  cut short (%s): %d finished, %d cancelled", s.Label, s.Requests, s.Cancelled+s.Failed))
+			line := fmt.Sprintf("  cut short (%s): %d finished, %d cancelled", s.Label, s.Requests, s.Cancelled+s.Failed)
+			if s.CutTTFT.N > 0 {
+				line += fmt.Sprintf(" after %d tokens (%d had started: TTFT p50 %.2f, p99 %.2f ms)", s.CutTokens, s.CutTTFT.N, s.CutTTFT.P50, s.CutTTFT.P99)
+			}
+			lines = append(lines, line)
 		}
 	}
 	return lines

@@ -264,6 +264,7 @@ func TestSummaryTable(t *testing.T) {
 		{hdr: hdr, engine: 1, live: true, sum: sum("live 2", false, false, 20, 64)},
 		{hdr: hdr, engine: 1, live: true, sum: sum("live 3", false, true, 20, 3)},
 	}
+	results[4].sum.CutTokens, results[4].sum.CutTTFT = 1234, Dist{P50: 4, P99: 9, N: 61}
 	got := strings.Join(summaryTable(results, 0, nil, 95*time.Second), "\n")
 	for _, want := range []string{
 		"=== rosetop session: 1m35s, 1 engine(s) ===",
@@ -271,7 +272,7 @@ func TestSummaryTable(t *testing.T) {
 		"  cold (warmup 1/1)              64     20.00     40.00",
 		"  steady (median of 3)          192     10.00     20.00     10.00     20.00        50",
 		"  last (live 2)                  64     10.00     20.00",
-		"  cut short (live 3): 3 finished, 61 cancelled",
+		"  cut short (live 3): 3 finished, 61 cancelled after 1234 tokens (61 had started: TTFT p50 4.00, p99 9.00 ms)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
@@ -352,5 +353,18 @@ func TestLongRunNoted(t *testing.T) {
 	ev := s.live.events.slice()
 	if len(ev) != 1 || !strings.Contains(ev[0].Text, "warmup 1/1 will take about ") || !strings.Contains(ev[0].Text, "--num-requests") {
 		t.Errorf("events = %+v, want one note", ev)
+	}
+}
+
+// TestSummarizeCutShort: a run cut short counts what its cancelled requests did: the tokens
+// they produced and the TTFT of those that had started.
+func TestSummarizeCutShort(t *testing.T) {
+	done := fakeRequest(1, 0, 4, time.Millisecond)
+	started := &sched.Record{ID: 2, Reason: sched.FinishCancelled, Output: make([]int32, 5),
+		Times: sched.Times{SubmitStart: time.Millisecond, FirstToken: 4 * time.Millisecond}}
+	queued := &sched.Record{ID: 3, Reason: sched.FinishCancelled, Times: sched.Times{SubmitStart: time.Millisecond}}
+	s := summarize(runInfo{Label: "warmup 1/1", Partial: true}, []RequestResult{*done, {Record: started}, {Record: queued}})
+	if s.Requests != 1 || s.Cancelled != 2 || s.CutTokens != 5 || s.CutTTFT.N != 1 || s.CutTTFT.P50 != 3 {
+		t.Errorf("summary %+v: want 1 finished, 2 cancelled, 5 tokens, one TTFT of 3 ms", s)
 	}
 }

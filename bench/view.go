@@ -33,6 +33,8 @@ type Summary struct {
 	Cancelled        int
 	Failed           int           // requests the engine failed or could not fit (reason error / too_long)
 	Partial          bool          // the run was interrupted (Ctrl-C, engine restart, stop) before every request finished
+	CutTokens        int           // output tokens of the requests cancelled in flight
+	CutTTFT          Dist          // TTFT of those of them that had their first token
 	Wall             time.Duration // first submit start -> last finish
 }
 
