@@ -215,3 +215,35 @@ func TestBenchDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIMessages: the command line's answers to a new user's slips and questions: one line,
+// a suggestion, the same exit status from every command for the same mistake.
+func TestCLIMessages(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-model")
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string // pieces of stderr
+	}{
+		{"typo'd command", []string{"bnech"}, exitUsage, []string{`unknown command "bnech" (did you mean "bench"?)`}},
+		{"typo'd flag", []string{"bench", "--modle", "gpt2"}, exitUsage, []string{"did you mean --model?"}},
+		{"generate's --json is a switch", []string{"generate", "--json", "out.json"}, exitUsage, []string{"--json is a switch", "> out.json"}},
+		{"missing model in generate", []string{"generate", "--model", missing}, exitUsage, []string{"does not exist"}},
+		{"missing model in bench", []string{"bench", "--model", missing}, exitUsage, []string{"does not exist"}},
+		{"random weights said", []string{"generate", "--device", "cpu", "--max-new-tokens", "4"}, 0, []string{"random weights", "tokens/s", "time to first token"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr)
+			}
+			for _, want := range tc.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr %q lacks %q", stderr, want)
+				}
+			}
+		})
+	}
+}
