@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
+	"time"
 )
 
 // errHelpShown means -h printed the help: exit 0.
@@ -36,30 +37,46 @@ func oneLine(err error) string {
 	return s
 }
 
+// version is the binary's version, commit and commit date, from the build information Go
+// records (go build and go install in a git checkout record the commit; -buildvcs=false does not).
 func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
+	info, _ := debug.ReadBuildInfo()
+	return formatVersion(info)
+}
+
+// formatVersion: "v0.0.0-20261124095435-adbec1f02f0b (commit adbec1f02f0b, 2026-11-24 09:54 UTC,
+// with uncommitted changes), go1.26.8".
+func formatVersion(info *debug.BuildInfo) string {
+	if info == nil {
+		return "(unknown: no build information)"
 	}
-	rev, dirty := "", false
+	var rev, at string
+	dirty := false
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
+		case "vcs.time":
+			at = s.Value
 		case "vcs.modified":
 			dirty = s.Value == "true"
 		}
 	}
-	if rev == "" {
-		return info.Main.Version
+	out := info.Main.Version
+	if out == "" {
+		out = "(devel)"
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
+	if rev == "" {
+		return out + " (no commit recorded: built outside a git checkout or with -buildvcs=false), " + info.GoVersion
+	}
+	detail := "commit " + rev[:min(12, len(rev))]
+	if t, err := time.Parse(time.RFC3339, at); err == nil {
+		detail += ", " + t.UTC().Format("2006-01-02 15:04 UTC")
 	}
 	if dirty {
-		rev += "-dirty"
+		detail += ", with uncommitted changes"
 	}
-	return rev
+	return out + " (" + detail + "), " + info.GoVersion
 }
 
 // withCPUProfile runs f under a Go CPU profile written to path ("" runs f alone).

@@ -3,14 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"rosetop/bench"
 	"rosetop/tui"
 )
 
-// runDashboard opens the live dashboard; on quit it prints the run summaries so far to stdout,
-// so nothing measured is lost.
+// runDashboard opens the live dashboard. However it ends (q, Ctrl-C, SIGTERM, SIGHUP: ctx is
+// cancelled for a signal) the terminal is restored, the session's summary table goes to stdout
+// and the --json/--csv files are written, so nothing measured is lost.
 func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	// The dashboard loops the decode-heavy job unless the user names another (a later --job wins).
 	o, err := parseOptions(append([]string{"--job", "decode-heavy"}, args...), stderr)
@@ -20,14 +22,29 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err := checkOutputs(o); err != nil {
 		return err
 	}
+	term, err := findTerminal(stdin, stderr, openTTY)
+	if err != nil {
+		return err
+	}
+	defer term.close()
 	return withCPUProfile(o.CPUProfilePath, func() error {
-		sess, err := bench.NewSession(ctx, o.sessionConfig(), bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess()), Progress: stderr})
+		opts := bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess()), Progress: term.out, KeepRecords: o.JSONPath != "" || o.CSVPath != ""}
+		sess, err := bench.NewSession(ctx, o.sessionConfig(), opts)
 		if err != nil {
 			return err
 		}
-		runErr := tui.Run(ctx, sess, tui.Options{Input: stdin, Output: stderr, AltScreen: true})
+		runErr := tui.Run(ctx, sess, tui.Options{Input: term.in, Output: term.out, AltScreen: true})
 		closeErr := sess.Close()
 		repErr := sess.Report(stdout)
-		return errors.Join(runErr, closeErr, repErr)
+		expErr := sess.Export(bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}, stderr)
+		err = errors.Join(runErr, closeErr, repErr, expErr)
+		if ctx.Err() == nil {
+			return err
+		}
+		// A signal: what was measured is out; say what failed, then exit 128+N.
+		if err != nil {
+			fmt.Fprintf(stderr, "rosetop: %v\n", oneLine(err))
+		}
+		return bench.ErrInterrupted
 	})
 }

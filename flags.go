@@ -74,7 +74,7 @@ func defaultOptions() options {
 	return options{
 		Device: "auto", Prompt: "Hello", PromptRepeats: 1, NumRequests: 16, MaxNewTokens: 64,
 		MaxBatch: 64, Policy: "mixed", BurstQuietUs: 20, SubmitSchedule: "relative", StreamInterval: 1,
-		RepeatRuns: 1,
+		WarmupRuns: 1, RepeatRuns: 1, // a warm-up first: the default report is a steady run, not a cold one
 	}
 }
 

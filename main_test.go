@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -130,5 +134,116 @@ func TestHelpAndVersion(t *testing.T) {
 		if code, _, stderr := runCLI(t, args...); code != 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
+	}
+}
+
+// TestFindTerminal: the dashboard draws on stdin/stderr when they are the terminal, else on the
+// controlling terminal; with none it refuses in one line that names the headless command, exit 2.
+func TestFindTerminal(t *testing.T) {
+	noTTY := func() (*os.File, error) { return nil, errors.New("no such device or address") }
+	if _, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, noTTY); !errors.Is(err, errNoTerminal) || exitCode(err) != exitUsage ||
+		!strings.Contains(err.Error(), "rosetop bench") {
+		t.Errorf("no terminal: err = %v (exit %d), want errNoTerminal, exit 2", err, exitCode(err))
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	opened := 0
+	tty := func() (*os.File, error) { opened++; return w, nil }
+	term, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, tty)
+	if err != nil || opened != 1 || term.in != io.Reader(w) || term.out != io.Writer(w) {
+		t.Errorf("redirected stdin and stderr: %+v %v, want both on the controlling terminal", term, err)
+	}
+}
+
+// TestFormatVersion: the version names the commit and its date, and says when there is none.
+func TestFormatVersion(t *testing.T) {
+	set := func(kv ...string) []debug.BuildSetting {
+		var out []debug.BuildSetting
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		info *debug.BuildInfo
+		want string
+	}{
+		{"go build in a checkout", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261124095435-adbec1f02f0b+dirty"},
+			Settings: set("vcs.revision", "adbec1f02f0b1234567890", "vcs.time", "2026-11-24T09:54:35Z", "vcs.modified", "true")},
+			"v0.0.0-20261124095435-adbec1f02f0b+dirty (commit adbec1f02f0b, 2026-11-24 09:54 UTC, with uncommitted changes), go1.26.8"},
+		{"clean", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"},
+			Settings: set("vcs.revision", "adbec1f", "vcs.time", "2026-11-24T09:54:35Z", "vcs.modified", "false")},
+			"v1.2.0 (commit adbec1f, 2026-11-24 09:54 UTC), go1.26.8"},
+		{"no vcs", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+			"(devel) (no commit recorded: built outside a git checkout or with -buildvcs=false), go1.26.8"},
+		{"no build info", nil, "(unknown: no build information)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := formatVersion(tc.info); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBenchDefaults: with no job, bench warms up first (its report is a steady run), says what
+// the warm-up measured under its heading, prints both throughputs and confirms each file.
+func TestBenchDefaults(t *testing.T) {
+	dir := t.TempDir()
+	js, csv := filepath.Join(dir, "out.json"), filepath.Join(dir, "out.csv")
+	code, stdout, stderr := runCLI(t, "bench", "--num-requests", "2", "--max-new-tokens", "3", "--json", js, "--csv", csv)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"=== warmup 1/1 ===\nCold run, not measured: 2 requests in ", "=== cold start ===", "Requests: 2\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !regexp.MustCompile(`Throughput \(completion,total\): [0-9.]+, [0-9.]+ tokens/s`).MatchString(stdout) {
+		t.Errorf("the throughput line lacks one of its two numbers:\n%s", stdout)
+	}
+	for _, p := range []string{js, csv} {
+		if !strings.Contains(stderr, "rosetop: wrote "+p+": 2 runs, 4 requests\n") {
+			t.Errorf("stderr does not confirm %s:\n%s", p, stderr)
+		}
+	}
+}
+
+// TestCLIMessages: the command line's answers to a new user's slips and questions: one line,
+// a suggestion, the same exit status from every command for the same mistake.
+func TestCLIMessages(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-model")
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string // pieces of stderr
+	}{
+		{"typo'd command", []string{"bnech"}, exitUsage, []string{`unknown command "bnech" (did you mean "bench"?)`}},
+		{"typo'd flag", []string{"bench", "--modle", "gpt2"}, exitUsage, []string{"did you mean --model?"}},
+		{"generate's --json is a switch", []string{"generate", "--json", "out.json"}, exitUsage, []string{"--json is a switch", "> out.json"}},
+		{"missing model in generate", []string{"generate", "--model", missing}, exitUsage, []string{"does not exist"}},
+		{"missing model in bench", []string{"bench", "--model", missing}, exitUsage, []string{"does not exist"}},
+		{"random weights said", []string{"generate", "--device", "cpu", "--max-new-tokens", "4"}, 0, []string{"random weights", "tokens/s", "time to first token"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr)
+			}
+			for _, want := range tc.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr %q lacks %q", stderr, want)
+				}
+			}
+		})
 	}
 }

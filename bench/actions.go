@@ -3,6 +3,8 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"math/bits"
+	"strings"
 	"time"
 )
 
@@ -20,7 +22,7 @@ func (s *Session) Do(a Action) (string, error) {
 	msg, err := s.do(a)
 	if err == nil {
 		s.logf(LogConfig, "%s", msg)
-		s.live.mark(s.clock.Now(), msg)
+		s.live.mark(s.clock.Now(), strings.TrimSuffix(msg, ": restarting engine"))
 	}
 	s.mu.Unlock()
 	s.publish(true)
@@ -118,20 +120,44 @@ func (s *Session) stepInterval(up bool) (string, error) {
 	return fmt.Sprintf("submit interval %g ms", next), nil
 }
 
-// stepKnob moves the max batch or prefill max batch by one and applies it from the next step.
+// stepKnob tunes the batch sizes and applies them from the next step: the prefill max batch by
+// one, the max batch to the next power of two (or the engine's capacity). The prefill max batch
+// stays at most the max batch both ways: it follows a lower max batch down and, when it was equal
+// to it, back up.
 func (s *Session) stepKnob(a Action) (string, error) {
 	k := s.knobs
 	limit := s.info.MaxBatch
+	tied := k.PrefillMaxBatch == k.MaxBatch
 	switch a {
 	case ActPrefillBatchDown:
+		if k.PrefillMaxBatch <= 1 {
+			return "", errors.New("prefill max batch is already 1")
+		}
 		k.PrefillMaxBatch--
 	case ActPrefillBatchUp:
+		if k.PrefillMaxBatch >= k.MaxBatch {
+			return "", fmt.Errorf("prefill max batch is already the max batch, %d: } raises that first", k.MaxBatch)
+		}
 		k.PrefillMaxBatch++
 	case ActMaxBatchDown:
-		k.MaxBatch--
-		k.PrefillMaxBatch = min(k.PrefillMaxBatch, k.MaxBatch)
+		if k.MaxBatch <= 1 {
+			return "", errors.New("max batch is already 1")
+		}
+		k.MaxBatch = 1 << (bits.Len(uint(k.MaxBatch-1)) - 1) // the largest power of two below it
+		if tied || k.PrefillMaxBatch > k.MaxBatch {
+			k.PrefillMaxBatch = k.MaxBatch
+		}
 	case ActMaxBatchUp:
-		k.MaxBatch++
+		if limit > 0 && k.MaxBatch >= limit {
+			return "", fmt.Errorf("max batch is already the engine's capacity, %d (--max-batch-size at start)", limit)
+		}
+		k.MaxBatch = 1 << bits.Len(uint(k.MaxBatch)) // the smallest power of two above it
+		if limit > 0 {
+			k.MaxBatch = min(k.MaxBatch, limit)
+		}
+		if tied {
+			k.PrefillMaxBatch = k.MaxBatch
+		}
 	}
 	if err := k.Validate(limit); err != nil {
 		return "", err

@@ -26,7 +26,7 @@ func coldStartLines(cold *Summary, steady int, cmp []Comparison, ledger []Ledger
 		}
 		ratio := "n/a"
 		if !math.IsNaN(c.Ratio) {
-			ratio = fmt.Sprintf("%.2fx", c.Ratio)
+			ratio = fmt.Sprintf("%.2fx", c.Ratio) + [...]string{", cold faster", "", ", cold slower"}[c.ColdSlower()+1]
 		}
 		lines = append(lines, fmt.Sprintf("  %s: %.2f cold, %.2f steady (%s)", c.Metric, c.Cold, c.Steady, ratio))
 	}

@@ -101,7 +101,8 @@ func TestCtrlCEngine(t *testing.T) {
 		t.Fatalf("err = %v, want ErrInterrupted; stderr:\n%s", err, errOut.String())
 	}
 	text := out.String()
-	if !strings.HasPrefix(text, "=== warmup 1/1 ===\n=== streaming benchmark ===\n") || !strings.Contains(text, "Interrupted: partial run") {
+	if !strings.HasPrefix(text, "=== warmup 1/1 ===\nCold run, not measured: 6 requests in ") || !strings.Contains(text, "=== streaming benchmark ===\n") ||
+		!strings.Contains(text, "Interrupted: partial run") {
 		t.Errorf("report:\n%s", text)
 	}
 	// TestMain's goleak check proves the engine, scheduler, recorder and submitter stopped.

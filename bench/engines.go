@@ -60,9 +60,17 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	s.live.cold = nil
 	s.live.steady = newRing[Summary](steadyCap)
 	s.live.resetRequests() // the stopped engine's recorder has returned: its requests are over
+	s.live.counts = LiveCounts{}
+	s.live.mark(s.clock.Now(), fmt.Sprintf("cold start (engine %d)", index))
 	s.logf(LogInfo, "engine %d: %s on %s, paged attention %s, CUDA Graph %s", index, modelName(info), info.DeviceDetail, onOff(info.Paged), onOff(info.CUDAGraph))
 	if info.DeviceNote != "" {
 		s.logf(LogInfo, "%s", info.DeviceNote)
+	}
+	if want.CUDAGraph && !info.CUDAGraph && !s.graphNoted {
+		// Said once: the dashboard's jobs ask for graphs and run on any device.
+		s.graphNoted = true
+		s.logf(LogInfo, "CUDA Graph asked for, but the engine runs on %s: graphs are off", info.DeviceDetail)
+		fmt.Fprintf(s.opts.Progress, "rosetop: CUDA Graphs (--cuda-graph) are off: the engine runs on %s, and they need a GPU\n", info.DeviceDetail)
 	}
 	s.noteLedger(g)
 	s.mu.Unlock()
@@ -111,8 +119,8 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 		s.ext.dispatch(so.Events)
 	}
 	tokens := 0
-	filed := false // a run was filed: the view must show it at once
 	s.mu.Lock()
+	filed := s.filed // a run or window filed in this step is published at once
 	for i := range so.Events {
 		ev := &so.Events[i]
 		s.live.addEvent(so.Snapshot.At, ev)
@@ -133,18 +141,23 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 			if rr := (RequestResult{Record: ev.Record}); !rr.completed() && ev.Record.Reason != sched.FinishCancelled {
 				s.logf(LogError, "request %d: %s: %v", ev.ID, ev.Record.Reason, ev.Record.Err)
 			}
-			if s.opts.External && s.addToWindow(g, ev.Record) {
-				filed = true
+			switch {
+			case s.opts.External:
+				s.addToWindow(g, RequestResult{Record: ev.Record}, windowExternal)
+			case s.liveRun != nil:
+				s.finishLive(g, s.liveRun, ev.Record)
 			}
 		}
 	}
 	if s.cur != nil {
 		s.cur.tokens += tokens
+		s.noteLongRun(s.cur, so.Snapshot.At)
 	}
 	s.live.addStep(so.Snapshot, tokens)
 	s.noteLedger(g)
+	filed = s.filed - filed
 	s.mu.Unlock()
-	s.publish(filed)
+	s.publish(filed != 0)
 }
 
 func onOff(b bool) string {

@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -72,17 +73,24 @@ type jsonRequest struct {
 }
 
 type jsonRun struct {
-	Label    string        `json:"label"`
-	Warmup   bool          `json:"warmup"`
-	Partial  bool          `json:"partial"`
-	Header   reportHeader  `json:"header"`
-	Summary  jsonSummary   `json:"summary"`
-	Requests []jsonRequest `json:"requests"`
+	Label   string       `json:"label"`
+	Warmup  bool         `json:"warmup"`
+	Partial bool         `json:"partial"`
+	Engine  int          `json:"engine,omitempty"` // the session's n-th engine (dashboard)
+	Header  reportHeader `json:"header"`
+	Summary jsonSummary  `json:"summary"`
+	// RecordsDropped: a steady window of a long dashboard session whose records were dropped to
+	// bound memory; its summary stands.
+	RecordsDropped bool          `json:"records_dropped,omitempty"`
+	Requests       []jsonRequest `json:"requests"`
 }
 
 type jsonReport struct {
-	Config any       `json:"config"`
-	Runs   []jsonRun `json:"runs"`
+	Config any `json:"config"`
+	// RunsDropped counts the oldest steady windows of a long dashboard session left out to bound
+	// memory.
+	RunsDropped int       `json:"runs_dropped,omitempty"`
+	Runs        []jsonRun `json:"runs"`
 }
 
 func tsMs(d time.Duration) *float64 {
@@ -131,7 +139,8 @@ func toJSONRun(r *runResult) jsonRun {
 		d := toJSONDist(s.SubmitLag)
 		js.SubmitLagMs = &d
 	}
-	out := jsonRun{Label: s.Label, Warmup: s.Warmup, Partial: s.Partial, Header: r.hdr, Summary: js, Requests: []jsonRequest{}}
+	out := jsonRun{Label: s.Label, Warmup: s.Warmup, Partial: s.Partial, Engine: r.engine, Header: r.hdr, Summary: js,
+		RecordsDropped: r.recordsDropped, Requests: []jsonRequest{}}
 	for i := range r.reqs {
 		out.Requests = append(out.Requests, toJSONRequest(&r.reqs[i]))
 	}
@@ -139,8 +148,8 @@ func toJSONRun(r *runResult) jsonRun {
 }
 
 // writeJSON writes the settings, every run (warmup runs marked) and their requests.
-func writeJSON(w io.Writer, settings any, runs []*runResult) error {
-	rep := jsonReport{Config: settings, Runs: []jsonRun{}}
+func writeJSON(w io.Writer, settings any, runs []*runResult, dropped int) error {
+	rep := jsonReport{Config: settings, RunsDropped: dropped, Runs: []jsonRun{}}
 	for _, r := range runs {
 		rep.Runs = append(rep.Runs, toJSONRun(r))
 	}
@@ -202,4 +211,32 @@ func writeFile(flagName, path string, write func(io.Writer) error) error {
 		return fmt.Errorf("--%s %s: %w", flagName, path, err)
 	}
 	return nil
+}
+
+// writeExports writes the JSON and CSV files asked for, each atomically, and says on notes what
+// it wrote ("rosetop: wrote out.json: 4 runs, 256 requests"). Every error is returned.
+func writeExports(exp Exports, results []*runResult, dropped int, notes io.Writer) error {
+	reqs := 0
+	for _, r := range results {
+		reqs += len(r.reqs)
+	}
+	what := fmt.Sprintf("%d runs, %d requests", len(results), reqs)
+	var errs []error
+	for _, f := range []struct {
+		flag, path string
+		write      func(io.Writer) error
+	}{
+		{"json", exp.JSONPath, func(w io.Writer) error { return writeJSON(w, exp.Settings, results, dropped) }},
+		{"csv", exp.CSVPath, func(w io.Writer) error { return writeCSV(w, results) }},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if err := writeFile(f.flag, f.path, f.write); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(notes, "rosetop: wrote %s: %s\n", f.path, what)
+	}
+	return errors.Join(errs...)
 }

@@ -285,33 +285,3 @@ func (s *Session) serveExternal(ctx context.Context, g *generation) (outcome, er
 	}
 	return why, nil
 }
-
-// addToWindow files an external request's record into the window being filled, and the window
-// as a run once it holds Workload.NumRequests records (it then reports true); the first of each
-// engine is its cold run. The caller holds s.mu and owns g's counters (the recorder).
-func (s *Session) addToWindow(g *generation, rec *sched.Record) bool {
-	g.finished++
-	s.window = append(s.window, RequestResult{Index: len(s.window), Record: rec})
-	if len(s.window) < s.cfg.Workload.NumRequests {
-		return false
-	}
-	s.fileWindow(g, false)
-	return true
-}
-
-// fileWindow files the window as a run (partial: the engine stopped before it filled); the
-// caller holds s.mu.
-func (s *Session) fileWindow(g *generation, partial bool) {
-	if len(s.window) == 0 {
-		return
-	}
-	first := g.windows == 0
-	label := fmt.Sprintf("requests %d-%d", g.finished-len(s.window)+1, g.finished)
-	if first {
-		label += fmt.Sprintf(" (cold, engine %d)", g.index)
-	}
-	info := runInfo{Label: label, Index: g.windows + 1, Warmup: first, Partial: partial}
-	s.fileRun(s.reportHeader(g.info), info, s.window, first)
-	g.windows++
-	s.window = nil
-}

@@ -212,7 +212,7 @@ func TestExternalCloseEndsStreams(t *testing.T) {
 	if err := s.Report(&b); err != nil {
 		t.Fatal(err)
 	}
-	if r := b.String(); !strings.Contains(r, "=== requests 1-1 (cold, engine 1) ===") || !strings.Contains(r, "Interrupted: partial run, 1 requests cancelled") {
+	if r := b.String(); !strings.Contains(r, "cut short (requests 1-1 (cold, engine 1)): 0 finished, 1 cancelled") {
 		t.Errorf("the partial window is not in the report:\n%s", r)
 	}
 }

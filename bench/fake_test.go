@@ -51,6 +51,7 @@ type fakeProvider struct {
 	held       chan struct{} // closed when a request is first held
 	heldOnce   sync.Once
 	addCost    func(k int) time.Duration // add_request cost of the k-th request; nil: default
+	onSubmit   func(k int)               // called after the k-th request (of every server) was queued; nil: none
 	prewarmErr error                     // what the servers' Prewarm returns
 	mu         sync.Mutex
 	built      []EngineOptions // guarded by mu
@@ -138,6 +139,9 @@ func (s *fakeServer) Submit(r sched.Request) (sched.RequestID, error) {
 	s.clock.advance(cost)
 	fr := fakeReq{id: sched.RequestID(k + 1), k: k, req: r, start: start, end: s.clock.Now()}
 	s.queue <- fr
+	if s.p.onSubmit != nil {
+		s.p.onSubmit(k)
+	}
 	return fr.id, nil
 }
 
@@ -222,6 +226,7 @@ func (s *fakeServer) Run(ctx context.Context, out chan<- sched.StepOutput) error
 		}
 		return true
 	}
+	early := map[sched.RequestID]bool{} // cancelled before the loop took them from the queue
 	for {
 		select {
 		case <-ctx.Done():
@@ -230,6 +235,10 @@ func (s *fakeServer) Run(ctx context.Context, out chan<- sched.StepOutput) error
 			if s.p.hold > 0 && fr.k >= s.p.hold {
 				held[fr.id] = fr
 				s.p.heldOnce.Do(func() { close(s.p.held) })
+				if early[fr.id] {
+					delete(early, fr.id)
+					s.cancels <- fr.id
+				}
 				continue
 			}
 			if !emit(s.record(fr), 1) {
@@ -238,6 +247,7 @@ func (s *fakeServer) Run(ctx context.Context, out chan<- sched.StepOutput) error
 		case id := <-s.cancels:
 			fr, ok := held[id]
 			if !ok {
+				early[id] = true
 				continue
 			}
 			delete(held, id)

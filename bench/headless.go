@@ -41,7 +41,9 @@ func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports,
 		} else {
 			fmt.Fprintf(stderr, "rosetop: %s: %d requests in %.2f s\n", r.sum.Label, r.sum.Requests+r.sum.Failed, r.sum.Wall.Seconds())
 		}
-		if !r.sum.Warmup {
+		if r.sum.Warmup {
+			fmt.Fprintln(out, coldRunLine(r.sum))
+		} else {
 			writeReport(out, r.hdr, r.sum)
 		}
 	}
@@ -64,12 +66,7 @@ func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports,
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		errs = append(errs, runErr)
 	}
-	if exp.JSONPath != "" {
-		errs = append(errs, writeFile("json", exp.JSONPath, func(w io.Writer) error { return writeJSON(w, exp.Settings, results) }))
-	}
-	if exp.CSVPath != "" {
-		errs = append(errs, writeFile("csv", exp.CSVPath, func(w io.Writer) error { return writeCSV(w, results) }))
-	}
+	errs = append(errs, writeExports(exp, results, 0, stderr))
 	if out.err != nil {
 		errs = append(errs, fmt.Errorf("stdout: %w", out.err))
 	}
@@ -80,6 +77,16 @@ func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports,
 		return ErrInterrupted
 	}
 	return nil
+}
+
+// coldRunLine is the one line under a warmup run's heading: it is not reported in full, but
+// what it measured is the cold side of the cold start block.
+func coldRunLine(s Summary) string {
+	ttft := "no request finished"
+	if s.TTFT.N > 0 {
+		ttft = fmt.Sprintf("TTFT p99 %.2f ms", s.TTFT.P99)
+	}
+	return fmt.Sprintf("Cold run, not measured: %d requests in %.2f s, %s (compared under === cold start ===)", s.Requests, s.Wall.Seconds(), ttft)
 }
 
 // waitWithProgress waits for the session, noting a slow run's progress on stderr.
@@ -93,7 +100,16 @@ func waitWithProgress(s *Session, stderr io.Writer) error {
 		case <-tick.C:
 			s.mu.Lock()
 			if rs := s.cur; rs != nil {
-				fmt.Fprintf(stderr, "rosetop: %s: %d/%d requests finished, %d tokens so far\n", rs.info.Label, len(rs.records), rs.n, rs.tokens)
+				p := rs.status(s.clock.Now(), s.cfg.Workload.MaxNewTokens)
+				eta := ""
+				if p.ETA > 0 {
+					eta = fmt.Sprintf(", about %s left", p.ETA.Round(time.Second))
+				}
+				fmt.Fprintf(stderr, "rosetop: %s: %d/%d requests finished, %d/%d tokens%s\n", rs.info.Label, p.Finished, p.Requests, p.Tokens, p.MaxTokens, eta)
+				if p.ETA > longRun && !rs.hinted {
+					rs.hinted = true
+					fmt.Fprintln(stderr, "rosetop: --num-requests and --max-new-tokens make runs shorter")
+				}
 			}
 			s.mu.Unlock()
 		}

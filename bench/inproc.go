@@ -41,6 +41,11 @@ func (p *inProcess) Prepare(ctx context.Context, progress io.Writer) error {
 		return nil
 	}
 	start := time.Now()
+	name := p.opts.Model
+	if name == "" {
+		name = "tiny-gpt2 (embedded)"
+	}
+	fmt.Fprintf(progress, "rosetop: loading model %s…\n", name) // random weights take seconds to build
 	m, err := engine.LoadModel(ctx, p.opts.Model, engine.LoadOptions{Progress: progress, Seed: p.opts.Seed})
 	if err != nil {
 		return err

@@ -12,20 +12,29 @@ import (
 
 // Bounds of the dashboard's series: memory is flat however long the session runs.
 const (
-	queueCap     = 2048 // queue-depth points (one per step)
 	admitCap     = 256  // prefill admissions
 	windowCap    = 4096 // samples per rolling latency window
 	itlWindowCap = 16384
 	itlRecentCap = 512 // pooled recent ITL samples for the sparkline
-	p99Cap       = 600 // p99 series points (one per p99Every)
 	slowCap      = 32  // recent requests considered for "slowest"
 	slowShown    = 5
 	eventCap     = 256
 	markerCap    = 128
 	steadyCap    = 32
 	tpsSpan      = 5 * time.Second
-	p99Every     = time.Second
+	p99Every     = 250 * time.Millisecond // how often the p99 timelines take a sample
 )
+
+// queueTracks are the resolutions of the queue-depth timelines (one sample a step): 2 minutes
+// at 100 ms, 10 minutes at 1 s, and the whole session in at most 512 buckets.
+func queueTracks() []trackSpec {
+	return []trackSpec{{width: 100 * time.Millisecond, keep: 1200}, {width: time.Second, keep: 600}, {width: time.Second, keep: 512, adaptive: true}}
+}
+
+// p99Tracks are the resolutions of the p99 timelines (one sample every p99Every).
+func p99Tracks() []trackSpec {
+	return []trackSpec{{width: p99Every, keep: 480}, {width: 2 * time.Second, keep: 300}, {width: 2 * time.Second, keep: 512, adaptive: true}}
+}
 
 // latencyNames are the rolling metrics, in the order the dashboard's table shows them.
 var latencyNames = [...]string{"TTFT", "Queue wait", "Prefill->first", "TPOT", "ITL"}
@@ -42,11 +51,13 @@ const (
 // liveState is what the dashboard sees, accumulated from step outputs and finished runs. It is
 // guarded by Session.mu.
 type liveState struct {
-	queue      *ring[QueuePoint]
+	span       time.Duration // of the rolling latency windows
+	queue      [2]*timeline  // waiting, running
+	lastQueue  QueuePoint
 	admissions *ring[Admission]
 	windows    [len(latencyNames)]*window
-	p99        [len(latencyNames)]*ring[Point]
-	lastP99    time.Duration // when the p99 series last got a point
+	p99        [len(latencyNames)]*timeline
+	lastP99    time.Duration // when the p99 timelines last got a sample
 	itl        *ring[float64]
 	slow       *ring[slowReq]
 	stepTokens *ring[sample] // tokens produced per step, for tokens/s
@@ -57,6 +68,7 @@ type liveState struct {
 	preempts   uint64         // scheduler's preemption total last seen
 	cold       *Summary       // the current engine's first run
 	steady     *ring[Summary] // later complete runs of the current engine
+	counts     LiveCounts     // live windows filed, folded into counters instead of events
 	// open holds the current engine's requests whose first token is in the windows and which
 	// have not finished: what of them the windows already hold. At most the requests in flight;
 	// cleared when an engine starts (request ids are per engine).
@@ -78,26 +90,30 @@ type slowReq struct {
 
 func newLiveState(span time.Duration) *liveState {
 	l := &liveState{
-		queue: newRing[QueuePoint](queueCap), admissions: newRing[Admission](admitCap),
-		itl: newRing[float64](itlRecentCap), slow: newRing[slowReq](slowCap),
+		span:       span,
+		queue:      [2]*timeline{newTimeline("waiting", queueTracks()), newTimeline("running", queueTracks())},
+		admissions: newRing[Admission](admitCap),
+		itl:        newRing[float64](itlRecentCap), slow: newRing[slowReq](slowCap),
 		stepTokens: newRing[sample](4096), events: newRing[LogEvent](eventCap),
 		markers: newRing[Marker](markerCap), steady: newRing[Summary](steadyCap),
 		open: map[sched.RequestID]inflight{},
 	}
-	for i := range l.windows {
+	for i, name := range latencyNames {
 		c := windowCap
-		if latencyNames[i] == "ITL" {
+		if name == "ITL" {
 			c = itlWindowCap
 		}
 		l.windows[i] = newWindow(span, c)
-		l.p99[i] = newRing[Point](p99Cap)
+		l.p99[i] = newTimeline(name+" p99", p99Tracks())
 	}
 	return l
 }
 
 // addStep records one scheduler step; tokens is how many output tokens it produced.
 func (l *liveState) addStep(s sched.Snapshot, tokens int) {
-	l.queue.push(QueuePoint{At: s.At, Waiting: s.Waiting, Running: s.Running})
+	l.lastQueue = QueuePoint{At: s.At, Waiting: s.Waiting, Running: s.Running}
+	l.queue[0].add(s.At, float64(s.Waiting))
+	l.queue[1].add(s.At, float64(s.Running))
 	if s.Admitted > 0 {
 		l.admissions.push(Admission{Step: s.Step, At: s.At, Size: s.Admitted, Limit: s.Config.PrefillMaxBatch})
 	}
@@ -188,15 +204,16 @@ func (l *liveState) mark(at time.Duration, label string) {
 	l.markers.push(Marker{At: at, Label: label})
 }
 
-// rolling computes the latency rows and, at most every p99Every, extends the p99 series.
+// rolling computes the latency rows and, at most every p99Every, samples their p99 into the
+// timelines.
 func (l *liveState) rolling(now time.Duration) []LatencyRow {
 	rows := make([]LatencyRow, len(latencyNames))
 	due := now-l.lastP99 >= p99Every
 	for i, name := range latencyNames {
-		d := makeDist(l.windows[i].values(now))
+		d := l.windows[i].dist(now)
 		rows[i] = LatencyRow{Name: name, Dist: d}
 		if due && d.N > 0 {
-			l.p99[i].push(Point{At: now, Value: d.P99})
+			l.p99[i].add(now, d.P99)
 		}
 	}
 	if due {
@@ -240,17 +257,18 @@ func (l *liveState) slowest() []RequestITL {
 func (l *liveState) compare() []Comparison {
 	steady := l.steady.slice()
 	metrics := []struct {
-		name string
-		get  func(s *Summary) float64
+		name   string
+		get    func(s *Summary) float64
+		higher bool
 	}{
-		{"TTFT p99 (ms)", func(s *Summary) float64 { return s.TTFT.P99 }},
-		{"Queue wait p99 (ms)", func(s *Summary) float64 { return s.QueueWait.P99 }},
-		{"TPOT p50 (ms)", func(s *Summary) float64 { return s.TPOT.P50 }},
-		{"Throughput (tok/s)", func(s *Summary) float64 { return s.Throughput }},
+		{"TTFT p99 (ms)", func(s *Summary) float64 { return s.TTFT.P99 }, false},
+		{"Queue wait p99 (ms)", func(s *Summary) float64 { return s.QueueWait.P99 }, false},
+		{"TPOT p50 (ms)", func(s *Summary) float64 { return s.TPOT.P50 }, false},
+		{"Throughput (tok/s)", func(s *Summary) float64 { return s.Throughput }, true},
 	}
 	out := make([]Comparison, 0, len(metrics))
 	for _, m := range metrics {
-		c := Comparison{Metric: m.name, Cold: math.NaN(), Steady: math.NaN(), Ratio: math.NaN()}
+		c := Comparison{Metric: m.name, Cold: math.NaN(), Steady: math.NaN(), Ratio: math.NaN(), HigherIsBetter: m.higher}
 		if l.cold != nil {
 			c.Cold = m.get(l.cold)
 		}
@@ -272,8 +290,8 @@ func (l *liveState) compare() []Comparison {
 // view assembles the immutable View; every slice is a fresh copy.
 func (l *liveState) view(start time.Time, now time.Duration, h Header, ledger []LedgerEntry) *View {
 	v := &View{
-		Start: start, Now: now, Header: h,
-		Queue: l.queue.slice(), Admissions: l.admissions.slice(), Latency: l.rolling(now),
+		Start: start, Now: now, Header: h, Queue: []Timeline{l.queue[0].view(), l.queue[1].view()}, QueueLast: l.lastQueue,
+		Admissions: l.admissions.slice(), Latency: l.rolling(now), LatencyWindow: l.span, Live: l.counts,
 		ITL: l.itl.slice(), SlowITL: l.slowest(), KVUsed: l.kvUsed, KVTotal: l.kvTotal,
 		Steady: l.steady.slice(), Compare: l.compare(), Ledger: ledger,
 		Events: l.events.slice(), Markers: l.markers.slice(),
@@ -283,8 +301,8 @@ func (l *liveState) view(start time.Time, now time.Duration, h Header, ledger []
 		c := *l.cold
 		v.Cold = &c
 	}
-	for i, name := range latencyNames {
-		v.P99 = append(v.P99, Series{Name: name + " p99", Points: l.p99[i].slice()})
+	for i := range latencyNames {
+		v.P99 = append(v.P99, l.p99[i].view())
 	}
 	return v
 }

@@ -47,14 +47,16 @@ func TestLiveStateStaysBounded(t *testing.T) {
 		}
 	}
 	v := l.view(time.Time{}, at, Header{}, nil)
-	if len(v.Queue) != queueCap || len(v.Admissions) != admitCap || len(v.ITL) != itlRecentCap ||
+	if len(v.Admissions) != admitCap || len(v.ITL) != itlRecentCap ||
 		len(v.Events) != eventCap || len(v.Markers) != markerCap || len(v.Steady) != steadyCap || len(v.SlowITL) != slowShown {
-		t.Errorf("sizes: queue %d admissions %d itl %d events %d markers %d steady %d slow %d",
-			len(v.Queue), len(v.Admissions), len(v.ITL), len(v.Events), len(v.Markers), len(v.Steady), len(v.SlowITL))
+		t.Errorf("sizes: admissions %d itl %d events %d markers %d steady %d slow %d",
+			len(v.Admissions), len(v.ITL), len(v.Events), len(v.Markers), len(v.Steady), len(v.SlowITL))
 	}
-	for _, s := range v.P99 {
-		if len(s.Points) > p99Cap {
-			t.Errorf("%s has %d points", s.Name, len(s.Points))
+	for _, tl := range append(append([]Timeline(nil), v.Queue...), v.P99...) {
+		for i, tr := range tl.Tracks {
+			if n := len(tr.Points); n > 1200 || (tr.Span > 0 && time.Duration(n)*tr.Width > tr.Span) {
+				t.Errorf("%s track %d: %d points of %v over a span of %v", tl.Name, i, n, tr.Width, tr.Span)
+			}
 		}
 	}
 	// 30 s of steps at 180 ms: 167 requests in the TTFT window; each has TTFT 10 us + 1 ms + 2 ms.
@@ -65,8 +67,8 @@ func TestLiveStateStaysBounded(t *testing.T) {
 	if len(l.open) != 0 {
 		t.Errorf("%d finished requests still open", len(l.open))
 	}
-	if v.Queue[len(v.Queue)-1].At != at {
-		t.Error("the newest queue point is not last")
+	if v.QueueLast.At != at {
+		t.Error("the newest queue point is not the last step's")
 	}
 }
 

@@ -86,7 +86,7 @@ type runInfo struct {
 
 // summarize computes a run's Summary from its requests.
 func summarize(info runInfo, reqs []RequestResult) Summary {
-	var add, tok, queue, prefill, ttft, tpot, itl, lat, lag []float64
+	var add, tok, queue, prefill, ttft, tpot, itl, lat, lag, cut []float64
 	s := Summary{Index: info.Index, Warmup: info.Warmup, Label: info.Label, SubmitWall: info.SubmitWall, Partial: info.Partial}
 	var first, last time.Duration
 	for i := range reqs {
@@ -99,6 +99,10 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 		if !r.completed() {
 			if r.Record.Reason == sched.FinishCancelled {
 				s.Cancelled++
+				s.CutTokens += len(r.Record.Output)
+				if t := r.Record.Times; t.FirstToken > 0 {
+					cut = append(cut, ms(t.FirstToken-t.SubmitStart))
+				}
 			} else {
 				s.Failed++
 			}
@@ -128,6 +132,7 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 	s.AddRequest, s.Tokenize, s.QueueWait = makeDist(add), makeDist(tok), makeDist(queue)
 	s.PrefillFirst, s.TTFT, s.TPOT = makeDist(prefill), makeDist(ttft), makeDist(tpot)
 	s.ITL, s.Latency, s.SubmitLag = makeDist(itl), makeDist(lat), makeDist(lag)
+	s.CutTTFT = makeDist(cut)
 	if s.Requests > 0 && last > first {
 		s.Wall = last - first
 		s.Throughput = float64(s.CompletionTokens) / s.Wall.Seconds()

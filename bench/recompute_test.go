@@ -111,7 +111,8 @@ func printedBlocks(t *testing.T, out string) []map[string][]float64 {
 			}
 		}
 		if rest, ok := strings.CutPrefix(line, "Throughput (completion,total): "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSuffix(rest, " tokens/s"), 64)
+			completion, _, _ := strings.Cut(strings.TrimSuffix(rest, " tokens/s"), ",") // "completion, total"
+			v, err := strconv.ParseFloat(completion, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,7 +208,7 @@ func TestRecomputeFromJSONEngine(t *testing.T) {
 		t.Fatalf("RunBench: %v\nstderr: %s", err, errOut.String())
 	}
 	text := out.String()
-	if !strings.HasPrefix(text, "=== warmup 1/1 ===\n=== run 1/3 ===\n=== streaming benchmark ===\n") ||
+	if !strings.HasPrefix(text, "=== warmup 1/1 ===\nCold run, not measured: 4 requests in ") || !strings.Contains(text, "\n=== run 1/3 ===\n=== streaming benchmark ===\n") ||
 		strings.Count(text, "=== streaming benchmark ===") != 3 || !strings.Contains(text, "=== run 3/3 ===") {
 		t.Errorf("report layout:\n%s", text)
 	}

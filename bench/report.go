@@ -73,7 +73,7 @@ func reportLines(h reportHeader, s Summary) []string {
 		distLine("TPOT", s.TPOT, "ms/token"),
 		distLine("ITL", s.ITL, "ms"),
 		distLine("Latency", s.Latency, "ms"),
-		fmt.Sprintf("Throughput (completion,total): %.2f tokens/s", s.Throughput),
+		fmt.Sprintf("Throughput (completion,total): %.2f, %.2f tokens/s", s.Throughput, s.TotalThroughput),
 	)
 	if s.Preemptions > 0 {
 		lines = append(lines, fmt.Sprintf("Preemptions: %d", s.Preemptions))

@@ -1,7 +1,5 @@
 package bench
 
-import "time"
-
 // ring is a fixed-capacity FIFO that overwrites its oldest element: every series the dashboard
 // keeps lives in one, so memory stays flat however long the session runs. Not safe for
 // concurrent use: its owner's lock guards it.
@@ -37,35 +35,6 @@ func (r *ring[T]) slice() []T {
 	out := make([]T, r.n)
 	for i := range out {
 		out[i] = r.at(i)
-	}
-	return out
-}
-
-// sample is one timestamped value of a rolling window.
-type sample struct {
-	at time.Duration
-	v  float64
-}
-
-// window is a rolling window over the last span of time, bounded to a fixed number of samples.
-type window struct {
-	span    time.Duration
-	samples *ring[sample]
-}
-
-func newWindow(span time.Duration, capacity int) *window {
-	return &window{span: span, samples: newRing[sample](capacity)}
-}
-
-func (w *window) add(at time.Duration, v float64) { w.samples.push(sample{at, v}) }
-
-// values returns the samples newer than now - span.
-func (w *window) values(now time.Duration) []float64 {
-	var out []float64
-	for i := 0; i < w.samples.len(); i++ {
-		if s := w.samples.at(i); s.at >= now-w.span {
-			out = append(out, s.v)
-		}
 	}
 	return out
 }

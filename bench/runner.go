@@ -17,6 +17,9 @@ const cancelGrace = 5 * time.Second
 type runState struct {
 	info      runInfo
 	hdr       reportHeader
+	engine    int           // the session's n-th engine runs it
+	start     time.Duration // session clock at its start
+	hinted    bool          // the "this run will take minutes" note was logged
 	n         int
 	ids       []sched.RequestID // request i's id, in submission order
 	targets   []time.Duration
@@ -41,12 +44,14 @@ type plannedRun struct {
 	label  string
 	index  int
 	warmup bool // recorded as cold, not a steady run
+	live   bool // the continuous steady state (runLive) until a restart or stop
 	phase  Phase
 }
 
 // plan returns an engine's k-th run: on the first engine the warmup runs, the repeat runs,
-// then (live) "live n" runs; on a rebuilt engine a cold run, then live runs.
-func (s *Session) plan(g *generation, k int, lives *int) (plannedRun, bool) {
+// then (dashboard) the continuous steady state; on a rebuilt engine a cold run, then the steady
+// state.
+func (s *Session) plan(g *generation, k int) (plannedRun, bool) {
 	w, m := s.cfg.WarmupRuns, s.cfg.RepeatRuns
 	if g.index > 1 {
 		w, m = 1, 0
@@ -58,23 +63,21 @@ func (s *Session) plan(g *generation, k int, lives *int) (plannedRun, bool) {
 		return plannedRun{label: fmt.Sprintf("warmup %d/%d", k+1, w), index: k + 1, warmup: true, phase: PhaseCold}, true
 	case k < w+m:
 		return plannedRun{label: fmt.Sprintf("run %d/%d", k-w+1, m), index: k - w + 1, phase: PhaseRun}, true
-	case !s.opts.headless:
-		*lives++
-		return plannedRun{label: fmt.Sprintf("live %d", *lives), index: *lives, phase: PhaseLive}, true
+	case !s.opts.headless && k == w+m:
+		return plannedRun{label: "live", live: true, phase: PhaseLive}, true
 	}
 	return plannedRun{}, false
 }
 
 // loop is the session goroutine: it runs each engine's runs and rebuilds engines on request.
 func (s *Session) loop(ctx context.Context, g *generation) error {
-	lives := 0
 	for {
 		var why outcome
 		var err error
 		if s.opts.External {
 			why, err = s.serveExternal(ctx, g)
 		} else {
-			why, err = s.runEngine(ctx, g, &lives)
+			why, err = s.runEngine(ctx, g)
 		}
 		if cerr := s.stopEngine(g); err == nil && cerr != nil {
 			err = fmt.Errorf("close engine: %w", cerr)
@@ -82,7 +85,7 @@ func (s *Session) loop(ctx context.Context, g *generation) error {
 		if s.opts.External {
 			s.ext.abandon(ErrStopped)
 			s.mu.Lock()
-			s.fileWindow(g, true)
+			s.fileWindow(g, windowExternal, true)
 			s.mu.Unlock()
 		}
 		if err != nil {
@@ -111,10 +114,10 @@ func (s *Session) loop(ctx context.Context, g *generation) error {
 }
 
 // runEngine runs an engine's planned runs until they end, a restart or a stop.
-func (s *Session) runEngine(ctx context.Context, g *generation, lives *int) (outcome, error) {
+func (s *Session) runEngine(ctx context.Context, g *generation) (outcome, error) {
 	cold := false // the previous run was a cold one
 	for k := 0; ; k++ {
-		pr, ok := s.plan(g, k, lives)
+		pr, ok := s.plan(g, k)
 		if !ok {
 			return runComplete, nil
 		}
@@ -124,6 +127,9 @@ func (s *Session) runEngine(ctx context.Context, g *generation, lives *int) (out
 			}
 		}
 		cold = pr.warmup
+		if pr.live {
+			return s.runLive(ctx, g)
+		}
 		why, err := s.runOne(ctx, g, pr, k == 0)
 		if err != nil || why != runComplete {
 			return why, err
@@ -159,14 +165,13 @@ func (s *Session) prewarm(g *generation) error {
 
 // runOne submits the workload once and waits for every request to finish.
 func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, first bool) (outcome, error) {
-	rs := &runState{n: s.cfg.Workload.NumRequests, records: map[sched.RequestID]*sched.Record{}, progress: make(chan struct{}, 1)}
+	rs := &runState{n: s.cfg.Workload.NumRequests, engine: g.index, start: s.clock.Now(), records: map[sched.RequestID]*sched.Record{}, progress: make(chan struct{}, 1)}
 	rs.info = runInfo{Label: pr.label, Index: pr.index, Warmup: pr.warmup}
 	s.mu.Lock()
 	rs.hdr = s.reportHeader(g.info)
 	rs.info.LagPrinted = rs.hdr.lagPrinted()
 	s.cur, s.phase, s.runLabel = rs, pr.phase, pr.label
 	s.logf(LogRun, "%s started", pr.label)
-	s.live.mark(s.clock.Now(), pr.label)
 	s.mu.Unlock()
 	s.publish(true)
 	if s.opts.onRunStart != nil {
@@ -212,6 +217,33 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 		return why, errors.New("scheduler loop stopped")
 	}
 	return why, nil
+}
+
+// status is how far the run has got at now; nil for no run.
+func (rs *runState) status(now time.Duration, maxNew int) *RunProgress {
+	if rs == nil {
+		return nil
+	}
+	p := &RunProgress{Finished: len(rs.records), Requests: rs.n, Tokens: rs.tokens, MaxTokens: rs.n * maxNew, Elapsed: now - rs.start}
+	if p.Tokens > 0 && p.MaxTokens > p.Tokens {
+		p.ETA = time.Duration(float64(p.Elapsed) * float64(p.MaxTokens-p.Tokens) / float64(p.Tokens))
+	}
+	return p
+}
+
+// longRun is the ETA past which a run's progress notes say how to make runs shorter.
+const longRun = 2 * time.Minute
+
+// noteLongRun logs once on the dashboard, a few seconds into a run that will take minutes, what
+// makes it shorter (bench notes it on stderr); the caller holds s.mu.
+func (s *Session) noteLongRun(rs *runState, now time.Duration) {
+	p := rs.status(now, s.cfg.Workload.MaxNewTokens)
+	if s.opts.headless || rs.hinted || p.Elapsed < 3*time.Second || p.ETA < longRun {
+		return
+	}
+	rs.hinted = true
+	s.logf(LogInfo, "%s will take about %s more on %s: --num-requests and --max-new-tokens make runs shorter",
+		rs.info.Label, p.ETA.Round(time.Second), s.info.DeviceDetail)
 }
 
 // waitRun waits until the run is complete or interrupted.
@@ -283,7 +315,8 @@ func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partia
 		reqs[i] = RequestResult{Index: i, Target: rs.targets[i], HasTarget: rs.hasTarget[i], Record: rs.records[id]}
 	}
 	s.cur = nil
-	res := s.fileRun(rs.hdr, rs.info, reqs, first)
+	res := s.fileRun(rs.hdr, rs.info, reqs, first, false)
+	res.engine = rs.engine
 	s.mu.Unlock()
 	s.publish(true)
 	if s.opts.onRunEnd != nil {
@@ -291,23 +324,24 @@ func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partia
 	}
 }
 
-// fileRun summarizes a finished run (or external window), keeps it for the reports and the
-// cold/steady panes, and logs it. The caller holds s.mu.
-func (s *Session) fileRun(hdr reportHeader, info runInfo, reqs []RequestResult, first bool) *runResult {
+// fileRun summarizes a finished run (or window), keeps it for the reports and the cold/steady
+// panes, and logs it unless quiet. The caller holds s.mu.
+func (s *Session) fileRun(hdr reportHeader, info runInfo, reqs []RequestResult, first, quiet bool) *runResult {
 	sum := summarize(info, reqs)
-	res := &runResult{hdr: hdr, sum: sum}
+	res := &runResult{hdr: hdr, sum: sum, live: quiet}
 	if s.opts.KeepRecords {
 		res.reqs = reqs
 	}
-	if s.results = append(s.results, res); len(s.results) > maxResults && !s.opts.KeepRecords {
-		s.results = s.results[len(s.results)-maxResults:]
-	}
+	s.keep(res)
 	switch {
 	case first:
 		c := sum
 		s.live.cold = &c
 	case !sum.Partial:
 		s.live.steady.push(sum)
+	}
+	if quiet {
+		return res
 	}
 	state := "finished"
 	if sum.Partial {

@@ -33,8 +33,8 @@ type SessionOptions struct {
 	// session files it (serve's metrics). It must return quickly and must not modify so.
 	OnStep func(so *sched.StepOutput)
 
-	// headless (RunBench) stops after the warmup and repeat runs; a dashboard session keeps
-	// running "live k" runs until Close.
+	// headless (RunBench) stops after the warmup and repeat runs; a dashboard session then
+	// keeps the load continuous (runLive, the steady state) until Close.
 	headless   bool
 	onRunStart func(label string) // bench: print "=== warmup i/N ===" (session goroutine)
 	onRunEnd   func(r *runResult) // bench: print the report (session goroutine)
@@ -43,18 +43,20 @@ type SessionOptions struct {
 
 // runResult is one finished run.
 type runResult struct {
-	hdr  reportHeader
-	sum  Summary
-	reqs []RequestResult // nil unless SessionOptions.KeepRecords
+	hdr    reportHeader
+	sum    Summary
+	reqs   []RequestResult // nil unless SessionOptions.KeepRecords (and not dropped, see keepBounded)
+	engine int             // the session's n-th engine ran it
+	live   bool            // a window of the steady state (or of external load), not a planned run
+	// recordsDropped: its records were kept and then dropped to bound memory (see keep).
+	recordsDropped bool
 }
 
-// maxResults bounds the summaries a live session keeps for Report.
-const maxResults = 512
-
 // Session drives an engine and its scheduler with the workload: warmup runs, repeat runs, then
-// (live) further runs until closed. It publishes an immutable View for the dashboard and takes
-// control Actions. Goroutines: the session goroutine (runs, engine rebuilds), per run a
-// submitter, per engine the scheduler loop and a recorder consuming its step outputs.
+// (dashboard) a continuous load until closed. It publishes an immutable View for the dashboard
+// and takes control Actions. Goroutines: the session goroutine (runs, engine rebuilds), per run
+// (and for the steady state) a submitter, per engine the scheduler loop and a recorder
+// consuming its step outputs.
 type Session struct {
 	cfg   Config         // immutable
 	opts  SessionOptions // immutable
@@ -82,10 +84,15 @@ type Session struct {
 	arr         Arrivals      // the submit schedule in force
 	arrGen      uint64        // bumped on every schedule change
 	paused      bool
+	graphNoted  bool            // the note that CUDA Graphs cannot run on this device was given
 	resume      chan struct{}   // closed on resume; replaced on pause
-	cur         *runState       // the run in progress; nil between runs
-	window      []RequestResult // External: the finished requests of the window being filled
-	results     []*runResult    // finished runs, oldest first (bounded by maxResults)
+	cur         *runState       // the planned run in progress; nil between runs
+	liveRun     *liveRun        // the continuous steady state in progress; nil outside it
+	window      []RequestResult // the finished requests of the window being filled (live or External)
+	results     []*runResult    // finished runs, oldest first (bounded: see keep)
+	filed       int             // runs and windows filed so far
+	dropped     int             // steady windows dropped from results to bound them
+	kept        int             // per-request records held in results
 	phase       Phase
 	runLabel    string
 	lastPublish time.Duration
@@ -162,8 +169,19 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	return s, nil
 }
 
-// View returns the latest published view; never nil after NewSession.
-func (s *Session) View() *View { return s.view.Load() }
+// staleAfter is how old the latest view may get before View builds a new one: the recorder
+// publishes on steps, and when none come (paused, idle) the clock and rates must still move.
+const staleAfter = 250 * time.Millisecond
+
+// View returns the latest published view, first publishing a fresh one when no step has for
+// staleAfter; never nil after NewSession.
+func (s *Session) View() *View {
+	if v := s.view.Load(); v != nil && s.clock.Now()-v.Now < staleAfter {
+		return v
+	}
+	s.publish(false)
+	return s.view.Load()
+}
 
 // Wait blocks until the session goroutine has returned (its runs finished, or Close) and returns
 // its error.
@@ -186,22 +204,6 @@ func (s *Session) Close() error {
 // Model describes the model the session's engines run.
 func (s *Session) Model() ModelInfo { return s.prov.Model() }
 
-// Report writes the summaries of every finished run (partial ones marked) in the bench format.
-func (s *Session) Report(w io.Writer) error {
-	s.mu.Lock()
-	results := append([]*runResult(nil), s.results...)
-	s.mu.Unlock()
-	for _, r := range results {
-		if _, err := fmt.Fprintln(w, runHeaderLine(r.sum.Label)); err != nil {
-			return err
-		}
-		if err := writeReport(w, r.hdr, r.sum); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // logf adds an event line; the caller holds s.mu.
 func (s *Session) logf(kind LogKind, format string, args ...any) {
 	s.live.log(s.clock.Now(), kind, fmt.Sprintf(format, args...))
@@ -219,7 +221,7 @@ func (s *Session) publish(force bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
-	if !force && now-s.lastPublish < 50*time.Millisecond && s.view.Load() != nil {
+	if !force && now-s.lastPublish < 50*time.Millisecond && s.view.Load() != nil && now-s.view.Load().Now < staleAfter {
 		return
 	}
 	s.lastPublish = now
@@ -237,7 +239,7 @@ func (s *Session) header(now time.Duration) Header {
 		DeviceNote: s.info.DeviceNote, Job: s.cfg.Job, Paged: s.info.Paged, CUDAGraph: s.info.CUDAGraph,
 		Schedule: s.arr.Schedule, IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
 		PrefillMaxBatch: cfg.PrefillMaxBatch, Phase: s.phase, RunLabel: s.runLabel, Paused: s.paused,
-		Elapsed: now,
+		Elapsed: now, Run: s.cur.status(now, s.cfg.Workload.MaxNewTokens),
 	}
 }
 

@@ -33,6 +33,8 @@ type Summary struct {
 	Cancelled        int
 	Failed           int           // requests the engine failed or could not fit (reason error / too_long)
 	Partial          bool          // the run was interrupted (Ctrl-C, engine restart, stop) before every request finished
+	CutTokens        int           // output tokens of the requests cancelled in flight
+	CutTTFT          Dist          // TTFT of those of them that had their first token
 	Wall             time.Duration // first submit start -> last finish
 }
 
@@ -43,7 +45,7 @@ const (
 	PhaseStarting Phase = iota // loading the model / building the engine
 	PhaseCold                  // the first (warmup) run of a fresh engine
 	PhaseRun                   // a measured repeat run
-	PhaseLive                  // runs keep going until stopped (dashboard)
+	PhaseLive                  // the steady state: continuous load until stopped (dashboard, serve)
 	PhaseDone                  // finished (bench) or stopped
 )
 
@@ -64,7 +66,16 @@ type Header struct {
 	RunLabel        string // "cold run", "run 2/3", "live 5"
 	Paused          bool   // arrivals paused
 	Elapsed         time.Duration
-	TokensPerSec    float64 // completion tokens/s over the recent window
+	TokensPerSec    float64      // completion tokens/s over the recent window
+	Run             *RunProgress // the planned run in progress (cold or measured); nil in the steady state
+}
+
+// RunProgress is how far a planned run (a cold or measured run) has got.
+type RunProgress struct {
+	Finished, Requests int           // requests finished, of the run's
+	Tokens, MaxTokens  int           // output tokens so far, of at most Requests x max new tokens
+	Elapsed            time.Duration // since the run started
+	ETA                time.Duration // left at the token rate so far; 0 until a token came
 }
 
 // QueuePoint is the queue depth after one step.
@@ -95,12 +106,6 @@ type Point struct {
 	Value float64
 }
 
-// Series is a named time series (e.g. "TTFT p99").
-type Series struct {
-	Name   string
-	Points []Point
-}
-
 // RequestITL is one recent request's inter-token latencies in ms, in token order.
 type RequestITL struct {
 	ID  uint64
@@ -113,6 +118,28 @@ type Comparison struct {
 	Cold   float64 // NaN when there is no cold run yet
 	Steady float64 // median over steady runs; NaN when none yet
 	Ratio  float64 // Cold / Steady; NaN when either is missing
+	// HigherIsBetter: a throughput (a ratio below 1 means the cold run was slower); else a
+	// latency (above 1 means slower).
+	HigherIsBetter bool
+}
+
+// ColdSlower says which way the ratio goes: 1 when the cold run was slower than the steady
+// state, -1 when faster, 0 when within 2% or unknown.
+func (c Comparison) ColdSlower() int {
+	r := c.Ratio
+	if r != r || r <= 0 { // NaN or meaningless
+		return 0
+	}
+	if c.HigherIsBetter {
+		r = 1 / r
+	}
+	switch {
+	case r > 1.02:
+		return 1
+	case r < 1/1.02:
+		return -1
+	}
+	return 0
 }
 
 // LogKind classifies a log line.
@@ -140,26 +167,37 @@ type Marker struct {
 	Label string
 }
 
+// LiveCounts counts the steady state's windows: after its cold and measured runs a dashboard
+// session keeps the load continuous and files every NumRequests finished requests as a window
+// (a run of the steady state), counted here rather than logged one by one.
+type LiveCounts struct {
+	Windows  int // filed on the current engine
+	Requests int // finished in them
+}
+
 // View is everything the dashboard draws, published by the Session as an immutable value. The
 // dashboard never computes a metric: every number here was computed by bench.
 type View struct {
-	Start      time.Time     // session start; At values are offsets from it
-	Now        time.Duration // when this view was made
-	Header     Header
-	Queue      []QueuePoint // recent window, oldest first
-	Admissions []Admission  // recent admissions, oldest first
-	Latency    []LatencyRow // rolling percentiles
-	P99        []Series     // p99 over time of TTFT, queue wait, prefill->first, TPOT, ITL
-	ITL        []float64    // recent inter-token latencies (ms), pooled, oldest first
-	SlowITL    []RequestITL // the slowest recent requests (by TPOT), slowest first
-	KVUsed     int
-	KVTotal    int
-	Cold       *Summary  // the current engine's cold run, nil until it finished
-	Steady     []Summary // finished steady runs of the current engine (bounded)
-	Compare    []Comparison
-	Ledger     []LedgerEntry
-	Events     []LogEvent // recent, oldest first
-	Markers    []Marker
+	Start         time.Time     // session start; At values are offsets from it
+	Now           time.Duration // when this view was made
+	Header        Header
+	Queue         []Timeline    // waiting and running requests, bucket means
+	QueueLast     QueuePoint    // the latest step's queue
+	Admissions    []Admission   // recent admissions, oldest first
+	Latency       []LatencyRow  // rolling percentiles over the last LatencyWindow
+	LatencyWindow time.Duration // span of the rolling percentiles
+	P99           []Timeline    // p99 over time of TTFT, queue wait, prefill->first, TPOT, ITL
+	Live          LiveCounts
+	ITL           []float64    // recent inter-token latencies (ms), pooled, oldest first
+	SlowITL       []RequestITL // the slowest recent requests (by TPOT), slowest first
+	KVUsed        int
+	KVTotal       int
+	Cold          *Summary  // the current engine's cold run, nil until it finished
+	Steady        []Summary // finished steady runs of the current engine (bounded)
+	Compare       []Comparison
+	Ledger        []LedgerEntry
+	Events        []LogEvent // recent, oldest first
+	Markers       []Marker
 }
 
 // Action is a control the dashboard sends to the Session.
@@ -171,8 +209,8 @@ const (
 	ActToggleSchedule                 // relative <-> absolute, live
 	ActPrefillBatchDown               // prefill max batch -1 (live)
 	ActPrefillBatchUp                 // prefill max batch +1 (live, at most max batch)
-	ActMaxBatchDown                   // max batch -1 (live)
-	ActMaxBatchUp                     // max batch +1 (live)
+	ActMaxBatchDown                   // max batch to the power of two below (live)
+	ActMaxBatchUp                     // max batch to the power of two above, at most the engine's capacity (live)
 	ActIntervalDown                   // submit interval down a step (live)
 	ActIntervalUp                     // submit interval up a step (live)
 	ActRestart                        // a fresh engine: a new cold start

@@ -106,6 +106,17 @@ func (f *fakeSession) Close() error {
 	return nil
 }
 
+// timeline is pts as bench publishes a series: a fine track over the last 2 minutes, a coarser
+// one over 10, and one over the whole session (the same points here: 90 s of data).
+func timeline(name string, pts []bench.Point) bench.Timeline {
+	cp := func() []bench.Point { return append([]bench.Point(nil), pts...) }
+	return bench.Timeline{Name: name, Tracks: []bench.Track{
+		{Width: 200 * time.Millisecond, Span: 2 * time.Minute, Points: cp()},
+		{Width: time.Second, Span: 10 * time.Minute, Points: cp()},
+		{Width: time.Second, Points: cp()},
+	}}
+}
+
 // testView is a steady-state view 90 s into a session on a CPU: deterministic, every pane full.
 func testView() *bench.View {
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -118,13 +129,17 @@ func testView() *bench.View {
 			MaxBatch: 64, PrefillMaxBatch: 16, Phase: bench.PhaseLive, RunLabel: "live 3",
 			Elapsed: sec(90), TokensPerSec: 1843.5,
 		},
-		KVUsed: 312, KVTotal: 1024,
+		KVUsed: 312, KVTotal: 1024, LatencyWindow: 30 * time.Second,
+		Live: bench.LiveCounts{Windows: 12, Requests: 768},
 	}
-	for i := 0; i <= 300; i++ { // one step every 0.2 s over the last 60 s
+	var waiting, running []bench.Point
+	for i := 0; i <= 300; i++ { // a bucket every 0.2 s over the last 60 s
 		t := 30 + float64(i)*0.2
-		v.Queue = append(v.Queue, bench.QueuePoint{At: sec(t),
-			Waiting: int(20 + 18*math.Sin(t/4)), Running: int(40 + 20*math.Cos(t/9))})
+		waiting = append(waiting, bench.Point{At: sec(t), Value: float64(int(20 + 18*math.Sin(t/4)))})
+		running = append(running, bench.Point{At: sec(t), Value: float64(int(40 + 20*math.Cos(t/9)))})
 	}
+	v.Queue = []bench.Timeline{timeline("waiting", waiting), timeline("running", running)}
+	v.QueueLast = bench.QueuePoint{At: sec(90), Waiting: int(waiting[300].Value), Running: int(running[300].Value)}
 	for i := 0; i < 90; i++ {
 		size := 4 + (i*7)%13
 		limit := 16
@@ -145,13 +160,13 @@ func testView() *bench.View {
 		{Name: "ITL", Dist: d(20.8, 31.2, 48.7, 12800)},
 	}
 	for k, name := range []string{"TTFT p99", "Queue wait p99", "Prefill->first p99", "TPOT p99", "ITL p99"} {
-		s := bench.Series{Name: name}
+		var pts []bench.Point
 		for i := 0; i <= 60; i++ {
 			t := 30 + float64(i)
 			base := []float64{800, 700, 80, 28, 48}[k]
-			s.Points = append(s.Points, bench.Point{At: sec(t), Value: base * (1 + 0.3*math.Sin(t/7+float64(k)))})
+			pts = append(pts, bench.Point{At: sec(t), Value: base * (1 + 0.3*math.Sin(t/7+float64(k)))})
 		}
-		v.P99 = append(v.P99, s)
+		v.P99 = append(v.P99, timeline(name, pts))
 	}
 	for i := 0; i < 400; i++ {
 		v.ITL = append(v.ITL, 18+6*math.Sin(float64(i)/5)+float64((i*37)%11))
@@ -174,7 +189,7 @@ func testView() *bench.View {
 	}
 	at := v.Start
 	v.Ledger = []bench.LedgerEntry{
-		{What: "model load", Detail: "mmap, 148 tensors, 12 MB", Took: 41 * time.Millisecond, At: at},
+		{What: "model load", Detail: "gpt2-tiny (embedded): 4 layers, 4 heads, 32 channels, mmap", Took: 41 * time.Millisecond, At: at},
 		{What: "KV cache alloc", Detail: "paged, 1024 blocks", Took: 3 * time.Millisecond, At: at},
 		{What: "first forward", Detail: "batch 16", Took: 212 * time.Millisecond, At: at},
 		{What: "first forward", Detail: "batch 64", Took: 388 * time.Millisecond, At: at},

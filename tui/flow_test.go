@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -94,7 +95,8 @@ func TestHelpAndTheme(t *testing.T) {
 	tm := startProgram(t, f)
 	waitOutput(t, tm, "live 3")
 	tm.Send(keyMsg("?"))
-	waitOutput(t, tm, "max batch -", "interval +", "restart (cold)")
+	waitOutput(t, tm, "max batch to the power of two", "T Q P O I", "close this help")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
 	tm.Send(keyMsg("t"))
 	waitOutput(t, tm, "✓ theme light")
 	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlC})
@@ -192,5 +194,98 @@ func TestRunQuitsCleanly(t *testing.T) {
 func TestUnknownThemeRefused(t *testing.T) {
 	if _, err := New(&fakeSession{}, asciiRenderer(), "neon"); err == nil || !strings.Contains(err.Error(), "neon") {
 		t.Fatalf("err = %v, want one naming the theme", err)
+	}
+}
+
+// Keys typed faster than the input is read come as one message with several runes: every one
+// acts, in order (ten { in one write used to move the max batch once).
+func TestKeysInOneWrite(t *testing.T) {
+	f := newFakeSession(testView())
+	tm := startProgram(t, f)
+	waitOutput(t, tm, "live 3")
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("{{{}")})
+	waitOutput(t, tm, "max batch 62")
+	tm.Send(keyMsg("q"))
+	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+	want := []bench.Action{bench.ActMaxBatchDown, bench.ActMaxBatchDown, bench.ActMaxBatchDown, bench.ActMaxBatchUp}
+	if got := f.Actions(); !slices.Equal(got, want) {
+		t.Fatalf("actions = %v, want %v", got, want)
+	}
+}
+
+// The help overlay opens over the dashboard without moving a pane, and ? or Esc closes it.
+func TestHelpOverlay(t *testing.T) {
+	m := sized(t, newFakeSession(testView()), "none", 120, 40)
+	before := strings.Split(m.View(), "\n")
+	for _, closeKey := range []tea.KeyMsg{keyMsg("?"), {Type: tea.KeyEsc}} {
+		tm, _ := m.Update(keyMsg("?"))
+		open := strings.Split(tm.View(), "\n")
+		if !strings.Contains(tm.View(), "glossary") || !strings.Contains(tm.View(), "T Q P O I") {
+			t.Fatal("no glossary in the overlay")
+		}
+		// The rows above and below the box, and the footer, are the dashboard's unchanged.
+		for _, i := range []int{0, 1, 2, len(before) - 2, len(before) - 1} {
+			if open[i] != before[i] {
+				t.Errorf("row %d moved under the overlay:\n%q\n%q", i, before[i], open[i])
+			}
+		}
+		tm, _ = tm.Update(closeKey)
+		if got := tm.View(); got != m.View() {
+			t.Errorf("%s did not close the overlay", closeKey)
+		}
+	}
+}
+
+// w cycles the time charts' window; the titles say which.
+func TestChartWindowKey(t *testing.T) {
+	m := sized(t, newFakeSession(testView()), "none", 120, 40)
+	for _, want := range []string{"last 2m", "last 10m", "whole session", "last 30s", "last 60s"} {
+		tm, _ := m.Update(keyMsg("w"))
+		m = tm.(Model)
+		if v := m.View(); !strings.Contains(v, "queue depth · "+want) || !strings.Contains(v, "✓ time charts: "+want) {
+			t.Fatalf("after w: no %q in the titles and the status", want)
+		}
+	}
+}
+
+// ↑ scrolls the events pane into the past and says so; ↓ comes back.
+func TestEventsScroll(t *testing.T) {
+	m := sized(t, newFakeSession(testView()), "none", 120, 40)
+	if strings.Contains(m.View(), "model gpt2-tiny loaded") {
+		t.Fatal("the oldest event shows before scrolling")
+	}
+	for range 20 {
+		tm, _ := m.Update(tea.KeyMsg{Type: tea.KeyUp})
+		m = tm.(Model)
+	}
+	if v := m.View(); !strings.Contains(v, "model gpt2-tiny loaded") || !strings.Contains(v, "lines back (↓)") {
+		t.Fatalf("scrolled up, the oldest event or the note is missing:\n%s", v)
+	}
+	for range 5 { // a page at a time
+		tm, _ := m.Update(tea.KeyMsg{Type: tea.KeyPgDown})
+		m = tm.(Model)
+	}
+	if v := m.View(); strings.Contains(v, "lines back") || !strings.Contains(v, "request 4188 cancelled") {
+		t.Fatalf("PgDn did not return to the newest events")
+	}
+}
+
+// When the program fails after it took the terminal (here: an input it cannot wait on), Run
+// still leaves the alternate screen and shows the cursor, and says why it failed.
+func TestRunRestoresOnFailure(t *testing.T) {
+	in, err := os.Open(os.DevNull) // Bubble Tea cannot poll /dev/null: it fails after entering the alternate screen
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out bytes.Buffer
+	err = Run(context.Background(), newFakeSession(testView()), Options{Theme: "none", Input: in, Output: &out, AltScreen: true})
+	if err == nil {
+		t.Skip("this platform's Bubble Tea reads /dev/null: no failure to restore from")
+	}
+	s := out.String()
+	enter, leave := strings.LastIndex(s, "\x1b[?1049h"), strings.LastIndex(s, "\x1b[?1049l")
+	if enter < 0 || leave < enter || !strings.HasSuffix(s[leave-len("\x1b[?25h")-len("\x1b[?2004l"):], "\x1b[?2004l\x1b[?25h\x1b[?1049l") {
+		t.Errorf("after the failure (%v) the terminal was left on the alternate screen or without a cursor: %q", err, s[max(0, len(s)-64):])
 	}
 }

@@ -36,6 +36,17 @@ func numRaw(v float64) string {
 	return fmt.Sprintf("%.0fM", v/1e6)
 }
 
+// count formats a count: 999, 12345, 123k, 1.2M.
+func count(n int) string {
+	switch {
+	case n < 100_000:
+		return fmt.Sprint(n)
+	case n < 10_000_000:
+		return fmt.Sprintf("%dk", (n+500)/1000)
+	}
+	return fmt.Sprintf("%.1fM", float64(n)/1e6)
+}
+
 // clock formats an offset as m:ss (h:mm:ss from an hour on), the x axis and event times.
 func clock(d time.Duration) string {
 	if d < 0 {

@@ -3,6 +3,7 @@ package tui
 import (
 	"errors"
 	"io"
+	"rosetop/bench"
 	"strings"
 	"testing"
 
@@ -35,22 +36,30 @@ func sized(t testing.TB, s Session, theme string, w, h int) Model {
 
 // Golden views of the whole dashboard (ANSI stripped). Rewrite with: go test ./tui/ -update
 func TestGoldenView(t *testing.T) {
+	paused := func(v *bench.View) { v.Header.Paused = true }
 	tests := []struct {
 		name string
 		w, h int
 		msgs []tea.Msg // sent after the first tick
+		mod  func(v *bench.View)
 	}{
-		{"120x40", 120, 40, nil},
-		{"80x24", 80, 24, nil},
-		{"200x60", 200, 60, nil},
-		{"too_small_79x30", 79, 30, nil},
-		{"too_small_100x23", 100, 23, nil},
-		{"120x40_full_help", 120, 40, []tea.Msg{keyMsg("?")}},
-		{"80x24_refusal", 80, 24, []tea.Msg{actionMsg{a: 1, err: errors.New("CUDA Graph needs a GPU (device: cpu)")}}},
+		{"120x40", 120, 40, nil, nil},
+		{"80x24", 80, 24, nil, nil},
+		{"200x60", 200, 60, nil, nil},
+		{"too_small_79x30", 79, 30, nil, nil},
+		{"too_small_100x23", 100, 23, nil, nil},
+		{"120x40_full_help", 120, 40, []tea.Msg{keyMsg("?")}, nil},
+		{"80x24_help", 80, 24, []tea.Msg{keyMsg("?")}, nil},
+		{"140x45_paused_whole_session", 140, 45, []tea.Msg{keyMsg("w"), keyMsg("w"), keyMsg("w")}, paused},
+		{"80x24_refusal", 80, 24, []tea.Msg{actionMsg{a: 1, err: errors.New("CUDA Graph needs a GPU (device: cpu)")}}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := sized(t, newFakeSession(testView()), "dark", tc.w, tc.h)
+			v := testView()
+			if tc.mod != nil {
+				tc.mod(v)
+			}
+			m := sized(t, newFakeSession(v), "dark", tc.w, tc.h)
 			for _, msg := range tc.msgs {
 				tm, _ := m.Update(msg)
 				m = tm.(Model)

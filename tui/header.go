@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"strings"
 
 	"rosetop/bench"
 )
@@ -46,16 +47,18 @@ func headerView(st *paint, v *bench.View, w int) string {
 		slot = 20
 	}
 	right := ps.Render(fmt.Sprintf("%-*s", slot, phase))
-	if h.Paused {
-		right = st.Warn.Render("paused  ") + right
-	}
 	right += st.Muted.Render(" ") + st.Text.Render(fmt.Sprintf("%7s", clock(h.Elapsed))) +
 		"  " + st.Strong.Render(fmt.Sprintf("%*s", numW, numRaw(h.TokensPerSec))) + st.Muted.Render(" tok/s")
 
 	// The left side loses its least important parts first when the terminal is narrow.
-	left := st.AppName.Render("rosetop") + "  " + st.Strong.Render(h.Model)
-	if h.RandomWeights {
-		left += " " + st.Warn.Render("(random weights)")
+	left := st.AppName.Render("rosetop") + "  "
+	switch name, paren := strings.CutSuffix(h.Model, ")"); {
+	case h.RandomWeights && paren: // "tiny-gpt2 (embedded)" -> "tiny-gpt2 (embedded, random weights)"
+		left += st.Strong.Render(name) + st.Warn.Render(", random weights") + st.Strong.Render(")")
+	case h.RandomWeights:
+		left += st.Strong.Render(h.Model) + " " + st.Warn.Render("(random weights)")
+	default:
+		left += st.Strong.Render(h.Model)
 	}
 	left += st.Muted.Render(" on ") + st.Strong.Render(h.Device)
 	if job := st.Muted.Render("  job ") + st.Text.Render(h.Job); h.Job != "" && widthOf(left+job+right)+2 <= w {
@@ -67,9 +70,13 @@ func headerView(st *paint, v *bench.View, w int) string {
 	if h.IntervalMs > 0 {
 		interval = fmt.Sprintf("%gms", h.IntervalMs)
 	}
+	submit := st.Text.Render(fmt.Sprintf("%-8s %-6s", h.Schedule, interval))
+	if h.Paused { // in the slot of the arrivals it stops, so the line never reflows
+		submit = st.Warn.Render(fmt.Sprintf("%-15s", "PAUSED (spc)"))
+	}
 	line2 := st.Muted.Render("paged ") + onOff(st, h.Paged) +
 		st.Muted.Render("  graph ") + onOff(st, h.CUDAGraph) +
-		st.Muted.Render("  submit ") + st.Text.Render(fmt.Sprintf("%-8s %-6s", h.Schedule, interval)) +
+		st.Muted.Render("  submit ") + submit +
 		st.Muted.Render(" max batch ") + st.Strong.Render(fmt.Sprintf("%-4d", h.MaxBatch)) +
 		st.Muted.Render(" prefill batch ") + st.Strong.Render(fmt.Sprintf("%-4d", h.PrefillMaxBatch))
 	return fit(line1, w) + "\n" + fit(line2, w)

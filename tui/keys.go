@@ -19,8 +19,12 @@ type KeyMap struct {
 	IntervalUp   key.Binding
 	Restart      key.Binding
 	Pause        key.Binding
+	Window       key.Binding
+	EventsUp     key.Binding
+	EventsDown   key.Binding
 	Theme        key.Binding
 	Help         key.Binding
+	Close        key.Binding
 	Quit         key.Binding
 }
 
@@ -35,14 +39,18 @@ func DefaultKeyMap() KeyMap {
 		Schedule:     b([]string{"s"}, "s", "schedule"),
 		PrefillDown:  b([]string{"["}, "[", "prefill batch -"),
 		PrefillUp:    b([]string{"]"}, "]", "prefill batch +"),
-		BatchDown:    b([]string{"{"}, "{", "max batch -"),
-		BatchUp:      b([]string{"}"}, "}", "max batch +"),
+		BatchDown:    b([]string{"{"}, "{", "max batch ÷2"),
+		BatchUp:      b([]string{"}"}, "}", "max batch ×2"),
 		IntervalDown: b([]string{"-", "_"}, "-", "interval -"),
 		IntervalUp:   b([]string{"+", "="}, "+", "interval +"),
 		Restart:      b([]string{"r"}, "r", "restart (cold)"),
 		Pause:        b([]string{" "}, "spc", "pause arrivals"),
+		Window:       b([]string{"w"}, "w", "chart window"),
+		EventsUp:     b([]string{"up", "pgup"}, "↑", "older events"),
+		EventsDown:   b([]string{"down", "pgdown"}, "↓", "newer events"),
 		Theme:        b([]string{"t"}, "t", "theme"),
 		Help:         b([]string{"?"}, "?", "help"),
+		Close:        b([]string{"esc"}, "esc", "close help"),
 		Quit:         b([]string{"q", "ctrl+c"}, "q", "quit"),
 	}
 }
@@ -58,19 +66,18 @@ func (k KeyMap) ShortHelp() []key.Binding {
 			key.WithHelp(a.Help().Key+b.Help().Key, desc))
 	}
 	return []key.Binding{
-		short(k.Paged, "paged"), short(k.Graph, "graph"), short(k.Schedule, "schedule"),
-		pair(k.PrefillDown, k.PrefillUp, "prefill"), short(k.Restart, "restart"),
-		short(k.Pause, "pause"), short(k.Help, "more"), k.Quit,
+		short(k.Paged, "paged"), short(k.Graph, "graph"), pair(k.PrefillDown, k.PrefillUp, "prefill"),
+		short(k.Restart, "restart"), short(k.Pause, "pause"), short(k.Window, "window"), short(k.Help, "help"), k.Quit,
 	}
 }
 
-// FullHelp is the `?` view, one column per group.
+// FullHelp is every key, one column per group (the help overlay lists them with what they do).
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Paged, k.Graph, k.Restart},
 		{k.PrefillDown, k.PrefillUp, k.BatchDown, k.BatchUp},
 		{k.Schedule, k.IntervalDown, k.IntervalUp, k.Pause},
-		{k.Theme, k.Help, k.Quit},
+		{k.Window, k.EventsUp, k.EventsDown, k.Theme, k.Help, k.Quit},
 	}
 }
 

@@ -46,7 +46,7 @@ func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 		l.tooSmall = true
 		return l
 	}
-	l.rightW = min(max(w*45/100, 44), 72)
+	l.rightW = min(max(w*45/100, 44), 100) // wide terminals widen the tables and events too
 	l.leftW = w - l.rightW
 	l.bodyH = h - headerH - footerH
 
@@ -55,7 +55,8 @@ func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 	if v != nil {
 		nLat = max(1, len(v.Latency))
 		nCmp = max(1, len(v.Compare))
-		nLedger = max(1, len(ledgerGroups(v.Ledger)))
+		iw, _ := paneInner(st, l.rightW, 0)
+		nLedger = max(1, ledgerRows(v, iw))
 		nSlow = len(v.SlowITL)
 	}
 	left := []slot{

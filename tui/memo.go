@@ -22,6 +22,8 @@ type paneMemo struct {
 	ledger  []bench.LedgerEntry
 	steady  int
 	events  []bench.LogEvent
+	live    bench.LiveCounts
+	scroll  int  // the events pane's scroll
 	ok      bool // out is valid
 }
 
@@ -35,7 +37,7 @@ type paneCache struct {
 // want's; the caller draws and stores a fresh one otherwise.
 func (c *paneCache) get(id paneID, want paneMemo) (string, bool) {
 	m := &c.memo[id]
-	if !m.ok || m.pt != want.pt || m.w != want.w || m.h != want.h || m.steady != want.steady ||
+	if !m.ok || m.pt != want.pt || m.w != want.w || m.h != want.h || m.steady != want.steady || m.live != want.live || m.scroll != want.scroll ||
 		!slices.EqualFunc(m.latency, want.latency, sameLatency) ||
 		!slices.EqualFunc(m.compare, want.compare, sameComparison) ||
 		!slices.Equal(m.ledger, want.ledger) || !slices.Equal(m.events, want.events) {

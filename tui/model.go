@@ -32,15 +32,6 @@ type actionMsg struct {
 	err error
 }
 
-// charts is the dashboard's chart state. ntcharts models hold pointers, so this lives behind a
-// pointer shared by the Model's copies; it is touched only inside Update (one goroutine).
-type charts struct {
-	queue, p99 *timeChart
-	admit      *admitChart
-	itl        *itlChart
-	span       float64 // seconds shown on the time charts; changes in 10 s steps (stable axes)
-}
-
 // Model is the dashboard's Bubble Tea model. Update does all the work; View returns the frame
 // Update cached, so a repaint costs nothing.
 type Model struct {
@@ -52,7 +43,8 @@ type Model struct {
 	help     help.Model
 	id       *tickID
 	w, h     int
-	showHelp bool
+	showHelp bool        // the help overlay is open
+	evScroll int         // lines the events pane is scrolled into the past (0: the newest)
 	view     *bench.View // latest view read from s
 	flash    string      // the last key result shown in the status line ("" none)
 	flashErr bool
@@ -79,7 +71,7 @@ func New(s Session, r *lipgloss.Renderer, theme string) (Model, error) {
 	m := Model{
 		s: s, r: r, st: st, pt: newPaint(st), keys: DefaultKeyMap(), help: help.New(), id: &tickID{},
 		cache: &paneCache{},
-		ch:    &charts{queue: newTimeChart(false), p99: newTimeChart(true), admit: newAdmitChart(), itl: newITLChart(), span: 10},
+		ch:    newCharts(),
 	}
 	m.applyHelpStyles()
 	return m, nil
@@ -143,7 +135,20 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// key handles a key press. Keys typed faster than the input is read arrive as one message
+// with several runes ("{{{{"): each is handled, in order.
 func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !k.Paste {
+		var cmds []tea.Cmd
+		for _, r := range k.Runes {
+			var cmd tea.Cmd
+			var tm tea.Model
+			tm, cmd = m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+			m = tm.(Model)
+			cmds = append(cmds, cmd)
+		}
+		return m, tea.Sequence(cmds...)
+	}
 	switch {
 	case keyMatches(k, m.keys.Quit):
 		return m, tea.Quit
@@ -151,8 +156,21 @@ func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.showHelp = !m.showHelp
 		m.refresh(true)
 		return m, nil
+	case keyMatches(k, m.keys.Close):
+		if m.showHelp {
+			m.showHelp = false
+			m.refresh(true)
+		}
+		return m, nil
 	case keyMatches(k, m.keys.Theme):
 		m.cycleTheme()
+		return m, nil
+	case keyMatches(k, m.keys.Window):
+		m.setFlash(m.ch.nextSpan(), false)
+		m.refresh(true)
+		return m, nil
+	case keyMatches(k, m.keys.EventsUp), keyMatches(k, m.keys.EventsDown):
+		m.scrollEvents(k)
 		return m, nil
 	}
 	for _, ka := range m.keys.actions() {
@@ -161,6 +179,19 @@ func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 	}
 	return m, nil
+}
+
+// scrollEvents moves the events pane a line (↑ ↓) or a page (PgUp PgDn) into the past or back.
+func (m *Model) scrollEvents(k tea.KeyMsg) {
+	step := 1
+	if k.Type == tea.KeyPgUp || k.Type == tea.KeyPgDown {
+		step = max(1, m.lay.heights[pEvents]-paneFrameH(m.pt))
+	}
+	if keyMatches(k, m.keys.EventsDown) {
+		step = -step
+	}
+	m.evScroll = max(0, m.evScroll+step) // eventsBody clamps it to what there is
+	m.refresh(true)
 }
 
 func (m *Model) cycleTheme() {

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -35,12 +34,9 @@ func (m *Model) refresh(redraw bool) {
 	m.compose()
 }
 
-func (m *Model) footerH() int {
-	if m.showHelp {
-		return 1 + len(strings.Split(m.help.FullHelpView(m.keys.FullHelp()), "\n"))
-	}
-	return 2
-}
+// footerH is the footer's height: the status line and the short help (the full help is an
+// overlay, so opening it never moves the panes).
+func (m *Model) footerH() int { return 2 }
 
 // renderPanes draws the header and every shown pane at its layout size; a table pane whose
 // inputs equal those it was last drawn from is reused (see paneCache).
@@ -62,7 +58,7 @@ func (m *Model) renderPanes() {
 			m.panes[id] = ""
 			continue
 		}
-		memo, table := paneInputs(id, v, st, w, h)
+		memo, table := paneInputs(id, v, st, w, h, m.evScroll)
 		if table {
 			if out, ok := m.cache.get(id, memo); ok {
 				m.panes[id] = out
@@ -73,15 +69,22 @@ func (m *Model) renderPanes() {
 		var title, body string
 		switch id {
 		case pQueue:
-			title, body = "queue depth · last "+clockSpan(x1-x0), m.queueBody(v, x0, x1, iw, ih)
+			title, body = "queue depth · "+spanName(chartSpans[m.ch.span]), m.queueBody(v, x0, x1, iw, ih)
 		case pAdmit:
 			title, body = "prefill admissions per step", m.ch.admit.body(st, v.Admissions, iw, ih)
 		case pP99:
-			title, body = "p99 latency (ms, log scale)", m.p99Body(v, x0, x1, iw, ih)
+			title = "p99 latency (ms, log scale) · " + spanName(chartSpans[m.ch.span])
+			if widthOf(title) > w-6 {
+				title = "p99 ms (log) · " + spanName(chartSpans[m.ch.span])
+			}
+			body = m.p99Body(v, x0, x1, iw, ih)
 		case pLatency:
 			title = "latency"
+			if v.LatencyWindow > 0 {
+				title += " · " + spanName(v.LatencyWindow)
+			}
 			if n := latencyN(v.Latency); n > 0 {
-				title = fmt.Sprintf("latency · last %d requests", n)
+				title += fmt.Sprintf(" · %d requests", n)
 			}
 			body = latencyBody(st, v.Latency, iw)
 		case pITL:
@@ -93,7 +96,10 @@ func (m *Model) renderPanes() {
 			}
 			body = coldBody(st, v, iw, ih)
 		case pEvents:
-			title, body = "events", eventsBody(st, v.Events, iw, ih)
+			var scrolled int
+			body, scrolled = eventsBody(st, v.Events, iw, ih, m.evScroll)
+			m.evScroll = scrolled
+			title = eventsTitle(v.Live, scrolled)
 		}
 		m.panes[id] = renderPane(st, title, body, w, h)
 		if table {
@@ -104,7 +110,7 @@ func (m *Model) renderPanes() {
 
 // paneInputs is what a table pane is drawn from (table is false for the chart panes, which
 // change with the clock on every frame).
-func paneInputs(id paneID, v *bench.View, st *paint, w, h int) (memo paneMemo, table bool) {
+func paneInputs(id paneID, v *bench.View, st *paint, w, h, scroll int) (memo paneMemo, table bool) {
 	memo = paneMemo{pt: st, w: w, h: h}
 	switch id {
 	case pLatency:
@@ -112,106 +118,11 @@ func paneInputs(id paneID, v *bench.View, st *paint, w, h int) (memo paneMemo, t
 	case pCold:
 		memo.compare, memo.ledger, memo.steady = v.Compare, v.Ledger, len(v.Steady)
 	case pEvents:
-		memo.events = v.Events
+		memo.events, memo.live, memo.scroll = v.Events, v.Live, scroll
 	default:
 		return memo, false
 	}
 	return memo, true
-}
-
-// window is the time range of the charts, [now-span, now] in seconds. span covers the oldest
-// point bench kept, rounded up to 10 s; it only changes when the data outgrows it or shrinks
-// below half of it, so the axis labels do not jitter from tick to tick.
-func (c *charts) window(v *bench.View) (x0, x1 float64) {
-	now := v.Now.Seconds()
-	oldest := now
-	if len(v.Queue) > 0 {
-		oldest = math.Min(oldest, v.Queue[0].At.Seconds())
-	}
-	for _, s := range v.P99 {
-		if len(s.Points) > 0 {
-			oldest = math.Min(oldest, s.Points[0].At.Seconds())
-		}
-	}
-	need := now - oldest
-	if need > c.span || need < c.span/2 {
-		c.span = math.Min(math.Max(math.Ceil(need/10)*10, 10), 600)
-	}
-	if now < c.span {
-		return 0, c.span
-	}
-	return now - c.span, now
-}
-
-func (m *Model) queueBody(v *bench.View, x0, x1 float64, iw, ih int) string {
-	st := m.pt
-	var wait, run []bench.Point
-	top := 1.0
-	for _, q := range v.Queue {
-		wait = append(wait, bench.Point{At: q.At, Value: float64(q.Waiting)})
-		run = append(run, bench.Point{At: q.At, Value: float64(q.Running)})
-		top = math.Max(top, float64(max(q.Waiting, q.Running)))
-	}
-	head := st.Muted.Render("no steps yet")
-	if n := len(v.Queue); n > 0 {
-		last := v.Queue[n-1]
-		head = st.Series[0].Render("▬ ") + st.Muted.Render("waiting ") + st.Strong.Render(fmt.Sprintf("%-5d", last.Waiting)) +
-			st.Series[1].Render(" ▬ ") + st.Muted.Render("running ") + st.Strong.Render(fmt.Sprintf("%-5d", last.Running))
-		if kv := st.Muted.Render(" KV blocks ") + st.Text.Render(fmt.Sprintf("%d/%d", v.KVUsed, v.KVTotal)); v.KVTotal > 0 && widthOf(head+kv) <= iw {
-			head += kv
-		}
-	}
-	m.ch.queue.SetSize(iw, ih-1)
-	chart := m.ch.queue.draw(st, x0, x1, 0, niceMax(top), []tseries{
-		{pts: wait, ink: inkSeries}, {pts: run, ink: inkSeries + 1},
-	}, v.Markers)
-	return fit(head, iw) + "\n" + chart
-}
-
-func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
-	st := m.pt
-	var series []tseries
-	var items []string
-	lo, hi := math.Inf(1), 0.0
-	for i, s := range v.P99 {
-		style := st.Series[i%len(st.Series)]
-		series = append(series, tseries{pts: s.Points, ink: inkSeries + ink(i%len(st.Series))})
-		last := math.NaN()
-		for _, p := range s.Points {
-			if x := p.At.Seconds(); x >= x0 && x <= x1 && p.Value > 0 {
-				lo, hi = math.Min(lo, p.Value), math.Max(hi, p.Value)
-			}
-			last = p.Value
-		}
-		items = append(items, style.Render("▬")+st.Muted.Render(shortName(s.Name)+" ")+st.Strong.Render(fmt.Sprintf("%-5s", numRaw(last))))
-	}
-	ymin, ymax := logRange(lo, hi)
-	head := st.Muted.Render("no finished requests yet")
-	if len(items) > 0 {
-		head = legend(items, iw)
-	}
-	m.ch.p99.SetSize(iw, ih-1)
-	return fit(head, iw) + "\n" + m.ch.p99.draw(st, x0, x1, ymin, ymax, series, v.Markers)
-}
-
-// shortName turns bench's series names into legend words: "Queue wait p99" -> "queue".
-func shortName(n string) string {
-	n = strings.TrimSuffix(n, " p99")
-	switch n {
-	case "Queue wait":
-		return "queue"
-	case "Prefill->first":
-		return "prefill"
-	}
-	return n
-}
-
-// clockSpan formats a chart span in seconds: "60s", "5m".
-func clockSpan(s float64) string {
-	if s >= 120 && math.Mod(s, 60) == 0 {
-		return fmt.Sprintf("%.0fm", s/60)
-	}
-	return fmt.Sprintf("%.0fs", s)
 }
 
 // compose joins header, panes and footer into the frame: exactly w x h cells.
@@ -251,6 +162,9 @@ func (m *Model) compose() {
 	b.WriteByte('\n')
 	b.WriteString(footer)
 	m.frame = b.String()
+	if m.showHelp {
+		m.frame = overlay(m.frame, m.helpBox(m.w, m.h), m.w, m.h)
+	}
 }
 
 // footer is the status line (a key's result, else idleStatus) and the key help.
@@ -264,13 +178,25 @@ func (m *Model) footer() string {
 			status = st.Good.Render("✓ " + m.flash)
 		}
 	}
-	var help string
-	if m.showHelp {
-		help = m.help.FullHelpView(m.keys.FullHelp())
-	} else {
-		help = m.help.ShortHelpView(m.keys.ShortHelp())
-	}
+	help := m.help.ShortHelpView(m.keys.ShortHelp())
 	return fit(status, m.w) + "\n" + fitLines(help, m.w, m.footerH()-1)
+}
+
+// runProgress is a planned run's progress: requests and tokens done, a bar, the time left.
+func runProgress(st *paint, p *bench.RunProgress) string {
+	frac := 0.0
+	if p.MaxTokens > 0 {
+		frac = min(1, float64(p.Tokens)/float64(p.MaxTokens))
+	}
+	const barW = 12
+	full := int(frac * barW)
+	bar := strings.Repeat("█", full) + strings.Repeat("░", barW-full)
+	out := st.Accent.Render(bar) + st.Text.Render(fmt.Sprintf(" %3.0f%%", 100*frac)) +
+		st.Muted.Render(fmt.Sprintf(" · %d/%d requests · %s/%s tokens", p.Finished, p.Requests, numRaw(float64(p.Tokens)), numRaw(float64(p.MaxTokens))))
+	if p.ETA > 0 {
+		out += st.Muted.Render(" · about ") + st.Strong.Render(clock(p.ETA)) + st.Muted.Render(" left")
+	}
+	return out
 }
 
 // idleStatus is the status line between key results: where the session is, then the last
@@ -287,12 +213,17 @@ func (m *Model) idleStatus() string {
 		state = "starting: loading the model and building the engine"
 	case bench.PhaseCold:
 		state = "cold run on a fresh engine"
-	case bench.PhaseRun, bench.PhaseLive:
+	case bench.PhaseRun:
 		state = phaseText(h) + " running"
+	case bench.PhaseLive:
+		state = "steady state"
 	case bench.PhaseDone:
 		state = "done: q quits and prints the summaries"
 	}
 	out := st.Text.Render(state)
+	if p := h.Run; p != nil && (h.Phase == bench.PhaseCold || h.Phase == bench.PhaseRun) {
+		out = st.Text.Render(phaseText(h)+" ") + runProgress(st, p)
+	}
 	if h.Paused {
 		out += st.Muted.Render(" · ") + st.Warn.Render("arrivals paused") + st.Muted.Render(" (space resumes)")
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/term"
 	"github.com/muesli/termenv"
 
 	"rosetop/themes"
@@ -28,9 +31,12 @@ func ResolveTheme(name string, r *lipgloss.Renderer) string {
 	return themes.Light
 }
 
-// Run runs the dashboard over s until q, Ctrl-C or ctx is cancelled, restoring the terminal on
-// every path. It does not close s or print its report: the caller does (Close, then Report).
-// It returns nil for those three ways out and an error when the program fails.
+// Run runs the dashboard over s until q, Ctrl-C or ctx is cancelled (a signal), restoring the
+// terminal on every path: Bubble Tea restores it on those three, and when the program fails
+// (it may have switched to the alternate screen and made the input raw before failing) Run
+// leaves the alternate screen, shows the cursor and puts the input back as it found it. It
+// does not close s or print its report: the caller does (Close, then Report). It returns nil
+// for the three ways out and an error when the program fails.
 func Run(ctx context.Context, s Session, o Options) error {
 	out := o.Output
 	if out == nil {
@@ -48,6 +54,7 @@ func Run(ctx context.Context, s Session, o Options) error {
 	if o.AltScreen {
 		opts = append(opts, tea.WithAltScreen())
 	}
+	restoreInput := saveInput(o.Input)
 	_, err = tea.NewProgram(m, opts...).Run()
 	switch {
 	case err == nil, errors.Is(err, tea.ErrInterrupted):
@@ -55,5 +62,31 @@ func Run(ctx context.Context, s Session, o Options) error {
 	case errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil:
 		return nil
 	}
+	io.WriteString(out, resetSequences(o.AltScreen))
+	restoreInput()
 	return fmt.Errorf("tui: %w", err)
+}
+
+// resetSequences undo what a Bubble Tea program turns on: bracketed paste, the hidden cursor
+// and, when asked for, the alternate screen.
+func resetSequences(altScreen bool) string {
+	s := ansi.ResetModeBracketedPaste + ansi.ShowCursor
+	if altScreen {
+		s += ansi.ResetModeAltScreenSaveCursor
+	}
+	return s
+}
+
+// saveInput records the input terminal's mode (cooked or raw) and returns what puts it back; a
+// no-op when the input is not a terminal.
+func saveInput(in io.Reader) func() {
+	f, ok := in.(term.File)
+	if !ok || !term.IsTerminal(f.Fd()) {
+		return func() {}
+	}
+	st, err := term.GetState(f.Fd())
+	if err != nil {
+		return func() {}
+	}
+	return func() { term.Restore(f.Fd(), st) }
 }

@@ -18,7 +18,7 @@ type Session interface {
 	// Do applies a key's action. msg says what happened ("restarting engine"); err explains a
 	// refusal ("CUDA Graph needs a GPU (device: cpu)").
 	Do(a bench.Action) (msg string, err error)
-	// Report writes the summaries so far in the bench text format.
+	// Report writes the summary table of what was measured so far.
 	Report(w io.Writer) error
 	// Close stops every goroutine of the session.
 	Close() error

@@ -25,14 +25,14 @@ func TestIdleStatus(t *testing.T) {
 		ticks int // ticks after msgs
 		want  string
 	}{
-		{"steady, no change yet", testView(), nil, 0, "live 3 running · p g r: new engine, cold run · other keys apply live"},
+		{"steady, no change yet", testView(), nil, 0, "steady state · p g r: new engine, cold run · other keys apply live"},
 		{"cold run", cold, nil, 0, "cold run on a fresh engine · p g r"},
-		{"paused", paused, nil, 0, "live 3 running · arrivals paused (space resumes)"},
+		{"paused", paused, nil, 0, "steady state · arrivals paused (space resumes)"},
 		{"flash", testView(), []tea.Msg{actionMsg{a: bench.ActPrefillBatchDown, msg: "prefill max batch 15"}}, 0, "✓ prefill max batch 15"},
 		{"after the flash", testView(), []tea.Msg{actionMsg{a: bench.ActPrefillBatchDown, msg: "prefill max batch 15"}}, flashTicks,
-			"live 3 running · last change at 1:30: prefill max batch 15"},
+			"steady state · last change at 1:30: prefill max batch 15"},
 		{"refusal after its flash", testView(), []tea.Msg{actionMsg{a: bench.ActToggleGraph, err: errors.New("CUDA Graph needs a GPU")}}, 2 * flashTicks,
-			"live 3 running · last key at 1:30: ✗ CUDA Graph needs a GPU"},
+			"steady state · last key at 1:30: ✗ CUDA Graph needs a GPU"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"rosetop/bench"
+
+	"github.com/charmbracelet/x/ansi"
 )
 
 // latencyBody is the rolling percentile table: one row per metric, fixed-width number columns.
@@ -69,19 +71,27 @@ func latencyN(rows []bench.LatencyRow) int {
 
 // coldBody is the cold-vs-steady comparison and, below it, the engine's cold-start ledger.
 func coldBody(st *paint, v *bench.View, iw, ih int) string {
-	const ratioW = 6
+	const ratioW = 13 // "2.86× slower"
 	nameW := min(iw-2*(numW+1)-(ratioW+1), 22)
 	var b strings.Builder
-	b.WriteString(st.Muted.Render(fit("", nameW) + fmt.Sprintf(" %*s %*s %*s", numW, "cold", numW, "steady", ratioW, "ratio")))
+	b.WriteString(st.Muted.Render(fit("", nameW) + fmt.Sprintf(" %*s %*s  %-*s", numW, "cold", numW, "steady", ratioW-1, "cold/steady")))
 	if len(v.Compare) == 0 {
 		b.WriteString("\n" + st.Muted.Render("waiting for the cold run to finish"))
 	}
 	for _, c := range v.Compare {
 		ratio := st.Muted.Render(fmt.Sprintf("%*s", ratioW, "–"))
 		if !math.IsNaN(c.Ratio) && !math.IsInf(c.Ratio, 0) {
-			ratio = st.Strong.Render(fmt.Sprintf("%*s", ratioW, numRaw(c.Ratio)+"×"))
+			// The ratio is cold/steady whichever way is better; the word says it.
+			word, pen := "same", st.Text
+			switch c.ColdSlower() {
+			case 1:
+				word, pen = "slower", st.Warn
+			case -1:
+				word, pen = "faster", st.Good
+			}
+			ratio = st.Strong.Render(fmt.Sprintf("%*s", 6, numRaw(c.Ratio)+"×")) + " " + pen.Render(fmt.Sprintf("%-6s", word))
 		}
-		b.WriteString("\n" + st.Text.Render(fit(c.Metric, nameW)) + " " + st.Warn.Render(num(c.Cold)) +
+		b.WriteString("\n" + st.Text.Render(fit(metricName(c.Metric, nameW), nameW)) + " " + st.Warn.Render(num(c.Cold)) +
 			" " + st.Text.Render(num(c.Steady)) + " " + ratio)
 	}
 	used := 1 + max(1, len(v.Compare))
@@ -94,22 +104,62 @@ func coldBody(st *paint, v *bench.View, iw, ih int) string {
 		b.WriteString("\n" + st.Muted.Render("nothing recorded yet"))
 	}
 	room := ih - used - 1
-	for i, g := range groups {
-		if i == room-1 && len(groups) > room {
-			b.WriteString("\n" + st.Muted.Render(fmt.Sprintf("… %d more", len(groups)-i)))
-			break
+	lines := ledgerLines(st, groups, iw)
+	if len(lines) > room { // too short for the wrapped details: one line an entry, cut
+		lines = ledgerLines(st, groups, 0)
+		if len(lines) > room {
+			more := len(lines) - room + 1
+			lines = append(lines[:room-1], st.Muted.Render(fmt.Sprintf("… %d more", more)))
 		}
+	}
+	for _, l := range lines {
+		b.WriteString("\n" + fit(l, iw))
+	}
+	return b.String()
+}
+
+// ledgerLines are the ledger's entries, each "what  detail ... took"; with iw > 0 a detail that
+// does not fit wraps under its entry instead of being cut.
+func ledgerLines(st *paint, groups []ledgerGroup, iw int) []string {
+	var out []string
+	for _, g := range groups {
 		what := g.what
 		if g.n > 1 {
 			what += fmt.Sprintf(" ×%d", g.n)
 		}
-		left := st.Text.Render(what)
-		if g.detail != "" {
-			left += st.Muted.Render("  " + g.detail)
+		took := " " + st.Strong.Render(num(ms(g.took))) + st.Muted.Render("ms")
+		textW := iw - numW - 3
+		if iw <= 0 || g.detail == "" || widthOf(what+"  "+g.detail) <= textW {
+			left := st.Text.Render(what)
+			if g.detail != "" {
+				left += st.Muted.Render("  " + g.detail)
+			}
+			out = append(out, fit(left, max(textW, widthOf(left)))+took)
+			continue
 		}
-		b.WriteString("\n" + fit(left, iw-numW-3) + " " + st.Strong.Render(num(ms(g.took))) + st.Muted.Render("ms"))
+		out = append(out, fit(st.Text.Render(what), textW)+took)
+		for _, part := range strings.Split(ansi.Wrap(g.detail, max(8, iw-2), ""), "\n") {
+			out = append(out, "  "+st.Muted.Render(part))
+		}
 	}
-	return b.String()
+	return out
+}
+
+// ledgerRows is how many rows the ledger takes at inner width iw.
+func ledgerRows(v *bench.View, iw int) int {
+	return len(ledgerLines(&paint{}, ledgerGroups(v.Ledger), iw))
+}
+
+// metricName is a comparison's metric, or its short form when the long one is wider than w.
+func metricName(name string, w int) string {
+	if widthOf(name) <= w {
+		return name
+	}
+	short := map[string]string{"TTFT p99 (ms)": "TTFT p99", "Queue wait p99 (ms)": "Queue p99", "TPOT p50 (ms)": "TPOT p50", "Throughput (tok/s)": "tok/s"}
+	if s, ok := short[name]; ok {
+		return s
+	}
+	return name
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -140,14 +190,15 @@ func ledgerGroups(es []bench.LedgerEntry) []ledgerGroup {
 	return gs
 }
 
-// eventsBody is the newest events that fit, oldest at the top, like a log.
-func eventsBody(st *paint, es []bench.LogEvent, iw, ih int) string {
+// eventsBody is the events that fit, oldest at the top like a log, each wrapped under its text
+// rather than cut; scroll lines back from the newest (clamped to what there is, and returned).
+func eventsBody(st *paint, es []bench.LogEvent, iw, ih, scroll int) (string, int) {
 	if len(es) == 0 {
-		return st.Muted.Render("no events yet")
+		return st.Muted.Render("no events yet"), 0
 	}
-	es = es[max(0, len(es)-ih):]
-	lines := make([]string, len(es))
-	for i, e := range es {
+	const timeW = 6 // "12:34 "
+	var lines []string
+	for _, e := range es {
 		glyph, s := "·", st.Text
 		switch e.Kind {
 		case bench.LogRun:
@@ -161,7 +212,30 @@ func eventsBody(st *paint, es []bench.LogEvent, iw, ih int) string {
 		case bench.LogError:
 			glyph, s = "✗", st.Bad
 		}
-		lines[i] = fit(st.Muted.Render(fmt.Sprintf("%5s ", clock(e.At)))+s.Render(glyph+" "+e.Text), iw)
+		wrapped := strings.Split(ansi.Wrap(e.Text, max(8, iw-timeW-2), ""), "\n")
+		for i, part := range wrapped {
+			lead := st.Muted.Render(fmt.Sprintf("%5s ", clock(e.At))) + s.Render(glyph+" ")
+			if i > 0 {
+				lead = spaces(timeW + 2)
+			}
+			lines = append(lines, fit(lead+s.Render(part), iw))
+		}
 	}
-	return strings.Join(lines, "\n")
+	scroll = min(scroll, max(0, len(lines)-ih))
+	end := len(lines) - scroll
+	return strings.Join(lines[max(0, end-ih):end], "\n"), scroll
+}
+
+// eventsTitle is the events pane's title: the steady windows counted (not logged one by one)
+// and, when scrolled, how far back it is.
+func eventsTitle(live bench.LiveCounts, scrolled int) string {
+	switch {
+	case scrolled > 0:
+		return fmt.Sprintf("events · %d lines back (↓)", scrolled)
+	case live.Windows == 1:
+		return fmt.Sprintf("events · steady: 1 window, %s requests", count(live.Requests))
+	case live.Windows > 1:
+		return fmt.Sprintf("events · steady: %s windows, %s requests", count(live.Windows), count(live.Requests))
+	}
+	return "events"
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/NimbleMarkets/ntcharts/canvas/graph"
@@ -20,10 +19,12 @@ const yLabelW = 5
 // xLabelStep is the least spacing in columns of x-axis time labels ("12:34" plus a gap).
 const xLabelStep = 12
 
-// tseries is one line of a time chart: x in seconds since the session start.
+// tseries is one line of a time chart: x in seconds since the session start, and the letter
+// that labels its end (so lines can be told apart without colour).
 type tseries struct {
-	pts []bench.Point
-	ink ink
+	pts    []bench.Point
+	ink    ink
+	letter rune
 }
 
 // timeChart is an ntcharts linechart with braille lines, fixed-width axis labels and vertical
@@ -37,8 +38,10 @@ type timeChart struct {
 	log          bool // y is log10 of the value (latencies spanning decades)
 	yLabel       func(v float64) string
 	xLabel       func(v float64) string
-	g            grid // the drawn chart, w x h
+	g            grid // the drawn chart, w x h: the linechart's canvas and a column for end labels
 	d            dots // one series' braille dots over the plot area
+	sum          []float64
+	cnt          []int // per dot column: the sum and count of a series' points in it
 }
 
 func newTimeChart(log bool) *timeChart { return &timeChart{log: log} }
@@ -58,7 +61,7 @@ func (c *timeChart) SetSize(w, h int) {
 	}
 	yStep := 1 // every row is asked; only rows holding a round value get a label
 	c.xStep, c.yStep = xStep, yStep
-	c.lc = linechart.New(max(w, 1), max(h, 1), 0, 1, 0, 1,
+	c.lc = linechart.New(max(w-1, 1), max(h, 1), 0, 1, 0, 1,
 		linechart.WithXYSteps(xStep, yStep),
 		linechart.WithXLabelFormatter(func(_ int, v float64) string { return c.xLabel(v) }),
 		linechart.WithYLabelFormatter(func(_ int, v float64) string { return c.yText(v) }),
@@ -99,7 +102,7 @@ func (c *timeChart) draw(st *paint, x0, x1, ymin, ymax float64, series []tseries
 	lc.SetXYRange(x0, x1, ymin, ymax)
 	lc.SetViewXYRange(x0, x1, ymin, ymax)
 	g := &c.g
-	g.resize(lc.Canvas.Width(), lc.Canvas.Height())
+	g.resize(lc.Canvas.Width()+1, lc.Canvas.Height())
 	c.drawAxes(x0, x1, ymin, ymax)
 
 	gw, gh := lc.GraphWidth(), lc.GraphHeight()
@@ -107,32 +110,86 @@ func (c *timeChart) draw(st *paint, x0, x1, ymin, ymax float64, series []tseries
 		return g.render(st)
 	}
 	plot0 := canvas.Point{X: lc.Origin().X + 1, Y: 0}
-	for _, s := range series {
-		c.d.reset(gw, gh, x0, x1, ymin, ymax)
-		var prev canvas.Point
-		have := false
-		for _, p := range s.pts {
-			x := p.At.Seconds()
-			if x < x0 || x > x1 || math.IsNaN(p.Value) || (c.log && p.Value <= 0) {
-				have = false
-				continue
-			}
-			y := math.Min(math.Max(tr(p.Value), ymin), ymax)
-			var gp canvas.Point
-			gp.X, gp.Y = c.d.point(x, y)
-			if have {
-				for _, q := range graph.GetLinePoints(prev, gp) {
-					c.d.set(q.X, q.Y)
-				}
-			} else {
-				c.d.set(gp.X, gp.Y)
-			}
-			prev, have = gp, true
-		}
+	ends := make([]canvas.Point, len(series))
+	for i, s := range series {
+		ends[i] = c.drawSeries(s, gw, gh, x0, x1, ymin, ymax, tr)
 		g.braille(plot0.X, plot0.Y, &c.d, s.ink)
 	}
 	c.drawMarkers(plot0, gw, gh, x0, x1, markers)
+	c.drawEndLabels(plot0, gh, series, ends)
 	return g.render(st)
+}
+
+// drawSeries draws one series into c.d: its points averaged per dot column (a window holds
+// more points than the chart has columns), consecutive columns joined by lines. It returns the
+// cell of the newest point ((-1, -1) without one).
+func (c *timeChart) drawSeries(s tseries, gw, gh int, x0, x1, ymin, ymax float64, tr func(float64) float64) canvas.Point {
+	c.d.reset(gw, gh, x0, x1, ymin, ymax)
+	cols := 2 * gw
+	if len(c.sum) != cols {
+		c.sum, c.cnt = make([]float64, cols), make([]int, cols)
+	}
+	clear(c.sum)
+	clear(c.cnt)
+	for _, p := range s.pts {
+		x := p.At.Seconds()
+		if x < x0 || x > x1 || math.IsNaN(p.Value) || (c.log && p.Value <= 0) {
+			continue
+		}
+		dx, _ := c.d.point(x, ymin)
+		if dx >= 0 && dx < cols {
+			c.sum[dx] += math.Min(math.Max(tr(p.Value), ymin), ymax)
+			c.cnt[dx]++
+		}
+	}
+	end := canvas.Point{X: -1, Y: -1}
+	var prev canvas.Point
+	have := false
+	for dx := range cols {
+		if c.cnt[dx] == 0 {
+			continue
+		}
+		_, dy := c.d.point(x0, c.sum[dx]/float64(c.cnt[dx]))
+		gp := canvas.Point{X: dx, Y: dy}
+		if have {
+			for _, q := range graph.GetLinePoints(prev, gp) {
+				c.d.set(q.X, q.Y)
+			}
+		} else {
+			c.d.set(gp.X, gp.Y)
+		}
+		prev, have = gp, true
+		end = canvas.Point{X: dx / 2, Y: dy / 4}
+	}
+	return end
+}
+
+// drawEndLabels writes each series' letter just right of its newest point (in the column kept
+// for them when the line reaches the right edge), moving it up or down a row when another
+// label took the cell.
+func (c *timeChart) drawEndLabels(plot0 canvas.Point, gh int, series []tseries, ends []canvas.Point) {
+	g := &c.g
+	taken := map[canvas.Point]bool{}
+	for i, s := range series {
+		e := ends[i]
+		if e.X < 0 || s.letter == 0 {
+			continue
+		}
+		x := plot0.X + e.X + 1
+		for k := range 2 * gh { // the nearest free row: 0, -1, +1, -2, +2, ...
+			dy := (k + 1) / 2
+			if k%2 == 1 {
+				dy = -dy
+			}
+			p := canvas.Point{X: x, Y: e.Y + dy}
+			if p.Y < 0 || p.Y >= gh || taken[p] {
+				continue
+			}
+			taken[p] = true
+			g.set(p.X, p.Y, s.letter, s.ink)
+			break
+		}
+	}
 }
 
 // drawAxes draws the axes and their labels as linechart.DrawXYAxisAndLabel does: the y labels
@@ -242,17 +299,6 @@ func niceMax(v float64) float64 {
 	return 10 * p
 }
 
-// legend joins items (their values already padded to fixed widths) with a space, dropping whole
-// items from the end until they fit w.
-func legend(items []string, w int) string {
-	for n := len(items); n > 0; n-- {
-		if s := strings.Join(items[:n], " "); widthOf(s) <= w {
-			return s
-		}
-	}
-	return ""
-}
-
 // timeLabel labels the columns of the time axis [x0, x1] (seconds) holding a multiple of a round
 // step (1, 2, 5, 10, 15, 30 s, 1, 2, 5, 10 min) chosen so labels are at least xLabelStep columns apart.
 func timeLabel(x0, x1 float64, cols int) func(float64) string {
@@ -267,7 +313,7 @@ func timeLabel(x0, x1 float64, cols int) func(float64) string {
 	}
 	return func(v float64) string {
 		m := math.Round(v/step) * step
-		if math.Abs(m-v) <= perCol/2 && m >= 0 {
+		if math.Abs(m-v) <= perCol/2*(1+1e-9) && m >= 0 { // a label halfway between two columns takes the first
 			return clock(secs(m))
 		}
 		return ""

@@ -26,17 +26,20 @@ func freshViews(n int) []*bench.View {
 		v.Now += dt
 		v.Header.Elapsed += dt
 		v.Header.TokensPerSec += float64(i)
-		for j := range v.Queue {
-			v.Queue[j].At += dt
+		shift := func(tls []bench.Timeline) {
+			for _, tl := range tls {
+				for _, tr := range tl.Tracks {
+					for j := range tr.Points {
+						tr.Points[j].At += dt
+					}
+				}
+			}
 		}
-		v.Queue[len(v.Queue)-1].Waiting += i % 7
+		shift(v.Queue)
+		shift(v.P99)
+		v.QueueLast.Waiting += i % 7
 		for j := range v.Admissions {
 			v.Admissions[j].At += dt
-		}
-		for k := range v.P99 {
-			for j := range v.P99[k].Points {
-				v.P99[k].Points[j].At += dt
-			}
 		}
 		for j := range v.Latency {
 			v.Latency[j].Dist.P99 += float64(i)

@@ -123,8 +123,8 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 			why = st
 		}
 		if !d.contacted {
-			return result{}, false, fmt.Errorf("%w: model %s is not in the Hugging Face cache at %s and cannot be downloaded from %s (%w); pass a local model directory or random:gpt2",
-				ErrNotCached, d.id, d.repo, d.endpoint, why)
+			return result{}, false, notCached("model %s is not in the Hugging Face cache (%s) and cannot be downloaded from %s (%v): run once with network access to fill the cache, or pass a local model directory or random:gpt2",
+				d.id, d.repo, d.endpoint, why)
 		}
 		return result{}, true, fmt.Errorf("%w: model %s: %s: %w; %s", ErrDownload, d.id, f.name, why, again(part, off))
 	}

@@ -183,8 +183,8 @@ func Resolve(ctx context.Context, id string, o Options) (string, error) {
 		return dir, nil
 	}
 	if v := strings.ToLower(strings.TrimSpace(o.Getenv("HF_HUB_OFFLINE"))); v == "1" || v == "true" || v == "yes" || v == "on" {
-		return "", fmt.Errorf("%w: model %s is not in the Hugging Face cache at %s and HF_HUB_OFFLINE=%s forbids downloading it; pass a local model directory or random:gpt2",
-			ErrNotCached, id, repo, o.Getenv("HF_HUB_OFFLINE"))
+		return "", notCached("model %s is not in the Hugging Face cache (%s) and HF_HUB_OFFLINE=%s forbids downloading it: run once with HF_HUB_OFFLINE unset and network access to fill the cache, or pass a local model directory or random:gpt2",
+			id, repo, o.Getenv("HF_HUB_OFFLINE"))
 	}
 	endpoint := strings.TrimRight(o.Getenv("HF_ENDPOINT"), "/")
 	if endpoint == "" {
@@ -192,6 +192,27 @@ func Resolve(ctx context.Context, id string, o Options) (string, error) {
 	}
 	d := &downloader{o: o, id: id, repo: repo, endpoint: endpoint, token: o.Getenv("HF_TOKEN")}
 	return d.run(ctx)
+}
+
+// notCachedError is ErrNotCached with a message that says it once, in one sentence with the
+// remedy; cause (may be nil) is why the download could not fill the cache.
+type notCachedError struct {
+	msg   string
+	cause error
+}
+
+func (e *notCachedError) Error() string   { return e.msg }
+func (e *notCachedError) Unwrap() []error { return []error{ErrNotCached, e.cause} }
+
+// notCached formats the message; an error among args is kept as the cause.
+func notCached(format string, args ...any) error {
+	e := &notCachedError{msg: fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			e.cause = err
+		}
+	}
+	return e
 }
 
 // cachedSnapshot finds a complete snapshot: the one refs/main names, else the newest complete one.

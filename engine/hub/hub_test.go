@@ -347,10 +347,13 @@ func TestResolveOfflineWithoutCache(t *testing.T) {
 	if !errors.Is(err, ErrNotCached) {
 		t.Fatalf("Resolve = %v; want ErrNotCached", err)
 	}
-	for _, want := range []string{RepoDir(cache, "gpt2"), "HF_HUB_OFFLINE", "random:gpt2", "local model directory"} {
+	for _, want := range []string{RepoDir(cache, "gpt2"), "HF_HUB_OFFLINE", "random:gpt2", "local model directory", "run once with HF_HUB_OFFLINE unset"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+	if n := strings.Count(err.Error(), "Hugging Face cache"); n != 1 {
+		t.Errorf("error %q says the cache %d times: one sentence, once", err, n)
 	}
 	checkOneLine(t, err)
 	if n := len(h.log()); n != 0 {

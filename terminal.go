@@ -1,0 +1,52 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+
+	"github.com/charmbracelet/x/term"
+)
+
+// errNoTerminal: the dashboard was asked for where no terminal can show it.
+var errNoTerminal = errors.New("the dashboard needs a terminal, and there is none: stdin and stderr are not one and /dev/tty cannot be opened; 'rosetop bench' runs the same engine and workload headless")
+
+// dashTerminal is where the dashboard reads keys and draws: stdin and stderr when they are the
+// terminal, else the controlling terminal (/dev/tty), so `rosetop 2>log` and `rosetop </dev/null`
+// still draw on, and read keys from, the terminal the user sees.
+type dashTerminal struct {
+	in    io.Reader
+	out   io.Writer
+	close func() error // closes what was opened here
+}
+
+// findTerminal picks the dashboard's terminal; devTTY opens the controlling terminal. Without
+// one it returns errNoTerminal, as a usage error (exit 2).
+func findTerminal(stdin io.Reader, stderr io.Writer, devTTY func() (*os.File, error)) (dashTerminal, error) {
+	t := dashTerminal{in: stdin, out: stderr, close: func() error { return nil }}
+	inOK, outOK := isTerminal(stdin), isTerminal(stderr)
+	if inOK && outOK {
+		return t, nil
+	}
+	tty, err := devTTY()
+	if err != nil {
+		return t, usageError{errNoTerminal}
+	}
+	if !inOK {
+		t.in = tty
+	}
+	if !outOK {
+		t.out = tty
+	}
+	t.close = tty.Close
+	return t, nil
+}
+
+// isTerminal reports whether v is a file open on a terminal.
+func isTerminal(v any) bool {
+	f, ok := v.(term.File)
+	return ok && term.IsTerminal(f.Fd())
+}
+
+// openTTY opens the process's controlling terminal.
+func openTTY() (*os.File, error) { return os.OpenFile("/dev/tty", os.O_RDWR, 0) }

@@ -1,0 +1,92 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/x/ansi"
+)
+
+// helpRow is one line of the help overlay: a key (or a glyph) and what it does (or means).
+type helpRow struct{ key, text string }
+
+// helpKeys are the dashboard's keys as the overlay explains them.
+func helpKeys() []helpRow {
+	return []helpRow{
+		{"p  g", "paged attention / CUDA Graph on-off: a new engine and a cold run"},
+		{"r", "restart: a fresh engine and a new cold run"},
+		{"[  ]", "prefill max batch -1 / +1 (at most the max batch), live"},
+		{"{  }", "max batch to the power of two below / above, live"},
+		{"-  +", "submit interval down / up, live"},
+		{"s", "submit schedule relative / absolute, live"},
+		{"space", "pause / resume arrivals (requests in flight finish)"},
+		{"w", "time charts: last 30s, 60s, 2m, 10m, the whole session"},
+		{"↑ ↓", "scroll the events (PgUp PgDn too)"},
+		{"t", "theme: dark, light, no colour"},
+		{"? esc", "close this help"},
+		{"q", "quit (Ctrl-C too): the summary table goes to stdout"},
+	}
+}
+
+// helpGlossary explains the dashboard's glyphs, letters and columns.
+func helpGlossary() []helpRow {
+	return []helpRow{
+		{"┊", "time charts: a change you made, or a cold start"},
+		{"W R", "queue depth: waiting, running requests (bucket means)"},
+		{"T Q P O I", "p99 lines: TTFT, queue wait, prefill→first, TPOT, ITL"},
+		{"▸ ◆ ◇ ↺ ✗", "events: a run, a change, a one-time cost, a preemption, an error"},
+		{"slower", "cold vs steady: the cold run against the steady median"},
+		{"all, req N", "ITL sparklines: every request pooled, the slowest recent"},
+		{"live", "the steady state: load kept continuous, filed in windows"},
+	}
+}
+
+// helpBox is the overlay: keys, then the glossary, in a rounded box at most w x h.
+func (m *Model) helpBox(w, h int) string {
+	st := m.pt
+	keyW := 10
+	var lines []string
+	section := func(title string, rows []helpRow) {
+		lines = append(lines, st.Title.Render(title))
+		for _, r := range rows {
+			lines = append(lines, st.Strong.Render(fit(r.key, keyW))+" "+st.Text.Render(r.text))
+		}
+	}
+	section("keys", helpKeys())
+	section("glossary", helpGlossary())
+	inner := 0
+	for _, l := range lines {
+		inner = max(inner, widthOf(l))
+	}
+	inner = min(inner, w-4)
+	if len(lines) > h-2 {
+		lines = append(lines[:max(0, h-3)], st.Muted.Render("… a taller terminal shows the rest"))
+	}
+	b := st.Pane.GetBorderStyle()
+	var out strings.Builder
+	out.WriteString(st.Border.Render(b.TopLeft + strings.Repeat(b.Top, inner+2) + b.TopRight))
+	for _, l := range lines {
+		out.WriteString("\n" + st.Border.Render(b.Left) + " " + fit(l, inner) + " " + st.Border.Render(b.Right))
+	}
+	out.WriteString("\n" + st.Border.Render(b.BottomLeft+strings.Repeat(b.Bottom, inner+2)+b.BottomRight))
+	return out.String()
+}
+
+// overlay draws box centred over frame (w x h cells): the frame's cells around the box stay.
+func overlay(frame, box string, w, h int) string {
+	rows := strings.Split(frame, "\n")
+	bl := strings.Split(box, "\n")
+	bw := 0
+	for _, l := range bl {
+		bw = max(bw, widthOf(l))
+	}
+	x0, y0 := max(0, (w-bw)/2), max(0, (h-len(bl))/2)
+	for i, l := range bl {
+		y := y0 + i
+		if y >= len(rows) {
+			break
+		}
+		row := rows[y]
+		rows[y] = ansi.Cut(row, 0, x0) + ansi.ResetStyle + l + ansi.ResetStyle + ansi.Cut(row, x0+bw, w)
+	}
+	return strings.Join(rows, "\n")
+}
