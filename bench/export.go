@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -30,25 +31,50 @@ func toJSONDist(d Dist) jsonDist {
 }
 
 type jsonSummary struct {
-	Requests         int       `json:"requests"`
-	PromptTokens     int       `json:"prompt_tokens"`
-	CompletionTokens int       `json:"completion_tokens"`
-	SubmitWallS      float64   `json:"submit_wall_s"`
-	SubmitLagMs      *jsonDist `json:"submit_lag_ms,omitempty"`
-	AddRequestMs     jsonDist  `json:"add_request_ms"`
-	TokenizeMs       jsonDist  `json:"tokenize_ms"`
-	QueueWaitMs      jsonDist  `json:"queue_wait_ms"`
-	PrefillFirstMs   jsonDist  `json:"prefill_first_token_ms"`
-	TTFTMs           jsonDist  `json:"ttft_ms"`
-	TPOTMs           jsonDist  `json:"tpot_ms"`
-	ITLMs            jsonDist  `json:"itl_ms"`
-	LatencyMs        jsonDist  `json:"latency_ms"`
-	Throughput       float64   `json:"throughput_completion_tok_s"`
-	TotalThroughput  float64   `json:"throughput_total_tok_s"`
-	WallS            float64   `json:"wall_s"`
-	Preemptions      int       `json:"preemptions"`
-	Cancelled        int       `json:"cancelled"`
-	Failed           int       `json:"failed"`
+	Requests         int          `json:"requests"`
+	PromptTokens     int          `json:"prompt_tokens"`
+	CompletionTokens int          `json:"completion_tokens"`
+	SubmitWallS      float64      `json:"submit_wall_s"`
+	SubmitLagMs      *jsonDist    `json:"submit_lag_ms,omitempty"`
+	AddRequestMs     jsonDist     `json:"add_request_ms"`
+	TokenizeMs       jsonDist     `json:"tokenize_ms"`
+	QueueWaitMs      jsonDist     `json:"queue_wait_ms"`
+	PrefillFirstMs   jsonDist     `json:"prefill_first_token_ms"`
+	TTFTMs           jsonDist     `json:"ttft_ms"`
+	TPOTMs           jsonDist     `json:"tpot_ms"`
+	ITLMs            jsonDist     `json:"itl_ms"`
+	LatencyMs        jsonDist     `json:"latency_ms"`
+	Throughput       float64      `json:"throughput_completion_tok_s"`
+	TotalThroughput  float64      `json:"throughput_total_tok_s"`
+	WallS            float64      `json:"wall_s"`
+	Preemptions      int          `json:"preemptions"`
+	Cancelled        int          `json:"cancelled"`
+	Failed           int          `json:"failed"`
+	RequestRate      float64      `json:"request_throughput"` // completed requests/s over wall_s
+	Goodput          *jsonGoodput `json:"goodput,omitempty"`
+}
+
+// jsonGoodput is a run's goodput against its --goodput targets.
+type jsonGoodput struct {
+	TargetsMs      map[string]float64 `json:"targets_ms"`
+	Good           int                `json:"good"`
+	RequestGoodput float64            `json:"request_goodput"` // good requests/s over wall_s
+	AttainmentPct  *float64           `json:"attainment_pct"`  // good / (completed + failed); null: none ended
+}
+
+func toJSONGoodput(s Summary) *jsonGoodput {
+	if len(s.SLOs) == 0 {
+		return nil
+	}
+	g := &jsonGoodput{TargetsMs: map[string]float64{}, Good: s.Good, RequestGoodput: s.Goodput}
+	for _, o := range s.SLOs {
+		g.TargetsMs[o.Metric] = o.Ms
+	}
+	if !math.IsNaN(s.Attainment) {
+		a := s.Attainment
+		g.AttainmentPct = &a
+	}
+	return g
 }
 
 // jsonRequest is one request with every timestamp in ms from the session clock's epoch; null
@@ -126,6 +152,7 @@ func toJSONRun(r *runResult) jsonRun {
 		TPOTMs: toJSONDist(s.TPOT), ITLMs: toJSONDist(s.ITL), LatencyMs: toJSONDist(s.Latency),
 		Throughput: s.Throughput, TotalThroughput: s.TotalThroughput, WallS: s.Wall.Seconds(),
 		Preemptions: s.Preemptions, Cancelled: s.Cancelled, Failed: s.Failed,
+		RequestRate: s.RequestThroughput, Goodput: toJSONGoodput(s),
 	}
 	if r.hdr.lagPrinted() {
 		d := toJSONDist(s.SubmitLag)

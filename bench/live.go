@@ -55,6 +55,7 @@ type liveState struct {
 	kvUsed     int
 	kvTotal    int
 	preempts   uint64         // scheduler's preemption total last seen
+	attain     *attainment    // --goodput: the rolling SLO attainment; nil without targets
 	cold       *Summary       // the current engine's first run
 	steady     *ring[Summary] // later complete runs of the current engine
 	// open holds the current engine's requests whose first token is in the windows and which
@@ -158,6 +159,9 @@ func (l *liveState) addTokens(e *sched.Event) {
 func (l *liveState) addRequest(at time.Duration, r *RequestResult) {
 	o, early := l.open[r.Record.ID]
 	delete(l.open, r.Record.ID)
+	if r.Record.Reason != sched.FinishCancelled {
+		l.attain.add(at, r)
+	}
 	if !r.completed() {
 		return
 	}
@@ -279,6 +283,7 @@ func (l *liveState) view(start time.Time, now time.Duration, h Header, ledger []
 		Events: l.events.slice(), Markers: l.markers.slice(),
 	}
 	v.Header.TokensPerSec = l.tokensPerSec(now)
+	v.Header.Attainment, v.Header.AttainmentN = l.attain.percent(now)
 	if l.cold != nil {
 		c := *l.cold
 		v.Cold = &c

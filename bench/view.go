@@ -34,6 +34,15 @@ type Summary struct {
 	Failed           int           // requests the engine failed or could not fit (reason error / too_long)
 	Partial          bool          // the run was interrupted (Ctrl-C, engine restart, stop) before every request finished
 	Wall             time.Duration // first submit start -> last finish
+	// RequestThroughput is completed requests per second of Wall.
+	RequestThroughput float64
+	// Goodput (--goodput): SLOs are the targets (nil: none given); Good the completed requests
+	// that met every one; Goodput is Good per second of Wall; Attainment is Good as a share of
+	// the requests that ended (completed or failed), in %, NaN without targets or requests.
+	SLOs       []SLO
+	Good       int
+	Goodput    float64
+	Attainment float64
 }
 
 // Phase is where the session is.
@@ -65,6 +74,11 @@ type Header struct {
 	Paused          bool   // arrivals paused
 	Elapsed         time.Duration
 	TokensPerSec    float64 // completion tokens/s over the recent window
+	// SLOs are the --goodput targets (nil: none); Attainment is the share in % of the requests
+	// that ended in the latency window that met them all (NaN: none ended), over AttainmentN.
+	SLOs        []SLO
+	Attainment  float64
+	AttainmentN int
 }
 
 // QueuePoint is the queue depth after one step.
