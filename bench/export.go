@@ -107,8 +107,18 @@ type jsonRun struct {
 }
 
 type jsonReport struct {
+	Meta   jsonMeta  `json:"meta"`
 	Config any       `json:"config"`
 	Runs   []jsonRun `json:"runs"`
+}
+
+// jsonMeta says what wrote the file, where, and the epoch every *_ms timestamp counts from.
+type jsonMeta struct {
+	Tool    string `json:"tool"`
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Host    string `json:"host"`
+	Epoch   string `json:"epoch"` // RFC 3339 wall time of the session clock's zero
 }
 
 func tsMs(d time.Duration) *float64 {
@@ -166,8 +176,8 @@ func toJSONRun(r *runResult) jsonRun {
 }
 
 // writeJSON writes the settings, every run (warmup runs marked) and their requests.
-func writeJSON(w io.Writer, settings any, runs []*runResult) error {
-	rep := jsonReport{Config: settings, Runs: []jsonRun{}}
+func writeJSON(w io.Writer, settings any, meta jsonMeta, runs []*runResult) error {
+	rep := jsonReport{Meta: meta, Config: settings, Runs: []jsonRun{}}
 	for _, r := range runs {
 		rep.Runs = append(rep.Runs, toJSONRun(r))
 	}

@@ -19,6 +19,7 @@ type reportHeader struct {
 	NVTX            bool    `json:"nvtx"`
 	IntervalMs      float64 `json:"submit_interval_ms"` // the mean gap for poisson
 	Schedule        string  `json:"submit_schedule"`    // relative | absolute | poisson | gamma | trace
+	Backend         string  `json:"backend"`            // "rosetop", or a remote server's (ServerInfo.Backend)
 }
 
 // lagPrinted reports whether the schedule has targets to lag behind (seed 002: absolute with

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -343,6 +344,7 @@ func (s *Session) reportHeader(info ServerInfo) reportHeader {
 		Model: modelName(info), Device: info.Device, DeviceDetail: info.DeviceDetail, Pretok: s.cfg.Workload.Pretok,
 		TokenizeWorkers: info.TokenizeWorkers, StreamInterval: s.cfg.Workload.StreamInterval, Paged: info.Paged,
 		CUDAGraph: info.CUDAGraph, NVTX: s.cfg.NVTX, IntervalMs: s.arr.intervalMs(), Schedule: s.arr.label(),
+		Backend: cmp.Or(info.Backend, "rosetop"),
 	}
 }
 
