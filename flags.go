@@ -55,6 +55,7 @@ type options struct {
 	JSONPath          string  `json:"-"`
 	CSVPath           string  `json:"-"`
 	CPUProfilePath    string  `json:"-"`
+	loadOptions               // load_flags.go
 }
 
 // Bounds of the size flags: nothing is allocated from a flag before it is checked against them.
@@ -74,7 +75,7 @@ func defaultOptions() options {
 	return options{
 		Device: "auto", Prompt: "Hello", PromptRepeats: 1, NumRequests: 16, MaxNewTokens: 64,
 		MaxBatch: 64, Policy: "mixed", BurstQuietUs: 20, SubmitSchedule: "relative", StreamInterval: 1,
-		RepeatRuns: 1,
+		RepeatRuns: 1, loadOptions: defaultLoadOptions(),
 	}
 }
 
@@ -119,6 +120,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.JSONPath, "json", o.JSONPath, "write config, run summaries and per-request records to FILE")
 	fs.StringVar(&o.CSVPath, "csv", o.CSVPath, "write one row per request to FILE")
 	fs.StringVar(&o.CPUProfilePath, "cpuprofile", o.CPUProfilePath, "write a Go CPU profile of the whole process to FILE (go tool pprof)")
+	bindLoadFlags(fs, &o.loadOptions)
 	return fs
 }
 
@@ -161,6 +163,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.PrefillMaxBatch == 0 || (!set["prefill-max-batch-size"] && o.PrefillMaxBatch > o.MaxBatch) {
 		o.PrefillMaxBatch = o.MaxBatch // the default, or a job's value under an explicit smaller max batch
+	}
+	if err := o.applyLoad(set); err != nil {
+		return o, err
 	}
 	return o, o.validate()
 }
@@ -214,7 +219,7 @@ func (o options) sessionConfig() bench.Config {
 	if o.RequestRate > 0 && !math.IsInf(o.RequestRate, 1) {
 		arr = bench.Arrivals{Schedule: "poisson", Rate: o.RequestRate, Seed: o.Seed}
 	}
-	return bench.Config{
+	return o.withLoad(bench.Config{
 		Job: o.Job,
 		Workload: bench.Workload{
 			Prompt: o.Prompt, PromptRepeats: o.PromptRepeats, UniquePrompts: o.UniquePrompts, NumRequests: o.NumRequests,
@@ -226,7 +231,7 @@ func (o options) sessionConfig() bench.Config {
 			Policy: policy, BurstQuiet: time.Duration(o.BurstQuietUs * float64(time.Microsecond))},
 		Engine:    bench.EngineOptions{Paged: o.Paged, CUDAGraph: o.CUDAGraph},
 		MaxSeqLen: o.MaxSeqLen, WarmupRuns: o.WarmupRuns, RepeatRuns: o.RepeatRuns, NVTX: o.NVTX,
-	}
+	})
 }
 
 // inProcess is the in-process engine the options ask for.

@@ -55,8 +55,10 @@ func parseTrace(r io.Reader) ([]datasetRow, error) {
 			return fmt.Errorf("line %d: not a trace line %s (%v)", n, want, err)
 		}
 		switch {
+		case t.Timestamp == nil && t.InputLength == nil && t.OutputLength == nil:
+			return fmt.Errorf("line %d: not a trace line %s", n, want)
 		case t.Timestamp == nil || !(*t.Timestamp >= 0) || math.IsInf(*t.Timestamp, 0) || *t.Timestamp > maxTraceMs:
-			return fmt.Errorf("line %d: \"timestamp\" must be a number of ms from 0 to %g", n, float64(maxTraceMs))
+			return fmt.Errorf("line %d: \"timestamp\" must be a number of ms from 0 to %d", n, maxTraceMs)
 		case t.InputLength == nil || *t.InputLength < 1:
 			return fmt.Errorf("line %d: \"input_length\" must be an integer >= 1", n)
 		case t.OutputLength == nil || *t.OutputLength < 1:
