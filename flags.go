@@ -137,37 +137,54 @@ func benchUsage(w io.Writer) {
 // to every option not given explicitly, and validates the result. Errors are one line naming the
 // flag and wrap errBadFlag; -h/--help prints the usage on stderr and returns flag.ErrHelp.
 func parseOptions(args []string, stderr io.Writer) (options, error) {
+	o, _, err := parseOptionsWith(args, stderr, nil, benchUsage)
+	return o, err
+}
+
+// parseOptionsWith is parseOptions for a command with flags of its own, which bind adds to the
+// set; it also returns the flags given explicitly.
+func parseOptionsWith(args []string, stderr io.Writer, bind func(*flag.FlagSet, *options), usage func(io.Writer)) (options, map[string]bool, error) {
 	o := defaultOptions()
 	fs := newFlagSet(&o)
-	if err := parseFlagSet(fs, args, stderr, benchUsage); err != nil {
-		return o, err
+	if bind != nil {
+		bind(fs, &o)
 	}
 	set := map[string]bool{} // flags given explicitly
+	if err := parseFlagSet(fs, args, stderr, usage); err != nil {
+		return o, set, err
+	}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	err := o.finish(fs, set)
+	return o, set, err
+}
+
+// finish applies --job's preset to every option not given explicitly (through fs, which is bound
+// to o) and validates the result.
+func (o *options) finish(fs *flag.FlagSet, set map[string]bool) error {
 	if o.Job != "" {
 		job, ok := jobByName(o.Job)
 		if !ok {
-			return o, badFlag("--job: unknown job %q (valid: %s)", o.Job, strings.Join(jobNames(), ", "))
+			return badFlag("--job: unknown job %q (valid: %s)", o.Job, strings.Join(jobNames(), ", "))
 		}
 		for _, kv := range job.Flags {
 			if set[kv[0]] {
 				continue // an explicit flag overrides the job
 			}
 			if err := fs.Set(kv[0], kv[1]); err != nil {
-				return o, fmt.Errorf("job %s: --%s=%s: %w", job.Name, kv[0], kv[1], err)
+				return fmt.Errorf("job %s: --%s=%s: %w", job.Name, kv[0], kv[1], err)
 			}
 		}
 	}
-	if set["request-rate"] && !set["submit-interval-ms"] {
-		o.SubmitIntervalMs = 0 // an explicit rate replaces the job's interval
+	if (set["request-rate"] || set["request-rates"]) && !set["submit-interval-ms"] {
+		o.SubmitIntervalMs = 0 // an explicit rate (or rosetop sweep's rates) replaces the job's interval
 	}
 	if o.PrefillMaxBatch == 0 || (!set["prefill-max-batch-size"] && o.PrefillMaxBatch > o.MaxBatch) {
 		o.PrefillMaxBatch = o.MaxBatch // the default, or a job's value under an explicit smaller max batch
 	}
 	if err := o.applyLoad(set); err != nil {
-		return o, err
+		return err
 	}
-	return o, o.validate()
+	return o.validate()
 }
 
 // parseFlagSet parses args into fs with one-line errors, "did you mean" for a misspelt flag, and
