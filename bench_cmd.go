@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -21,17 +20,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts := bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}
 	return withCPUProfile(o.CPUProfilePath, func() error {
-		return asUsage(bench.RunBench(ctx, o.sessionConfig(), opts, o.exports(), stdout, stderr))
+		return bench.RunBench(ctx, o.sessionConfig(), opts, o.exports(), stdout, stderr)
 	})
-}
-
-// asUsage marks a settings error found once the model is known (a dataset row too long for it)
-// as bad input: exit 2, like a bad flag.
-func asUsage(err error) error {
-	if errors.Is(err, bench.ErrBadConfig) {
-		return usageError{err}
-	}
-	return err
 }
 
 // checkOutputs refuses, before anything runs, output files that could not be written or that

@@ -201,7 +201,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if errors.Is(runErr, bench.ErrInterrupted) {
 		return bench.ErrInterrupted
 	}
-	return asUsage(runErr)
+	return runErr
 }
 
 // pointRun is one point's row and what it ran on.
