@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -185,6 +186,16 @@ func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
 		}
 		items = append(items, style.Render("▬")+st.Muted.Render(shortName(s.Name)+" ")+st.Strong.Render(fmt.Sprintf("%-5s", numRaw(last))))
 	}
+	// --goodput targets of a metric charted here: a flat marker-coloured line at the target.
+	for _, o := range v.Header.SLOs {
+		if !sloCharted(o.Metric) || !(o.Ms > 0) {
+			continue
+		}
+		at := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
+		series = append(series, tseries{pts: []bench.Point{{At: at(x0), Value: o.Ms}, {At: at(x1), Value: o.Ms}}, ink: inkMarker})
+		lo, hi = math.Min(lo, o.Ms), math.Max(hi, o.Ms)
+		items = append(items, st.Muted.Render("┈ "+strings.ToUpper(o.Metric)+" target ")+st.Strong.Render(numRaw(o.Ms)))
+	}
 	ymin, ymax := logRange(lo, hi)
 	head := st.Muted.Render("no finished requests yet")
 	if len(items) > 0 {
@@ -193,6 +204,10 @@ func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
 	m.ch.p99.SetSize(iw, ih-1)
 	return fit(head, iw) + "\n" + m.ch.p99.draw(st, x0, x1, ymin, ymax, series, v.Markers)
 }
+
+// sloCharted reports whether the p99 chart has the metric a --goodput target is about (TTFT
+// and TPOT; end-to-end latency has no series of its own).
+func sloCharted(metric string) bool { return metric == "ttft" || metric == "tpot" }
 
 // shortName turns bench's series names into legend words: "Queue wait p99" -> "queue".
 func shortName(n string) string {
