@@ -261,3 +261,32 @@ func TestSweepPointMedian(t *testing.T) {
 		t.Error("medianOf(nil) is not NaN")
 	}
 }
+
+func FuzzSweepList(f *testing.F) {
+	for _, s := range []string{"1,4,16,64", "0.5,1e3", "", ",", "1,1", "NaN", "-1", "1e400"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var got []float64
+		fl := listFlag{values: &got, lo: 1, hi: maxBatch, integer: true}
+		if err := fl.Set(s); err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if len(got) == 0 || len(got) > maxSweepPoints {
+			t.Fatalf("%q: %d values", s, len(got))
+		}
+		for i, v := range got {
+			if v < 1 || v > maxBatch || v != math.Trunc(v) {
+				t.Fatalf("%q: accepted %v", s, v)
+			}
+			for _, w := range got[:i] {
+				if w == v {
+					t.Fatalf("%q: %v twice", s, v)
+				}
+			}
+		}
+	})
+}
