@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"rosetop/bench"
@@ -214,8 +215,8 @@ type pointRun struct {
 func runPoint(ctx context.Context, o options, dir string, k int, v float64) (pointRun, error) {
 	base := fmt.Sprintf("point-%02d-%s", k+1, plot.Label(v))
 	o.JSONPath = filepath.Join(dir, base+".json")
-	var log strings.Builder
-	res, err := bench.Measure(ctx, o.sessionConfig(), bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}, o.exports(), &log, &log)
+	log := &lockedBuffer{}
+	res, err := bench.Measure(ctx, o.sessionConfig(), bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}, o.exports(), log, log)
 	if werr := atomicfile.Write(filepath.Join(dir, base+".txt"), func(w io.Writer) error {
 		_, err := io.WriteString(w, log.String())
 		return err
@@ -226,6 +227,25 @@ func runPoint(ctx context.Context, o options, dir string, k int, v float64) (poi
 		return pointRun{}, err
 	}
 	return pointRun{sweepPoint: newSweepPoint(v, base+".json", res.Runs), model: res.Model, device: res.Device}, nil
+}
+
+// lockedBuffer is a point's log: the report (session goroutine) and the progress notes (the
+// caller's) write to it from two goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder // guarded by mu
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // progressBar draws "[####......] k/n name  elapsed, ETA" on stderr: redrawn in place on a
