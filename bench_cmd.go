@@ -18,15 +18,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkOutputs(o); err != nil {
 		return err
 	}
-	exp := bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}
 	opts := bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}
-	return withCPUProfile(o.CPUProfilePath, func() error { return bench.RunBench(ctx, o.sessionConfig(), opts, exp, stdout, stderr) })
+	return withCPUProfile(o.CPUProfilePath, func() error {
+		return bench.RunBench(ctx, o.sessionConfig(), opts, o.exports(), stdout, stderr)
+	})
 }
 
 // checkOutputs refuses, before anything runs, output files that could not be written or that
 // would overwrite each other.
 func checkOutputs(o options) error {
-	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}}
+	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}, {"save-trace", o.SaveTrace}}
 	seen := map[string]string{}
 	for _, p := range paths {
 		if p.path == "" {

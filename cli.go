@@ -9,6 +9,8 @@ import (
 	"runtime/pprof"
 	"strings"
 	"time"
+
+	"rosetop/bench"
 )
 
 // errHelpShown means -h printed the help: exit 0.
@@ -77,6 +79,28 @@ func formatVersion(info *debug.BuildInfo) string {
 		detail += ", with uncommitted changes"
 	}
 	return out + " (" + detail + "), " + info.GoVersion
+}
+
+// toolInfo is the build's module version and VCS revision, for the JSON exports.
+func toolInfo() bench.ToolInfo {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return bench.ToolInfo{}
+	}
+	t := bench.ToolInfo{Version: info.Main.Version}
+	dirty := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			t.Commit = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if dirty && t.Commit != "" {
+		t.Commit += "-dirty"
+	}
+	return t
 }
 
 // withCPUProfile runs f under a Go CPU profile written to path ("" runs f alone).

@@ -55,6 +55,7 @@ type options struct {
 	JSONPath          string  `json:"-"`
 	CSVPath           string  `json:"-"`
 	CPUProfilePath    string  `json:"-"`
+	loadOptions               // load_flags.go
 }
 
 // Bounds of the size flags: nothing is allocated from a flag before it is checked against them.
@@ -74,7 +75,7 @@ func defaultOptions() options {
 	return options{
 		Device: "auto", Prompt: "Hello", PromptRepeats: 1, NumRequests: 16, MaxNewTokens: 64,
 		MaxBatch: 64, Policy: "mixed", BurstQuietUs: 20, SubmitSchedule: "relative", StreamInterval: 1,
-		WarmupRuns: 1, RepeatRuns: 1, // a warm-up first: the default report is a steady run, not a cold one
+		WarmupRuns: 1, RepeatRuns: 1, loadOptions: defaultLoadOptions(), // a warm-up first: the default report is a steady run, not a cold one
 	}
 }
 
@@ -119,6 +120,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.JSONPath, "json", o.JSONPath, "write config, run summaries and per-request records to FILE")
 	fs.StringVar(&o.CSVPath, "csv", o.CSVPath, "write one row per request to FILE")
 	fs.StringVar(&o.CPUProfilePath, "cpuprofile", o.CPUProfilePath, "write a Go CPU profile of the whole process to FILE (go tool pprof)")
+	bindLoadFlags(fs, &o.loadOptions)
 	return fs
 }
 
@@ -135,34 +137,54 @@ func benchUsage(w io.Writer) {
 // to every option not given explicitly, and validates the result. Errors are one line naming the
 // flag and wrap errBadFlag; -h/--help prints the usage on stderr and returns flag.ErrHelp.
 func parseOptions(args []string, stderr io.Writer) (options, error) {
+	o, _, err := parseOptionsWith(args, stderr, nil, benchUsage)
+	return o, err
+}
+
+// parseOptionsWith is parseOptions for a command with flags of its own, which bind adds to the
+// set; it also returns the flags given explicitly.
+func parseOptionsWith(args []string, stderr io.Writer, bind func(*flag.FlagSet, *options), usage func(io.Writer)) (options, map[string]bool, error) {
 	o := defaultOptions()
 	fs := newFlagSet(&o)
-	if err := parseFlagSet(fs, args, stderr, benchUsage); err != nil {
-		return o, err
+	if bind != nil {
+		bind(fs, &o)
 	}
 	set := map[string]bool{} // flags given explicitly
+	if err := parseFlagSet(fs, args, stderr, usage); err != nil {
+		return o, set, err
+	}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	err := o.finish(fs, set)
+	return o, set, err
+}
+
+// finish applies --job's preset to every option not given explicitly (through fs, which is bound
+// to o) and validates the result.
+func (o *options) finish(fs *flag.FlagSet, set map[string]bool) error {
 	if o.Job != "" {
 		job, ok := jobByName(o.Job)
 		if !ok {
-			return o, badFlag("--job: unknown job %q (valid: %s)", o.Job, strings.Join(jobNames(), ", "))
+			return badFlag("--job: unknown job %q (valid: %s)", o.Job, strings.Join(jobNames(), ", "))
 		}
 		for _, kv := range job.Flags {
 			if set[kv[0]] {
 				continue // an explicit flag overrides the job
 			}
 			if err := fs.Set(kv[0], kv[1]); err != nil {
-				return o, fmt.Errorf("job %s: --%s=%s: %w", job.Name, kv[0], kv[1], err)
+				return fmt.Errorf("job %s: --%s=%s: %w", job.Name, kv[0], kv[1], err)
 			}
 		}
 	}
-	if set["request-rate"] && !set["submit-interval-ms"] {
-		o.SubmitIntervalMs = 0 // an explicit rate replaces the job's interval
+	if (set["request-rate"] || set["request-rates"]) && !set["submit-interval-ms"] {
+		o.SubmitIntervalMs = 0 // an explicit rate (or rosetop sweep's rates) replaces the job's interval
 	}
 	if o.PrefillMaxBatch == 0 || (!set["prefill-max-batch-size"] && o.PrefillMaxBatch > o.MaxBatch) {
 		o.PrefillMaxBatch = o.MaxBatch // the default, or a job's value under an explicit smaller max batch
 	}
-	return o, o.validate()
+	if err := o.applyLoad(set); err != nil {
+		return err
+	}
+	return o.validate()
 }
 
 // parseFlagSet parses args into fs with one-line errors, "did you mean" for a misspelt flag, and
@@ -214,7 +236,7 @@ func (o options) sessionConfig() bench.Config {
 	if o.RequestRate > 0 && !math.IsInf(o.RequestRate, 1) {
 		arr = bench.Arrivals{Schedule: "poisson", Rate: o.RequestRate, Seed: o.Seed}
 	}
-	return bench.Config{
+	return o.withLoad(bench.Config{
 		Job: o.Job,
 		Workload: bench.Workload{
 			Prompt: o.Prompt, PromptRepeats: o.PromptRepeats, UniquePrompts: o.UniquePrompts, NumRequests: o.NumRequests,
@@ -226,7 +248,7 @@ func (o options) sessionConfig() bench.Config {
 			Policy: policy, BurstQuiet: time.Duration(o.BurstQuietUs * float64(time.Microsecond))},
 		Engine:    bench.EngineOptions{Paged: o.Paged, CUDAGraph: o.CUDAGraph},
 		MaxSeqLen: o.MaxSeqLen, WarmupRuns: o.WarmupRuns, RepeatRuns: o.RepeatRuns, NVTX: o.NVTX,
-	}
+	})
 }
 
 // inProcess is the in-process engine the options ask for.

@@ -3,6 +3,7 @@
 //
 //	rosetop [flags]            the live dashboard (embedded tiny model, best device, decode-heavy job looping)
 //	rosetop bench [flags]      the same engine and workload headless: the seeds' benchmark report
+//	rosetop sweep [flags]      bench runs over one setting's values: a table, JSON, CSV and charts
 //	rosetop generate [flags]   one prompt's continuation
 //
 // Exit status: 0 success, 1 a failure while running, 2 bad flags or input, 128+N when signal N
@@ -33,7 +34,7 @@ const (
 )
 
 // commands are the subcommands, in the order help lists them.
-var commands = []string{"bench", "generate", "dashboard", "help", "version"}
+var commands = []string{"bench", "sweep", "generate", "dashboard", "help", "version"}
 
 func main() {
 	sig := watchSignals(os.Stderr)
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runDashboard(ctx, rest, stdin, stdout, stderr)
 	case "bench":
 		err = runBench(ctx, rest, stdout, stderr)
+	case "sweep":
+		err = runSweep(ctx, rest, stdout, stderr)
 	case "generate":
 		err = runGenerate(ctx, rest, stdout, stderr)
 	case "help":
@@ -117,10 +120,13 @@ func usage(w io.Writer) {
 Usage:
   rosetop [flags]            open the dashboard (default: embedded tiny model, best device, decode-heavy job)
   rosetop bench [flags]      run the benchmark headless and print the report
+  rosetop sweep [flags]      run it over a list of request rates, concurrency limits or prefill
+                             batch sizes: a table, JSON, CSV and PNG/SVG charts
   rosetop generate [flags]   print one prompt's continuation
   rosetop help | version
 
-'rosetop bench -h' and 'rosetop generate -h' list every flag (the dashboard takes the bench flags).
+'rosetop bench -h', 'rosetop sweep -h' and 'rosetop generate -h' list every flag (the dashboard
+takes the bench flags).
 
 Exit status: 0 success, 1 a failure while running, 2 bad flags or input, 128+N after signal N
 (Ctrl-C 130, SIGTERM 143, SIGHUP 129); a second signal exits at once.

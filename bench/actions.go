@@ -61,7 +61,7 @@ func (s *Session) do(a Action) (string, error) {
 		if s.arr.Schedule == "absolute" {
 			next = "relative"
 		}
-		if s.arr.Schedule == "poisson" {
+		if s.arr.Schedule == "poisson" || s.arr.Schedule == "trace" {
 			s.arr.Interval = 0
 		}
 		s.arr.Schedule = next
@@ -93,8 +93,8 @@ func (s *Session) requestRestart(what string) (string, error) {
 }
 
 func (s *Session) stepInterval(up bool) (string, error) {
-	if s.arr.Schedule == "poisson" {
-		return "", errors.New("arrivals are Poisson (--request-rate): press s for a relative/absolute schedule first")
+	if s.arr.Schedule == "poisson" || s.arr.Schedule == "trace" {
+		return "", fmt.Errorf("arrivals follow a %s: press s for a relative/absolute schedule first", map[string]string{"poisson": "rate (--request-rate)", "trace": "trace (--replay)"}[s.arr.Schedule])
 	}
 	cur := ms(s.arr.Interval)
 	next := cur

@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"math"
-	"time"
 
 	"rosetop/engine"
 	"rosetop/sched"
@@ -22,6 +21,7 @@ type Config struct {
 	WarmupRuns int           // cold runs, recorded but not printed
 	RepeatRuns int           // measured runs, each printed
 	NVTX       bool          // printed in the report; no effect without a profiler attached
+	Goodput    []SLO         // --goodput latency targets; nil: no goodput
 }
 
 // Workload describes one run's requests; every run of a session submits the same ones.
@@ -35,20 +35,15 @@ type Workload struct {
 	Sampling       engine.SamplingParams // Seed seeds request i's stream (see workload.request)
 	Pretok         bool                  // submit token ids instead of text
 	StreamInterval int                   // a text piece every N tokens
-}
-
-// Arrivals is a submit schedule (seed 002, plus Poisson arrivals at a rate).
-type Arrivals struct {
-	Schedule string        // "relative" | "absolute" | "poisson"
-	Interval time.Duration // relative: sleep after each submit; absolute: target spacing
-	Rate     float64       // poisson: mean requests per second (> 0)
-	Seed     uint64        // poisson gaps; every run draws the same arrivals
+	// Dataset, when set, makes the requests instead of Prompt, PromptRepeats, UniquePrompts and
+	// MaxNewTokens: their prompts and output lengths come from it (dataset.go).
+	Dataset *Dataset
 }
 
 // Validate checks the settings a Session relies on; the error names the flag that sets the bad
 // value. The scheduler knobs are checked by sched.Config.Validate.
 func (c Config) Validate() error {
-	w, a := c.Workload, c.Arrivals
+	w := c.Workload
 	checks := []struct {
 		bad bool
 		msg string
@@ -63,14 +58,20 @@ func (c Config) Validate() error {
 		{!finite(float64(w.Sampling.Temperature)) || w.Sampling.Temperature < 0, fmt.Sprintf("--temperature must be a finite number >= 0, got %v", w.Sampling.Temperature)},
 		{w.Sampling.TopK < 0, fmt.Sprintf("--top-k must be >= 0, got %d", w.Sampling.TopK)},
 		{!(w.Sampling.TopP >= 0 && w.Sampling.TopP <= 1), fmt.Sprintf("--top-p must be in [0, 1], got %v", w.Sampling.TopP)},
-		{a.Schedule != "relative" && a.Schedule != "absolute" && a.Schedule != "poisson", fmt.Sprintf("--submit-schedule: unknown schedule %q (valid: relative, absolute)", a.Schedule)},
-		{a.Interval < 0, fmt.Sprintf("--submit-interval-ms must be >= 0, got %v", ms(a.Interval))},
-		{a.Schedule == "poisson" && !(a.Rate > 0 && finite(a.Rate)), fmt.Sprintf("--request-rate must be a finite number > 0, got %v", a.Rate)},
 	}
 	for _, ch := range checks {
 		if ch.bad {
 			return &ConfigError{msg: ch.msg}
 		}
+	}
+	if err := c.Arrivals.validate(w.NumRequests); err != nil {
+		return err
+	}
+	if err := validateSLOs(c.Goodput); err != nil {
+		return err
+	}
+	if err := w.Dataset.validate(w.NumRequests); err != nil {
+		return err
 	}
 	if err := c.Sched.Validate(0); err != nil {
 		return &ConfigError{msg: err.Error()}

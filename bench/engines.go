@@ -132,6 +132,12 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 				continue
 			}
 			if rs := s.cur; rs != nil {
+				if _, dup := rs.records[ev.ID]; !dup && rs.inFlight != nil {
+					select {
+					case <-rs.inFlight: // a slot for the submitter (--max-concurrency)
+					default:
+					}
+				}
 				rs.records[ev.ID] = ev.Record
 				select {
 				case rs.progress <- struct{}{}:

@@ -3,9 +3,9 @@ package bench
 import (
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -31,25 +31,50 @@ func toJSONDist(d Dist) jsonDist {
 }
 
 type jsonSummary struct {
-	Requests         int       `json:"requests"`
-	PromptTokens     int       `json:"prompt_tokens"`
-	CompletionTokens int       `json:"completion_tokens"`
-	SubmitWallS      float64   `json:"submit_wall_s"`
-	SubmitLagMs      *jsonDist `json:"submit_lag_ms,omitempty"`
-	AddRequestMs     jsonDist  `json:"add_request_ms"`
-	TokenizeMs       jsonDist  `json:"tokenize_ms"`
-	QueueWaitMs      jsonDist  `json:"queue_wait_ms"`
-	PrefillFirstMs   jsonDist  `json:"prefill_first_token_ms"`
-	TTFTMs           jsonDist  `json:"ttft_ms"`
-	TPOTMs           jsonDist  `json:"tpot_ms"`
-	ITLMs            jsonDist  `json:"itl_ms"`
-	LatencyMs        jsonDist  `json:"latency_ms"`
-	Throughput       float64   `json:"throughput_completion_tok_s"`
-	TotalThroughput  float64   `json:"throughput_total_tok_s"`
-	WallS            float64   `json:"wall_s"`
-	Preemptions      int       `json:"preemptions"`
-	Cancelled        int       `json:"cancelled"`
-	Failed           int       `json:"failed"`
+	Requests         int          `json:"requests"`
+	PromptTokens     int          `json:"prompt_tokens"`
+	CompletionTokens int          `json:"completion_tokens"`
+	SubmitWallS      float64      `json:"submit_wall_s"`
+	SubmitLagMs      *jsonDist    `json:"submit_lag_ms,omitempty"`
+	AddRequestMs     jsonDist     `json:"add_request_ms"`
+	TokenizeMs       jsonDist     `json:"tokenize_ms"`
+	QueueWaitMs      jsonDist     `json:"queue_wait_ms"`
+	PrefillFirstMs   jsonDist     `json:"prefill_first_token_ms"`
+	TTFTMs           jsonDist     `json:"ttft_ms"`
+	TPOTMs           jsonDist     `json:"tpot_ms"`
+	ITLMs            jsonDist     `json:"itl_ms"`
+	LatencyMs        jsonDist     `json:"latency_ms"`
+	Throughput       float64      `json:"throughput_completion_tok_s"`
+	TotalThroughput  float64      `json:"throughput_total_tok_s"`
+	WallS            float64      `json:"wall_s"`
+	Preemptions      int          `json:"preemptions"`
+	Cancelled        int          `json:"cancelled"`
+	Failed           int          `json:"failed"`
+	RequestRate      float64      `json:"request_throughput"` // completed requests/s over wall_s
+	Goodput          *jsonGoodput `json:"goodput,omitempty"`
+}
+
+// jsonGoodput is a run's goodput against its --goodput targets.
+type jsonGoodput struct {
+	TargetsMs      map[string]float64 `json:"targets_ms"`
+	Good           int                `json:"good"`
+	RequestGoodput float64            `json:"request_goodput"` // good requests/s over wall_s
+	AttainmentPct  *float64           `json:"attainment_pct"`  // good / (completed + failed); null: none ended
+}
+
+func toJSONGoodput(s Summary) *jsonGoodput {
+	if len(s.SLOs) == 0 {
+		return nil
+	}
+	g := &jsonGoodput{TargetsMs: map[string]float64{}, Good: s.Good, RequestGoodput: s.Goodput}
+	for _, o := range s.SLOs {
+		g.TargetsMs[o.Metric] = o.Ms
+	}
+	if !math.IsNaN(s.Attainment) {
+		a := s.Attainment
+		g.AttainmentPct = &a
+	}
+	return g
 }
 
 // jsonRequest is one request with every timestamp in ms from the session clock's epoch; null
@@ -86,11 +111,21 @@ type jsonRun struct {
 }
 
 type jsonReport struct {
-	Config any `json:"config"`
+	Meta   jsonMeta `json:"meta"`
+	Config any      `json:"config"`
 	// RunsDropped counts the oldest steady windows of a long dashboard session left out to bound
 	// memory.
 	RunsDropped int       `json:"runs_dropped,omitempty"`
 	Runs        []jsonRun `json:"runs"`
+}
+
+// jsonMeta says what wrote the file, where, and the epoch every *_ms timestamp counts from.
+type jsonMeta struct {
+	Tool    string `json:"tool"`
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Host    string `json:"host"`
+	Epoch   string `json:"epoch"` // RFC 3339 wall time of the session clock's zero
 }
 
 func tsMs(d time.Duration) *float64 {
@@ -134,6 +169,7 @@ func toJSONRun(r *runResult) jsonRun {
 		TPOTMs: toJSONDist(s.TPOT), ITLMs: toJSONDist(s.ITL), LatencyMs: toJSONDist(s.Latency),
 		Throughput: s.Throughput, TotalThroughput: s.TotalThroughput, WallS: s.Wall.Seconds(),
 		Preemptions: s.Preemptions, Cancelled: s.Cancelled, Failed: s.Failed,
+		RequestRate: s.RequestThroughput, Goodput: toJSONGoodput(s),
 	}
 	if r.hdr.lagPrinted() {
 		d := toJSONDist(s.SubmitLag)
@@ -148,8 +184,8 @@ func toJSONRun(r *runResult) jsonRun {
 }
 
 // writeJSON writes the settings, every run (warmup runs marked) and their requests.
-func writeJSON(w io.Writer, settings any, runs []*runResult, dropped int) error {
-	rep := jsonReport{Config: settings, RunsDropped: dropped, Runs: []jsonRun{}}
+func writeJSON(w io.Writer, settings any, meta jsonMeta, runs []*runResult, dropped int) error {
+	rep := jsonReport{Meta: meta, Config: settings, RunsDropped: dropped, Runs: []jsonRun{}}
 	for _, r := range runs {
 		rep.Runs = append(rep.Runs, toJSONRun(r))
 	}
@@ -211,32 +247,4 @@ func writeFile(flagName, path string, write func(io.Writer) error) error {
 		return fmt.Errorf("--%s %s: %w", flagName, path, err)
 	}
 	return nil
-}
-
-// writeExports writes the JSON and CSV files asked for, each atomically, and says on notes what
-// it wrote ("rosetop: wrote out.json: 4 runs, 256 requests"). Every error is returned.
-func writeExports(exp Exports, results []*runResult, dropped int, notes io.Writer) error {
-	reqs := 0
-	for _, r := range results {
-		reqs += len(r.reqs)
-	}
-	what := fmt.Sprintf("%d runs, %d requests", len(results), reqs)
-	var errs []error
-	for _, f := range []struct {
-		flag, path string
-		write      func(io.Writer) error
-	}{
-		{"json", exp.JSONPath, func(w io.Writer) error { return writeJSON(w, exp.Settings, results, dropped) }},
-		{"csv", exp.CSVPath, func(w io.Writer) error { return writeCSV(w, results) }},
-	} {
-		if f.path == "" {
-			continue
-		}
-		if err := writeFile(f.flag, f.path, f.write); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		fmt.Fprintf(notes, "rosetop: wrote %s: %s\n", f.path, what)
-	}
-	return errors.Join(errs...)
 }

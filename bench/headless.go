@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -14,9 +16,22 @@ const progressEvery = 10 * time.Second
 
 // Exports are the files a headless run writes after its runs.
 type Exports struct {
-	JSONPath string // config, run summaries and per-request records ("": none)
-	CSVPath  string // one row per request ("": none)
-	Settings any    // the command line's options, written as the JSON's "config"
+	JSONPath string // the JSONFormat results ("": none)
+	// JSONFormat is JSONPath's shape: "" or "rosetop" (config, run summaries and per-request
+	// records), "vllm" (one `vllm bench serve --save-result` object per measured run, vllm.go).
+	JSONFormat string
+	Detailed   bool   // vllm: the per-request arrays too (--save-detailed)
+	CSVPath    string // one row per request ("": none)
+	TracePath  string // each measured run as a Mooncake trace (trace.go; "": none)
+	Settings   any    // the command line's options, written as the JSON's "config"
+	Tool       ToolInfo
+}
+
+// Result is what a headless benchmark measured.
+type Result struct {
+	Model  string    // as the report names it
+	Device string    // the backend's description
+	Runs   []Summary // the measured runs (no warmups), in order
 }
 
 // RunBench is `rosetop bench`: it runs cfg's warmup and repeat runs headless on opts.Provider and
@@ -26,10 +41,17 @@ type Exports struct {
 // error is returned. Ctrl-C (ctx cancelled) cancels outstanding requests, prints what finished,
 // writes the exports and returns ErrInterrupted.
 func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, stdout, stderr io.Writer) error {
+	_, err := Measure(ctx, cfg, opts, exp, stdout, stderr)
+	return err
+}
+
+// Measure is RunBench that also returns the measured runs' summaries (rosetop sweep's points).
+func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, stdout, stderr io.Writer) (Result, error) {
 	out := &errWriter{w: stdout}
 	opts.headless = true
-	opts.KeepRecords = exp.JSONPath != "" || exp.CSVPath != ""
+	opts.KeepRecords = exp.JSONPath != "" || exp.CSVPath != "" || exp.TracePath != ""
 	opts.Progress = stderr
+	var res Result
 	opts.onRunStart = func(label string) {
 		if strings.HasPrefix(label, "warmup") || cfg.RepeatRuns > 1 {
 			fmt.Fprintln(out, runHeaderLine(label))
@@ -45,6 +67,8 @@ func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports,
 			fmt.Fprintln(out, coldRunLine(r.sum))
 		} else {
 			writeReport(out, r.hdr, r.sum)
+			res.Model, res.Device = r.hdr.Model, r.hdr.DeviceDetail
+			res.Runs = append(res.Runs, r.sum)
 		}
 	}
 	if cfg.NVTX {
@@ -52,7 +76,7 @@ func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports,
 	}
 	s, err := NewSession(ctx, cfg, opts)
 	if err != nil {
-		return err
+		return res, err
 	}
 	runErr := waitWithProgress(s, stderr)
 	s.mu.Lock()
@@ -66,17 +90,72 @@ func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports,
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		errs = append(errs, runErr)
 	}
-	errs = append(errs, writeExports(exp, results, 0, stderr))
+	errs = append(errs, s.writeExports(exp, results, 0, stderr))
 	if out.err != nil {
 		errs = append(errs, fmt.Errorf("stdout: %w", out.err))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return res, err
 	}
 	if errors.Is(runErr, context.Canceled) {
-		return ErrInterrupted
+		return res, ErrInterrupted
 	}
-	return nil
+	return res, nil
+}
+
+// writeExports writes every export asked for, each atomically, noting on notes what it wrote
+// ("rosetop: wrote out.json: 4 runs, 256 requests"); dropped is how many old windows a long
+// dashboard session left out. Every error is returned.
+func (s *Session) writeExports(exp Exports, results []*runResult, dropped int, notes io.Writer) error {
+	reqs := 0
+	for _, r := range results {
+		reqs += len(r.reqs)
+	}
+	what := fmt.Sprintf("%d runs, %d requests", len(results), reqs)
+	var errs []error
+	write := func(flag, path string, fill func(io.Writer) error) {
+		if err := writeFile(flag, path, fill); err != nil {
+			errs = append(errs, err)
+			return
+		}
+		fmt.Fprintf(notes, "rosetop: wrote %s: %s\n", path, what)
+	}
+	switch {
+	case exp.JSONPath != "" && exp.JSONFormat == "vllm":
+		c := vllmContext{cfg: s.cfg, tool: exp.Tool, epoch: s.start, detailed: exp.Detailed}
+		write("json", exp.JSONPath, func(w io.Writer) error { return writeVLLM(w, c, results) })
+	case exp.JSONPath != "":
+		meta := jsonMeta{Tool: "rosetop", Version: exp.Tool.Version, Commit: exp.Tool.Commit, Epoch: s.start.Format(time.RFC3339Nano)}
+		meta.Host, _ = os.Hostname()
+		write("json", exp.JSONPath, func(w io.Writer) error { return writeJSON(w, exp.Settings, meta, results, dropped) })
+	}
+	if exp.CSVPath != "" {
+		write("csv", exp.CSVPath, func(w io.Writer) error { return writeCSV(w, results) })
+	}
+	if exp.TracePath != "" && s.wl != nil {
+		var measured []*runResult
+		for _, r := range results {
+			if !r.sum.Warmup {
+				measured = append(measured, r)
+			}
+		}
+		for k, r := range measured {
+			path := exp.TracePath
+			if len(measured) > 1 {
+				path = RunTracePath(path, k+1)
+			}
+			recs := traceRecords(s.wl, r.reqs)
+			write("save-trace", path, func(w io.Writer) error { return writeTrace(w, recs) })
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RunTracePath is where --save-trace writes measured run k when there are several: "-run<k>"
+// before the extension (trace.jsonl -> trace-run2.jsonl).
+func RunTracePath(path string, k int) string {
+	ext := filepath.Ext(path)
+	return fmt.Sprintf("%s-run%d%s", strings.TrimSuffix(path, ext), k, ext)
 }
 
 // coldRunLine is the one line under a warmup run's heading: it is not reported in full, but

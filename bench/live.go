@@ -66,6 +66,7 @@ type liveState struct {
 	kvUsed     int
 	kvTotal    int
 	preempts   uint64         // scheduler's preemption total last seen
+	attain     *attainment    // --goodput: the rolling SLO attainment; nil without targets
 	cold       *Summary       // the current engine's first run
 	steady     *ring[Summary] // later complete runs of the current engine
 	counts     LiveCounts     // live windows filed, folded into counters instead of events
@@ -174,6 +175,9 @@ func (l *liveState) addTokens(e *sched.Event) {
 func (l *liveState) addRequest(at time.Duration, r *RequestResult) {
 	o, early := l.open[r.Record.ID]
 	delete(l.open, r.Record.ID)
+	if r.Record.Reason != sched.FinishCancelled {
+		l.attain.add(at, r)
+	}
 	if !r.completed() {
 		return
 	}
@@ -297,6 +301,7 @@ func (l *liveState) view(start time.Time, now time.Duration, h Header, ledger []
 		Events: l.events.slice(), Markers: l.markers.slice(),
 	}
 	v.Header.TokensPerSec = l.tokensPerSec(now)
+	v.Header.Attainment, v.Header.AttainmentN = l.attain.percent(now)
 	if l.cold != nil {
 		c := *l.cold
 		v.Cold = &c

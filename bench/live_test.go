@@ -89,7 +89,7 @@ func TestUniqueMarkers(t *testing.T) {
 	}
 	spec := testConfig().Workload
 	spec.UniquePrompts, spec.NumRequests, spec.PromptRepeats = true, 300, 3
-	w, err := buildWorkload(spec, tok, tok.VocabSize())
+	w, err := buildPromptWorkload(spec, tok, tok.VocabSize())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,14 @@ type reportHeader struct {
 	CUDAGraph       bool    `json:"cuda_graph"`
 	NVTX            bool    `json:"nvtx"`
 	IntervalMs      float64 `json:"submit_interval_ms"` // the mean gap for poisson
-	Schedule        string  `json:"submit_schedule"`    // relative | absolute | poisson
+	Schedule        string  `json:"submit_schedule"`    // relative | absolute | poisson | gamma | trace
+	Backend         string  `json:"backend"`            // "rosetop", or a remote server's (ServerInfo.Backend)
 }
 
 // lagPrinted reports whether the schedule has targets to lag behind (seed 002: absolute with
-// interval > 0; rosetop adds poisson, whose arrivals are absolute targets too).
+// interval > 0; rosetop adds rates and traces, whose arrivals are absolute targets too).
 func (h reportHeader) lagPrinted() bool {
-	return h.IntervalMs > 0 && (h.Schedule == "absolute" || h.Schedule == "poisson")
+	return h.IntervalMs > 0 && h.Schedule != "relative" && h.Schedule != "external"
 }
 
 func pyBool(b bool) string {
@@ -84,7 +85,7 @@ func reportLines(h reportHeader, s Summary) []string {
 	if s.Partial {
 		lines = append(lines, fmt.Sprintf("Interrupted: partial run, %d requests cancelled", s.Cancelled))
 	}
-	return lines
+	return append(lines, goodputLines(s)...)
 }
 
 // writeReport writes one run's block.

@@ -178,5 +178,5 @@ func (s *Session) Export(exp Exports, notes io.Writer) error {
 	results := append([]*runResult(nil), s.results...)
 	dropped := s.dropped
 	s.mu.Unlock()
-	return writeExports(exp, results, dropped, notes)
+	return s.writeExports(exp, results, dropped, notes)
 }

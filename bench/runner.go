@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,10 @@ type runState struct {
 	records   map[sched.RequestID]*sched.Record // written by the recorder
 	tokens    int                               // output tokens so far, counted by the recorder
 	progress  chan struct{}                     // recorder -> session goroutine: a record arrived (cap 1)
+	// inFlight holds a token per request submitted and not finished when --max-concurrency is
+	// set (its capacity): the submitter puts one in before each submit, the recorder takes one
+	// out per record. nil: no limit.
+	inFlight chan struct{}
 }
 
 // outcome is how a run or an engine's runs ended.
@@ -184,6 +189,17 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 	var wall time.Duration // written by the submitter goroutine, read after subDone
 	var subErr error       // likewise
 	sub := submitter{clock: s.clock, settings: s.arrivals, waitResume: s.waitResume, seed: s.cfg.Arrivals.Seed}
+	if n := s.cfg.Arrivals.MaxConcurrency; n > 0 {
+		rs.inFlight = make(chan struct{}, n)
+		sub.acquire = func(ctx context.Context) error {
+			select {
+			case rs.inFlight <- struct{}{}:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
 	go func() {
 		defer close(subDone)
 		wall, subErr = sub.run(subCtx, rs.n, func(i int, target time.Duration, has bool) error {
@@ -328,6 +344,7 @@ func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partia
 // panes, and logs it unless quiet. The caller holds s.mu.
 func (s *Session) fileRun(hdr reportHeader, info runInfo, reqs []RequestResult, first, quiet bool) *runResult {
 	sum := summarize(info, reqs)
+	addGoodput(&sum, s.cfg.Goodput, reqs)
 	res := &runResult{hdr: hdr, sum: sum, live: quiet}
 	if s.opts.KeepRecords {
 		res.reqs = reqs
@@ -360,7 +377,8 @@ func (s *Session) reportHeader(info ServerInfo) reportHeader {
 	return reportHeader{
 		Model: modelName(info), Device: info.Device, DeviceDetail: info.DeviceDetail, Pretok: s.cfg.Workload.Pretok,
 		TokenizeWorkers: info.TokenizeWorkers, StreamInterval: s.cfg.Workload.StreamInterval, Paged: info.Paged,
-		CUDAGraph: info.CUDAGraph, NVTX: s.cfg.NVTX, IntervalMs: s.arr.intervalMs(), Schedule: s.arr.Schedule,
+		CUDAGraph: info.CUDAGraph, NVTX: s.cfg.NVTX, IntervalMs: s.arr.intervalMs(), Schedule: s.arr.label(),
+		Backend: cmp.Or(info.Backend, "rosetop"),
 	}
 }
 

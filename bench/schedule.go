@@ -6,35 +6,31 @@ import (
 	"time"
 )
 
-// intervalMs is the interval the report prints: the mean gap for Poisson arrivals.
-func (a Arrivals) intervalMs() float64 {
-	if a.Schedule == "poisson" {
-		return 1000 / a.Rate
-	}
-	return ms(a.Interval)
-}
-
 // submitter submits one run's requests on the schedule. It runs on one goroutine per run.
 type submitter struct {
 	clock Clock
 	// settings returns the schedule in force and a generation number bumped on every change; a
-	// change re-bases absolute targets at the moment it is seen (the dashboard changes it live).
+	// change re-bases due times at the moment it is seen (the dashboard changes it live).
 	settings func() (Arrivals, uint64)
 	// waitResume blocks while arrivals are paused and reports whether it did; nil: never paused.
 	waitResume func(ctx context.Context) (bool, error)
-	seed       uint64 // Poisson gaps; every run draws the same arrivals
+	// acquire blocks until one more request may be in flight (--max-concurrency); nil: no limit.
+	acquire func(ctx context.Context) error
+	seed    uint64 // poisson gaps; every run draws the same arrivals
 }
 
 // run submits requests 0..n-1: submit(i, target, hasTarget) is called at request i's time.
 // relative: spacing = add_request time + interval (the sleep follows each submit, the last one
 // too, as in the seed, so Submit wall includes it). absolute: request i is due at
-// t0 + i*interval; the submitter sleeps until then. poisson: exponential gaps at Rate, due at
-// their cumulative sums. It returns the submit wall: t0 -> after the last submit (and sleep).
+// t0 + i*interval; the submitter sleeps until then. poisson: gamma (exponential by default) gaps
+// at Rate, due at their cumulative sums, stretched by the ramp-up. trace: due at t0 + offset i.
+// A request due while MaxConcurrency requests are in flight waits for one to finish; its lag
+// counts the wait. It returns the submit wall: t0 -> after the last submit (and sleep).
 func (s *submitter) run(ctx context.Context, n int, submit func(i int, target time.Duration, hasTarget bool) error) (time.Duration, error) {
-	rng := rand.New(rand.NewPCG(s.seed, 0x5eed))
 	t0 := s.clock.Now()
-	base, baseIdx, next := t0, 0, t0
 	a, gen := s.settings()
+	plan := arrivalPlan{rng: rand.New(rand.NewPCG(s.seed, 0x5eed))}
+	plan.rebase(a, t0, 0)
 	for i := 0; i < n; i++ {
 		rebase := false
 		if s.waitResume != nil {
@@ -46,23 +42,19 @@ func (s *submitter) run(ctx context.Context, n int, submit func(i int, target ti
 		}
 		if cur, g := s.settings(); g != gen || rebase {
 			a, gen = cur, g
-			base, baseIdx = s.clock.Now(), i
-			next = base
+			plan.rebase(a, s.clock.Now(), i)
 		}
-		var target time.Duration
-		has := false
-		switch {
-		case a.Schedule == "absolute" && a.Interval > 0:
-			target, has = base+time.Duration(i-baseIdx)*a.Interval, true
-		case a.Schedule == "poisson" && a.Rate > 0:
-			target, has = next, true
-			next += time.Duration(rng.ExpFloat64() / a.Rate * float64(time.Second))
-		}
+		target, has := plan.target(i)
 		if has {
 			if now := s.clock.Now(); now < target {
 				if err := s.clock.Sleep(ctx, target-now); err != nil {
 					return s.clock.Now() - t0, err
 				}
+			}
+		}
+		if s.acquire != nil {
+			if err := s.acquire(ctx); err != nil {
+				return s.clock.Now() - t0, err
 			}
 		}
 		if err := submit(i, target, has); err != nil {

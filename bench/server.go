@@ -46,6 +46,8 @@ type ServerInfo struct {
 	MaxBatch        int // the engine's capacity: the scheduler's max batch cannot exceed it
 	KVTotal         int // KV blocks in the pool
 	TokenizeWorkers int // the scheduler's tokenize workers (0: inline)
+	// Backend names the serving stack in vLLM-format results ("": rosetop's own engine).
+	Backend string
 }
 
 // EngineOptions are the settings that need a new engine when they change.

@@ -124,6 +124,7 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	if opts.External {
 		s.arr = Arrivals{Schedule: "external"}
 	}
+	s.live.attain = newAttainment(cfg.Goodput, newWindow(opts.Window, windowCap))
 	s.view.Store(s.live.view(s.start, s.clock.Now(), s.header(s.clock.Now()), nil))
 	if err := s.prov.Prepare(ctx, opts.Progress); err != nil {
 		return nil, err
@@ -131,7 +132,7 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	model := s.prov.Model()
 	s.seqs = cfg.MaxSeqLen
 	if !opts.External {
-		wl, err := buildWorkload(cfg.Workload, model.Codec, model.Vocab)
+		wl, err := buildWorkload(cfg.Workload, model)
 		if err != nil {
 			s.prov.Close()
 			return nil, err
@@ -237,9 +238,9 @@ func (s *Session) header(now time.Duration) Header {
 	return Header{
 		Model: s.info.Model, RandomWeights: s.info.RandomWeights, Device: s.info.DeviceDetail,
 		DeviceNote: s.info.DeviceNote, Job: s.cfg.Job, Paged: s.info.Paged, CUDAGraph: s.info.CUDAGraph,
-		Schedule: s.arr.Schedule, IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
+		Schedule: s.arr.label(), IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
 		PrefillMaxBatch: cfg.PrefillMaxBatch, Phase: s.phase, RunLabel: s.runLabel, Paused: s.paused,
-		Elapsed: now, Run: s.cur.status(now, s.cfg.Workload.MaxNewTokens),
+		Elapsed: now, Run: s.cur.status(now, s.cfg.Workload.MaxNewTokens), SLOs: s.cfg.Goodput,
 	}
 }
 

@@ -36,6 +36,15 @@ type Summary struct {
 	CutTokens        int           // output tokens of the requests cancelled in flight
 	CutTTFT          Dist          // TTFT of those of them that had their first token
 	Wall             time.Duration // first submit start -> last finish
+	// RequestThroughput is completed requests per second of Wall.
+	RequestThroughput float64
+	// Goodput (--goodput): SLOs are the targets (nil: none given); Good the completed requests
+	// that met every one; Goodput is Good per second of Wall; Attainment is Good as a share of
+	// the requests that ended (completed or failed), in %, NaN without targets or requests.
+	SLOs       []SLO
+	Good       int
+	Goodput    float64
+	Attainment float64
 }
 
 // Phase is where the session is.
@@ -68,6 +77,11 @@ type Header struct {
 	Elapsed         time.Duration
 	TokensPerSec    float64      // completion tokens/s over the recent window
 	Run             *RunProgress // the planned run in progress (cold or measured); nil in the steady state
+	// SLOs are the --goodput targets (nil: none); Attainment is the share in % of the requests
+	// that ended in the latency window that met them all (NaN: none ended), over AttainmentN.
+	SLOs        []SLO
+	Attainment  float64
+	AttainmentN int
 }
 
 // RunProgress is how far a planned run (a cold or measured run) has got.

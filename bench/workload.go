@@ -20,14 +20,50 @@ type workload struct {
 	tokens       [][]int32 // request i's prompt ids (always computed: counts, --pretok, max seq len)
 	pretok       bool      // submit tokens instead of text
 	maxNew       int
+	maxNews      []int // request i's output length when set (datasets); else maxNew for all
 	stopOnEOS    bool
 	sampling     engine.SamplingParams
 	streamEvery  int
 	longestTotal int // longest prompt + max new tokens
 }
 
-// buildWorkload makes spec's prompts. vocab bounds the marker ids (the model's vocabulary).
-func buildWorkload(spec Workload, tok TextCodec, vocab int) (*workload, error) {
+// buildWorkload makes spec's requests for the model: from its dataset, or from the prompt flags
+// (vocab bounds the marker ids: the model's vocabulary).
+func buildWorkload(spec Workload, model ModelInfo) (*workload, error) {
+	if spec.Dataset != nil {
+		return buildDatasetWorkload(spec, model)
+	}
+	return buildPromptWorkload(spec, model.Codec, model.Vocab)
+}
+
+// buildDatasetWorkload samples the dataset. Random prompts and replayed traces run every output
+// to its length, as vLLM runs them (it sets ignore_eos for both); file prompts stop at EOS unless
+// the flags say otherwise.
+func buildDatasetWorkload(spec Workload, model ModelInfo) (*workload, error) {
+	d := spec.Dataset
+	rows, err := d.sample(spec.NumRequests, model)
+	if err != nil {
+		return nil, err
+	}
+	w := &workload{
+		pretok: spec.Pretok, stopOnEOS: spec.StopOnEOS, streamEvery: spec.StreamInterval, sampling: spec.Sampling,
+		maxNews: make([]int, len(rows)),
+	}
+	if d.Kind == "random" || d.Kind == "trace" {
+		w.stopOnEOS = false
+	}
+	for i, r := range rows {
+		w.texts = append(w.texts, r.text)
+		w.tokens = append(w.tokens, r.tokens)
+		w.maxNews[i] = r.maxNew
+		w.maxNew = max(w.maxNew, r.maxNew)
+		w.longestTotal = max(w.longestTotal, len(r.tokens)+r.maxNew)
+	}
+	return w, nil
+}
+
+// buildPromptWorkload makes the prompt flags' requests.
+func buildPromptWorkload(spec Workload, tok TextCodec, vocab int) (*workload, error) {
 	base := strings.Repeat(spec.Prompt, spec.PromptRepeats)
 	w := &workload{
 		pretok: spec.Pretok, maxNew: spec.MaxNewTokens, stopOnEOS: spec.StopOnEOS, streamEvery: spec.StreamInterval,
@@ -84,7 +120,7 @@ func (w *workload) fits(maxSeqLen, positions int) error {
 
 // request returns request i of the workload.
 func (w *workload) request(i int) sched.Request {
-	r := sched.Request{MaxNewTokens: w.maxNew, StopOnEOS: w.stopOnEOS, Sampling: w.sampling, StreamInterval: w.streamEvery}
+	r := sched.Request{MaxNewTokens: w.maxNewOf(i), StopOnEOS: w.stopOnEOS, Sampling: w.sampling, StreamInterval: w.streamEvery}
 	// Each request draws from its own stream, reproducible from --seed.
 	r.Sampling.Seed = w.sampling.Seed ^ (uint64(i+1) * 0x9e3779b97f4a7c15)
 	if w.pretok {
@@ -93,6 +129,14 @@ func (w *workload) request(i int) sched.Request {
 		r.Text = w.texts[i]
 	}
 	return r
+}
+
+// maxNewOf is request i's output length.
+func (w *workload) maxNewOf(i int) int {
+	if w.maxNews != nil {
+		return w.maxNews[i]
+	}
+	return w.maxNew
 }
 
 // UniqueMarkers returns n marker words for --unique-prompts. Request i's prompt is

@@ -118,6 +118,16 @@ func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
 		}
 		items = append(items, legendItem{key: style.Render(string(letter)), name: st.Muted.Render(shortName(tl.Name)), value: st.Strong.Render(numRaw(last))})
 	}
+	// --goodput targets of a metric charted here: a flat marker-coloured line at the target.
+	for _, o := range v.Header.SLOs {
+		if !sloCharted(o.Metric) || !(o.Ms > 0) {
+			continue
+		}
+		at := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
+		series = append(series, tseries{pts: []bench.Point{{At: at(x0), Value: o.Ms}, {At: at(x1), Value: o.Ms}}, ink: inkMarker})
+		lo, hi = math.Min(lo, o.Ms), math.Max(hi, o.Ms)
+		items = append(items, legendItem{key: st.Marker.Render("┈"), name: st.Muted.Render(strings.ToUpper(o.Metric) + " target"), value: st.Strong.Render(numRaw(o.Ms))})
+	}
 	ymin, ymax := logRange(lo, hi)
 	head := st.Muted.Render("no finished requests yet")
 	if len(items) > 0 {
@@ -126,6 +136,10 @@ func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
 	m.ch.p99.SetSize(iw, ih-1)
 	return fit(head, iw) + "\n" + m.ch.p99.draw(st, x0, x1, ymin, ymax, series, v.Markers)
 }
+
+// sloCharted reports whether the p99 chart has the metric a --goodput target is about (TTFT
+// and TPOT; end-to-end latency has no series of its own).
+func sloCharted(metric string) bool { return metric == "ttft" || metric == "tpot" }
 
 // legendItem is one series of a legend: its key (the letter at its line's end), name, value.
 type legendItem struct{ key, name, value string }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"rosetop/bench"
@@ -79,5 +80,20 @@ func headerView(st *paint, v *bench.View, w int) string {
 		st.Muted.Render("  submit ") + submit +
 		st.Muted.Render(" max batch ") + st.Strong.Render(fmt.Sprintf("%-4d", h.MaxBatch)) +
 		st.Muted.Render(" prefill batch ") + st.Strong.Render(fmt.Sprintf("%-4d", h.PrefillMaxBatch))
+	if len(h.SLOs) > 0 {
+		line2 += st.Muted.Render(" SLO met ") + attainment(st, h)
+	}
 	return fit(line1, w) + "\n" + fit(line2, w)
+}
+
+// attainment is the header's share of recent requests that met every --goodput target.
+func attainment(st *paint, h bench.Header) string {
+	if h.AttainmentN == 0 || math.IsNaN(h.Attainment) {
+		return st.Muted.Render("--")
+	}
+	s := st.Strong
+	if h.Attainment < 90 {
+		s = st.Warn
+	}
+	return s.Render(fmt.Sprintf("%.1f%%", h.Attainment)) + st.Muted.Render(fmt.Sprintf(" of %d", h.AttainmentN))
 }

@@ -1,0 +1,351 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"unicode/utf8"
+)
+
+// Dataset is where a workload's requests come from instead of the prompt flags: vLLM's random
+// dataset (prompts synthesized at sampled lengths), a ShareGPT conversations file, a JSONL file
+// of {"prompt", "output_len"} lines, or a replayed Mooncake trace (trace.go). LoadDataset and
+// LoadTrace read a file and check its format before any model is loaded; the session counts
+// lengths with the model's tokenizer when it builds its workload.
+type Dataset struct {
+	Kind       string  // "random" | "sharegpt" | "jsonl" | "trace"
+	Path       string  // the file (all but random)
+	InputLen   int     // random: mean prompt tokens
+	OutputLen  int     // random: mean output tokens; sharegpt, jsonl: every row's (0: the row's own)
+	RangeRatio float64 // random: lengths uniform in [len*(1-r), len*(1+r)], 0 <= r < 1
+	Seed       uint64  // the sample, and the synthesized prompts' tokens
+	// rows are the file's usable rows, in file order; read-only after loading.
+	rows []datasetRow
+}
+
+// datasetRow is one request shape read from a file.
+type datasetRow struct {
+	prompt     string  // sharegpt, jsonl: the prompt text
+	completion string  // sharegpt: the reply, whose token count is the output length
+	outputLen  int     // jsonl, trace: output tokens
+	inputLen   int     // trace: prompt tokens to synthesize
+	hashIDs    []int64 // trace: ids of the prompt's 512-token blocks; equal ids, equal blocks
+	atMs       float64 // trace: arrival, ms after the trace's start
+	line       int     // 1-based line (jsonl, trace) or entry (sharegpt), for errors
+}
+
+// DatasetKinds are the names --dataset takes.
+var DatasetKinds = []string{"random", "sharegpt", "jsonl"}
+
+// Bounds on what a dataset file may hold, so that no file sizes an allocation unchecked.
+const (
+	maxLineBytes   = 16 << 20 // one JSONL line
+	maxDatasetRows = 1 << 20  // rows kept from one file
+)
+
+// source names the dataset as the command line gave it, for errors.
+func (d *Dataset) source() string {
+	switch d.Kind {
+	case "random":
+		return "--dataset random"
+	case "trace":
+		return "--replay " + d.Path
+	}
+	return fmt.Sprintf("--dataset %s --dataset-path %s", d.Kind, d.Path)
+}
+
+// validate checks the settings for a run of n requests; nil (no dataset) is valid.
+func (d *Dataset) validate(n int) error {
+	if d == nil {
+		return nil
+	}
+	bad := func(format string, args ...any) error { return &ConfigError{msg: fmt.Sprintf(format, args...)} }
+	switch d.Kind {
+	case "random":
+		switch {
+		case d.InputLen < 1:
+			return bad("--input-len must be >= 1, got %d", d.InputLen)
+		case d.OutputLen < 1:
+			return bad("--output-len must be >= 1, got %d", d.OutputLen)
+		case !(d.RangeRatio >= 0 && d.RangeRatio < 1):
+			return bad("--range-ratio must be in [0, 1), got %v", d.RangeRatio)
+		}
+	case "sharegpt", "jsonl", "trace":
+		if len(d.rows) == 0 {
+			return bad("%s: no rows loaded", d.source())
+		}
+		if d.OutputLen < 0 {
+			return bad("--output-len must be >= 0, got %d", d.OutputLen)
+		}
+		if d.Kind == "trace" && n > len(d.rows) {
+			return bad("%s: --num-requests %d is more than the trace's %d requests", d.source(), n, len(d.rows))
+		}
+	default:
+		return bad("--dataset: unknown dataset %q (valid: %s)", d.Kind, strings.Join(DatasetKinds, ", "))
+	}
+	return nil
+}
+
+// LoadDataset reads a sharegpt or jsonl file and checks its format; errors name the file and
+// what was expected and wrap ErrBadConfig.
+func LoadDataset(kind, path string) (*Dataset, error) {
+	d := &Dataset{Kind: kind, Path: path}
+	parse := map[string]func(io.Reader) ([]datasetRow, error){"sharegpt": parseShareGPT, "jsonl": parseJSONL}[kind]
+	if parse == nil {
+		return nil, &ConfigError{msg: fmt.Sprintf("--dataset: %q is not a file dataset (valid: sharegpt, jsonl)", kind)}
+	}
+	rows, err := readRows(path, parse)
+	if err != nil {
+		return nil, &ConfigError{msg: fmt.Sprintf("%s: %v", d.source(), err)}
+	}
+	d.rows = rows
+	return d, nil
+}
+
+// readRows opens path and parses it.
+func readRows(path string, parse func(io.Reader) ([]datasetRow, error)) ([]datasetRow, error) {
+	if path == "" {
+		return nil, errors.New("no file given")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parse(bufio.NewReaderSize(f, 1<<16))
+}
+
+// parseShareGPT reads the ShareGPT JSON format (as vLLM's ShareGPTDataset reads it,
+// vllm/benchmarks/datasets/sharegpt.py): an array of entries whose "conversations" list turns
+// {"from", "value"}. A row is an entry's first human turn ("human" or "user"; the first turn
+// when no turn says who spoke) and the turn after it, the reply.
+func parseShareGPT(r io.Reader) ([]datasetRow, error) {
+	const want = `a JSON array of {"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}]}`
+	dec := json.NewDecoder(r)
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return nil, fmt.Errorf("not ShareGPT JSON: want %s", want)
+	}
+	type turn struct {
+		From  string `json:"from"`
+		Value string `json:"value"`
+	}
+	var rows []datasetRow
+	for n := 1; dec.More(); n++ {
+		var e struct {
+			Conversations []turn `json:"conversations"`
+		}
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf("entry %d: not ShareGPT JSON (%v): want %s", n, err, want)
+		}
+		for i := 0; i+1 < len(e.Conversations); i++ {
+			if from := strings.ToLower(e.Conversations[i].From); from == "human" || from == "user" || from == "" {
+				rows = append(rows, datasetRow{prompt: e.Conversations[i].Value, completion: e.Conversations[i+1].Value, line: n})
+				break
+			}
+		}
+		if len(rows) > maxDatasetRows {
+			return nil, fmt.Errorf("more than %d conversations: split the file", maxDatasetRows)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("not ShareGPT JSON (%v): want %s", err, want)
+	}
+	if len(rows) == 0 {
+		return nil, errors.New("no conversation has a human turn followed by a reply")
+	}
+	return rows, nil
+}
+
+// parseJSONL reads one {"prompt": TEXT, "output_len": N} object per line; blank lines are
+// skipped, other fields ignored.
+func parseJSONL(r io.Reader) ([]datasetRow, error) {
+	var rows []datasetRow
+	err := eachLine(r, func(n int, line []byte) error {
+		var row struct {
+			Prompt    *string `json:"prompt"`
+			OutputLen *int    `json:"output_len"`
+		}
+		if err := json.Unmarshal(line, &row); err != nil {
+			return fmt.Errorf("line %d: not a JSON object {\"prompt\": TEXT, \"output_len\": N} (%v)", n, err)
+		}
+		switch {
+		case row.Prompt == nil || *row.Prompt == "":
+			return fmt.Errorf("line %d: no \"prompt\" text", n)
+		case row.OutputLen == nil || *row.OutputLen < 1:
+			return fmt.Errorf("line %d: \"output_len\" must be an integer >= 1", n)
+		case len(rows) >= maxDatasetRows:
+			return fmt.Errorf("more than %d lines: split the file", maxDatasetRows)
+		}
+		rows = append(rows, datasetRow{prompt: *row.Prompt, outputLen: *row.OutputLen, line: n})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, errors.New(`no lines: want one {"prompt": TEXT, "output_len": N} object per line`)
+	}
+	return rows, nil
+}
+
+// eachLine calls f with every non-blank line (1-based numbers), each at most maxLineBytes.
+func eachLine(r io.Reader, f func(n int, line []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<16), maxLineBytes)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		if err := f(n, line); err != nil {
+			return err
+		}
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return fmt.Errorf("a line is longer than %d bytes", maxLineBytes)
+	}
+	return sc.Err()
+}
+
+// sampled is one request of a dataset workload: its prompt ids, its text (which encodes back to
+// the ids) and its output length.
+type sampled struct {
+	tokens []int32
+	text   string
+	maxNew int
+}
+
+// sample makes n requests that fit the model (prompt + output <= its positions).
+func (d *Dataset) sample(n int, model ModelInfo) ([]sampled, error) {
+	voc := newVocab(model)
+	if len(voc.allowed) == 0 {
+		return nil, &ConfigError{msg: d.source() + ": the tokenizer has no plain tokens to build prompts from"}
+	}
+	switch d.Kind {
+	case "random":
+		return d.sampleRandom(n, model.MaxPositions, voc)
+	case "trace":
+		return d.sampleTrace(n, model.MaxPositions, voc)
+	}
+	return d.sampleText(n, model.MaxPositions, voc)
+}
+
+// sampleRandom is vLLM's random dataset (vllm/benchmarks/datasets/random.py): lengths uniform in
+// [floor(len*(1-r)), ceil(len*(1+r))] (outputs at least 1), and prompts of consecutive vocabulary
+// ids from a random offset, decoded and re-encoded to the sampled length.
+func (d *Dataset) sampleRandom(n, positions int, voc vocab) ([]sampled, error) {
+	r := d.RangeRatio
+	inLo, inHi := int(math.Floor(float64(d.InputLen)*(1-r))), int(math.Ceil(float64(d.InputLen)*(1+r)))
+	outLo, outHi := max(1, int(math.Floor(float64(d.OutputLen)*(1-r)))), max(1, int(math.Ceil(float64(d.OutputLen)*(1+r))))
+	switch {
+	case inLo < 1:
+		return nil, &ConfigError{msg: fmt.Sprintf("--input-len %d with --range-ratio %v can sample an empty prompt", d.InputLen, r)}
+	case inHi+outHi > positions:
+		return nil, &ConfigError{msg: fmt.Sprintf("--input-len %d and --output-len %d with --range-ratio %v reach %d tokens, more than the model's %d positions", d.InputLen, d.OutputLen, r, inHi+outHi, positions)}
+	}
+	rng := rand.New(rand.NewPCG(d.Seed, 0xda7a))
+	out := make([]sampled, n)
+	for i := range out {
+		inLen, outLen := inLo+rng.IntN(inHi-inLo+1), outLo+rng.IntN(outHi-outLo+1)
+		offset := rng.IntN(len(voc.allowed))
+		ids := make([]int32, inLen)
+		for j := range ids {
+			ids[j] = voc.allowed[(offset+i+j)%len(voc.allowed)]
+		}
+		text, ids := voc.fitLength(ids, inLen, rng)
+		out[i] = sampled{tokens: ids, text: text, maxNew: outLen}
+	}
+	return out, nil
+}
+
+// sampleText samples sharegpt and jsonl rows: shuffled with the seed (as vLLM does), each kept
+// when it fits (ShareGPT as vLLM filters it: prompt and reply of at least 4 tokens; and prompt +
+// output within the model's positions); rows are reused in a seeded draw when fewer fit than n.
+func (d *Dataset) sampleText(n, positions int, voc vocab) ([]sampled, error) {
+	rng := rand.New(rand.NewPCG(d.Seed, 0x5a3b1e))
+	order := rng.Perm(len(d.rows))
+	var out []sampled
+	for _, k := range order {
+		if len(out) >= n {
+			break
+		}
+		row := &d.rows[k]
+		ids := voc.codec.Encode(row.prompt)
+		outLen := row.outputLen
+		if d.Kind == "sharegpt" {
+			outLen = len(voc.codec.Encode(row.completion))
+		}
+		minLen := 1
+		if d.Kind == "sharegpt" {
+			minLen = 4
+		}
+		if d.OutputLen > 0 {
+			outLen = d.OutputLen
+		} else if outLen < minLen {
+			continue
+		}
+		if len(ids) < minLen || len(ids)+outLen > positions {
+			continue
+		}
+		out = append(out, sampled{tokens: ids, text: row.prompt, maxNew: outLen})
+	}
+	if len(out) == 0 {
+		return nil, &ConfigError{msg: fmt.Sprintf("%s: no row fits the model (a prompt of at least 1 token, 4 for sharegpt, and prompt + output within %d positions)", d.source(), positions)}
+	}
+	for k := len(out); len(out) < n; k++ {
+		out = append(out, out[rng.IntN(k)])
+	}
+	return out, nil
+}
+
+// vocab is what synthesized prompts are made of.
+type vocab struct {
+	codec   TextCodec
+	allowed []int32 // ids below the vocabulary size, not EOS, whose bytes are valid UTF-8 on their own
+}
+
+func newVocab(m ModelInfo) vocab {
+	v := vocab{codec: m.Codec}
+	for id := int32(0); int(id) < m.Vocab; id++ {
+		if b := m.Codec.TokenBytes(id); id != m.EOS && len(b) > 0 && utf8.Valid(b) && !strings.Contains(string(b), "<|") {
+			v.allowed = append(v.allowed, id)
+		}
+	}
+	return v
+}
+
+// decode joins the tokens' bytes.
+func (v vocab) decode(ids []int32) string {
+	var b strings.Builder
+	for _, id := range ids {
+		b.Write(v.codec.TokenBytes(id))
+	}
+	return b.String()
+}
+
+// fitLength turns ids into a text whose encoding has target tokens, as vLLM's
+// gen_prompt_decode_to_target_len does: decode, re-encode (merges across token boundaries change
+// the count), then cut or extend with random tokens and try again, up to 10 times. It returns the
+// text and its encoding, which may miss the target when the tries run out.
+func (v vocab) fitLength(ids []int32, target int, rng *rand.Rand) (string, []int32) {
+	for try := 0; ; try++ {
+		text := v.decode(ids)
+		ids = v.codec.Encode(text)
+		if len(ids) == target || try == 10 {
+			return text, ids
+		}
+		if len(ids) > target {
+			ids = ids[:target]
+			continue
+		}
+		for len(ids) < target {
+			ids = append(ids, v.allowed[rng.IntN(len(v.allowed))])
+		}
+	}
+}

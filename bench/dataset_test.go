@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"rosetop/engine/tokenizer"
+)
+
+func gpt2Model(t testing.TB, positions int) ModelInfo {
+	t.Helper()
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ModelInfo{Codec: tok, Vocab: tok.VocabSize(), MaxPositions: positions, EOS: tok.EOS()}
+}
+
+// writeFile writes content to a file in a test's temporary directory.
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The ShareGPT format as vLLM reads it (vllm/benchmarks/datasets/sharegpt.py) and as the
+// ShareGPT_V3 files have it: an array of {"id", "conversations": [{"from", "value"}, ...]}.
+const shareGPTSample = `[
+ {"id": "a", "conversations": [{"from": "human", "value": "What is the capital of France? Answer in a sentence."},
+   {"from": "gpt", "value": "The capital of France is Paris, on the Seine."}]},
+ {"id": "b", "conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "Name three prime numbers please, in order."},
+   {"from": "gpt", "value": "Two, three and five are the first three primes."}, {"from": "human", "value": "more"}]},
+ {"id": "c", "conversations": [{"from": "human", "value": "only a question"}]},
+ {"id": "d", "conversations": []}
+]`
+
+func TestParseShareGPT(t *testing.T) {
+	cases := []struct {
+		name, in string
+		prompts  []string // the rows' prompts, in order
+		err      string
+	}{
+		{"two usable entries", shareGPTSample, []string{"What is the capital of France? Answer in a sentence.", "Name three prime numbers please, in order."}, ""},
+		{"turns without from", `[{"conversations": [{"value": "q one two three four"}, {"value": "a"}]}]`, []string{"q one two three four"}, ""},
+		{"not JSON", `hello`, nil, "not ShareGPT JSON"},
+		{"an object", `{"conversations": []}`, nil, "not ShareGPT JSON"},
+		{"a bad entry", `[{"conversations": "x"}]`, nil, "entry 1"},
+		{"truncated", `[{"conversations": [{"from": "human", "value": "x"}`, nil, "not ShareGPT JSON"},
+		{"empty array", `[]`, nil, "no conversation"},
+		{"no reply", `[{"conversations": [{"from": "human", "value": "x"}]}]`, nil, "no conversation"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rows, err := parseShareGPT(strings.NewReader(c.in))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range rows {
+				got = append(got, r.prompt)
+			}
+			if !slices.Equal(got, c.prompts) {
+				t.Errorf("prompts %q, want %q", got, c.prompts)
+			}
+		})
+	}
+}
+
+func TestParseJSONL(t *testing.T) {
+	cases := []struct {
+		name, in string
+		rows     int
+		err      string
+	}{
+		{"two lines and a blank", "{\"prompt\": \"hi there\", \"output_len\": 8}\n\n{\"prompt\": \"bye\", \"output_len\": 1, \"x\": 3}\n", 2, ""},
+		{"no trailing newline", `{"prompt": "hi", "output_len": 2}`, 1, ""},
+		{"empty file", "", 0, "no lines"},
+		{"blank lines only", "\n \n", 0, "no lines"},
+		{"malformed", "{\"prompt\": \"hi\", \"output_len\": 2}\n{prompt: hi}\n", 0, "line 2: not a JSON object"},
+		{"no prompt", `{"output_len": 2}`, 0, `line 1: no "prompt"`},
+		{"empty prompt", `{"prompt": "", "output_len": 2}`, 0, `no "prompt"`},
+		{"zero output", `{"prompt": "x", "output_len": 0}`, 0, `"output_len" must be`},
+		{"no output", `{"prompt": "x"}`, 0, `"output_len" must be`},
+		{"string output", `{"prompt": "x", "output_len": "5"}`, 0, "line 1"},
+		{"fractional output", `{"prompt": "x", "output_len": 2.5}`, 0, "line 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rows, err := parseJSONL(strings.NewReader(c.in))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || len(rows) != c.rows {
+				t.Fatalf("%d rows, err %v; want %d", len(rows), err, c.rows)
+			}
+		})
+	}
+}
+
+func TestLoadDatasetErrorsNameTheFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.json")
+	empty := writeTemp(t, "empty.jsonl", "")
+	for _, c := range []struct{ kind, path, want string }{
+		{"sharegpt", missing, "--dataset sharegpt --dataset-path " + missing},
+		{"jsonl", empty, "--dataset jsonl --dataset-path " + empty + ": no lines"},
+		{"random", "x", "not a file dataset"},
+	} {
+		_, err := LoadDataset(c.kind, c.path)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrBadConfig) {
+			t.Errorf("LoadDataset(%s, %s) = %v, want ErrBadConfig naming %q", c.kind, c.path, err, c.want)
+		}
+	}
+}
+
+// TestSampleRandom: vLLM's random dataset: lengths uniform within the range ratio's bounds,
+// prompts whose text encodes back to their ids, the same sample for the same seed.
+func TestSampleRandom(t *testing.T) {
+	m := gpt2Model(t, 1024)
+	d := &Dataset{Kind: "random", InputLen: 100, OutputLen: 20, RangeRatio: 0.5, Seed: 3}
+	a, err := d.sample(200, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := d.sample(200, m)
+	hit, minIn, maxIn, minOut, maxOut := 0, 1<<30, 0, 1<<30, 0
+	for i, r := range a {
+		if !slices.Equal(r.tokens, b[i].tokens) || r.maxNew != b[i].maxNew {
+			t.Fatalf("request %d differs between two samples with one seed", i)
+		}
+		if !slices.Equal(m.Codec.Encode(r.text), r.tokens) {
+			t.Fatalf("request %d: its text does not encode to its ids", i)
+		}
+		minIn, maxIn, minOut, maxOut = min(minIn, len(r.tokens)), max(maxIn, len(r.tokens)), min(minOut, r.maxNew), max(maxOut, r.maxNew)
+		if slices.Contains(r.tokens, m.EOS) {
+			t.Errorf("request %d holds EOS", i)
+		}
+		hit++
+	}
+	// [floor(100*0.5), ceil(100*1.5)] = [50, 150]; outputs [10, 30]; 200 draws reach near both ends.
+	if minIn < 50 || maxIn > 150 || minIn > 60 || maxIn < 140 || minOut < 10 || maxOut > 30 || minOut > 12 || maxOut < 28 {
+		t.Errorf("inputs in [%d, %d] (want within and near [50, 150]), outputs in [%d, %d] (want [10, 30])", minIn, maxIn, minOut, maxOut)
+	}
+	fixed := &Dataset{Kind: "random", InputLen: 64, OutputLen: 8, Seed: 1}
+	rs, err := fixed.sample(20, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if len(r.tokens) != 64 || r.maxNew != 8 {
+			t.Errorf("range ratio 0: request %d has %d prompt tokens, %d output, want 64 and 8", i, len(r.tokens), r.maxNew)
+		}
+	}
+	for _, bad := range []*Dataset{
+		{Kind: "random", InputLen: 1000, OutputLen: 100, Seed: 1},
+		{Kind: "random", InputLen: 1, OutputLen: 1, RangeRatio: 0.9, Seed: 1},
+	} {
+		if _, err := bad.sample(2, m); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "--input-len") {
+			t.Errorf("%+v: err %v, want a --input-len error", bad, err)
+		}
+	}
+}
+
+// TestSampleShareGPT: rows that fit are used, shuffled by the seed and reused when fewer fit than
+// asked for; a prompt too long for the model is skipped; --output-len overrides the reply's length.
+func TestSampleShareGPT(t *testing.T) {
+	d, err := LoadDataset("sharegpt", writeTemp(t, "sg.json", shareGPTSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := gpt2Model(t, 1024)
+	rs, err := d.sample(5, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rs {
+		seen[r.text] = true
+		if r.maxNew < 4 || !slices.Equal(m.Codec.Encode(r.text), r.tokens) {
+			t.Errorf("row %q: output %d, tokens %v", r.text, r.maxNew, r.tokens)
+		}
+	}
+	if len(rs) != 5 || len(seen) != 2 {
+		t.Errorf("%d requests from %d distinct rows, want 5 from the 2 usable", len(rs), len(seen))
+	}
+	d.OutputLen = 7
+	rs, _ = d.sample(2, m)
+	for _, r := range rs {
+		if r.maxNew != 7 {
+			t.Errorf("--output-len 7: output %d", r.maxNew)
+		}
+	}
+	if _, err := d.sample(2, gpt2Model(t, 12)); err == nil || !strings.Contains(err.Error(), "no row fits") {
+		t.Errorf("12 positions: err %v, want no row fits", err)
+	}
+}
+
+func FuzzParseShareGPT(f *testing.F) {
+	for _, s := range []string{shareGPTSample, `[]`, `[{"conversations": [{"value": "a"}, {"value": "b"}]}]`, `[{"conversations": 1}]`, `{`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rows, err := parseShareGPT(strings.NewReader(s))
+		if err == nil && len(rows) == 0 {
+			t.Fatal("no error and no rows")
+		}
+	})
+}
+
+func FuzzParseJSONL(f *testing.F) {
+	for _, s := range []string{`{"prompt": "hi", "output_len": 2}`, "\n\n", `{"prompt": 1}`, `[1]`, `{"prompt": "x", "output_len": -1}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rows, err := parseJSONL(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		for _, r := range rows {
+			if r.prompt == "" || r.outputLen < 1 {
+				t.Fatalf("accepted row %+v", r)
+			}
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"time"
+)
+
+// ToolInfo is what built the results, recorded in the JSON exports.
+type ToolInfo struct {
+	Version string // the module version ("(devel)" for a source build)
+	Commit  string // the VCS revision, "-dirty" when modified; "" when unknown
+}
+
+// vllmContext is what a vLLM result needs beside a run: the settings and where it ran.
+type vllmContext struct {
+	cfg      Config
+	tool     ToolInfo
+	epoch    time.Time // wall time of the session clock's zero
+	detailed bool
+}
+
+// kv is one key of an ordered JSON object.
+type kv struct {
+	k string
+	v any
+}
+
+// ordered is a JSON object that keeps its keys in order, as vLLM's json.dump of a dict does.
+type ordered []kv
+
+func (o ordered) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, e := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(e.k)
+		v, err := json.Marshal(e.v)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// vllmStats are numpy's mean, median, std (population) and 99th percentile (linear) in ms, 0 for
+// no samples (vLLM's `np.mean(xs or 0)`).
+func vllmStats(name string, xs []float64) []kv {
+	mean, med, std, p99 := 0.0, 0.0, 0.0, 0.0
+	if len(xs) > 0 {
+		s := append([]float64(nil), xs...)
+		sort.Float64s(s)
+		for _, x := range s {
+			mean += x
+		}
+		mean /= float64(len(s))
+		for _, x := range s {
+			std += (x - mean) * (x - mean)
+		}
+		std = math.Sqrt(std / float64(len(s)))
+		med, p99 = percentile(s, 50), percentile(s, 99)
+	}
+	return []kv{{"mean_" + name + "_ms", mean}, {"median_" + name + "_ms", med}, {"std_" + name + "_ms", std}, {"p99_" + name + "_ms", p99}}
+}
+
+// vllmResult is one run as `vllm bench serve --save-result` writes it (vllm/benchmarks/serve.py:
+// the keys of result_json and of benchmark()'s result), times of the *_ms keys in ms and of the
+// per-request arrays in seconds as there; then rosetop's own keys: the tool, the host, when the
+// run started, and the wall-clock epoch that start_times count from.
+func vllmResult(c vllmContext, r *runResult) ordered {
+	s, w := r.sum, c.cfg.Workload
+	var ttft, tpot, itl, e2el []float64
+	var inLens, outLens []int
+	var ttfts, lats, starts []float64
+	var itls [][]float64
+	var texts, errs []string
+	var first time.Duration = -1
+	for i := range r.reqs {
+		q := &r.reqs[i]
+		in, out, tt, lat, start, gaps, text, errText := 0, 0, 0.0, 0.0, 0.0, []float64{}, "", ""
+		if rec := q.Record; rec != nil {
+			in, start, text = rec.PromptTokens, rec.Times.SubmitStart.Seconds(), rec.Text
+			if first < 0 || rec.Times.SubmitStart < first {
+				first = rec.Times.SubmitStart
+			}
+			if rec.Err != nil {
+				errText = rec.Err.Error()
+			} else if !q.completed() {
+				errText = string(rec.Reason)
+			}
+		} else {
+			errText = "lost"
+		}
+		if q.completed() {
+			m := metricsOf(q)
+			out, tt, lat = len(q.Record.Output), m.TTFT/1000, m.Latency/1000
+			ttft, e2el, itl = append(ttft, m.TTFT), append(e2el, m.Latency), append(itl, m.ITL...)
+			if m.HasTPOT {
+				tpot = append(tpot, m.TPOT)
+			}
+			for _, g := range m.ITL {
+				gaps = append(gaps, g/1000)
+			}
+		}
+		inLens, outLens, ttfts, lats, starts = append(inLens, in), append(outLens, out), append(ttfts, tt), append(lats, lat), append(starts, start)
+		itls, texts, errs = append(itls, gaps), append(texts, text), append(errs, errText)
+	}
+	dur := s.Wall.Seconds()
+	per := func(x float64) float64 {
+		if dur <= 0 {
+			return 0
+		}
+		return x / dur
+	}
+	var rate any = "inf"
+	burst := 1.0
+	if a := c.cfg.Arrivals; a.Schedule == "poisson" {
+		rate = a.Rate
+		if a.Burstiness != 0 {
+			burst = a.Burstiness
+		}
+	}
+	var maxConc any
+	if n := c.cfg.Arrivals.MaxConcurrency; n > 0 {
+		maxConc = n
+	}
+	var goodput any
+	if len(s.SLOs) > 0 {
+		goodput = s.Goodput
+	}
+	o := ordered{
+		{"date", c.epoch.Add(max(first, 0)).Format("20060102-150405")},
+		{"endpoint_type", r.hdr.Backend}, {"backend", r.hdr.Backend}, {"label", nil},
+		{"model_id", r.hdr.Model}, {"tokenizer_id", r.hdr.Model}, {"num_prompts", w.NumRequests},
+		{"request_rate", rate}, {"burstiness", burst}, {"max_concurrency", maxConc},
+	}
+	if a := c.cfg.Arrivals; a.RampUp > 0 {
+		o = append(o, kv{"ramp_up_s", a.RampUp.Seconds()})
+	}
+	o = append(o,
+		kv{"duration", dur}, kv{"completed", s.Requests}, kv{"failed", s.Failed + s.Cancelled},
+		kv{"total_input_tokens", s.PromptTokens}, kv{"total_output_tokens", s.CompletionTokens},
+		kv{"request_throughput", per(float64(s.Requests))}, kv{"request_goodput", goodput},
+		kv{"output_throughput", per(float64(s.CompletionTokens))},
+		kv{"total_token_throughput", per(float64(s.PromptTokens + s.CompletionTokens))},
+	)
+	if c.detailed {
+		o = append(o, kv{"input_lens", inLens}, kv{"output_lens", outLens}, kv{"ttfts", ttfts}, kv{"itls", itls},
+			kv{"latencies", lats}, kv{"start_times", starts}, kv{"generated_texts", texts}, kv{"errors", errs})
+	}
+	for _, m := range []struct {
+		name string
+		xs   []float64
+	}{{"ttft", ttft}, {"tpot", tpot}, {"itl", itl}, {"e2el", e2el}} {
+		o = append(o, vllmStats(m.name, m.xs)...)
+	}
+	host, _ := os.Hostname()
+	return append(o,
+		kv{"goodput_targets_ms", sloMap(s.SLOs)}, kv{"run", s.Label},
+		kv{"tool", "rosetop"}, kv{"tool_version", c.tool.Version}, kv{"tool_commit", c.tool.Commit}, kv{"host", host},
+		kv{"start_time", c.epoch.Add(max(first, 0)).Format(time.RFC3339Nano)},
+		kv{"epoch", c.epoch.Format(time.RFC3339Nano)},
+	)
+}
+
+func sloMap(slos []SLO) map[string]float64 {
+	if len(slos) == 0 {
+		return nil
+	}
+	m := map[string]float64{}
+	for _, o := range slos {
+		m[o.Metric] = o.Ms
+	}
+	return m
+}
+
+// writeVLLM writes one vLLM result per measured run, a JSON object a line (as vLLM's
+// --append-result appends them); one run makes a plain JSON document.
+func writeVLLM(w io.Writer, c vllmContext, runs []*runResult) error {
+	for _, r := range runs {
+		if r.sum.Warmup {
+			continue
+		}
+		b, err := json.Marshal(vllmResult(c, r))
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return err
+		}
+	}
+	return nil
+}

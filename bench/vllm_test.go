@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// vllmKeys are the keys `vllm bench serve --save-result` writes (vllm/benchmarks/serve.py) that
+// the issue asks for, then the per-request arrays of --save-detailed.
+var vllmKeys = []string{"date", "backend", "model_id", "num_prompts", "request_rate", "burstiness", "max_concurrency",
+	"duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
+	"request_goodput", "output_throughput", "total_token_throughput"}
+
+var vllmDetailed = []string{"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "generated_texts", "errors"}
+
+// TestVLLMResult: one object per measured run with vLLM's keys; its numbers agree with rosetop's
+// own JSON of the same run, and with the per-request arrays (in seconds, as vLLM's).
+func TestVLLMResult(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(requests(10, 4), runs(1, 2), func(c *Config) {
+		c.Arrivals = Arrivals{Schedule: "poisson", Rate: 100, Burstiness: 2, MaxConcurrency: 3, Seed: 1}
+		c.Goodput = []SLO{{"ttft", 5}}
+	})
+	vpath, rpath := filepath.Join(dir, "v.json"), filepath.Join(dir, "r.json")
+	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: vpath, JSONFormat: "vllm", Detailed: true, Tool: ToolInfo{Version: "v0", Commit: "abc"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: rpath}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(vpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d JSON lines, want one per measured run (2)", len(lines))
+	}
+	var own struct {
+		Runs []struct {
+			Warmup  bool `json:"warmup"`
+			Summary struct {
+				Requests int `json:"requests"`
+				TTFT     struct {
+					P50, P99, Mean float64
+				} `json:"ttft_ms"`
+				WallS float64 `json:"wall_s"`
+			} `json:"summary"`
+		} `json:"runs"`
+	}
+	rdata, _ := os.ReadFile(rpath)
+	if err := json.Unmarshal(rdata, &own); err != nil {
+		t.Fatal(err)
+	}
+	for k, line := range lines {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %d: %v", k, err)
+		}
+		for _, key := range append(append([]string{}, vllmKeys...), vllmDetailed...) {
+			if _, ok := v[key]; !ok {
+				t.Errorf("line %d lacks %q", k, key)
+			}
+		}
+		for _, m := range []string{"ttft", "tpot", "itl", "e2el"} {
+			for _, st := range []string{"mean", "median", "std", "p99"} {
+				if _, ok := v[st+"_"+m+"_ms"].(float64); !ok {
+					t.Errorf("line %d: %s_%s_ms missing", k, st, m)
+				}
+			}
+		}
+		sum := own.Runs[k+1].Summary // run k+1: the warmup comes first in rosetop's JSON
+		if v["completed"].(float64) != float64(sum.Requests) || v["num_prompts"].(float64) != 10 || v["request_rate"].(float64) != 100 ||
+			v["burstiness"].(float64) != 2 || v["max_concurrency"].(float64) != 3 || v["backend"] != "rosetop" || v["tool_commit"] != "abc" {
+			t.Errorf("line %d: header keys %v", k, v)
+		}
+		if math.Abs(v["p99_ttft_ms"].(float64)-sum.TTFT.P99) > 1e-9 || math.Abs(v["median_ttft_ms"].(float64)-sum.TTFT.P50) > 1e-9 ||
+			math.Abs(v["duration"].(float64)-sum.WallS) > 1e-9 {
+			t.Errorf("line %d: p99 %v median %v duration %v; rosetop's %+v", k, v["p99_ttft_ms"], v["median_ttft_ms"], v["duration"], sum)
+		}
+		ttfts := v["ttfts"].([]any)
+		mean := 0.0
+		for _, x := range ttfts {
+			mean += x.(float64) * 1000 / float64(len(ttfts))
+		}
+		if len(ttfts) != 10 || math.Abs(mean-v["mean_ttft_ms"].(float64)) > 1e-6 {
+			t.Errorf("line %d: %d ttfts of mean %.6f ms, mean_ttft_ms %v", k, len(ttfts), mean, v["mean_ttft_ms"])
+		}
+		if _, err := time.Parse(time.RFC3339Nano, v["epoch"].(string)); err != nil {
+			t.Errorf("epoch %v: %v", v["epoch"], err)
+		}
+	}
+}
+
+// TestMaxConcurrencyEngine: on the real engine a burst of 10 requests capped at 2 in flight has,
+// whenever a request is submitted, at most one other submitted and not yet finished.
+func TestMaxConcurrencyEngine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.json")
+	cfg := testConfig(requests(10, 4), func(c *Config) {
+		c.Arrivals.MaxConcurrency = 2
+		c.Workload.UniquePrompts, c.Workload.StopOnEOS = true, false
+	})
+	var out, errOut bytes.Buffer
+	if err := RunBench(context.Background(), cfg, SessionOptions{Provider: cpuEngine(2)}, Exports{JSONPath: path}, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	data, _ := os.ReadFile(path)
+	var rep struct {
+		Runs []struct {
+			Requests []struct {
+				SubmitStartMs float64 `json:"submit_start_ms"`
+				FinishedMs    float64 `json:"finished_ms"`
+			} `json:"requests"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	reqs := rep.Runs[0].Requests
+	peak := 0
+	for i, r := range reqs {
+		others := 0
+		for j, o := range reqs {
+			if j != i && o.SubmitStartMs < r.SubmitStartMs && o.FinishedMs > r.SubmitStartMs {
+				others++
+			}
+		}
+		peak = max(peak, others+1)
+	}
+	if peak != 2 || len(reqs) != 10 {
+		t.Errorf("%d requests, at most %d in flight; want 10 and 2", len(reqs), peak)
+	}
+}

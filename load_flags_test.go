@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func tempFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLoadFlagsBadInput: every bad value of the load flags is a one-line error naming it,
+// before any model is loaded.
+func TestLoadFlagsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.json")
+	empty := tempFile(t, "empty.jsonl", "")
+	notJSON := tempFile(t, "bad.json", "{not json")
+	badLine := tempFile(t, "bad.jsonl", "{\"prompt\": \"hi\", \"output_len\": 3}\n{\"output_len\": 3}\n")
+	trace := tempFile(t, "t.jsonl", "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 2, \"hash_ids\": [0]}\n")
+	badTrace := tempFile(t, "bt.jsonl", "{\"timestamp\": 9, \"input_length\": 3, \"output_length\": 2}\n{\"timestamp\": 1, \"input_length\": 3, \"output_length\": 2}\n")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown SLO key", []string{"--goodput", "ttft:100,itl:5"}, `--goodput: unknown key "itl" (valid: ttft, tpot, e2el)`},
+		{"negative target", []string{"--goodput", "tpot:-5"}, "--goodput: tpot:-5: a target must be >= 0 ms"},
+		{"NaN target", []string{"--goodput", "e2el:NaN"}, "--goodput: e2el:NaN: the target is not a finite number"},
+		{"empty goodput", []string{"--goodput", ""}, "--goodput: empty"},
+		{"malformed goodput", []string{"--goodput", "ttft=5"}, `--goodput: "ttft=5" is not KEY:MS`},
+		{"burstiness zero", []string{"--request-rate", "5", "--burstiness", "0"}, "--burstiness 0: must be > 0"},
+		{"burstiness negative", []string{"--request-rate", "5", "--burstiness", "-1"}, "--burstiness -1: must be from 0 to"},
+		{"burstiness NaN", []string{"--request-rate", "5", "--burstiness", "NaN"}, "--burstiness NaN: must be a finite number"},
+		{"burstiness without a rate", []string{"--burstiness", "2"}, "--burstiness shapes the gaps of --request-rate"},
+		{"ramp-up without a rate", []string{"--ramp-up-s", "3"}, "--ramp-up-s ramps --request-rate up"},
+		{"ramp-up negative", []string{"--request-rate", "5", "--ramp-up-s", "-3"}, "--ramp-up-s -3: must be from 0 to"},
+		{"max concurrency negative", []string{"--max-concurrency", "-1"}, "--max-concurrency -1: must be from 0 to 100000"},
+		{"unknown dataset", []string{"--dataset", "tsv"}, `--dataset: unknown dataset "tsv" (valid: random, sharegpt, jsonl)`},
+		{"dataset without its file", []string{"--dataset", "sharegpt"}, "--dataset sharegpt needs --dataset-path FILE"},
+		{"missing dataset file", []string{"--dataset", "sharegpt", "--dataset-path", missing}, "--dataset sharegpt --dataset-path " + missing + ": open"},
+		{"empty dataset file", []string{"--dataset", "jsonl", "--dataset-path", empty}, ": no lines"},
+		{"malformed sharegpt", []string{"--dataset", "sharegpt", "--dataset-path", notJSON}, "not ShareGPT JSON"},
+		{"malformed jsonl line", []string{"--dataset", "jsonl", "--dataset-path", badLine}, `line 2: no "prompt" text`},
+		{"random with a path", []string{"--dataset", "random", "--dataset-path", trace}, "--dataset random makes its prompts"},
+		{"path without dataset", []string{"--dataset-path", trace}, "--dataset-path needs --dataset"},
+		{"range ratio one", []string{"--dataset", "random", "--range-ratio", "1"}, "--range-ratio 1: must be from 0 to 0.999"},
+		{"input len without random", []string{"--input-len", "8"}, "--input-len and --range-ratio shape --dataset random"},
+		{"input len zero", []string{"--dataset", "random", "--input-len", "0"}, "--input-len 0: must be from 1"},
+		{"dataset and prompt", []string{"--dataset", "random", "--prompt", "hi"}, "drop --prompt"},
+		{"missing trace", []string{"--replay", missing}, "--replay " + missing + ": open"},
+		{"empty trace", []string{"--replay", empty}, "--replay " + empty + ": no lines"},
+		{"sharegpt as a trace", []string{"--replay", notJSON}, "line 1: not a trace line"},
+		{"unordered trace", []string{"--replay", badTrace}, "line 2: timestamp 1 is before"},
+		{"replay and rate", []string{"--replay", trace, "--request-rate", "4"}, "--replay sets the arrivals"},
+		{"replay and dataset", []string{"--replay", trace, "--dataset", "random"}, "--replay and --dataset both set the prompts"},
+		{"replay more than the trace", []string{"--replay", trace, "--num-requests", "2"}, "--num-requests 2: the trace"},
+		{"replay speed zero", []string{"--replay", trace, "--replay-speed", "0"}, "--replay-speed 0: must be > 0"},
+		{"replay speed without replay", []string{"--replay-speed", "2"}, "--replay-speed needs --replay"},
+		{"unknown result format", []string{"--result-format", "csv"}, `--result-format: unknown format "csv"`},
+		{"vllm without json", []string{"--result-format", "vllm"}, "give --json"},
+		{"detailed without vllm", []string{"--save-detailed"}, "give --result-format vllm"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseOptions(tc.args, io.Discard)
+			if err == nil || !errors.Is(err, errBadFlag) {
+				t.Fatalf("parseOptions(%q) = %v, want a bad-flag error %q", tc.args, err, tc.want)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("error = %q, want one line containing %q", msg, tc.want)
+			}
+			code, _, stderr := runCLI(t, append([]string{"bench"}, tc.args...)...)
+			if code != exitUsage || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want exit 2 and one line", code, stderr)
+			}
+		})
+	}
+}
+
+// TestDatasetTooLongForTheModel: a dataset that the model cannot hold is found once the model is
+// known, and is bad input too (exit 2), named in the last line.
+func TestDatasetTooLongForTheModel(t *testing.T) {
+	code, _, stderr := runCLI(t, "bench", "--dataset", "random", "--input-len", "2000", "--num-requests", "2")
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != exitUsage || !strings.Contains(lines[len(lines)-1], "--input-len 2000 and --output-len 64") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestLoadFlagsReachTheSession: the flags become the Session's config.
+func TestLoadFlagsReachTheSession(t *testing.T) {
+	o, err := parseOptions([]string{"--job", "paced", "--request-rate", "40", "--burstiness", "0.5", "--ramp-up-s", "2",
+		"--max-concurrency", "8", "--goodput", "ttft:100,e2el:900", "--dataset", "random", "--input-len", "32", "--range-ratio", "0.25"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.sessionConfig()
+	a := c.Arrivals
+	if a.Schedule != "poisson" || a.Rate != 40 || a.Burstiness != 0.5 || a.RampUp != 2*time.Second || a.MaxConcurrency != 8 {
+		t.Errorf("arrivals %+v", a)
+	}
+	if len(c.Goodput) != 2 || c.Goodput[1].Metric != "e2el" || c.Goodput[1].Ms != 900 {
+		t.Errorf("goodput %+v", c.Goodput)
+	}
+	d := c.Workload.Dataset
+	if d == nil || d.Kind != "random" || d.InputLen != 32 || d.OutputLen != 128 || d.RangeRatio != 0.25 {
+		t.Errorf("dataset %+v, want random 32 in, the job's 128 out", d)
+	}
+	trace := tempFile(t, "t.jsonl", "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 2}\n{\"timestamp\": 10, \"input_length\": 4, \"output_length\": 2}\n")
+	o, err = parseOptions([]string{"--job", "paced", "--replay", trace, "--replay-speed", "4"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = o.sessionConfig()
+	if c.Workload.NumRequests != 2 || c.Arrivals.Schedule != "trace" || len(c.Arrivals.Offsets) != 2 || c.Arrivals.Offsets[1] != 2500*time.Microsecond {
+		t.Errorf("replay: %d requests, arrivals %+v", c.Workload.NumRequests, c.Arrivals)
+	}
+}
+
+// TestSaveTraceAndReplayCLI: `rosetop bench --request-rate R --save-trace F` then
+// `rosetop bench --replay F`: the replay's submit targets are the saved trace's timestamps, which
+// are the first run's submit offsets to the nearest ms, so the replay reproduces them within
+// 1 ms; the lengths are the saved ones. The targets are what the scheduler was asked for, so
+// this holds on a loaded machine too.
+func TestSaveTraceAndReplayCLI(t *testing.T) {
+	dir := t.TempDir()
+	trace, j1, j2 := filepath.Join(dir, "t.jsonl"), filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	code, _, stderr := runCLI(t, "bench", "--request-rate", "400", "--burstiness", "0.7", "--num-requests", "24", "--max-new-tokens", "3",
+		"--unique-prompts", "--no-stop-on-eos", "--save-trace", trace, "--json", j1)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, out, stderr := runCLI(t, "bench", "--replay", trace, "--json", j2, "--result-format", "vllm", "--save-detailed")
+	if code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, " / trace") {
+		t.Errorf("report does not name the trace schedule:\n%s", out)
+	}
+	type rec struct {
+		PromptTokens   int      `json:"prompt_tokens"`
+		SubmitStartMs  float64  `json:"submit_start_ms"`
+		SubmitTargetMs *float64 `json:"submit_target_ms"`
+	}
+	var first struct {
+		Runs []struct {
+			Warmup   bool  `json:"warmup"`
+			Requests []rec `json:"requests"`
+		} `json:"runs"`
+	}
+	data, _ := os.ReadFile(j1)
+	if err := json.Unmarshal(data, &first); err != nil {
+		t.Fatal(err)
+	}
+	var orig []rec // the measured run's requests: the trace is saved from it, not from the warm-up
+	for _, r := range first.Runs {
+		if !r.Warmup && orig == nil {
+			orig = r.Requests
+		}
+	}
+	var saved []struct {
+		Timestamp    float64 `json:"timestamp"`
+		InputLength  int     `json:"input_length"`
+		OutputLength int     `json:"output_length"`
+	}
+	f, err := os.Open(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		var l struct {
+			Timestamp    float64 `json:"timestamp"`
+			InputLength  int     `json:"input_length"`
+			OutputLength int     `json:"output_length"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		saved = append(saved, l)
+	}
+	var replay struct {
+		InputLens  []int     `json:"input_lens"`
+		OutputLens []int     `json:"output_lens"`
+		StartTimes []float64 `json:"start_times"`
+		Completed  int       `json:"completed"`
+	}
+	data, _ = os.ReadFile(j2)
+	if err := json.Unmarshal(data, &replay); err != nil {
+		t.Fatal(err)
+	}
+	if len(saved) != 24 || len(orig) != 24 || replay.Completed != 24 {
+		t.Fatalf("%d saved lines, %d first-run requests, %d replayed", len(saved), len(orig), replay.Completed)
+	}
+	for i := range saved {
+		if off := orig[i].SubmitStartMs - orig[0].SubmitStartMs; math.Abs(saved[i].Timestamp-off) > 0.5 {
+			t.Errorf("line %d: timestamp %v ms, the run submitted at +%.3f ms", i, saved[i].Timestamp, off)
+		}
+		if replay.InputLens[i] != saved[i].InputLength || replay.OutputLens[i] != saved[i].OutputLength || saved[i].OutputLength != 3 {
+			t.Errorf("request %d: replayed %d/%d tokens, saved %d/%d", i, replay.InputLens[i], replay.OutputLens[i], saved[i].InputLength, saved[i].OutputLength)
+		}
+	}
+	// The replay's due times: rosetop's own JSON of the same replay records them.
+	j3 := filepath.Join(dir, "c.json")
+	if code, _, stderr := runCLI(t, "bench", "--replay", trace, "--json", j3); code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, stderr)
+	}
+	var third struct {
+		Runs []struct {
+			Warmup   bool  `json:"warmup"`
+			Requests []rec `json:"requests"`
+		} `json:"runs"`
+	}
+	data, _ = os.ReadFile(j3)
+	if err := json.Unmarshal(data, &third); err != nil {
+		t.Fatal(err)
+	}
+	reqs := third.Runs[len(third.Runs)-1].Requests
+	worst := 0.0
+	for i, r := range reqs {
+		off := *r.SubmitTargetMs - *reqs[0].SubmitTargetMs
+		worst = max(worst, math.Abs(off-(orig[i].SubmitStartMs-orig[0].SubmitStartMs)))
+	}
+	if worst > 1 {
+		t.Errorf("replayed due times are up to %.3f ms off the recorded offsets", worst)
+	}
+	t.Logf("replayed due times within %.3f ms of the recorded run's submit offsets", worst)
+}

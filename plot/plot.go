@@ -1,0 +1,247 @@
+// Package plot draws a load sweep's charts (rosetop sweep) as PNG and SVG with gonum's plot:
+// output throughput against TTFT p99 and against TPOT p50 with the Pareto front marked, and
+// request throughput and goodput against the swept setting, under a caption that says what ran
+// where. It takes plain numbers; it knows nothing of how they were measured.
+package plot
+
+import (
+	"errors"
+	"image/color"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+
+	gplot "gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// Point is one sweep point's measurements; NaN marks a number that was not measured.
+type Point struct {
+	X           float64 // the swept setting's value
+	Label       string  // how X is printed ("16", "2.5")
+	Throughput  float64 // output tokens/s
+	TTFTP99     float64 // ms
+	TPOTP50     float64 // ms
+	RequestRate float64 // completed requests/s
+	Goodput     float64 // requests/s meeting every target; NaN without targets
+}
+
+// Sweep is what the charts show.
+type Sweep struct {
+	Axis    string // the swept setting with its unit, "request rate (req/s)"
+	Points  []Point
+	Caption string // the model, device and commit
+}
+
+// ErrNoPoints is returned for a sweep with nothing to draw.
+var ErrNoPoints = errors.New("plot: no sweep point has a throughput and a latency")
+
+// Figure size: three panels side by side, and a strip for the caption.
+const (
+	panelW   = 5.5 * vg.Inch
+	panelH   = 4.5 * vg.Inch
+	captionH = 0.45 * vg.Inch
+)
+
+// WritePNG draws s as a PNG.
+func WritePNG(w io.Writer, s Sweep) error {
+	c := vgimg.New(3*panelW, panelH+captionH)
+	if err := draw3(draw.New(c), s); err != nil {
+		return err
+	}
+	_, err := vgimg.PngCanvas{Canvas: c}.WriteTo(w)
+	return err
+}
+
+// WriteSVG draws s as an SVG.
+func WriteSVG(w io.Writer, s Sweep) error {
+	c := vgsvg.New(3*panelW, panelH+captionH)
+	if err := draw3(draw.New(c), s); err != nil {
+		return err
+	}
+	_, err := c.WriteTo(w)
+	return err
+}
+
+// draw3 lays out the three panels above the caption.
+func draw3(dc draw.Canvas, s Sweep) error {
+	lat1, err := paretoPanel(s, "TTFT p99", func(p Point) float64 { return p.TTFTP99 })
+	if err != nil {
+		return err
+	}
+	lat2, err := paretoPanel(s, "TPOT p50", func(p Point) float64 { return p.TPOTP50 })
+	if err != nil {
+		return err
+	}
+	load, err := loadPanel(s)
+	if err != nil {
+		return err
+	}
+	body := dc
+	body.Min.Y += captionH
+	tiles := draw.Tiles{Rows: 1, Cols: 3, PadX: vg.Inch / 4, PadTop: vg.Inch / 8, PadLeft: vg.Inch / 8, PadRight: vg.Inch / 4}
+	canvases := gplot.Align([][]*gplot.Plot{{lat1, lat2, load}}, tiles, body)
+	for i, p := range []*gplot.Plot{lat1, lat2, load} {
+		p.Draw(canvases[0][i])
+	}
+	sty := text.Style{Color: color.Gray{Y: 60}, Font: font.From(gplot.DefaultFont, 11), XAlign: draw.XCenter, YAlign: draw.YCenter, Handler: gplot.DefaultTextHandler}
+	dc.FillText(sty, vg.Point{X: (dc.Min.X + dc.Max.X) / 2, Y: dc.Min.Y + captionH/2}, s.Caption)
+	return nil
+}
+
+// paretoPanel is output throughput (x) against a latency (y): every point labelled with its
+// setting, and the Pareto front (no other point has more throughput at less latency) joined.
+func paretoPanel(s Sweep, metric string, latency func(Point) float64) (*gplot.Plot, error) {
+	var pts plotter.XYs
+	var labels []string
+	var keep []Point
+	for _, p := range s.Points {
+		if y := latency(p); finite(p.Throughput) && finite(y) {
+			pts = append(pts, plotter.XY{X: p.Throughput, Y: y})
+			labels = append(labels, p.Label)
+			keep = append(keep, p)
+		}
+	}
+	if len(pts) == 0 {
+		return nil, ErrNoPoints
+	}
+	p := newPanel("Output throughput vs "+metric, "output throughput (tokens/s)", metric+" (ms)")
+	all, err := plotter.NewScatter(pts)
+	if err != nil {
+		return nil, err
+	}
+	all.GlyphStyle = draw.GlyphStyle{Color: color.RGBA{R: 120, G: 120, B: 120, A: 255}, Radius: vg.Points(3.5), Shape: draw.CircleGlyph{}}
+	front := paretoFront(keep, latency)
+	fl, fs, err := plotter.NewLinePoints(front)
+	if err != nil {
+		return nil, err
+	}
+	fl.Color, fl.Width = color.RGBA{R: 200, G: 60, B: 30, A: 255}, vg.Points(1.5)
+	fs.GlyphStyle = draw.GlyphStyle{Color: fl.Color, Radius: vg.Points(4.5), Shape: draw.RingGlyph{}}
+	lab, err := plotter.NewLabels(plotter.XYLabels{XYs: pts, Labels: labels})
+	if err != nil {
+		return nil, err
+	}
+	for i := range lab.TextStyle {
+		lab.TextStyle[i].Font.Size = vg.Points(9)
+		lab.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(3)}
+	}
+	p.Add(plotter.NewGrid(), all, fl, fs, lab)
+	p.Legend.Add("sweep point ("+s.Axis+")", all)
+	p.Legend.Add("Pareto front", fl, fs)
+	headroom(p, pts, true)
+	return p, nil
+}
+
+// headroom starts the y axis (and the x axis, fromZeroX) at 0 and leaves room above the data for
+// the legend, which gonum draws inside the plot area, and beside it for the points' labels.
+func headroom(p *gplot.Plot, pts plotter.XYs, fromZeroX bool) {
+	xmax, ymax := 0.0, 0.0
+	for _, q := range pts {
+		xmax, ymax = math.Max(xmax, q.X), math.Max(ymax, q.Y)
+	}
+	p.Legend.Top = true
+	p.Y.Min, p.Y.Max = 0, 1.35*ymax
+	if fromZeroX {
+		p.X.Min, p.X.Max = 0, 1.1*xmax
+	}
+}
+
+// paretoFront is the points that no other beats on both throughput (more) and latency (less),
+// in order of throughput.
+func paretoFront(ps []Point, latency func(Point) float64) plotter.XYs {
+	sorted := append([]Point(nil), ps...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if sorted[i].Throughput != sorted[j].Throughput {
+			return sorted[i].Throughput > sorted[j].Throughput
+		}
+		return latency(sorted[i]) < latency(sorted[j])
+	})
+	var front plotter.XYs
+	best := math.Inf(1)
+	for _, p := range sorted {
+		if y := latency(p); y < best {
+			front = append(front, plotter.XY{X: p.Throughput, Y: y})
+			best = y
+		}
+	}
+	sort.Slice(front, func(i, j int) bool { return front[i].X < front[j].X })
+	return front
+}
+
+// loadPanel is request throughput and goodput against the swept setting, on a log axis when the
+// settings span a factor of 8 or more.
+func loadPanel(s Sweep) (*gplot.Plot, error) {
+	p := newPanel("Throughput and goodput vs "+s.Axis, s.Axis, "requests/s")
+	var thr, good plotter.XYs
+	var ticks gplot.ConstantTicks
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, pt := range s.Points {
+		if !finite(pt.X) {
+			continue
+		}
+		lo, hi = math.Min(lo, pt.X), math.Max(hi, pt.X)
+		ticks = append(ticks, gplot.Tick{Value: pt.X, Label: pt.Label})
+		if finite(pt.RequestRate) {
+			thr = append(thr, plotter.XY{X: pt.X, Y: pt.RequestRate})
+		}
+		if finite(pt.Goodput) {
+			good = append(good, plotter.XY{X: pt.X, Y: pt.Goodput})
+		}
+	}
+	if len(thr) == 0 {
+		return nil, ErrNoPoints
+	}
+	sort.Slice(thr, func(i, j int) bool { return thr[i].X < thr[j].X })
+	sort.Slice(good, func(i, j int) bool { return good[i].X < good[j].X })
+	if lo > 0 && hi/lo >= 8 {
+		p.X.Scale = gplot.LogScale{}
+	}
+	p.X.Tick.Marker = ticks
+	p.Add(plotter.NewGrid())
+	for _, series := range []struct {
+		name string
+		xys  plotter.XYs
+		c    color.RGBA
+	}{{"request throughput", thr, color.RGBA{R: 40, G: 90, B: 180, A: 255}}, {"goodput (met every target)", good, color.RGBA{R: 30, G: 150, B: 70, A: 255}}} {
+		if len(series.xys) == 0 {
+			continue
+		}
+		l, sc, err := plotter.NewLinePoints(series.xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = series.c, vg.Points(1.5)
+		sc.GlyphStyle = draw.GlyphStyle{Color: series.c, Radius: vg.Points(3), Shape: draw.CircleGlyph{}}
+		p.Add(l, sc)
+		p.Legend.Add(series.name, l, sc)
+	}
+	headroom(p, append(append(plotter.XYs(nil), thr...), good...), false)
+	return p, nil
+}
+
+func newPanel(title, x, y string) *gplot.Plot {
+	p := gplot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	return p
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// Label formats a setting's value for the charts and tables: integers without a point.
+func Label(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/internal/atomicfile"
+	"rosetop/plot"
+)
+
+// sweepAxis is the swept setting.
+type sweepAxis struct {
+	flag   string                      // the list's flag
+	name   string                      // the chart's axis label, with its unit
+	values []float64                   // in the order given
+	apply  func(o *options, v float64) // sets one point's value
+}
+
+// sweepAxes are the settings rosetop sweep can sweep, each with the flag it replaces.
+func sweepAxes() []sweepAxis {
+	return []sweepAxis{
+		{flag: "request-rates", name: "request rate (req/s)", apply: func(o *options, v float64) { o.RequestRate, o.SubmitIntervalMs = v, 0 }},
+		{flag: "concurrency", name: "max concurrency (requests)", apply: func(o *options, v float64) { o.MaxConcurrency = int(v) }},
+		{flag: "prefill-max-batch-sizes", name: "prefill max batch size (requests)", apply: func(o *options, v float64) { o.PrefillMaxBatch = int(v) }},
+	}
+}
+
+// sweepReplaces is the bench flag each axis sets per point.
+var sweepReplaces = map[string][]string{
+	"request-rates":           {"request-rate", "submit-interval-ms", "replay"},
+	"concurrency":             {"max-concurrency"},
+	"prefill-max-batch-sizes": {"prefill-max-batch-size"},
+}
+
+// maxSweepPoints bounds a sweep's list.
+const maxSweepPoints = 64
+
+// listFlag is a sweep list: comma-separated numbers, each within the axis's range, none twice.
+// Set checks the whole list as it parses it, so a bad list is a flag error naming it.
+type listFlag struct {
+	values  *[]float64
+	lo, hi  float64
+	integer bool
+	onSet   func(first float64) // lets the bench flags' checks see a point's value
+}
+
+func (f listFlag) String() string {
+	if f.values == nil {
+		return ""
+	}
+	parts := make([]string, len(*f.values))
+	for i, v := range *f.values {
+		parts[i] = plot.Label(v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f listFlag) Set(s string) error {
+	parts := strings.Split(s, ",")
+	if strings.TrimSpace(s) == "" || len(parts) > maxSweepPoints {
+		return fmt.Errorf("want 1 to %d comma-separated values, e.g. 1,4,16,64", maxSweepPoints)
+	}
+	var out []float64
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		v, err := parseFinite(p)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%q is not a number", p)
+		case f.integer && v != math.Trunc(v):
+			return fmt.Errorf("%q is not an integer", p)
+		case v < f.lo || v > f.hi:
+			return fmt.Errorf("%s must be from %g to %g", p, f.lo, f.hi)
+		case slices.Contains(out, v):
+			return fmt.Errorf("%s is listed twice", p)
+		}
+		out = append(out, v)
+	}
+	*f.values = out
+	if f.onSet != nil {
+		f.onSet(out[0])
+	}
+	return nil
+}
+
+// sweepFlags are where rosetop sweep's own flags land.
+type sweepFlags struct {
+	lists  map[string]*[]float64 // by axis flag
+	outDir string
+}
+
+func bindSweepFlags(fs *flag.FlagSet, o *options, sf *sweepFlags) {
+	sf.lists = map[string]*[]float64{"request-rates": new([]float64), "concurrency": new([]float64), "prefill-max-batch-sizes": new([]float64)}
+	fs.Var(listFlag{values: sf.lists["request-rates"], lo: minRate, hi: maxRate, onSet: func(v float64) { o.RequestRate = v }},
+		"request-rates", "sweep --request-rate over these rates (req/s), e.g. 1,2,4,8")
+	fs.Var(listFlag{values: sf.lists["concurrency"], lo: 1, hi: maxRequests, integer: true},
+		"concurrency", "sweep --max-concurrency over these limits, e.g. 1,4,16,64")
+	fs.Var(listFlag{values: sf.lists["prefill-max-batch-sizes"], lo: 1, hi: maxBatch, integer: true},
+		"prefill-max-batch-sizes", "sweep --prefill-max-batch-size over these sizes, e.g. 1,4,16,64")
+	fs.StringVar(&sf.outDir, "out-dir", "rosetop-sweep", "directory for sweep.json, sweep.csv, sweep.png, sweep.svg and each point's JSON and report")
+}
+
+func sweepUsage(w io.Writer) {
+	o, sf := defaultOptions(), sweepFlags{}
+	fs := newFlagSet(&o)
+	bindSweepFlags(fs, &o, &sf)
+	fs.SetOutput(w)
+	fmt.Fprintln(w, "usage: rosetop sweep (--request-rates L | --concurrency L | --prefill-max-batch-sizes L) [--out-dir DIR] [bench flags]")
+	fs.PrintDefaults()
+}
+
+// parseSweep parses the command line of `rosetop sweep`: the bench flags, which every point
+// shares, and exactly one axis; every point's options are checked before anything runs.
+func parseSweep(args []string, stderr io.Writer) (options, sweepAxis, string, error) {
+	var sf sweepFlags
+	o, set, err := parseOptionsWith(args, stderr, func(fs *flag.FlagSet, o *options) { bindSweepFlags(fs, o, &sf) }, sweepUsage)
+	if err != nil {
+		return o, sweepAxis{}, "", err
+	}
+	var axes []sweepAxis
+	for _, ax := range sweepAxes() {
+		if set[ax.flag] {
+			ax.values = *sf.lists[ax.flag]
+			axes = append(axes, ax)
+		}
+	}
+	switch {
+	case len(axes) != 1:
+		return o, sweepAxis{}, "", badFlag("rosetop sweep needs exactly one of --request-rates, --concurrency, --prefill-max-batch-sizes")
+	case o.JSONPath != "" || o.CSVPath != "" || o.SaveTrace != "":
+		return o, sweepAxis{}, "", badFlag("rosetop sweep writes its files to --out-dir: drop --json, --csv and --save-trace")
+	case sf.outDir == "":
+		return o, sweepAxis{}, "", badFlag("--out-dir: empty")
+	}
+	ax := axes[0]
+	for _, c := range sweepReplaces[ax.flag] {
+		if set[c] {
+			return o, sweepAxis{}, "", badFlag("--%s and --%s both set the swept value: give one", ax.flag, c)
+		}
+	}
+	for _, v := range ax.values {
+		p := o
+		ax.apply(&p, v)
+		if err := p.validate(); err != nil {
+			return o, sweepAxis{}, "", badFlag("--%s %s: %v", ax.flag, plot.Label(v), err)
+		}
+	}
+	return o, ax, sf.outDir, nil
+}
+
+// runSweep is `rosetop sweep`: each point is a bench run (its warmup and repeat runs) with the
+// axis set to one value, on a fresh engine; the point's numbers are the medians over its measured
+// runs. It prints the table, writes the files and draws the charts; a progress bar with an ETA
+// goes to stderr.
+func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, ax, dir, err := parseSweep(args, stderr)
+	if err != nil {
+		return parseErr(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return usageError{fmt.Errorf("--out-dir %s: %w", dir, err)}
+	}
+	if err := atomicfile.Check(filepath.Join(dir, "sweep.json")); err != nil {
+		return usageError{fmt.Errorf("--out-dir %s: cannot write there: %w", dir, err)}
+	}
+	tool := toolInfo()
+	sw := sweepResult{Axis: ax.flag, AxisName: ax.name, Goodput: bench.FormatGoodput(o.slos), Version: tool.Version, Commit: tool.Commit}
+	bar := newProgressBar(stderr, len(ax.values))
+	var runErr error
+	for k, v := range ax.values {
+		bar.start(k, fmt.Sprintf("%s %s", ax.flag, plot.Label(v)))
+		p := o
+		ax.apply(&p, v)
+		pt, err := runPoint(ctx, p, dir, k, v)
+		if err != nil {
+			runErr = fmt.Errorf("%s %s: %w", ax.flag, plot.Label(v), err)
+			break
+		}
+		sw.Model, sw.Device = pt.model, pt.device
+		sw.Points = append(sw.Points, pt.sweepPoint)
+		bar.done(k + 1)
+	}
+	bar.finish()
+	if len(sw.Points) > 0 {
+		if err := writeSweepTable(stdout, sw); err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("stdout: %w", err))
+		}
+		runErr = errors.Join(runErr, sw.write(dir))
+		fmt.Fprintf(stderr, "rosetop: sweep: %d points in %s (sweep.json, sweep.csv, sweep.png, sweep.svg)\n", len(sw.Points), dir)
+	}
+	if errors.Is(runErr, bench.ErrInterrupted) {
+		return bench.ErrInterrupted
+	}
+	return runErr
+}
+
+// pointRun is one point's row and what it ran on.
+type pointRun struct {
+	sweepPoint
+	model, device string
+}
+
+// runPoint runs one point; its report and progress go to point-K.txt, its records to point-K.json.
+func runPoint(ctx context.Context, o options, dir string, k int, v float64) (pointRun, error) {
+	base := fmt.Sprintf("point-%02d-%s", k+1, plot.Label(v))
+	o.JSONPath = filepath.Join(dir, base+".json")
+	log := &lockedBuffer{}
+	res, err := bench.Measure(ctx, o.sessionConfig(), bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}, o.exports(), log, log)
+	if werr := atomicfile.Write(filepath.Join(dir, base+".txt"), func(w io.Writer) error {
+		_, err := io.WriteString(w, log.String())
+		return err
+	}); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	if err != nil {
+		return pointRun{}, err
+	}
+	return pointRun{sweepPoint: newSweepPoint(v, base+".json", res.Runs), model: res.Model, device: res.Device}, nil
+}
+
+// lockedBuffer is a point's log: the report (session goroutine) and the progress notes (the
+// caller's) write to it from two goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder // guarded by mu
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// progressBar draws "[####......] k/n name  elapsed, ETA" on stderr: redrawn in place on a
+// terminal, a line per point elsewhere (CI logs).
+type progressBar struct {
+	w       io.Writer
+	n       int
+	tty     bool
+	started time.Time
+	name    string
+}
+
+func newProgressBar(w io.Writer, n int) *progressBar {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progressBar{w: w, n: n, tty: tty, started: time.Now()}
+}
+
+func (b *progressBar) start(k int, name string) {
+	b.name = name
+	b.draw(k, "running")
+}
+
+func (b *progressBar) done(k int) { b.draw(k, "done") }
+
+func (b *progressBar) draw(k int, state string) {
+	const width = 20
+	fill := width * k / max(b.n, 1)
+	elapsed := time.Since(b.started)
+	eta := "ETA --"
+	if k > 0 && k < b.n {
+		eta = "ETA " + (elapsed / time.Duration(k) * time.Duration(b.n-k)).Round(time.Second).String()
+	} else if k == b.n {
+		eta = "done"
+	}
+	line := fmt.Sprintf("rosetop: sweep [%s%s] %d/%d %s %s, %s elapsed, %s", strings.Repeat("#", fill), strings.Repeat(".", width-fill),
+		k, b.n, b.name, state, elapsed.Round(100*time.Millisecond), eta)
+	if b.tty {
+		fmt.Fprintf(b.w, "\r\x1b[K%s", line)
+		return
+	}
+	fmt.Fprintln(b.w, line)
+}
+
+func (b *progressBar) finish() {
+	if b.tty {
+		fmt.Fprintln(b.w)
+	}
+}

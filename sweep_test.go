@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"image/png"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestSweepPrefillBatches is the sweep's acceptance run on the embedded model: --job admission
+// over prefill max batch sizes 1,4,16,64 (fewer, shorter requests than the job's, so that it
+// takes seconds on two cores). The table's numbers equal the medians of the per-point JSON's
+// measured runs; sweep.csv holds the same; the PNG decodes and the SVG parses, with labelled axes
+// and the caption; stderr shows the progress bar with an ETA.
+func TestSweepPrefillBatches(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI(t, "sweep", "--prefill-max-batch-sizes", "1,4,16,64", "--job", "admission",
+		"--num-requests", "24", "--max-new-tokens", "4", "--repeat-runs", "2", "--goodput", "ttft:1000,tpot:500", "--out-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "rosetop: sweep [") || !strings.Contains(stderr, "ETA ") || !strings.Contains(stderr, "4/4") {
+		t.Errorf("no progress bar with an ETA on stderr:\n%s", stderr)
+	}
+	table := parseTable(t, stdout)
+	if len(table) != 4 {
+		t.Fatalf("%d table rows, want 4:\n%s", len(table), stdout)
+	}
+	var sw sweepResult
+	readJSON(t, filepath.Join(dir, "sweep.json"), &sw)
+	if len(sw.Points) != 4 || sw.Axis != "prefill-max-batch-sizes" {
+		t.Fatalf("sweep.json: %+v", sw)
+	}
+	for i, row := range table {
+		if want := []string{"1", "4", "16", "64"}[i]; row["prefill-max-batch-sizes"] != want {
+			t.Errorf("row %d is %q, want %s", i, row["prefill-max-batch-sizes"], want)
+		}
+		want := pointMedians(t, filepath.Join(dir, sw.Points[i].File), 2)
+		for col, v := range want {
+			if row[col] != v {
+				t.Errorf("row %d %s: table %q, point JSON %q", i, col, row[col], v)
+			}
+		}
+	}
+	checkSweepCSV(t, filepath.Join(dir, "sweep.csv"), table)
+	checkSweepCharts(t, dir, sw.Model)
+}
+
+// parseTable reads the printed table: a header line, then one row a point.
+func parseTable(t *testing.T, out string) []map[string]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	head := strings.Fields(strings.NewReplacer("TTFT p", "TTFT_p", "TPOT p", "TPOT_p", "ITL p", "ITL_p", "E2EL p", "E2EL_p", "SLO %", "SLO_%").Replace(lines[0]))
+	var rows []map[string]string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) != len(head) {
+			t.Fatalf("row %q has %d cells for %d columns", l, len(f), len(head))
+		}
+		row := map[string]string{}
+		for i, h := range head {
+			row[strings.ReplaceAll(h, "_", " ")] = f[i]
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// pointMedians reads a point's rosetop JSON and returns, for each table column, the median over
+// its measured runs printed as the table prints it.
+func pointMedians(t *testing.T, path string, runs int) map[string]string {
+	t.Helper()
+	type dist struct{ P50, P99 *float64 }
+	var rep struct {
+		Runs []struct {
+			Warmup  bool `json:"warmup"`
+			Summary struct {
+				RequestRate float64 `json:"request_throughput"`
+				Throughput  float64 `json:"throughput_completion_tok_s"`
+				TTFT        dist    `json:"ttft_ms"`
+				TPOT        dist    `json:"tpot_ms"`
+				ITL         dist    `json:"itl_ms"`
+				Latency     dist    `json:"latency_ms"`
+				Goodput     struct {
+					RequestGoodput float64 `json:"request_goodput"`
+					AttainmentPct  float64 `json:"attainment_pct"`
+				} `json:"goodput"`
+			} `json:"summary"`
+		} `json:"runs"`
+	}
+	readJSON(t, path, &rep)
+	cols := map[string][]float64{}
+	add := func(name string, p *float64) {
+		if p != nil {
+			cols[name] = append(cols[name], *p)
+		}
+	}
+	measured := 0
+	for _, r := range rep.Runs {
+		if r.Warmup {
+			continue
+		}
+		measured++
+		s := r.Summary
+		add("req/s", &s.RequestRate)
+		add("tok/s", &s.Throughput)
+		add("TTFT p50", s.TTFT.P50)
+		add("TTFT p99", s.TTFT.P99)
+		add("TPOT p50", s.TPOT.P50)
+		add("TPOT p99", s.TPOT.P99)
+		add("ITL p99", s.ITL.P99)
+		add("E2EL p99", s.Latency.P99)
+		add("goodput", &s.Goodput.RequestGoodput)
+		add("SLO %", &s.Goodput.AttainmentPct)
+	}
+	if measured != runs {
+		t.Fatalf("%s: %d measured runs, want %d", path, measured, runs)
+	}
+	out := map[string]string{}
+	for name, xs := range cols {
+		m := xs[0]
+		if len(xs) == 2 {
+			m = (xs[0] + xs[1]) / 2
+		}
+		out[name] = strconv.FormatFloat(m, 'f', 2, 64)
+	}
+	if len(out) != 10 {
+		t.Fatalf("%s: %d of the 10 columns", path, len(out))
+	}
+	return out
+}
+
+func checkSweepCSV(t *testing.T, path string, table []map[string]string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) != len(table)+1 {
+		t.Fatalf("sweep.csv: %d records, %v", len(recs), err)
+	}
+	for i, rec := range recs[1:] {
+		for j, col := range recs[0][:len(recs[0])-1] {
+			if table[i][col] != rec[j] {
+				t.Errorf("sweep.csv row %d %s = %q, table %q", i, col, rec[j], table[i][col])
+			}
+		}
+	}
+}
+
+// checkSweepCharts decodes sweep.png and parses sweep.svg as XML, looking for the axis labels
+// and the caption among its text.
+func checkSweepCharts(t *testing.T, dir, model string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "sweep.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("sweep.png does not decode: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 800 || b.Dy() < 300 {
+		t.Errorf("sweep.png is %v", b)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "sweep.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	var text strings.Builder
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("sweep.svg is not XML: %v", err)
+		}
+		if cd, ok := tok.(xml.CharData); ok {
+			text.Write(cd)
+			text.WriteByte('\n')
+		}
+	}
+	for _, want := range []string{"output throughput (tokens/s)", "TTFT p99 (ms)", "TPOT p50 (ms)", "requests/s",
+		"prefill max batch size (requests)", "rosetop sweep: " + model + " on cpu", ", commit "} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("sweep.svg has no text %q", want)
+		}
+	}
+}
+
+// TestSweepBadInput: every bad sweep list is one line naming it, exit 2, before anything runs.
+func TestSweepBadInput(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no axis", nil, "needs exactly one of --request-rates, --concurrency, --prefill-max-batch-sizes"},
+		{"two axes", []string{"--concurrency", "1,2", "--request-rates", "1"}, "needs exactly one of"},
+		{"not a number", []string{"--prefill-max-batch-sizes", "1,x,4"}, `--prefill-max-batch-sizes 1,x,4: "x" is not a number`},
+		{"empty item", []string{"--concurrency", "1,,4"}, `--concurrency 1,,4: "" is not a number`},
+		{"empty list", []string{"--request-rates", ""}, `--request-rates "": want 1 to 64 comma-separated values`},
+		{"fraction", []string{"--concurrency", "1.5"}, `"1.5" is not an integer`},
+		{"zero", []string{"--prefill-max-batch-sizes", "0,4"}, "0 must be from 1 to 4096"},
+		{"negative rate", []string{"--request-rates", "-1"}, "-1 must be from 0.001 to"},
+		{"NaN rate", []string{"--request-rates", "1,NaN"}, `"NaN" is not a number`},
+		{"twice", []string{"--request-rates", "1,2,1"}, "1 is listed twice"},
+		{"beyond max batch", []string{"--prefill-max-batch-sizes", "4,128", "--max-batch-size", "64"}, "--prefill-max-batch-size 128 exceeds --max-batch-size 64"},
+		{"with its flag", []string{"--concurrency", "1,2", "--max-concurrency", "3"}, "--concurrency and --max-concurrency both set the swept value"},
+		{"rate with a rate", []string{"--request-rates", "1,2", "--request-rate", "3"}, "--request-rates and --request-rate both set"},
+		{"with --json", []string{"--concurrency", "1", "--json", filepath.Join(dir, "x.json")}, "drop --json"},
+		{"bad goodput", []string{"--concurrency", "1", "--goodput", "ttft"}, "--goodput"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"sweep", "--out-dir", dir}, tc.args...)...)
+			line := strings.TrimSuffix(stderr, "\n")
+			if code != exitUsage || strings.Contains(line, "\n") || !strings.Contains(line, tc.want) || stdout != "" {
+				t.Errorf("exit %d, stderr %q; want exit 2 and one line with %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestSweepPointMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{4, 1}, 2.5}, {[]float64{5, 1, 3}, 3}} {
+		if got := medianOf(c.xs); got != c.want {
+			t.Errorf("medianOf(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+	if !math.IsNaN(medianOf(nil)) {
+		t.Error("medianOf(nil) is not NaN")
+	}
+}
+
+func FuzzSweepList(f *testing.F) {
+	for _, s := range []string{"1,4,16,64", "0.5,1e3", "", ",", "1,1", "NaN", "-1", "1e400"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var got []float64
+		fl := listFlag{values: &got, lo: 1, hi: maxBatch, integer: true}
+		if err := fl.Set(s); err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if len(got) == 0 || len(got) > maxSweepPoints {
+			t.Fatalf("%q: %d values", s, len(got))
+		}
+		for i, v := range got {
+			if v < 1 || v > maxBatch || v != math.Trunc(v) {
+				t.Fatalf("%q: accepted %v", s, v)
+			}
+			for _, w := range got[:i] {
+				if w == v {
+					t.Fatalf("%q: %v twice", s, v)
+				}
+			}
+		}
+	})
+}
