@@ -34,7 +34,7 @@ const (
 )
 
 // commands are the subcommands, in the order help lists them.
-var commands = []string{"bench", "sweep", "generate", "dashboard", "help", "version"}
+var commands = []string{"bench", "serve", "sweep", "generate", "dashboard", "help", "version"}
 
 func main() {
 	sig := watchSignals(os.Stderr)
@@ -63,6 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runDashboard(ctx, rest, stdin, stdout, stderr)
 	case "bench":
 		err = runBench(ctx, rest, stdout, stderr)
+	case "serve":
+		err = runServe(ctx, rest, stdin, stdout, stderr)
 	case "sweep":
 		err = runSweep(ctx, rest, stdout, stderr)
 	case "generate":

@@ -49,6 +49,14 @@ func child(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Scanner
 	return cmd, bufio.NewScanner(out), &stderr
 }
 
+// childCmd is an unstarted command that runs this test binary as rosetop with args.
+func childCmd(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ROSETOP_TEST_MAIN=1")
+	return cmd
+}
+
 // waitLine reads sc until a line containing want; it fails when the output ends first.
 func waitLine(t *testing.T, sc *bufio.Scanner, want string) {
 	t.Helper()

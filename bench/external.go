@@ -12,8 +12,8 @@ import (
 )
 
 // ErrStopped is returned by Submit once the session is closing, and ends the streams of requests
-// an engine could not finish before it stopped.
-var ErrStopped = errors.New("session stopped")
+// an engine could not finish before it stopped. It wraps sched.ErrClosed.
+var ErrStopped = fmt.Errorf("session stopped: %w", sched.ErrClosed)
 
 // drainTimeout bounds how long an engine rebuild waits for external requests in flight to finish
 // before it cancels them.

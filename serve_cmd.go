@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/sched"
+	"rosetop/serve"
+	"rosetop/tui"
+)
+
+// serveOptions are `rosetop serve`'s own flags; the model, engine and scheduler flags are the
+// bench ones (serveShared), bound to an options value.
+type serveOptions struct {
+	host            string
+	port            int
+	servedName      string
+	maxQueue        int
+	window          int
+	shutdownTimeout time.Duration
+	metricsNames    string
+	logRequests     bool
+	dashboard       bool
+}
+
+// serveShared are the bench flags that mean something to a server: the model, the engine, the
+// scheduler, the outputs.
+var serveShared = []string{
+	"model", "device", "threads", "paged-attn", "cuda-graph", "capture-ahead", "gpu-memory-fraction", "no-prefix-cache",
+	"max-batch-size", "prefill-max-batch-size", "prefill-max-tokens", "policy", "burst-quiet-us", "max-seq-len",
+	"tokenize-workers", "seed", "json", "csv", "cpuprofile",
+}
+
+// newServeFlagSet binds serve's flags: its own to so, the shared ones to o.
+func newServeFlagSet(o *options, so *serveOptions) *flag.FlagSet {
+	all := newFlagSet(o)
+	fs := flag.NewFlagSet("rosetop serve", flag.ContinueOnError)
+	for _, name := range serveShared {
+		f := all.Lookup(name)
+		fs.Var(f.Value, f.Name, f.Usage)
+	}
+	fs.StringVar(&so.host, "host", so.host, "address to listen on")
+	intVar(fs, &so.port, "port", 0, 65535, "port to listen on (0: any free port)")
+	fs.StringVar(&so.servedName, "served-model-name", so.servedName, `the model id clients send as "model" (default: the --model value, or tiny-gpt2)`)
+	intVar(fs, &so.maxQueue, "max-queue", 0, maxRequests, "answer 429 with Retry-After while this many requests wait for the scheduler (0: no limit)")
+	intVar(fs, &so.window, "window", 1, maxRequests, "finished requests per cold/steady window of the dashboard and the summary")
+	fs.DurationVar(&so.shutdownTimeout, "shutdown-timeout", so.shutdownTimeout, "on SIGTERM/SIGINT, how long requests in flight may run before they are cancelled")
+	fs.StringVar(&so.metricsNames, "metrics-names", so.metricsNames, "rosetop (rosetop_num_requests_running, ...) | vllm (vllm:num_requests_running, ...: a vLLM Grafana board works unchanged)")
+	fs.BoolVar(&so.logRequests, "log-requests", so.logRequests, "log one line per request on stderr (not with --dashboard)")
+	fs.BoolVar(&so.dashboard, "dashboard", so.dashboard, "show the live dashboard over the server's own traffic")
+	return fs
+}
+
+func serveUsage(w io.Writer) {
+	o, so := defaultServeFlags()
+	fs := newServeFlagSet(&o, &so)
+	fs.SetOutput(w)
+	fmt.Fprintln(w, "usage: rosetop serve [flags]\n\nServes the engine over OpenAI's API (/v1/completions, /v1/chat/completions, /v1/models,\n/health) with Prometheus metrics at /metrics.\n\nFlags:")
+	fs.PrintDefaults()
+}
+
+// defaultServeFlags are serve's defaults: a server keeps its KV cache paged and replays decode
+// steps from CUDA Graphs (on a GPU) unless told otherwise.
+func defaultServeFlags() (options, serveOptions) {
+	o := defaultOptions()
+	o.Paged, o.CUDAGraph, o.WarmupRuns = true, true, 0
+	return o, serveOptions{host: "127.0.0.1", port: 8000, window: 64, shutdownTimeout: 30 * time.Second, metricsNames: "rosetop"}
+}
+
+func parseServe(args []string, stderr io.Writer) (options, serveOptions, error) {
+	o, so := defaultServeFlags()
+	fs := newServeFlagSet(&o, &so)
+	if err := parseFlagSet(fs, args, stderr, serveUsage); err != nil {
+		return o, so, err
+	}
+	if o.PrefillMaxBatch == 0 {
+		o.PrefillMaxBatch = o.MaxBatch
+	}
+	switch {
+	case so.metricsNames != string(serve.RosetopNames) && so.metricsNames != string(serve.VLLMNames):
+		return o, so, badFlag("--metrics-names: unknown naming %q (valid: rosetop, vllm)", so.metricsNames)
+	case so.shutdownTimeout < 0:
+		return o, so, badFlag("--shutdown-timeout must be >= 0, got %v", so.shutdownTimeout)
+	case so.logRequests && so.dashboard:
+		return o, so, badFlag("--log-requests and --dashboard both want the terminal: give one")
+	}
+	if err := o.validate(); err != nil {
+		return o, so, err
+	}
+	return o, so, nil
+}
+
+// runServe is `rosetop serve`: the engine behind OpenAI's API until SIGTERM/SIGINT (or q on the
+// dashboard), then a graceful shutdown: no new connections, requests in flight finish within
+// --shutdown-timeout, the summary goes to stdout and the exports are written; exit 0.
+func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	o, so, err := parseServe(args, stderr)
+	if err != nil {
+		return parseErr(err)
+	}
+	if err := checkOutputs(o); err != nil {
+		return err
+	}
+	var term *dashTerminal
+	if so.dashboard {
+		t, err := findTerminal(stdin, stderr, openTTY)
+		if err != nil {
+			return err
+		}
+		defer t.close()
+		term = &t
+	}
+	return withCPUProfile(o.CPUProfilePath, func() error { return serveSession(ctx, o, so, term, stdout, stderr) })
+}
+
+func serveSession(ctx context.Context, o options, so serveOptions, term *dashTerminal, stdout, stderr io.Writer) error {
+	prov := bench.NewInProcess(o.inProcess())
+	if err := prov.Prepare(ctx, stderr); err != nil {
+		return err
+	}
+	mi := prov.Model()
+	seqs := mi.MaxPositions
+	if o.MaxSeqLen > 0 {
+		seqs = min(o.MaxSeqLen, seqs)
+	}
+	name := so.servedName
+	if name == "" {
+		name = o.Model
+	}
+	if name == "" {
+		name = "tiny-gpt2"
+	}
+	var sess *bench.Session // set below, before the server serves: read by the metrics' ledger
+	metrics, err := serve.NewMetrics(serve.MetricsOptions{Names: serve.MetricNames(so.metricsNames), Model: name, MaxModelLen: seqs,
+		Ledger: func() []serve.LedgerEntry { return ledgerOf(sess.View()) }})
+	if err != nil {
+		return err
+	}
+	cfg := o.sessionConfig()
+	cfg.Workload.NumRequests, cfg.MaxSeqLen = so.window, seqs
+	progress := stderr
+	if term != nil {
+		progress = term.out
+	}
+	sess, err = bench.NewSession(ctx, cfg, bench.SessionOptions{Provider: prov, Progress: progress, External: true,
+		OnStep: metrics.ObserveStep, KeepRecords: o.JSONPath != "" || o.CSVPath != ""})
+	if err != nil {
+		return err
+	}
+	var log *slog.Logger
+	if so.logRequests {
+		log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	eng := sessionEngine{s: sess, m: serve.Model{ID: name, MaxSeqLen: seqs, VocabSize: mi.Vocab, Tokenizer: mi.Codec, EOS: mi.EOS, Created: time.Now()}}
+	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: so.shutdownTimeout, Metrics: metrics, Log: log})
+	if err != nil {
+		return errors.Join(err, sess.Close())
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(so.host, strconv.Itoa(so.port)))
+	if err != nil {
+		return errors.Join(fmt.Errorf("--host %s --port %d: %w", so.host, so.port, err), sess.Close())
+	}
+	fmt.Fprintf(stderr, "rosetop: serving %s on http://%s/v1 (metrics at /metrics); Ctrl-C or SIGTERM stops\n", name, ln.Addr())
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, ln) }()
+	var runErr error
+	if term != nil {
+		runErr = tui.Run(ctx, sess, tui.Options{Input: term.in, Output: term.out, AltScreen: true})
+		stopServing() // q on the dashboard stops the server as a signal would
+	}
+	serveErr := <-served
+	closeErr := sess.Close()
+	repErr := sess.Report(stdout)
+	expErr := sess.Export(bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}, stderr)
+	return errors.Join(runErr, serveErr, closeErr, repErr, expErr)
+}
+
+// sessionEngine is a bench.Session taking external load as serve's Engine.
+type sessionEngine struct {
+	s *bench.Session
+	m serve.Model
+}
+
+func (e sessionEngine) Submit(ctx context.Context, r sched.Request) (serve.Stream, error) {
+	st, err := e.s.Submit(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (e sessionEngine) Waiting() int       { return e.s.Waiting() }
+func (e sessionEngine) Model() serve.Model { return e.m }
+
+// ledgerOf is the view's cold-start ledger as serve's gauges take it.
+func ledgerOf(v *bench.View) []serve.LedgerEntry {
+	if v == nil {
+		return nil
+	}
+	out := make([]serve.LedgerEntry, len(v.Ledger))
+	for i, e := range v.Ledger {
+		out[i] = serve.LedgerEntry{What: e.What, Detail: e.Detail, Took: e.Took}
+	}
+	return out
+}

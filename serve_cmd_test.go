@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// TestServeCommand: `rosetop serve` answers a streamed completion over real HTTP, publishes
+// metrics that parse and count what was done, and on SIGTERM lets the request in flight finish,
+// prints its summary and exits 0.
+func TestServeCommand(t *testing.T) {
+	cmd := childCmd(t, "serve", "--port", "0", "--device", "cpu", "--threads", "1", "--window", "2")
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	errLines := bufio.NewScanner(errPipe)
+	addr := regexp.MustCompile(`serving tiny-gpt2 on (http://[^ ]+/v1)`)
+	var base string
+	for base == "" && errLines.Scan() {
+		if m := addr.FindStringSubmatch(errLines.Text()); m != nil {
+			base = m[1]
+		}
+	}
+	if base == "" {
+		t.Fatal("no start-up line with the URL")
+	}
+	go io.Copy(io.Discard, errPipe)
+
+	client := &http.Client{Timeout: time.Minute}
+	body := `{"model":"tiny-gpt2","prompt":"Hello","max_tokens":6,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`
+	resp, err := client.Post(base+"/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	var usage struct {
+		Usage *struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		events++
+		if err := json.Unmarshal([]byte(data), &usage); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+	}
+	resp.Body.Close()
+	if usage.Usage == nil || usage.Usage.CompletionTokens != 6 || events < 7 {
+		t.Fatalf("%d chunks, last usage %+v; want 6 tokens and a usage chunk", events, usage.Usage)
+	}
+
+	resp, err = client.Get(strings.TrimSuffix(base, "/v1") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := families["rosetop_generation_tokens_total"]; f == nil || f.Metric[0].GetCounter().GetValue() != 6 {
+		t.Errorf("rosetop_generation_tokens_total = %v, want 6", f)
+	}
+	if f := families["rosetop_time_to_first_token_seconds"]; f == nil || f.Metric[0].GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("rosetop_time_to_first_token_seconds count = %v, want 1", f)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d (%v) after SIGTERM, want 0", code, err)
+	}
+	if !strings.Contains(stdout.String(), "=== rosetop session") {
+		t.Errorf("no summary on stdout:\n%s", stdout.String())
+	}
+}
