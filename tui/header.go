@@ -72,6 +72,9 @@ func headerView(st *paint, v *bench.View, w int) string {
 		interval = fmt.Sprintf("%gms", h.IntervalMs)
 	}
 	submit := st.Text.Render(fmt.Sprintf("%-8s %-6s", h.Schedule, interval))
+	if h.Schedule == "external" { // rosetop serve: clients decide the arrivals
+		submit = st.Text.Render(fmt.Sprintf("%-15s", "by clients"))
+	}
 	if h.Paused { // in the slot of the arrivals it stops, so the line never reflows
 		submit = st.Warn.Render(fmt.Sprintf("%-15s", "PAUSED (spc)"))
 	}
