@@ -30,15 +30,7 @@ func coldStartLines(cold *Summary, steady int, cmp []Comparison, ledger []Ledger
 		}
 		lines = append(lines, fmt.Sprintf("  %s: %.2f cold, %.2f steady (%s)", c.Metric, c.Cold, c.Steady, ratio))
 	}
-	lines = append(lines, "Engine ledger (one-time costs):")
-	for _, e := range ledger {
-		what := e.What
-		if e.Detail != "" {
-			what += " [" + e.Detail + "]"
-		}
-		lines = append(lines, fmt.Sprintf("  %s: %s", what, fmtTook(e.Took)))
-	}
-	return lines
+	return append(lines, ledgerLines(ledger)...)
 }
 
 // fmtTook prints a duration in ms with precision that suits it.

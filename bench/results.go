@@ -78,14 +78,7 @@ func summaryTable(results []*runResult, dropped int, ledger []LedgerEntry, elaps
 		lines = append(lines, fmt.Sprintf("(%d older steady windows were dropped to bound memory; the medians are over those kept)", dropped))
 	}
 	if len(ledger) > 0 {
-		lines = append(lines, "Engine ledger (one-time costs):")
-		for _, e := range ledger {
-			what := e.What
-			if e.Detail != "" {
-				what += " [" + e.Detail + "]"
-			}
-			lines = append(lines, fmt.Sprintf("  %s: %s", what, fmtTook(e.Took)))
-		}
+		lines = append(lines, ledgerLines(ledger)...)
 	}
 	return lines
 }

@@ -10,6 +10,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
@@ -101,11 +102,17 @@ type LedgerEntry struct {
 	At     time.Time     // when it finished
 }
 
+// ledgerKeep is how many entries a Ledger keeps one by one; later ones are summed by kind, so an
+// engine that captures graphs for hours holds a bounded ledger.
+const ledgerKeep = 256
+
 // Ledger records cold-start costs. It is written on the engine's goroutine and read by the
 // session and dashboard from theirs.
 type Ledger struct {
-	mu      sync.Mutex    // guards entries
-	entries []LedgerEntry // owned by mu
+	mu      sync.Mutex     // guards the fields below
+	entries []LedgerEntry  // the first ledgerKeep entries, then one summing entry per kind
+	tail    map[string]int // kind -> index of its summing entry in entries
+	folded  map[string]int // kind -> entries summed into it
 }
 
 // Add records an entry.
@@ -114,8 +121,25 @@ func (l *Ledger) Add(e LedgerEntry) {
 		e.At = time.Now()
 	}
 	l.mu.Lock()
-	l.entries = append(l.entries, e)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if len(l.entries) < ledgerKeep && l.tail == nil {
+		l.entries = append(l.entries, e)
+		return
+	}
+	if l.tail == nil {
+		l.tail, l.folded = map[string]int{}, map[string]int{}
+	}
+	i, ok := l.tail[e.What]
+	if !ok {
+		i = len(l.entries)
+		l.tail[e.What] = i
+		l.entries = append(l.entries, LedgerEntry{What: e.What})
+	}
+	l.folded[e.What]++
+	t := &l.entries[i]
+	t.Took += e.Took
+	t.At = e.At
+	t.Detail = fmt.Sprintf("%d more after the first %d entries, summed", l.folded[e.What], ledgerKeep)
 }
 
 // Time runs f and records how long it took under what/detail.

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"rosetop/bench"
 	"rosetop/themes"
 )
 
@@ -98,22 +97,6 @@ func TestLayoutTiers(t *testing.T) {
 				t.Errorf("%dx%d: pane %d hidden = %v", tc.w, tc.h, id, hid)
 			}
 		}
-	}
-}
-
-func TestLedgerGroups(t *testing.T) {
-	es := []bench.LedgerEntry{
-		{What: "model load", Detail: "12 MB", Took: 40 * time.Millisecond},
-		{What: "graph capture", Detail: "batch 1", Took: 10 * time.Millisecond},
-		{What: "graph capture", Detail: "batch 2", Took: 12 * time.Millisecond},
-	}
-	got := ledgerGroups(es)
-	want := []ledgerGroup{
-		{what: "model load", detail: "12 MB", n: 1, took: 40 * time.Millisecond},
-		{what: "graph capture", n: 2, took: 22 * time.Millisecond},
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("groups = %+v, want %+v", got, want)
 	}
 }
 

@@ -98,7 +98,7 @@ func coldBody(st *paint, v *bench.View, iw, ih int) string {
 	if ih-used < 2 {
 		return b.String()
 	}
-	groups := ledgerGroups(v.Ledger)
+	groups := bench.GroupLedger(v.Ledger)
 	b.WriteString("\n" + st.Muted.Render(fit("cold-start ledger", iw-numW-3)+fmt.Sprintf("%*s", numW+3, "took ")))
 	if len(groups) == 0 {
 		b.WriteString("\n" + st.Muted.Render("nothing recorded yet"))
@@ -120,25 +120,25 @@ func coldBody(st *paint, v *bench.View, iw, ih int) string {
 
 // ledgerLines are the ledger's entries, each "what  detail ... took"; with iw > 0 a detail that
 // does not fit wraps under its entry instead of being cut.
-func ledgerLines(st *paint, groups []ledgerGroup, iw int) []string {
+func ledgerLines(st *paint, groups []bench.LedgerGroup, iw int) []string {
 	var out []string
 	for _, g := range groups {
-		what := g.what
-		if g.n > 1 {
-			what += fmt.Sprintf(" ×%d", g.n)
+		what := g.What
+		if g.N > 1 {
+			what += fmt.Sprintf(" ×%d", g.N)
 		}
-		took := " " + st.Strong.Render(num(ms(g.took))) + st.Muted.Render("ms")
+		took := " " + st.Strong.Render(num(ms(g.Took))) + st.Muted.Render("ms")
 		textW := iw - numW - 3
-		if iw <= 0 || g.detail == "" || widthOf(what+"  "+g.detail) <= textW {
+		if iw <= 0 || g.Detail == "" || widthOf(what+"  "+g.Detail) <= textW {
 			left := st.Text.Render(what)
-			if g.detail != "" {
-				left += st.Muted.Render("  " + g.detail)
+			if g.Detail != "" {
+				left += st.Muted.Render("  " + g.Detail)
 			}
 			out = append(out, fit(left, max(textW, widthOf(left)))+took)
 			continue
 		}
 		out = append(out, fit(st.Text.Render(what), textW)+took)
-		for _, part := range strings.Split(ansi.Wrap(g.detail, max(8, iw-2), ""), "\n") {
+		for _, part := range strings.Split(ansi.Wrap(g.Detail, max(8, iw-2), ""), "\n") {
 			out = append(out, "  "+st.Muted.Render(part))
 		}
 	}
@@ -147,7 +147,7 @@ func ledgerLines(st *paint, groups []ledgerGroup, iw int) []string {
 
 // ledgerRows is how many rows the ledger takes at inner width iw.
 func ledgerRows(v *bench.View, iw int) int {
-	return len(ledgerLines(&paint{}, ledgerGroups(v.Ledger), iw))
+	return len(ledgerLines(&paint{}, bench.GroupLedger(v.Ledger), iw))
 }
 
 // metricName is a comparison's metric, or its short form when the long one is wider than w.
@@ -163,32 +163,6 @@ func metricName(name string, w int) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// ledgerGroup is the entries of one kind summed ("graph capture ×8  80 ms").
-type ledgerGroup struct {
-	what, detail string
-	n            int
-	took         time.Duration
-}
-
-// ledgerGroups sums entries by What in first-seen order; the detail is kept when there is one entry.
-func ledgerGroups(es []bench.LedgerEntry) []ledgerGroup {
-	idx := map[string]int{}
-	var gs []ledgerGroup
-	for _, e := range es {
-		j, ok := idx[e.What]
-		if !ok {
-			idx[e.What] = len(gs)
-			gs = append(gs, ledgerGroup{what: e.What, detail: e.Detail})
-			j = len(gs) - 1
-		} else {
-			gs[j].detail = ""
-		}
-		gs[j].n++
-		gs[j].took += e.Took
-	}
-	return gs
-}
 
 // eventsBody is the events that fit, oldest at the top like a log, each wrapped under its text
 // rather than cut; scroll lines back from the newest (clamped to what there is, and returned).
