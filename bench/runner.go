@@ -297,25 +297,32 @@ func (s *Session) cancelOutstanding(g *generation, rs *runState) {
 		}
 	}
 	s.mu.Unlock()
-	for _, id := range open {
+	s.cancelAndWait(g, open, func() int { return len(rs.ids) - len(rs.records) }, rs.progress)
+}
+
+// cancelAndWait cancels ids on g and waits until left (read under s.mu) drops to zero, waking on
+// progress, or g's loop ends, or cancelGrace passes: a guard against a stuck engine, never
+// reached by a healthy one.
+func (s *Session) cancelAndWait(g *generation, ids []sched.RequestID, left func() int, progress <-chan struct{}) {
+	for _, id := range ids {
 		g.srv.Cancel(id)
 	}
 	guard := time.NewTimer(cancelGrace)
 	defer guard.Stop()
 	for {
 		s.mu.Lock()
-		done := len(rs.records) >= len(rs.ids)
+		n := left()
 		s.mu.Unlock()
-		if done {
+		if n <= 0 {
 			return
 		}
 		select {
-		case <-rs.progress:
+		case <-progress:
 		case <-g.loopDone:
 			return
 		case <-guard.C:
 			s.mu.Lock()
-			s.logf(LogError, "%d cancelled requests did not finish within %v", len(rs.ids)-len(rs.records), cancelGrace)
+			s.logf(LogError, "%d cancelled requests did not finish within %v", n, cancelGrace)
 			s.mu.Unlock()
 			return
 		}

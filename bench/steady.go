@@ -155,29 +155,7 @@ func (s *Session) cancelLive(g *generation, lr *liveRun) {
 		open = append(open, id)
 	}
 	s.mu.Unlock()
-	for _, id := range open {
-		g.srv.Cancel(id)
-	}
-	guard := time.NewTimer(cancelGrace)
-	defer guard.Stop()
-	for {
-		s.mu.Lock()
-		left := len(lr.meta)
-		s.mu.Unlock()
-		if left == 0 {
-			return
-		}
-		select {
-		case <-lr.wake:
-		case <-g.loopDone:
-			return
-		case <-guard.C:
-			s.mu.Lock()
-			s.logf(LogError, "%d cancelled requests did not finish within %v", left, cancelGrace)
-			s.mu.Unlock()
-			return
-		}
-	}
+	s.cancelAndWait(g, open, func() int { return len(lr.meta) }, lr.wake)
 }
 
 // windowKind says where a window's requests came from.
