@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -295,8 +296,16 @@ func oneLine(s string) string {
 	}), " ")
 }
 
-// Models lists the model ids the server serves (GET {base}/models), in its order.
-func (c *Client) Models(ctx context.Context) ([]string, error) {
+// ModelCard is one entry of GET {base}/models.
+type ModelCard struct {
+	ID string
+	// MaxModelLen is the longest sequence (prompt plus output) the server takes for the model,
+	// where it says (vLLM's and rosetop serve's max_model_len); 0 when it does not.
+	MaxModelLen int
+}
+
+// ModelCards lists the models the server serves (GET {base}/models), in its order.
+func (c *Client) ModelCards(ctx context.Context) ([]ModelCard, error) {
 	mctx, cancel := context.WithTimeoutCause(ctx, min(metaTimeout, c.cfg.RequestTimeout), errRequestDeadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(mctx, http.MethodGet, c.base+"/models", nil)
@@ -316,17 +325,40 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 	}
 	var list struct {
 		Data []struct {
-			ID string `json:"id"`
+			ID          string          `json:"id"`
+			MaxModelLen json.RawMessage `json:"max_model_len"` // read when it is a whole number
+
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetaBody)).Decode(&list); err != nil {
 		return nil, fmt.Errorf("%w: GET %s/models: %v", ErrMalformed, c.base, c.detail(err.Error()))
 	}
-	ids := make([]string, 0, len(list.Data))
+	cards := make([]ModelCard, 0, len(list.Data))
 	for _, m := range list.Data {
-		if m.ID != "" {
-			ids = append(ids, m.ID)
+		if m.ID == "" {
+			continue
 		}
+		card := ModelCard{ID: m.ID}
+		if n, err := strconv.ParseInt(string(m.MaxModelLen), 10, 64); err == nil && n > 0 && n <= maxModelLen {
+			card.MaxModelLen = int(n)
+		}
+		cards = append(cards, card)
+	}
+	return cards, nil
+}
+
+// maxModelLen bounds a max_model_len taken from a server: larger is not a length but a mistake.
+const maxModelLen = 1 << 30
+
+// Models lists the model ids the server serves (GET {base}/models), in its order.
+func (c *Client) Models(ctx context.Context) ([]string, error) {
+	cards, err := c.ModelCards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(cards))
+	for i, m := range cards {
+		ids[i] = m.ID
 	}
 	return ids, nil
 }

@@ -124,6 +124,18 @@ func (f *Failure) Error() string {
 	return msg
 }
 
+// Brief names the failure in a few words, for counts by reason: "http 429", "timeout (stall)",
+// "stream-cut".
+func (f *Failure) Brief() string {
+	switch {
+	case f.Reason == ReasonStatus:
+		return fmt.Sprintf("http %d", f.Status)
+	case f.Reason == ReasonTimeout && f.Phase != "":
+		return "timeout (" + string(f.Phase) + ")"
+	}
+	return f.Reason.String()
+}
+
 // Unwrap returns the reason's sentinel error.
 func (f *Failure) Unwrap() error { return f.Reason.sentinel() }
 
@@ -149,6 +161,7 @@ func (s TokenSource) String() string {
 
 // Chunk is one stream chunk that carried choices, as the caller sees it arrive.
 type Chunk struct {
+	Start  time.Duration // the request's Result.Start: a first chunk's TTFT is At - Start
 	At     time.Duration // arrival on the client's clock
 	Tokens int           // tokens the chunk carried; -1 when the server did not say
 	Text   string        // the chunk's text (completions) or content delta (chat)

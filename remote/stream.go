@@ -155,7 +155,7 @@ func (s *streamReader) choices(at time.Duration, prevUsage int) *Failure {
 		r.Finish = c.finish
 	}
 	if s.onChunk != nil {
-		s.onChunk(Chunk{At: at, Tokens: tokens, Text: text})
+		s.onChunk(Chunk{Start: r.Start, At: at, Tokens: tokens, Text: text})
 	}
 	return nil
 }

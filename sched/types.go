@@ -78,6 +78,21 @@ type Record struct {
 	Err          error
 	Preemptions  int
 	Times        Times
+	// Stream is set by a Server outside this process (a remote OpenAI-compatible server, whose
+	// Times.Tokens hold one entry per stream chunk): what its stream said beyond the fields
+	// above. nil for this package's own requests.
+	Stream *StreamRecord
+}
+
+// StreamRecord is what a remote server's response stream adds to a Record.
+type StreamRecord struct {
+	// ChunkTokens[i] is how many tokens the chunk that arrived at Times.Tokens[i] carried; -1
+	// where the server did not say.
+	ChunkTokens []int
+	// TokenSource says where len(Output) came from: "usage" (the server's count), "chunks"
+	// (the sum of ChunkTokens), "tokenizer" (the text, tokenized here) or "unknown" (the
+	// number of chunks).
+	TokenSource string
 }
 
 // EventKind tells what an Event carries.

@@ -19,6 +19,7 @@ type downloader struct {
 	endpoint  string // without a trailing slash
 	token     string // HF_TOKEN, "" for none
 	contacted bool   // a request got an HTTP answer: later network errors are interruptions
+	set       fileSet
 }
 
 // result is what one file's download produced.
@@ -32,7 +33,7 @@ type result struct {
 // them into snapshots/<commit>/ and points refs/main at it.
 func (d *downloader) run(ctx context.Context) (string, error) {
 	rev, pinned, snap := "main", false, ""
-	for _, f := range repoFiles() {
+	for _, f := range d.set.files {
 		if pinned {
 			if fi, err := os.Stat(filepath.Join(snap, f.name)); err == nil && fi.Mode().IsRegular() {
 				continue // left complete by an earlier, interrupted run
@@ -123,8 +124,8 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 			why = st
 		}
 		if !d.contacted {
-			return result{}, false, notCached("model %s is not in the Hugging Face cache (%s) and cannot be downloaded from %s (%v): run once with network access to fill the cache, or pass a local model directory or random:gpt2",
-				d.id, d.repo, d.endpoint, why)
+			return result{}, false, notCached("%s %s is not in the Hugging Face cache (%s) and cannot be downloaded from %s (%v): run once with network access to fill the cache, or %s",
+				d.set.what, d.id, d.repo, d.endpoint, why, d.set.remedy)
 		}
 		return result{}, true, fmt.Errorf("%w: model %s: %s: %w; %s", ErrDownload, d.id, f.name, why, again(part, off))
 	}

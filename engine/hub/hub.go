@@ -157,41 +157,82 @@ type repoFile struct {
 	maxBytes int64 // larger is refused as not this file; 0: no limit (the weights)
 }
 
-// repoFiles lists the files to fetch, in download order: config.json first (a cheap request that
-// tells a missing model apart early and pins the commit), the weights last, so that a snapshot
-// with both required files is never missing tokenizer files that the repository has.
-func repoFiles() []repoFile {
-	const maxConfig, maxTokenizer = 1 << 20, 64 << 20 // the engine's own read limits
-	return []repoFile{{"config.json", true, maxConfig}, {"vocab.json", false, maxTokenizer}, {"merges.txt", false, maxTokenizer},
-		{"tokenizer.json", false, maxTokenizer}, {"model.safetensors", true, 0}}
+// fileSet is what one kind of Resolve fetches and when a snapshot holds enough of it.
+type fileSet struct {
+	what   string     // "model", "tokenizer": for messages
+	files  []repoFile // in download order
+	remedy string     // what to pass instead when the files cannot be had
+	// enough reports whether dir holds what the caller needs beyond the required files.
+	enough func(dir string) bool
+}
+
+// The engine's own read limits of the small files.
+const maxConfig, maxTokenizer = 1 << 20, 64 << 20
+
+// modelFiles are a whole model's files, in download order: config.json first (a cheap request
+// that tells a missing model apart early and pins the commit), the weights last, so that a
+// snapshot with both required files is never missing tokenizer files that the repository has.
+func modelFiles() fileSet {
+	return fileSet{what: "model", remedy: "pass a local model directory or random:gpt2",
+		files: []repoFile{{"config.json", true, maxConfig}, {"vocab.json", false, maxTokenizer}, {"merges.txt", false, maxTokenizer},
+			{"tokenizer.json", false, maxTokenizer}, {"model.safetensors", true, 0}},
+		enough: func(string) bool { return true },
+	}
+}
+
+// tokenizerFiles are a model's config and tokenizer files without its weights: enough when
+// tokenizer.json or vocab.json is there.
+func tokenizerFiles() fileSet {
+	return fileSet{what: "tokenizer", remedy: "pass a local directory holding tokenizer.json or vocab.json",
+		files: []repoFile{{"config.json", true, maxConfig}, {"vocab.json", false, maxTokenizer}, {"merges.txt", false, maxTokenizer},
+			{"tokenizer.json", false, maxTokenizer}},
+		enough: func(dir string) bool {
+			return isFile(filepath.Join(dir, "tokenizer.json")) || isFile(filepath.Join(dir, "vocab.json"))
+		},
+	}
 }
 
 // Resolve returns a local directory holding model id's config.json and model.safetensors (and its
 // tokenizer files, where the repository has them): the cached snapshot when there is one,
 // without touching the network; otherwise it downloads the files from $HF_ENDPOINT into the cache.
 func Resolve(ctx context.Context, id string, o Options) (string, error) {
+	return resolve(ctx, id, o, modelFiles())
+}
+
+// ResolveTokenizer returns a local directory holding model id's config.json and its tokenizer.json
+// or vocab.json (with merges.txt where the repository has it), as Resolve does but without the
+// weights. ErrNotFound when the repository has neither tokenizer file.
+func ResolveTokenizer(ctx context.Context, id string, o Options) (string, error) {
+	return resolve(ctx, id, o, tokenizerFiles())
+}
+
+func resolve(ctx context.Context, id string, o Options, set fileSet) (string, error) {
 	o = o.withDefaults()
 	if !ValidID(id) {
 		return "", fmt.Errorf("%w: %q (want NAME or ORG/NAME, e.g. gpt2 or openai-community/gpt2)", ErrInvalidID, id)
 	}
 	root, err := CacheRoot(o.Getenv)
 	if err != nil {
-		return "", fmt.Errorf("model %s: %w", id, err)
+		return "", fmt.Errorf("%s %s: %w", set.what, id, err)
 	}
 	repo := RepoDir(root, id)
-	if dir, ok := cachedSnapshot(repo); ok {
+	if dir, ok := cachedSnapshot(repo, set); ok {
 		return dir, nil
 	}
 	if v := strings.ToLower(strings.TrimSpace(o.Getenv("HF_HUB_OFFLINE"))); v == "1" || v == "true" || v == "yes" || v == "on" {
-		return "", notCached("model %s is not in the Hugging Face cache (%s) and HF_HUB_OFFLINE=%s forbids downloading it: run once with HF_HUB_OFFLINE unset and network access to fill the cache, or pass a local model directory or random:gpt2",
-			id, repo, o.Getenv("HF_HUB_OFFLINE"))
+		return "", notCached("%s %s is not in the Hugging Face cache (%s) and HF_HUB_OFFLINE=%s forbids downloading it: run once with HF_HUB_OFFLINE unset and network access to fill the cache, or %s",
+			set.what, id, repo, o.Getenv("HF_HUB_OFFLINE"), set.remedy)
 	}
 	endpoint := strings.TrimRight(o.Getenv("HF_ENDPOINT"), "/")
 	if endpoint == "" {
 		endpoint = DefaultEndpoint
 	}
-	d := &downloader{o: o, id: id, repo: repo, endpoint: endpoint, token: o.Getenv("HF_TOKEN")}
-	return d.run(ctx)
+	d := &downloader{o: o, id: id, repo: repo, endpoint: endpoint, token: o.Getenv("HF_TOKEN"), set: set}
+	dir, err := d.run(ctx)
+	if err == nil && !set.enough(dir) {
+		return "", fmt.Errorf("%w: model %s at %s has no tokenizer.json or vocab.json", ErrNotFound, id, endpoint)
+	}
+	return dir, err
 }
 
 // notCachedError is ErrNotCached with a message that says it once, in one sentence with the
@@ -216,11 +257,11 @@ func notCached(format string, args ...any) error {
 }
 
 // cachedSnapshot finds a complete snapshot: the one refs/main names, else the newest complete one.
-func cachedSnapshot(repo string) (string, bool) {
+func cachedSnapshot(repo string, set fileSet) (string, bool) {
 	if ref, err := os.ReadFile(filepath.Join(repo, "refs", "main")); err == nil {
 		if c := strings.TrimSpace(string(ref)); c != "" && filepath.Base(c) == c {
 			dir := filepath.Join(repo, "snapshots", c)
-			if complete(dir) {
+			if complete(dir, set) {
 				return dir, true
 			}
 		}
@@ -233,7 +274,7 @@ func cachedSnapshot(repo string) (string, bool) {
 	for _, e := range entries {
 		dir := filepath.Join(repo, "snapshots", e.Name())
 		fi, err := os.Stat(dir)
-		if err != nil || !fi.IsDir() || !complete(dir) {
+		if err != nil || !fi.IsDir() || !complete(dir, set) {
 			continue
 		}
 		if best == "" || fi.ModTime().After(bestTime) {
@@ -243,16 +284,19 @@ func cachedSnapshot(repo string) (string, bool) {
 	return best, best != ""
 }
 
-// complete reports whether dir holds every required file; Stat follows symlinks into blobs/, so a
-// dangling link does not count.
-func complete(dir string) bool {
-	for _, f := range repoFiles() {
-		if !f.required {
-			continue
-		}
-		if fi, err := os.Stat(filepath.Join(dir, f.name)); err != nil || !fi.Mode().IsRegular() {
+// complete reports whether dir holds every required file of set and enough of the rest; Stat
+// follows symlinks into blobs/, so a dangling link does not count.
+func complete(dir string, set fileSet) bool {
+	for _, f := range set.files {
+		if f.required && !isFile(filepath.Join(dir, f.name)) {
 			return false
 		}
 	}
-	return true
+	return set.enough(dir)
+}
+
+// isFile reports whether path is a regular file, following symlinks.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
