@@ -18,7 +18,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkOutputs(o); err != nil {
 		return err
 	}
-	opts := bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}
+	prov, err := o.provider()
+	if err != nil {
+		return err
+	}
+	opts := bench.SessionOptions{Provider: prov}
 	return withCPUProfile(o.CPUProfilePath, func() error {
 		return bench.RunBench(ctx, o.sessionConfig(), opts, o.exports(), stdout, stderr)
 	})

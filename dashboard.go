@@ -22,13 +22,17 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err := checkOutputs(o); err != nil {
 		return err
 	}
+	prov, err := o.provider()
+	if err != nil {
+		return err
+	}
 	term, err := findTerminal(stdin, stderr, openTTY)
 	if err != nil {
 		return err
 	}
 	defer term.close()
 	return withCPUProfile(o.CPUProfilePath, func() error {
-		opts := bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess()), Progress: term.out, KeepRecords: o.JSONPath != "" || o.CSVPath != ""}
+		opts := bench.SessionOptions{Provider: prov, Progress: term.out, KeepRecords: o.JSONPath != "" || o.CSVPath != ""}
 		sess, err := bench.NewSession(ctx, o.sessionConfig(), opts)
 		if err != nil {
 			return err

@@ -56,6 +56,7 @@ type options struct {
 	CSVPath           string  `json:"-"`
 	CPUProfilePath    string  `json:"-"`
 	loadOptions               // load_flags.go
+	remoteOptions             // remote_flags.go
 }
 
 // Bounds of the size flags: nothing is allocated from a flag before it is checked against them.
@@ -121,6 +122,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.CSVPath, "csv", o.CSVPath, "write one row per request to FILE")
 	fs.StringVar(&o.CPUProfilePath, "cpuprofile", o.CPUProfilePath, "write a Go CPU profile of the whole process to FILE (go tool pprof)")
 	bindLoadFlags(fs, &o.loadOptions)
+	remoteFlags(fs, &o.remoteOptions)
 	return fs
 }
 
@@ -154,13 +156,13 @@ func parseOptionsWith(args []string, stderr io.Writer, bind func(*flag.FlagSet, 
 		return o, set, err
 	}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	err := o.finish(fs, set)
+	err := o.finish(fs, set, stderr)
 	return o, set, err
 }
 
 // finish applies --job's preset to every option not given explicitly (through fs, which is bound
-// to o) and validates the result.
-func (o *options) finish(fs *flag.FlagSet, set map[string]bool) error {
+// to o) and validates the result; notes go to stderr.
+func (o *options) finish(fs *flag.FlagSet, set map[string]bool, stderr io.Writer) error {
 	if o.Job != "" {
 		job, ok := jobByName(o.Job)
 		if !ok {
@@ -174,6 +176,9 @@ func (o *options) finish(fs *flag.FlagSet, set map[string]bool) error {
 				return fmt.Errorf("job %s: --%s=%s: %w", job.Name, kv[0], kv[1], err)
 			}
 		}
+	}
+	if err := o.checkRemote(set, stderr); err != nil {
+		return err
 	}
 	if (set["request-rate"] || set["request-rates"]) && !set["submit-interval-ms"] {
 		o.SubmitIntervalMs = 0 // an explicit rate (or rosetop sweep's rates) replaces the job's interval

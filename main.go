@@ -21,6 +21,7 @@ import (
 	"rosetop/bench"
 	"rosetop/engine"
 	"rosetop/engine/hub"
+	"rosetop/remote"
 	"rosetop/sched"
 )
 
@@ -97,7 +98,7 @@ func exitCode(err error) int {
 	var ue usageError
 	for _, bad := range []error{errBadFlag, bench.ErrBadConfig, sched.ErrBadConfig, engine.ErrInvalidModel,
 		engine.ErrModelNotFound, engine.ErrUnknownArch, engine.ErrModelTooLarge, engine.ErrBadOptions, engine.ErrNoCUDA, hub.ErrInvalidID, hub.ErrNotCached,
-		hub.ErrNotFound, hub.ErrDenied} {
+		hub.ErrNotFound, hub.ErrDenied, remote.ErrConfig} {
 		if errors.Is(err, bad) {
 			return exitUsage
 		}

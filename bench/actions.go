@@ -34,6 +34,11 @@ var ErrExternalLoad = errors.New("the load is external: clients decide when requ
 
 // do applies a; the caller holds s.mu.
 func (s *Session) do(a Action) (string, error) {
+	if r := s.info.Remote; r != nil {
+		if err := refuseRemote(a, r); err != nil {
+			return "", err
+		}
+	}
 	if s.opts.External {
 		switch a {
 		case ActToggleSchedule, ActIntervalDown, ActIntervalUp, ActTogglePause:

@@ -31,7 +31,7 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	s.mu.Lock()
 	want, knobs := s.want, s.knobs
 	s.mu.Unlock()
-	spec := ServerSpec{Engine: want, MaxBatch: s.cfg.Sched.MaxBatch, MaxSeqLen: s.seqs, Sched: knobs, Clock: s.clock}
+	spec := ServerSpec{Engine: want, MaxBatch: s.cfg.Sched.MaxBatch, MaxSeqLen: s.seqs, Sched: knobs, Clock: s.clock, Window: s.opts.Window}
 	srv, err := s.prov.NewServer(context.Background(), spec)
 	if err != nil {
 		return nil, err
@@ -62,7 +62,11 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	s.live.resetRequests() // the stopped engine's recorder has returned: its requests are over
 	s.live.counts = LiveCounts{}
 	s.live.mark(s.clock.Now(), fmt.Sprintf("cold start (engine %d)", index))
-	s.logf(LogInfo, "engine %d: %s on %s, paged attention %s, CUDA Graph %s", index, modelName(info), info.DeviceDetail, onOff(info.Paged), onOff(info.CUDAGraph))
+	if info.Remote != nil {
+		s.logf(LogInfo, "remote server: %s on %s", modelName(info), info.DeviceDetail)
+	} else {
+		s.logf(LogInfo, "engine %d: %s on %s, paged attention %s, CUDA Graph %s", index, modelName(info), info.DeviceDetail, onOff(info.Paged), onOff(info.CUDAGraph))
+	}
 	if info.DeviceNote != "" {
 		s.logf(LogInfo, "%s", info.DeviceNote)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rosetop/internal/atomicfile"
+	"rosetop/sched"
 )
 
 // jsonDist is a Dist with null percentiles when there are no samples (JSON has no NaN).
@@ -31,27 +32,30 @@ func toJSONDist(d Dist) jsonDist {
 }
 
 type jsonSummary struct {
-	Requests         int          `json:"requests"`
-	PromptTokens     int          `json:"prompt_tokens"`
-	CompletionTokens int          `json:"completion_tokens"`
-	SubmitWallS      float64      `json:"submit_wall_s"`
-	SubmitLagMs      *jsonDist    `json:"submit_lag_ms,omitempty"`
-	AddRequestMs     jsonDist     `json:"add_request_ms"`
-	TokenizeMs       jsonDist     `json:"tokenize_ms"`
-	QueueWaitMs      jsonDist     `json:"queue_wait_ms"`
-	PrefillFirstMs   jsonDist     `json:"prefill_first_token_ms"`
-	TTFTMs           jsonDist     `json:"ttft_ms"`
-	TPOTMs           jsonDist     `json:"tpot_ms"`
-	ITLMs            jsonDist     `json:"itl_ms"`
-	LatencyMs        jsonDist     `json:"latency_ms"`
-	Throughput       float64      `json:"throughput_completion_tok_s"`
-	TotalThroughput  float64      `json:"throughput_total_tok_s"`
-	WallS            float64      `json:"wall_s"`
-	Preemptions      int          `json:"preemptions"`
-	Cancelled        int          `json:"cancelled"`
-	Failed           int          `json:"failed"`
-	RequestRate      float64      `json:"request_throughput"` // completed requests/s over wall_s
-	Goodput          *jsonGoodput `json:"goodput,omitempty"`
+	Requests         int            `json:"requests"`
+	PromptTokens     int            `json:"prompt_tokens"`
+	CompletionTokens int            `json:"completion_tokens"`
+	SubmitWallS      float64        `json:"submit_wall_s"`
+	SubmitLagMs      *jsonDist      `json:"submit_lag_ms,omitempty"`
+	AddRequestMs     jsonDist       `json:"add_request_ms"`
+	TokenizeMs       jsonDist       `json:"tokenize_ms"`
+	QueueWaitMs      jsonDist       `json:"queue_wait_ms"`
+	PrefillFirstMs   jsonDist       `json:"prefill_first_token_ms"`
+	TTFTMs           jsonDist       `json:"ttft_ms"`
+	TPOTMs           jsonDist       `json:"tpot_ms"`
+	ITLMs            jsonDist       `json:"itl_ms"`                 // a remote server's: between stream chunks
+	TokenGapMs       *jsonDist      `json:"token_gap_ms,omitempty"` // a remote server's: between tokens
+	LatencyMs        jsonDist       `json:"latency_ms"`
+	Throughput       float64        `json:"throughput_completion_tok_s"`
+	TotalThroughput  float64        `json:"throughput_total_tok_s"`
+	WallS            float64        `json:"wall_s"`
+	Preemptions      int            `json:"preemptions"`
+	Cancelled        int            `json:"cancelled"`
+	Failed           int            `json:"failed"`
+	Failures         map[string]int `json:"failures,omitempty"`      // failed requests by cause
+	TokenSources     map[string]int `json:"token_sources,omitempty"` // a remote server's: where output counts came from
+	RequestRate      float64        `json:"request_throughput"`      // completed requests/s over wall_s
+	Goodput          *jsonGoodput   `json:"goodput,omitempty"`
 }
 
 // jsonGoodput is a run's goodput against its --goodput targets.
@@ -83,6 +87,7 @@ type jsonRequest struct {
 	Index          int       `json:"index"`
 	ID             uint64    `json:"id"`
 	Reason         string    `json:"reason"`
+	Failure        string    `json:"failure,omitempty"` // a failed request's cause in a few words ("http 429")
 	Error          string    `json:"error,omitempty"`
 	PromptTokens   int       `json:"prompt_tokens"`
 	OutputTokens   int       `json:"output_tokens"`
@@ -94,7 +99,11 @@ type jsonRequest struct {
 	AdmittedMs     *float64  `json:"admitted_ms"`
 	FirstTokenMs   *float64  `json:"first_token_ms"`
 	FinishedMs     *float64  `json:"finished_ms"`
-	TokenMs        []float64 `json:"token_ms"`
+	TokenMs        []float64 `json:"token_ms"` // a remote server's: one per stream chunk
+	// A remote server's streams: tokens per chunk of token_ms (-1: not said), and where
+	// output_tokens came from (usage, chunks, tokenizer, unknown).
+	ChunkTokens []int  `json:"chunk_tokens,omitempty"`
+	TokenSource string `json:"token_source,omitempty"`
 }
 
 type jsonRun struct {
@@ -151,6 +160,12 @@ func toJSONRequest(r *RequestResult) jsonRequest {
 	if rec.Err != nil {
 		out.Error = rec.Err.Error()
 	}
+	if rec.Reason == sched.FinishError || rec.Reason == sched.FinishTooLong {
+		out.Failure = failureName(rec)
+	}
+	if st := rec.Stream; st != nil {
+		out.ChunkTokens, out.TokenSource = st.ChunkTokens, st.TokenSource
+	}
 	out.SubmitStartMs, out.SubmitEndMs, out.TokenizedMs = tsMs(t.SubmitStart), tsMs(t.SubmitEnd), tsMs(t.Tokenized)
 	out.AdmittedMs, out.FirstTokenMs, out.FinishedMs = tsMs(t.Admitted), tsMs(t.FirstToken), tsMs(t.Finished)
 	out.TokenMs = make([]float64, len(t.Tokens))
@@ -168,8 +183,12 @@ func toJSONRun(r *runResult) jsonRun {
 		QueueWaitMs: toJSONDist(s.QueueWait), PrefillFirstMs: toJSONDist(s.PrefillFirst), TTFTMs: toJSONDist(s.TTFT),
 		TPOTMs: toJSONDist(s.TPOT), ITLMs: toJSONDist(s.ITL), LatencyMs: toJSONDist(s.Latency),
 		Throughput: s.Throughput, TotalThroughput: s.TotalThroughput, WallS: s.Wall.Seconds(),
-		Preemptions: s.Preemptions, Cancelled: s.Cancelled, Failed: s.Failed,
-		RequestRate: s.RequestThroughput, Goodput: toJSONGoodput(s),
+		Preemptions: s.Preemptions, Cancelled: s.Cancelled, Failed: s.Failed, Failures: s.Failures,
+		TokenSources: s.TokenSources, RequestRate: s.RequestThroughput, Goodput: toJSONGoodput(s),
+	}
+	if r.hdr.Endpoint != "" {
+		d := toJSONDist(s.TokenGap)
+		js.TokenGapMs = &d
 	}
 	if r.hdr.lagPrinted() {
 		d := toJSONDist(s.SubmitLag)
@@ -198,6 +217,7 @@ var csvHeader = []string{
 	"run", "warmup", "partial", "index", "id", "reason", "prompt_tokens", "output_tokens", "preemptions",
 	"submit_target_ms", "submit_start_ms", "submit_end_ms", "tokenized_ms", "admitted_ms", "first_token_ms", "finished_ms",
 	"add_request_ms", "tokenize_ms", "queue_wait_ms", "prefill_first_token_ms", "ttft_ms", "tpot_ms", "latency_ms", "submit_lag_ms",
+	"failure", "token_source", "chunks",
 }
 
 // writeCSV writes one row per request of every run, after a header line. Empty cells: n/a.
@@ -224,7 +244,13 @@ func writeCSV(w io.Writer, runs []*runResult) error {
 			derived := make([]string, 8)
 			if r.completed() {
 				m := metricsOf(r)
-				derived = []string{f(m.AddRequest), f(m.Tokenize), f(m.QueueWait), f(m.PrefillFirst), f(m.TTFT), "", f(m.Latency), ""}
+				derived[4], derived[6] = f(m.TTFT), f(m.Latency)
+				if m.HasSubmit {
+					derived[0], derived[1] = f(m.AddRequest), f(m.Tokenize)
+				}
+				if m.HasAdmit {
+					derived[2], derived[3] = f(m.QueueWait), f(m.PrefillFirst)
+				}
 				if m.HasTPOT {
 					derived[5] = f(m.TPOT)
 				}
@@ -232,7 +258,12 @@ func writeCSV(w io.Writer, runs []*runResult) error {
 					derived[7] = f(m.Lag)
 				}
 			}
-			if err := cw.Write(append(row, derived...)); err != nil {
+			stream := []string{j.Failure, j.TokenSource, ""}
+			if j.ChunkTokens != nil {
+				stream[2] = strconv.Itoa(len(j.ChunkTokens))
+			}
+			row = append(append(row, derived...), stream...)
+			if err := cw.Write(row); err != nil {
 				return err
 			}
 		}

@@ -56,6 +56,7 @@ type liveState struct {
 	lastQueue  QueuePoint
 	admissions *ring[Admission]
 	windows    [len(latencyNames)]*window
+	e2e        *window // completed requests' latency, for the server panel's client column
 	p99        [len(latencyNames)]*timeline
 	lastP99    time.Duration // when the p99 timelines last got a sample
 	itl        *ring[float64]
@@ -97,7 +98,7 @@ func newLiveState(span time.Duration) *liveState {
 		itl:        newRing[float64](itlRecentCap), slow: newRing[slowReq](slowCap),
 		stepTokens: newRing[sample](4096), events: newRing[LogEvent](eventCap),
 		markers: newRing[Marker](markerCap), steady: newRing[Summary](steadyCap),
-		open: map[sched.RequestID]inflight{},
+		open: map[sched.RequestID]inflight{}, e2e: newWindow(span, windowCap),
 	}
 	for i, name := range latencyNames {
 		c := windowCap
@@ -148,9 +149,7 @@ func (l *liveState) addTokens(e *sched.Event) {
 	if e.First != nil {
 		m := firstTokenMetrics(e.First)
 		at := e.First.FirstToken
-		l.windows[winTTFT].add(at, m.TTFT)
-		l.windows[winQueueWait].add(at, m.QueueWait)
-		l.windows[winPrefillFirst].add(at, m.PrefillFirst)
+		l.addFirst(at, &m)
 		l.open[e.ID] = inflight{last: at, stopped: len(e.Tokens) != 1 || e.At != at}
 		return
 	}
@@ -183,10 +182,9 @@ func (l *liveState) addRequest(at time.Duration, r *RequestResult) {
 	}
 	m := metricsOf(r)
 	if !early {
-		l.windows[winTTFT].add(at, m.TTFT)
-		l.windows[winQueueWait].add(at, m.QueueWait)
-		l.windows[winPrefillFirst].add(at, m.PrefillFirst)
+		l.addFirst(at, &m)
 	}
+	l.e2e.add(at, m.Latency)
 	if m.HasTPOT {
 		l.windows[winTPOT].add(at, m.TPOT)
 		l.slow.push(slowReq{tpot: m.TPOT, itl: RequestITL{ID: uint64(r.Record.ID), ITL: m.ITL}})
@@ -194,6 +192,16 @@ func (l *liveState) addRequest(at time.Duration, r *RequestResult) {
 	for _, v := range m.ITL[min(o.gaps, len(m.ITL)):] {
 		l.windows[winITL].add(at, v)
 		l.itl.push(v)
+	}
+}
+
+// addFirst adds a request's first-token samples at time at: its TTFT, and its queue wait and
+// prefill->first where the server showed them.
+func (l *liveState) addFirst(at time.Duration, m *requestMetrics) {
+	l.windows[winTTFT].add(at, m.TTFT)
+	if m.HasAdmit {
+		l.windows[winQueueWait].add(at, m.QueueWait)
+		l.windows[winPrefillFirst].add(at, m.PrefillFirst)
 	}
 }
 

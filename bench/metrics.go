@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"time"
 
 	"rosetop/sched"
@@ -25,32 +26,42 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // requestMetrics are one request's derived latencies in ms (DESIGN.md, "Metrics"). Every
 // difference is taken on the integer nanosecond timestamps, so TTFT = AddRequest + Tokenize +
-// QueueWait + PrefillFirst holds exactly.
+// QueueWait + PrefillFirst holds exactly where all four are known. A server outside this process
+// shows a client none of its inner times: there only TTFT, TPOT, ITL and Latency are known.
 type requestMetrics struct {
-	AddRequest   float64   // SubmitEnd - SubmitStart
-	Tokenize     float64   // Tokenized - SubmitEnd
-	QueueWait    float64   // Admitted - Tokenized (post-tokenize queue wait)
-	PrefillFirst float64   // FirstToken - Admitted
+	AddRequest   float64   // SubmitEnd - SubmitStart; valid when HasSubmit
+	Tokenize     float64   // Tokenized - SubmitEnd; valid when HasSubmit
+	QueueWait    float64   // Admitted - Tokenized (post-tokenize queue wait); valid when HasAdmit
+	PrefillFirst float64   // FirstToken - Admitted; valid when HasAdmit
+	HasSubmit    bool      // the Submit call's end and the tokenization are known
+	HasAdmit     bool      // the admission into a prefill batch is known
 	TTFT         float64   // FirstToken - SubmitStart
 	Latency      float64   // Finished - SubmitStart (E2E)
 	TPOT         float64   // (Finished - FirstToken) / (outputs - 1); valid when HasTPOT
 	HasTPOT      bool      // more than one output token
-	ITL          []float64 // gaps between consecutive token timestamps
-	Lag          float64   // actual submit start - target; valid when HasLag
+	ITL          []float64 // gaps between consecutive Times.Tokens: tokens, or a stream's chunks
+	// TokenGaps are a stream's gaps between tokens: a chunk of k tokens g after the previous
+	// chunk that carried any adds k gaps of g/k. Valid when HasTokenGaps: the record's chunks
+	// all say how many tokens they carried.
+	TokenGaps    []float64
+	HasTokenGaps bool
+	Lag          float64 // actual submit start - target; valid when HasLag
 	HasLag       bool
 }
 
 // firstTokenMetrics derives the metrics known once the first token is out (AddRequest,
 // Tokenize, QueueWait, PrefillFirst, TTFT); the dashboard takes them from a request's first
 // token event, the reports from its record, both through here so that they agree exactly.
+// A zero timestamp is one the server did not report: the parts that need it stay unknown.
 func firstTokenMetrics(t *sched.Times) requestMetrics {
-	return requestMetrics{
-		AddRequest:   ms(t.SubmitEnd - t.SubmitStart),
-		Tokenize:     ms(t.Tokenized - t.SubmitEnd),
-		QueueWait:    ms(t.Admitted - t.Tokenized),
-		PrefillFirst: ms(t.FirstToken - t.Admitted),
-		TTFT:         ms(t.FirstToken - t.SubmitStart),
+	m := requestMetrics{TTFT: ms(t.FirstToken - t.SubmitStart)}
+	if t.SubmitEnd > 0 && t.Tokenized > 0 {
+		m.AddRequest, m.Tokenize, m.HasSubmit = ms(t.SubmitEnd-t.SubmitStart), ms(t.Tokenized-t.SubmitEnd), true
 	}
+	if t.Admitted > 0 && t.Tokenized > 0 {
+		m.QueueWait, m.PrefillFirst, m.HasAdmit = ms(t.Admitted-t.Tokenized), ms(t.FirstToken-t.Admitted), true
+	}
+	return m
 }
 
 // metricsOf derives r's metrics; r must be completed.
@@ -65,6 +76,9 @@ func metricsOf(r *RequestResult) requestMetrics {
 	for i := 1; i < len(t.Tokens); i++ {
 		m.ITL = append(m.ITL, ms(t.Tokens[i]-t.Tokens[i-1]))
 	}
+	if st := r.Record.Stream; st != nil {
+		m.TokenGaps, m.HasTokenGaps = tokenGaps(t.Tokens, st.ChunkTokens)
+	}
 	if r.HasTarget {
 		// The submitter sleeps until the target, so the lag is >= 0; clamp like the seed does
 		// in case a clock's sleep returns a hair early.
@@ -72,6 +86,32 @@ func metricsOf(r *RequestResult) requestMetrics {
 		m.HasLag = true
 	}
 	return m
+}
+
+// tokenGaps spreads each chunk's gap over the tokens it carried: a chunk of k > 0 tokens that
+// arrived g after the previous chunk that carried any adds k gaps of g/k; the first such chunk
+// adds none, and so does a chunk of no tokens. ok is false when a count is unknown (< 0) or the
+// counts do not match the chunks.
+func tokenGaps(at []time.Duration, counts []int) (gaps []float64, ok bool) {
+	if len(counts) != len(at) {
+		return nil, false
+	}
+	prev := -1
+	for i, k := range counts {
+		switch {
+		case k < 0:
+			return nil, false
+		case k == 0:
+			continue
+		case prev >= 0:
+			g := ms(at[i]-at[prev]) / float64(k)
+			for range k {
+				gaps = append(gaps, g)
+			}
+		}
+		prev = i
+	}
+	return gaps, true
 }
 
 // runInfo is what the submitter measured about a run besides the records.
@@ -86,9 +126,10 @@ type runInfo struct {
 
 // summarize computes a run's Summary from its requests.
 func summarize(info runInfo, reqs []RequestResult) Summary {
-	var add, tok, queue, prefill, ttft, tpot, itl, lat, lag, cut []float64
+	var add, tok, queue, prefill, ttft, tpot, itl, gaps, lat, lag, cut []float64
 	s := Summary{Index: info.Index, Warmup: info.Warmup, Label: info.Label, SubmitWall: info.SubmitWall, Partial: info.Partial}
 	var first, last time.Duration
+	allGaps := true // every completed stream's token gaps are known
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Record == nil { // submitted, never finished (an interrupted run's stuck request)
@@ -105,6 +146,7 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 				}
 			} else {
 				s.Failed++
+				s.Failures = addCount(s.Failures, failureName(r.Record))
 			}
 			continue
 		}
@@ -112,8 +154,18 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 		s.Requests++
 		s.PromptTokens += r.Record.PromptTokens
 		s.CompletionTokens += len(r.Record.Output)
-		add, tok, queue = append(add, m.AddRequest), append(tok, m.Tokenize), append(queue, m.QueueWait)
-		prefill, ttft, lat = append(prefill, m.PrefillFirst), append(ttft, m.TTFT), append(lat, m.Latency)
+		if st := r.Record.Stream; st != nil {
+			s.TokenSources = addCount(s.TokenSources, st.TokenSource)
+			allGaps = allGaps && m.HasTokenGaps
+			gaps = append(gaps, m.TokenGaps...)
+		}
+		if m.HasSubmit {
+			add, tok = append(add, m.AddRequest), append(tok, m.Tokenize)
+		}
+		if m.HasAdmit {
+			queue, prefill = append(queue, m.QueueWait), append(prefill, m.PrefillFirst)
+		}
+		ttft, lat = append(ttft, m.TTFT), append(lat, m.Latency)
 		if m.HasTPOT {
 			tpot = append(tpot, m.TPOT)
 		}
@@ -133,10 +185,41 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 	s.PrefillFirst, s.TTFT, s.TPOT = makeDist(prefill), makeDist(ttft), makeDist(tpot)
 	s.ITL, s.Latency, s.SubmitLag = makeDist(itl), makeDist(lat), makeDist(lag)
 	s.CutTTFT = makeDist(cut)
+	if s.TokenSources != nil && allGaps {
+		s.TokenGap = makeDist(gaps)
+	} else {
+		s.TokenGap = makeDist(nil)
+	}
 	if s.Requests > 0 && last > first {
 		s.Wall = last - first
 		s.Throughput = float64(s.CompletionTokens) / s.Wall.Seconds()
 		s.TotalThroughput = float64(s.PromptTokens+s.CompletionTokens) / s.Wall.Seconds()
 	}
 	return s
+}
+
+// briefError is an error that names its cause in a few words ("http 429", "timeout (stall)"):
+// a remote server's request failures are.
+type briefError interface {
+	error
+	Brief() string
+}
+
+// failureName is how the report counts a failed request: its error's brief name, else its
+// finish reason ("error", "too_long").
+func failureName(rec *sched.Record) string {
+	var b briefError
+	if errors.As(rec.Err, &b) {
+		return b.Brief()
+	}
+	return string(rec.Reason)
+}
+
+// addCount adds one to m[key], making m when nil.
+func addCount(m map[string]int, key string) map[string]int {
+	if m == nil {
+		m = map[string]int{}
+	}
+	m[key]++
+	return m
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 )
 
@@ -20,6 +21,11 @@ type reportHeader struct {
 	IntervalMs      float64 `json:"submit_interval_ms"` // the mean gap for poisson
 	Schedule        string  `json:"submit_schedule"`    // relative | absolute | poisson | gamma | trace
 	Backend         string  `json:"backend"`            // "rosetop", or a remote server's (ServerInfo.Backend)
+	// A server outside this process (ServerInfo.Remote): its API root, the API spoken, and the
+	// server's kind as its /metrics tell it. Empty in-process.
+	Endpoint string `json:"endpoint,omitempty"`
+	API      string `json:"api,omitempty"`
+	Server   string `json:"server,omitempty"`
 }
 
 // lagPrinted reports whether the schedule has targets to lag behind (seed 002: absolute with
@@ -45,23 +51,34 @@ func distLine(name string, d Dist, unit string) string {
 
 // reportLines is one run's "=== streaming benchmark ===" block, line for line as seed 003 prints
 // it (the latest and fullest form), plus rosetop-only lines at the end when they are nonzero.
+// Against a remote server the engine's lines give way to the endpoint's, and the inter-token
+// latency is labelled as what a client sees: the gap between stream chunks, beside the gap
+// between tokens.
 func reportLines(h reportHeader, s Summary) []string {
-	lines := []string{
-		"=== streaming benchmark ===",
-		"Model: " + h.Model,
-		"Device: " + h.Device,
-		"Pretok: " + pyBool(h.Pretok),
-		fmt.Sprintf("Tokenize workers: %d", h.TokenizeWorkers),
-		fmt.Sprintf("Stream interval: %d", h.StreamInterval),
-		"Paged attention: " + pyBool(h.Paged),
-		"CUDA Graph: " + pyBool(h.CUDAGraph),
-		"NVTX: " + pyBool(h.NVTX),
+	lines := []string{"=== streaming benchmark ===", "Model: " + h.Model, "Device: " + h.Device}
+	if h.Endpoint != "" {
+		lines = append(lines,
+			fmt.Sprintf("Endpoint: %s (%s API)", h.Endpoint, h.API),
+			"Server: "+h.Server,
+			"Pretok: "+pyBool(h.Pretok),
+		)
+	} else {
+		lines = append(lines,
+			"Pretok: "+pyBool(h.Pretok),
+			fmt.Sprintf("Tokenize workers: %d", h.TokenizeWorkers),
+			fmt.Sprintf("Stream interval: %d", h.StreamInterval),
+			"Paged attention: "+pyBool(h.Paged),
+			"CUDA Graph: "+pyBool(h.CUDAGraph),
+			"NVTX: "+pyBool(h.NVTX),
+		)
+	}
+	lines = append(lines,
 		fmt.Sprintf("Requests: %d", s.Requests),
 		fmt.Sprintf("Prompt tokens (total): %d", s.PromptTokens),
 		fmt.Sprintf("Completion tokens (total): %d", s.CompletionTokens),
 		fmt.Sprintf("Submit wall: %.6f s", s.SubmitWall.Seconds()),
 		fmt.Sprintf("Submit interval/schedule: %.3f ms / %s", h.IntervalMs, h.Schedule),
-	}
+	)
 	if h.lagPrinted() {
 		lines = append(lines, distLine("Submit lag", s.SubmitLag, "ms"))
 	}
@@ -72,20 +89,48 @@ func reportLines(h reportHeader, s Summary) []string {
 		distLine("Prefill->first token", s.PrefillFirst, "ms"),
 		distLine("TTFT", s.TTFT, "ms"),
 		distLine("TPOT", s.TPOT, "ms/token"),
-		distLine("ITL", s.ITL, "ms"),
+	)
+	if h.Endpoint != "" {
+		lines = append(lines, distLine("ITL (chunk gap)", s.ITL, "ms"), distLine("Token gap", s.TokenGap, "ms"))
+	} else {
+		lines = append(lines, distLine("ITL", s.ITL, "ms"))
+	}
+	lines = append(lines,
 		distLine("Latency", s.Latency, "ms"),
 		fmt.Sprintf("Throughput (completion,total): %.2f, %.2f tokens/s", s.Throughput, s.TotalThroughput),
 	)
+	if len(s.TokenSources) > 0 {
+		lines = append(lines, "Output tokens from: "+countsText(s.TokenSources))
+	}
 	if s.Preemptions > 0 {
 		lines = append(lines, fmt.Sprintf("Preemptions: %d", s.Preemptions))
 	}
 	if s.Failed > 0 {
-		lines = append(lines, fmt.Sprintf("Failed: %d", s.Failed))
+		lines = append(lines, fmt.Sprintf("Failed: %d (%s)", s.Failed, countsText(s.Failures)))
 	}
 	if s.Partial {
 		lines = append(lines, fmt.Sprintf("Interrupted: partial run, %d requests cancelled", s.Cancelled))
 	}
 	return append(lines, goodputLines(s)...)
+}
+
+// countsText lists counts by name, most first, ties by name: "http 429: 2, timeout (stall): 1".
+func countsText(m map[string]int) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if m[names[i]] != m[names[j]] {
+			return m[names[i]] > m[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s: %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // writeReport writes one run's block.

@@ -381,12 +381,16 @@ func (s *Session) fileRun(hdr reportHeader, info runInfo, reqs []RequestResult, 
 
 // reportHeader is what a run's report block says it ran on; the caller holds s.mu.
 func (s *Session) reportHeader(info ServerInfo) reportHeader {
-	return reportHeader{
+	h := reportHeader{
 		Model: modelName(info), Device: info.Device, DeviceDetail: info.DeviceDetail, Pretok: s.cfg.Workload.Pretok,
 		TokenizeWorkers: info.TokenizeWorkers, StreamInterval: s.cfg.Workload.StreamInterval, Paged: info.Paged,
 		CUDAGraph: info.CUDAGraph, NVTX: s.cfg.NVTX, IntervalMs: s.arr.intervalMs(), Schedule: s.arr.label(),
 		Backend: cmp.Or(info.Backend, "rosetop"),
 	}
+	if r := info.Remote; r != nil {
+		h.Endpoint, h.API, h.Server = r.Endpoint, r.API, r.Kind
+	}
+	return h
 }
 
 // arrivals is the submitter's view of the schedule in force.

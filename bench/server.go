@@ -48,6 +48,8 @@ type ServerInfo struct {
 	TokenizeWorkers int // the scheduler's tokenize workers (0: inline)
 	// Backend names the serving stack in vLLM-format results ("": rosetop's own engine).
 	Backend string
+	// Remote describes a server outside this process; nil for rosetop's own engine.
+	Remote *RemoteInfo
 }
 
 // EngineOptions are the settings that need a new engine when they change.
@@ -59,10 +61,11 @@ type EngineOptions struct {
 // ServerSpec is what one engine is built with.
 type ServerSpec struct {
 	Engine    EngineOptions
-	MaxBatch  int          // the engine's capacity: most sequences in one step
-	MaxSeqLen int          // longest sequence, prompt plus output
-	Sched     sched.Config // the scheduler's first knobs
-	Clock     Clock        // the session's clock: request timestamps share its time base
+	MaxBatch  int           // the engine's capacity: most sequences in one step
+	MaxSeqLen int           // longest sequence, prompt plus output
+	Sched     sched.Config  // the scheduler's first knobs
+	Clock     Clock         // the session's clock: request timestamps share its time base
+	Window    time.Duration // the rolling window of the dashboard's percentiles
 }
 
 // ModelInfo is what a Session needs of the model a Provider serves.

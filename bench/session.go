@@ -226,7 +226,11 @@ func (s *Session) publish(force bool) {
 		return
 	}
 	s.lastPublish = now
-	s.view.Store(s.live.view(s.start, now, s.header(now), s.ledger()))
+	v := s.live.view(s.start, now, s.header(now), s.ledger())
+	if m, ok := s.srv.(metricsReporter); ok {
+		v.Server = s.live.serverPanel(now, m.ServerMetrics())
+	}
+	s.view.Store(v)
 	if s.opts.onPublish != nil {
 		s.opts.onPublish()
 	}
@@ -240,7 +244,7 @@ func (s *Session) header(now time.Duration) Header {
 		DeviceNote: s.info.DeviceNote, Job: s.cfg.Job, Paged: s.info.Paged, CUDAGraph: s.info.CUDAGraph,
 		Schedule: s.arr.label(), IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
 		PrefillMaxBatch: cfg.PrefillMaxBatch, Phase: s.phase, RunLabel: s.runLabel, Paused: s.paused,
-		Elapsed: now, Run: s.cur.status(now, s.cfg.Workload.MaxNewTokens), SLOs: s.cfg.Goodput,
+		Elapsed: now, Run: s.cur.status(now, s.cfg.Workload.MaxNewTokens), SLOs: s.cfg.Goodput, Remote: s.info.Remote,
 	}
 }
 

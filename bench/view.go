@@ -25,17 +25,20 @@ type Summary struct {
 	PrefillFirst     Dist // first token - admitted
 	TTFT             Dist
 	TPOT             Dist // ms/token
-	ITL              Dist
+	ITL              Dist // between tokens; a remote server's: between stream chunks (vLLM bench serve's ITL)
+	TokenGap         Dist // a remote server's streams: between tokens (see tokenGaps); N == 0 elsewhere
 	Latency          Dist
 	Throughput       float64 // completion tokens/s
 	TotalThroughput  float64 // (prompt + completion) tokens/s
 	Preemptions      int
 	Cancelled        int
-	Failed           int           // requests the engine failed or could not fit (reason error / too_long)
-	Partial          bool          // the run was interrupted (Ctrl-C, engine restart, stop) before every request finished
-	CutTokens        int           // output tokens of the requests cancelled in flight
-	CutTTFT          Dist          // TTFT of those of them that had their first token
-	Wall             time.Duration // first submit start -> last finish
+	Failed           int            // requests the engine failed or could not fit (reason error / too_long)
+	Failures         map[string]int // Failed by cause ("http 429", "timeout (stall)", "too_long"); nil: none
+	TokenSources     map[string]int // a remote server's completed requests by where their output count came from; nil in-process
+	Partial          bool           // the run was interrupted (Ctrl-C, engine restart, stop) before every request finished
+	CutTokens        int            // output tokens of the requests cancelled in flight
+	CutTTFT          Dist           // TTFT of those of them that had their first token
+	Wall             time.Duration  // first submit start -> last finish
 	// RequestThroughput is completed requests per second of Wall.
 	RequestThroughput float64
 	// Goodput (--goodput): SLOs are the targets (nil: none given); Good the completed requests
@@ -82,6 +85,7 @@ type Header struct {
 	SLOs        []SLO
 	Attainment  float64
 	AttainmentN int
+	Remote      *RemoteInfo // the server outside this process the session drives; nil: rosetop's engine
 }
 
 // RunProgress is how far a planned run (a cold or measured run) has got.
@@ -212,6 +216,7 @@ type View struct {
 	Ledger        []LedgerEntry
 	Events        []LogEvent // recent, oldest first
 	Markers       []Marker
+	Server        *ServerPanel // a remote server's own metrics beside the client-side ones; nil in-process
 }
 
 // Action is a control the dashboard sends to the Session.

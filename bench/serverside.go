@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// RemoteInfo describes the server outside this process that a Server stands for.
+type RemoteInfo struct {
+	Endpoint string // the API root, e.g. http://host:8000/v1
+	API      string // "completions" | "chat"
+	// Kind is the server as its /metrics tell: "vllm", "sglang", "tgi", "llama.cpp", "rosetop";
+	// "unknown" when they name nothing known, or there are none.
+	Kind string
+}
+
+// Gauge is a value a server may or may not report.
+type Gauge struct {
+	V     float64
+	Known bool
+}
+
+// ServerLatency is one of a server's own latency histograms over the rolling window.
+type ServerLatency struct {
+	Name  string // "TTFT", "ITL", "E2E latency", "Queue", "Prefill"
+	Known bool   // the server exposes the histogram
+	// Dist is in ms, estimated from the histogram's bucket deltas over the window (Prometheus'
+	// histogram_quantile); N is the observations in the window. Mean and Max are NaN.
+	Dist Dist
+}
+
+// ServerMetrics is what a server says about itself (a remote server's /metrics), as its Server
+// computed it. An immutable value.
+type ServerMetrics struct {
+	Kind    string        // as RemoteInfo.Kind
+	Source  string        // the /metrics URL
+	Note    string        // why figures are missing ("HTTP 404: the server has no /metrics"); "" when none are
+	At      time.Duration // the last good scrape, on the session clock; 0: none yet
+	Waiting Gauge         // requests queued
+	Running Gauge         // requests in the running batch
+	KVUsage Gauge         // share of the KV cache in use, 0..1
+	Window  time.Duration // the span of the latency deltas
+	Latency []ServerLatency
+}
+
+// metricsReporter is a Server that reports the metrics of the server it stands for.
+type metricsReporter interface {
+	ServerMetrics() *ServerMetrics // the latest; nil before there are any
+}
+
+// ServerPanel sets a server's own figures beside rosetop's client-side ones over the same
+// rolling window; the two are never mixed.
+type ServerPanel struct {
+	ServerMetrics
+	Rows []ServerRow
+}
+
+// ServerRow is one latency as the server measured it and as rosetop, its client, did.
+type ServerRow struct {
+	Name   string
+	Server ServerLatency
+	// Client is rosetop's own measurement over the window: TTFT, the gaps between stream
+	// chunks for ITL, end-to-end latency. N == 0: none, or none a client can see (queue, prefill).
+	Client Dist
+	// DiffP50 and DiffP99 are Client - Server in ms: the network, the HTTP server and the
+	// stream's framing, plus the histogram's bucket resolution. NaN when either is missing.
+	DiffP50, DiffP99 float64
+}
+
+// serverPanel pairs m's latencies with the client-side windows at now; nil without m.
+func (l *liveState) serverPanel(now time.Duration, m *ServerMetrics) *ServerPanel {
+	if m == nil {
+		return nil
+	}
+	client := map[string]Dist{
+		"TTFT":        makeDist(l.windows[winTTFT].values(now)),
+		"ITL":         makeDist(l.windows[winITL].values(now)),
+		"E2E latency": makeDist(l.e2e.values(now)),
+	}
+	p := &ServerPanel{ServerMetrics: *m}
+	for _, sl := range m.Latency {
+		c, ok := client[sl.Name]
+		if !ok {
+			c = makeDist(nil)
+		}
+		row := ServerRow{Name: sl.Name, Server: sl, Client: c, DiffP50: math.NaN(), DiffP99: math.NaN()}
+		if sl.Known && sl.Dist.N > 0 && c.N > 0 {
+			row.DiffP50, row.DiffP99 = c.P50-sl.Dist.P50, c.P99-sl.Dist.P99
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	return p
+}
+
+// ErrRemoteServer is returned by the controls that need rosetop's own engine when the session
+// drives a server outside this process.
+var ErrRemoteServer = errors.New("the server is not rosetop's engine")
+
+// refuseRemote explains why a control does nothing against the remote server r; nil for the
+// controls that work there (arrivals). The caller holds s.mu.
+func refuseRemote(a Action, r *RemoteInfo) error {
+	var what string
+	switch a {
+	case ActTogglePaged:
+		what = "paged attention is the server's own KV cache layout"
+	case ActToggleGraph:
+		what = "CUDA Graphs are the server's own setting"
+	case ActRestart:
+		what = "rosetop cannot restart a server it does not run"
+	case ActPrefillBatchDown, ActPrefillBatchUp, ActMaxBatchDown, ActMaxBatchUp:
+		what = "batch sizes are set on the server (vLLM --max-num-seqs, SGLang --max-running-requests)"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w (%s at %s): %s; the load keys work", ErrRemoteServer, r.Kind, r.Endpoint, what)
+}

@@ -1,0 +1,125 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/remote/remotetest"
+	"rosetop/sched"
+)
+
+// TestDashboardSession runs a live session against a vLLM-like server: the header names the
+// model, the server's kind and the endpoint; the server panel shows its gauges and its own
+// latency histograms over the window beside the client-side figures with their difference;
+// the keys that need rosetop's engine say why they do nothing, the load keys work.
+func TestDashboardSession(t *testing.T) {
+	srv := startTestServer(t, remotetest.Options{})
+	p := newTestProvider(t, srv, ProviderOptions{ScrapeEvery: 5 * time.Millisecond})
+	steps := make(chan struct{}, 1)
+	sess, err := bench.NewSession(context.Background(), sessionConfig(4, 8, 1, 1), bench.SessionOptions{
+		Provider: p,
+		OnStep: func(*sched.StepOutput) {
+			select {
+			case steps <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	// Each step (a chunk, a finished request, a scrape) publishes a view at most 50 ms after
+	// the last; wait on them until the panel has both sides of the TTFT row.
+	guard := time.After(30 * time.Second)
+	ttftRow := func(v *bench.View) *bench.ServerRow {
+		if v.Server == nil {
+			return nil
+		}
+		for i := range v.Server.Rows {
+			if v.Server.Rows[i].Name == "TTFT" {
+				return &v.Server.Rows[i]
+			}
+		}
+		return nil
+	}
+	v := sess.View()
+	for r := ttftRow(v); r == nil || math.IsNaN(r.DiffP50) || !v.Server.Running.Known; r = ttftRow(v) {
+		select {
+		case <-steps:
+		case <-guard:
+			t.Fatalf("no server panel with both TTFT columns: %+v", v.Server)
+		}
+		v = sess.View()
+	}
+	h := v.Header
+	if h.Model != "test-model" || h.Device != "vllm at "+srv.URL+"/v1" || h.Remote == nil || h.Remote.Kind != "vllm" || h.Remote.API != "completions" {
+		t.Errorf("header: %+v remote %+v", h, h.Remote)
+	}
+	sp := v.Server
+	if sp.Kind != "vllm" || sp.Source != srv.URL+"/metrics" || sp.Note != "" || !sp.KVUsage.Known || sp.Window < 0 {
+		t.Errorf("server panel: %+v", sp.ServerMetrics)
+	}
+	names := []string{}
+	for _, r := range sp.Rows {
+		names = append(names, r.Name)
+		switch r.Name {
+		case "TTFT", "ITL", "E2E latency":
+			if !r.Server.Known {
+				t.Errorf("%s: the server exposes it, the panel says not", r.Name)
+			}
+		case "Queue", "Prefill":
+			if r.Server.Known || r.Client.N != 0 || !math.IsNaN(r.DiffP50) {
+				t.Errorf("%s: the test server does not expose it, and a client cannot see it: %+v", r.Name, r)
+			}
+		}
+	}
+	if strings.Join(names, ",") != "TTFT,ITL,E2E latency,Queue,Prefill" {
+		t.Errorf("rows %v", names)
+	}
+	r := ttftRow(v)
+	if r.DiffP50 != r.Client.P50-r.Server.Dist.P50 || r.Server.Dist.N == 0 || r.Client.N == 0 {
+		t.Errorf("TTFT row: %+v", r)
+	}
+
+	for _, a := range []bench.Action{bench.ActTogglePaged, bench.ActToggleGraph, bench.ActRestart, bench.ActMaxBatchUp, bench.ActPrefillBatchDown} {
+		if _, err := sess.Do(a); !errors.Is(err, bench.ErrRemoteServer) || !strings.Contains(err.Error(), "vllm at "+srv.URL) {
+			t.Errorf("action %d: %v, want a refusal naming the server", a, err)
+		}
+	}
+	if msg, err := sess.Do(bench.ActIntervalUp); err != nil || msg != "submit interval 1 ms" {
+		t.Errorf("interval up: %q, %v", msg, err)
+	}
+	if msg, err := sess.Do(bench.ActTogglePause); err != nil || msg != "arrivals paused" {
+		t.Errorf("pause: %q, %v", msg, err)
+	}
+	if err := sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoMetrics: a server without /metrics still runs; the panel says why it is empty and the
+// queue comes from the client's own counts.
+func TestNoMetrics(t *testing.T) {
+	srv := startTestServer(t, remotetest.Options{NoMetrics: true})
+	p := newTestProvider(t, srv, ProviderOptions{})
+	out, _ := runBench(t, p, sessionConfig(2, 4, 0, 1))
+	if !strings.Contains(out, "Server: unknown\n") || !strings.Contains(out, "Requests: 2\n") {
+		t.Errorf("report:\n%s", out)
+	}
+	s, err := p.NewServer(context.Background(), bench.ServerSpec{Clock: bench.NewRealClock(), MaxBatch: 4, Sched: sched.Config{MaxBatch: 4, PrefillMaxBatch: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m := s.(*remoteServer).ServerMetrics()
+	if m.Kind != "unknown" || !strings.Contains(m.Note, "no server metrics") || !strings.Contains(m.Note, "404") || m.Waiting.Known {
+		t.Errorf("metrics: %+v", m)
+	}
+}

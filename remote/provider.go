@@ -1,0 +1,219 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/engine/tokenizer"
+)
+
+// DefaultScrapeEvery is how often a Provider's servers read /metrics.
+const DefaultScrapeEvery = 500 * time.Millisecond
+
+// ProviderOptions say which server a Provider drives and how it watches it.
+type ProviderOptions struct {
+	// Client is the connection: BaseURL, APIKey, Extra, timeouts, pool. Its Clock and Tokenizer
+	// are the Provider's own: the session's clock, and Tokenizer below.
+	Client Config
+	API    API
+	Model  string // "": the first id of GET {base}/models
+	// MetricsURL is the server's Prometheus page; "": DefaultMetricsURL of the endpoint, which a
+	// server may not have (the panes then fall back to client-side counts). Given explicitly, it
+	// must answer at start.
+	MetricsURL string
+	// Tokenizer counts tokens the server does not (see LoadTokenizer): "" is GPT-2's.
+	Tokenizer   string
+	ScrapeEvery time.Duration // 0: DefaultScrapeEvery
+}
+
+// Provider is the bench.Provider of an OpenAI-compatible server outside this process: Prepare
+// connects and learns the model and the server's kind; each NewServer is a client of it.
+type Provider struct {
+	opts     ProviderOptions // immutable after NewProvider, defaults applied
+	base     string          // the API root
+	explicit bool            // MetricsURL was given
+
+	// Set by Prepare on the session's goroutine; read-only afterwards.
+	tok      *tokenizer.Tokenizer
+	model    string
+	maxLen   int        // max_model_len from the model card; 0: not said
+	kind     ServerKind // from the first scrape
+	note     string     // why there are no server metrics; "" when the first scrape worked
+	first    *Snapshot  // the first scrape: the baseline of the server's counters; nil without one
+	firstErr error      // why the first scrape failed
+
+	mu     sync.Mutex // guards ledger
+	ledger []bench.LedgerEntry
+}
+
+var _ bench.Provider = (*Provider)(nil)
+
+// NewProvider checks o and returns a Provider. It makes no request.
+func NewProvider(o ProviderOptions) (*Provider, error) {
+	c, err := New(o.Client)
+	if err != nil {
+		return nil, err
+	}
+	if o.API != Completions && o.API != Chat {
+		return nil, fmt.Errorf("%w: API %d", ErrConfig, int(o.API))
+	}
+	p := &Provider{opts: o, base: c.BaseURL(), explicit: o.MetricsURL != ""}
+	if p.opts.MetricsURL == "" {
+		if p.opts.MetricsURL, err = DefaultMetricsURL(p.base); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := NewScraper(ScraperConfig{URL: p.opts.MetricsURL}); err != nil {
+		return nil, err
+	}
+	if o.ScrapeEvery < 0 {
+		return nil, fmt.Errorf("%w: scrape interval %v", ErrConfig, o.ScrapeEvery)
+	}
+	if p.opts.ScrapeEvery == 0 {
+		p.opts.ScrapeEvery = DefaultScrapeEvery
+	}
+	return p, nil
+}
+
+// Prepare loads the tokenizer, asks the server for its models (a refused connection is an
+// error wrapping ErrConnect), picks the model and reads /metrics once to learn the server's
+// kind. Calling it again does nothing.
+func (p *Provider) Prepare(ctx context.Context, progress io.Writer) error {
+	if p.tok != nil {
+		return nil
+	}
+	tok, err := LoadTokenizer(ctx, p.opts.Tokenizer, progress)
+	if err != nil {
+		return err
+	}
+	if err := p.pickModel(ctx, progress); err != nil {
+		return err
+	}
+	if err := p.firstScrape(ctx); err != nil {
+		return err
+	}
+	p.tok = tok
+	what := p.kind.String()
+	if p.kind == KindUnknown {
+		what = "server"
+	}
+	limit := "max_model_len not given"
+	if p.maxLen > 0 {
+		limit = fmt.Sprintf("max_model_len %d", p.maxLen)
+	}
+	fmt.Fprintf(progress, "rosetop: %s at %s, model %s (%s), %s API\n", what, p.base, p.model, limit, p.opts.API)
+	if p.note != "" {
+		fmt.Fprintf(progress, "rosetop: %s: the panes show client-side counts\n", p.note)
+	}
+	return nil
+}
+
+// pickModel reads GET {base}/models and chooses the model to ask for.
+func (p *Provider) pickModel(ctx context.Context, progress io.Writer) error {
+	c, err := New(p.opts.Client)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	t0 := time.Now()
+	cards, err := c.ModelCards(ctx)
+	if err != nil {
+		var f *Failure
+		if p.opts.Model != "" && errors.As(err, &f) && f.Reason == ReasonStatus {
+			// The server answers but lists no models: the named one may still serve.
+			fmt.Fprintf(progress, "rosetop: %v; asking for model %s anyway\n", err, p.opts.Model)
+			p.model = p.opts.Model
+			return nil
+		}
+		return fmt.Errorf("cannot reach the server at %s: %w", p.base, err)
+	}
+	p.addLedger("connect", "GET /models", time.Since(t0))
+	if len(cards) == 0 && p.opts.Model == "" {
+		return fmt.Errorf("%w: GET %s/models lists no model: name one with --model", ErrMalformed, p.base)
+	}
+	p.model = p.opts.Model
+	if p.model == "" {
+		p.model = cards[0].ID
+	}
+	ids := make([]string, len(cards))
+	for i, m := range cards {
+		ids[i] = m.ID
+		if m.ID == p.model {
+			p.maxLen = m.MaxModelLen
+		}
+	}
+	if p.opts.Model != "" && !slices.Contains(ids, p.model) {
+		fmt.Fprintf(progress, "rosetop: model %s is not among the server's models (%s); asking for it anyway\n", p.model, strings.Join(ids, ", "))
+	}
+	return nil
+}
+
+// firstScrape reads /metrics once. A failure is an error only for an explicit metrics URL.
+func (p *Provider) firstScrape(ctx context.Context) error {
+	sc, err := NewScraper(ScraperConfig{URL: p.opts.MetricsURL, APIKey: p.opts.Client.APIKey})
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	t0 := time.Now()
+	snap, err := sc.Scrape(ctx)
+	if err != nil {
+		if p.explicit {
+			return fmt.Errorf("--metrics-url: %w", err)
+		}
+		p.note, p.firstErr = fmt.Sprintf("no server metrics (%v)", err), err
+		return nil
+	}
+	p.addLedger("first scrape", "GET "+p.opts.MetricsURL, time.Since(t0))
+	p.kind, p.first = snap.Kind, &snap
+	if snap.Kind == KindUnknown {
+		p.note = "the server's /metrics name nothing rosetop knows"
+	}
+	return nil
+}
+
+func (p *Provider) addLedger(what, detail string, took time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ledger = append(p.ledger, bench.LedgerEntry{What: what, Detail: detail, Took: took, At: time.Now()})
+}
+
+// Model describes the prepared model: the tokenizer's vocabulary, and the server's
+// max_model_len where it gave one (else no limit of rosetop's own).
+func (p *Provider) Model() bench.ModelInfo {
+	positions := p.maxLen
+	if positions == 0 {
+		positions = math.MaxInt32
+	}
+	return bench.ModelInfo{Codec: p.tok, Vocab: p.tok.VocabSize(), MaxPositions: positions, EOS: p.tok.EOS()}
+}
+
+// Ledger is the connection's one-time costs: the first GET /models and /metrics.
+func (p *Provider) Ledger() []bench.LedgerEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]bench.LedgerEntry(nil), p.ledger...)
+}
+
+// Close releases nothing: each server closes its own connections.
+func (p *Provider) Close() error { return nil }
+
+// info describes a server built with spec for headers and reports.
+func (p *Provider) info(spec bench.ServerSpec) bench.ServerInfo {
+	where := p.kind.String() + " at " + p.base
+	if p.kind == KindUnknown {
+		where = "server at " + p.base
+	}
+	return bench.ServerInfo{
+		Model: p.model, Device: "remote", DeviceDetail: where, MaxBatch: spec.MaxBatch,
+		Remote: &bench.RemoteInfo{Endpoint: p.base, API: p.opts.API.String(), Kind: p.kind.String()},
+	}
+}

@@ -1,0 +1,298 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/sched"
+)
+
+// ErrClosed is returned by Submit once the server is closing.
+var ErrClosed = errors.New("remote: server closed")
+
+// remoteServer is a bench.Server over a remote OpenAI-compatible server: each Submit is one streaming
+// request on its own goroutine; Run turns their chunks and results into scheduler step outputs,
+// and the scrape loop (started by Run) reads /metrics.
+//
+// Goroutines: the caller's (Submit, Cancel, SetConfig, ServerMetrics), one per request (do),
+// Run's, and the scrape loop's. Requests hand their events to Run through pending and wake.
+type remoteServer struct {
+	p      *Provider        // read-only
+	client *Client          // safe for concurrent use
+	clock  bench.Clock      // the session's
+	info   bench.ServerInfo // immutable
+	watch  *watcher         // the /metrics side
+
+	wake chan struct{}  // capacity 1: pending has events, or a scrape landed
+	reqs sync.WaitGroup // request goroutines
+
+	mu       sync.Mutex // guards the fields below
+	cfg      sched.Config
+	next     sched.RequestID
+	calls    map[sched.RequestID]*call
+	pending  []sched.Event // events for Run's next step, in arrival order
+	finished uint64
+	steps    uint64
+	closed   bool
+}
+
+// call is one request in flight; its fields are guarded by remoteServer.mu.
+type call struct {
+	cancel  context.CancelFunc
+	started bool // its first chunk arrived
+	tokens  int  // tokens its token events have carried
+}
+
+// NewServer builds a client of the prepared server on the session's clock.
+func (p *Provider) NewServer(ctx context.Context, spec bench.ServerSpec) (bench.Server, error) {
+	cfg := p.opts.Client
+	cfg.Clock, cfg.Tokenizer = spec.Clock, p.tok
+	c, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &remoteServer{
+		p: p, client: c, clock: spec.Clock, info: p.info(spec), wake: make(chan struct{}, 1),
+		cfg: spec.Sched, calls: map[sched.RequestID]*call{},
+	}
+	if s.watch, err = newWatcher(p, spec); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *remoteServer) Info() bench.ServerInfo { return s.info }
+
+// Submit starts r as one streaming request and returns at once.
+func (s *remoteServer) Submit(r sched.Request) (sched.RequestID, error) {
+	req := s.request(r)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		return 0, ErrClosed
+	}
+	s.next++
+	id := s.next
+	s.calls[id] = &call{cancel: cancel}
+	s.reqs.Add(1)
+	s.mu.Unlock()
+	go s.do(ctx, id, req, r)
+	return id, nil
+}
+
+// request maps a scheduler request onto the API: greedy unless sampling was asked for, and
+// --no-stop-on-eos as vLLM's and SGLang's ignore_eos with min_tokens.
+func (s *remoteServer) request(r sched.Request) Request {
+	sp := r.Sampling
+	req := Request{
+		API: s.p.opts.API, Model: s.p.model, Prompt: r.Text, PromptIDs: r.Tokens, MaxTokens: r.MaxNewTokens,
+		Temperature: float64(sp.Temperature), TopK: sp.TopK,
+	}
+	if sp.TopP > 0 && sp.TopP < 1 {
+		req.TopP = float64(sp.TopP)
+	}
+	if !r.StopOnEOS {
+		req.IgnoreEOS, req.MinTokens = true, r.MaxNewTokens
+	}
+	if sp.Temperature > 0 {
+		seed := int64(sp.Seed >> 1) // a JSON integer every server reads
+		req.Seed = &seed
+	}
+	return req
+}
+
+// do runs one request to its end and hands over its record.
+func (s *remoteServer) do(ctx context.Context, id sched.RequestID, req Request, r sched.Request) {
+	defer s.reqs.Done()
+	res, err := s.client.Do(ctx, req, func(c Chunk) { s.chunk(id, c) })
+	rec := s.record(id, req, r, &res, err)
+	s.mu.Lock()
+	c := s.calls[id]
+	delete(s.calls, id)
+	if n := len(rec.Output); rec.Reason != sched.FinishError && rec.Reason != sched.FinishCancelled && c.tokens < n {
+		// Chunks whose count the server did not say went as one token each: the events carry
+		// the rest, so that they add up to the record's count.
+		s.pending = append(s.pending, sched.Event{Kind: sched.EventTokens, ID: id, Tokens: make([]int32, n-c.tokens), At: res.Last})
+	}
+	s.pending = append(s.pending, sched.Event{Kind: sched.EventFinished, ID: id, Record: rec})
+	s.finished++
+	s.mu.Unlock()
+	s.poke()
+}
+
+// chunk hands one chunk to Run as a token event: as many placeholder ids as the chunk carried
+// tokens (one when the server did not say and it has text), the first with its request's
+// times up to its first chunk.
+func (s *remoteServer) chunk(id sched.RequestID, c Chunk) {
+	n := c.Tokens
+	if n < 0 {
+		n = 0
+		if c.Text != "" {
+			n = 1
+		}
+	}
+	ev := sched.Event{Kind: sched.EventTokens, ID: id, Tokens: make([]int32, n), Text: c.Text, At: c.At}
+	s.mu.Lock()
+	cl := s.calls[id]
+	if !cl.started {
+		cl.started = true
+		ev.First = &sched.Times{SubmitStart: c.Start, FirstToken: c.At, Tokens: []time.Duration{c.At}}
+	}
+	cl.tokens += n
+	s.pending = append(s.pending, ev)
+	s.mu.Unlock()
+	s.poke()
+}
+
+// record is a finished request's record: vLLM bench serve's points (the POST, the first and
+// last chunks with choices) as its submit, first-token and finish times, one token time per
+// chunk; the server's inner times (tokenized, admitted) are unknown to a client and left zero.
+func (s *remoteServer) record(id sched.RequestID, req Request, r sched.Request, res *Result, err error) *sched.Record {
+	rec := &sched.Record{ID: id, Text: res.Text, PromptTokens: res.PromptTokens}
+	switch {
+	case err == nil && res.Finish == "length":
+		rec.Reason = sched.FinishLength
+	case err == nil:
+		rec.Reason = sched.FinishEOS // "stop", "eos_token", "stop_sequence": the model ended it
+	case res.Failure != nil && res.Failure.Reason == ReasonCanceled:
+		rec.Reason = sched.FinishCancelled
+	default:
+		rec.Reason, rec.Err = sched.FinishError, err
+	}
+	if rec.PromptTokens < 0 {
+		rec.PromptTokens = len(r.Tokens)
+		if r.Tokens == nil {
+			rec.PromptTokens = len(s.p.tok.Encode(req.Prompt))
+		}
+	}
+	n, source := res.OutputTokens, res.Tokens.String()
+	if n < 0 {
+		n = len(res.Chunks)
+	}
+	rec.Output = make([]int32, n)
+	t := sched.Times{SubmitStart: res.Start, FirstToken: res.First, Finished: res.Last, Tokens: make([]time.Duration, len(res.Chunks))}
+	counts := make([]int, len(res.Chunks))
+	for i, c := range res.Chunks {
+		t.Tokens[i], counts[i] = c.At, c.Tokens
+	}
+	if err != nil {
+		t.Finished = res.End
+	}
+	if t.SubmitStart == 0 { // never sent (a request the client refused)
+		t.SubmitStart, t.Finished = s.clock.Now(), s.clock.Now()
+	}
+	rec.Times, rec.Stream = t, &sched.StreamRecord{ChunkTokens: counts, TokenSource: source}
+	return rec
+}
+
+// Cancel ends request id: its connection closes, which frees its KV cache on the server. Its
+// record (reason cancelled) still follows.
+func (s *remoteServer) Cancel(id sched.RequestID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.calls[id]; ok {
+		c.cancel()
+	}
+}
+
+// SetConfig keeps the knobs the session shows; the remote server's own scheduler is not ours
+// to tune.
+func (s *remoteServer) SetConfig(c sched.Config) error {
+	if err := c.Validate(s.info.MaxBatch); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cfg = c
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *remoteServer) Config() sched.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg
+}
+
+// Run sends a step output whenever requests have delivered events or a scrape has landed: all
+// events since the last step, and the queue as the server's metrics tell it (else as the
+// client sees it: waiting for a first chunk, streaming).
+func (s *remoteServer) Run(ctx context.Context, out chan<- sched.StepOutput) error {
+	var scraping sync.WaitGroup
+	scraping.Add(1)
+	go func() {
+		defer scraping.Done()
+		s.watch.loop(ctx, s.poke)
+	}()
+	defer scraping.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+		}
+		so := s.step()
+		select {
+		case out <- so:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// step takes the pending events into one step output.
+func (s *remoteServer) step() sched.StepOutput {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.steps++
+	so := sched.StepOutput{Events: s.pending}
+	s.pending = nil
+	snap := sched.Snapshot{Step: s.steps, At: s.clock.Now(), Kind: sched.StepDecode, Finished: s.finished, Config: s.cfg}
+	for _, c := range s.calls {
+		if c.started {
+			snap.Running++
+		} else {
+			snap.Waiting++
+		}
+	}
+	s.watch.fill(&snap)
+	for _, e := range so.Events {
+		if e.Kind == sched.EventFinished {
+			so.Finished = append(so.Finished, e.ID)
+		}
+	}
+	so.Snapshot = snap
+	return so
+}
+
+func (s *remoteServer) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ServerMetrics is the server's own view of itself over the rolling window.
+func (s *remoteServer) ServerMetrics() *bench.ServerMetrics { return s.watch.latest() }
+
+// Ledger has no entries: a remote server's one-time costs are its own.
+func (s *remoteServer) Ledger(from int) []bench.LedgerEntry { return nil }
+
+// Close cancels the requests in flight, waits for their goroutines and drops the connections.
+func (s *remoteServer) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for _, c := range s.calls {
+		c.cancel()
+	}
+	s.mu.Unlock()
+	s.reqs.Wait()
+	s.client.Close()
+	s.watch.close()
+	return nil
+}

@@ -1,0 +1,189 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/sched"
+)
+
+// watcher reads a server's /metrics every interval and keeps what the dashboard needs: the
+// latest gauges, the new first tokens since the last step, and the latency histograms' deltas
+// over the rolling window, published as an immutable bench.ServerMetrics.
+type watcher struct {
+	sc     *Scraper      // safe for concurrent use
+	url    string        // immutable
+	every  time.Duration // immutable
+	window time.Duration // immutable
+	base   *Snapshot     // the provider's first scrape: the baseline of the server's counters; read-only
+
+	pub atomic.Pointer[bench.ServerMetrics] // the latest view; written by the scrape loop
+
+	mu     sync.Mutex // guards the fields below; taken after remoteServer.mu when both are
+	hist   []Snapshot // this watcher's scrapes spanning the window and one before it, oldest first
+	firsts int        // first tokens (TTFT observations) the server counted since the last step took them
+	note   string     // why figures are missing; "" when the last scrape worked and was understood
+	gaveUp bool       // the page is not there (HTTP 4xx): no more scrapes
+}
+
+// maxHistory bounds the scrapes kept, whatever the window and interval.
+const maxHistory = 4096
+
+func newWatcher(p *Provider, spec bench.ServerSpec) (*watcher, error) {
+	sc, err := NewScraper(ScraperConfig{URL: p.opts.MetricsURL, APIKey: p.opts.Client.APIKey, Clock: spec.Clock})
+	if err != nil {
+		return nil, err
+	}
+	w := &watcher{sc: sc, url: p.opts.MetricsURL, every: p.opts.ScrapeEvery, window: spec.Window, base: p.first, note: p.note}
+	if w.window <= 0 {
+		w.window = 30 * time.Second
+	}
+	var f *Failure
+	if errors.As(p.firstErr, &f) && f.Reason == ReasonStatus && f.Status >= 400 && f.Status < 500 {
+		w.gaveUp = true
+	}
+	w.publish()
+	return w, nil
+}
+
+// loop scrapes at once and then every interval until ctx is done, calling landed after each
+// scrape (the server's Run then sends a step with the new figures).
+func (w *watcher) loop(ctx context.Context, landed func()) {
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		stop := w.gaveUp
+		w.mu.Unlock()
+		if stop {
+			return
+		}
+		snap, err := w.sc.Scrape(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		w.add(snap, err)
+		landed()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// add files one scrape's outcome and publishes the new view.
+func (w *watcher) add(snap Snapshot, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.note = fmt.Sprintf("last scrape failed: %v", err)
+		var f *Failure
+		if errors.As(err, &f) && f.Reason == ReasonStatus && f.Status >= 400 && f.Status < 500 {
+			w.gaveUp = true
+		}
+		w.publishLocked()
+		return
+	}
+	w.note = ""
+	if snap.Kind == KindUnknown {
+		w.note = "the remoteServer's /metrics name nothing rosetop knows"
+	}
+	if n := len(w.hist); n > 0 {
+		if d := snap.TTFT.Sub(w.hist[n-1].TTFT); d.Known {
+			w.firsts += int(math.Round(d.Count))
+		}
+	}
+	w.hist = append(w.hist, snap)
+	for len(w.hist) > 2 && (w.hist[1].At <= snap.At-w.window || len(w.hist) > maxHistory) {
+		w.hist = w.hist[1:]
+	}
+	w.publishLocked()
+}
+
+func (w *watcher) publish() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.publishLocked()
+}
+
+// publishLocked stores the view of the scrapes so far; the caller holds w.mu.
+func (w *watcher) publishLocked() {
+	m := &bench.ServerMetrics{Kind: KindUnknown.String(), Source: w.url, Note: w.note}
+	if w.base != nil {
+		m.Kind = w.base.Kind.String()
+	}
+	n := len(w.hist)
+	if n == 0 {
+		w.pub.Store(m)
+		return
+	}
+	last, first := &w.hist[n-1], &w.hist[0]
+	m.Kind, m.At, m.Window = last.Kind.String(), last.At, last.At-first.At
+	m.Waiting, m.Running, m.KVUsage = gauge(last.Waiting), gauge(last.Running), gauge(last.KVUsage)
+	for _, h := range []struct {
+		name      string
+		now, then Histogram
+	}{
+		{"TTFT", last.TTFT, first.TTFT}, {"ITL", last.ITL, first.ITL}, {"E2E latency", last.E2E, first.E2E},
+		{"Queue", last.Queue, first.Queue}, {"Prefill", last.Prefill, first.Prefill},
+	} {
+		m.Latency = append(m.Latency, bench.ServerLatency{Name: h.name, Known: h.now.Known, Dist: msDist(h.now.Sub(h.then))})
+	}
+	w.pub.Store(m)
+}
+
+func (w *watcher) latest() *bench.ServerMetrics { return w.pub.Load() }
+
+// fill puts the server's own queue and preemption counts into a step's snapshot where the
+// server gives them, and the first tokens it counted since the last step as the step's
+// admissions. The caller holds remoteServer.mu.
+func (w *watcher) fill(snap *sched.Snapshot) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	snap.Admitted, w.firsts = w.firsts, 0
+	n := len(w.hist)
+	if n == 0 {
+		return
+	}
+	last := &w.hist[n-1]
+	if last.Waiting.Known {
+		snap.Waiting = int(math.Round(last.Waiting.V))
+	}
+	if last.Running.Known {
+		snap.Running = int(math.Round(last.Running.V))
+	}
+	if p := last.Preemptions; p.Known {
+		base := 0.0
+		if w.base != nil && w.base.Preemptions.Known && w.base.Preemptions.V <= p.V {
+			base = w.base.Preemptions.V
+		}
+		snap.Preemptions = uint64(math.Round(p.V - base))
+	}
+}
+
+func (w *watcher) close() { w.sc.Close() }
+
+func gauge(v Value) bench.Gauge { return bench.Gauge{V: v.V, Known: v.Known} }
+
+// msDist summarizes a histogram delta of seconds in ms; N == 0 when it has no observations.
+func msDist(h Histogram) bench.Dist {
+	nan := math.NaN()
+	d := bench.Dist{P50: nan, P95: nan, P99: nan, Mean: nan, Max: nan}
+	p50, ok50 := h.Quantile(0.50)
+	p95, ok95 := h.Quantile(0.95)
+	p99, ok99 := h.Quantile(0.99)
+	mean, okMean := h.Mean()
+	if !ok50 || !ok95 || !ok99 || !okMean {
+		return d
+	}
+	d.P50, d.P95, d.P99, d.Mean = p50*1000, p95*1000, p99*1000, mean*1000
+	d.N = int(math.Round(h.Count))
+	return d
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"cmp"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/remote"
+)
+
+// remoteOptions are the flags of a server outside this process (--endpoint). The API key is
+// never exported: it prints as [redacted] and the JSON leaves it out.
+type remoteOptions struct {
+	Endpoint        string        `json:"endpoint,omitempty"`
+	API             string        `json:"api,omitempty"` // completions | chat ("": completions)
+	APIKey          remote.Secret `json:"-"`
+	ExtraBody       string        `json:"extra_body,omitempty"`
+	RequestTimeoutS float64       `json:"request_timeout_s,omitempty"`
+	MetricsURL      string        `json:"metrics_url,omitempty"`
+	Tokenizer       string        `json:"tokenizer,omitempty"`
+}
+
+// The flags that only mean something with --endpoint, and those that mean nothing with it:
+// the server runs its own engine and scheduler.
+var (
+	remoteOnlyFlags = []string{"api", "api-key", "extra-body", "request-timeout", "metrics-url", "tokenizer"}
+	engineOnlyFlags = []string{"device", "paged-attn", "cuda-graph", "capture-ahead", "gpu-memory-fraction", "threads",
+		"tokenize-workers", "no-prefix-cache", "max-batch-size", "prefill-max-batch-size", "prefill-max-tokens", "policy",
+		"burst-quiet-us", "max-seq-len", "nvtx", "stream-interval"}
+)
+
+// remoteFlags binds the --endpoint flags to o.
+func remoteFlags(fs *flag.FlagSet, o *remoteOptions) {
+	fs.StringVar(&o.Endpoint, "endpoint", o.Endpoint, "drive and watch an OpenAI-compatible server at this API root (vLLM, SGLang, TGI, llama.cpp, Ollama, rosetop serve), e.g. http://127.0.0.1:8000/v1")
+	fs.StringVar(&o.API, "api", o.API, "--endpoint: completions (POST /completions) | chat (POST /chat/completions) (default completions)")
+	fs.Var(secretFlag{&o.APIKey}, "api-key", "--endpoint: bearer token (default $OPENAI_API_KEY); never printed or exported")
+	fs.StringVar(&o.ExtraBody, "extra-body", o.ExtraBody, `--endpoint: a JSON object merged into every request body, e.g. '{"top_k": 1}'`)
+	floatVar(fs, &o.RequestTimeoutS, "request-timeout", 0, 86400, "--endpoint: seconds one request may take (0: 600)")
+	fs.StringVar(&o.MetricsURL, "metrics-url", o.MetricsURL, "--endpoint: the server's Prometheus page (default: /metrics on the endpoint's host)")
+	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "--endpoint: tokenizer counting what the server does not (GPT-2 BPE format: a Hugging Face directory or id; default GPT-2's)")
+}
+
+// secretFlag is --api-key: its value never shows in usage or errors.
+type secretFlag struct{ p *remote.Secret }
+
+func (f secretFlag) String() string {
+	if f.p == nil || *f.p == "" {
+		return ""
+	}
+	return f.p.String()
+}
+
+func (f secretFlag) Set(s string) error {
+	*f.p = remote.Secret(s)
+	return nil
+}
+
+// checkRemote applies the --endpoint rules to o, given the flags set explicitly: remote flags
+// need --endpoint; engine flags given with it are refused by name (a job's presets of them are
+// ignored); --pretok needs an explicit --tokenizer, the server's, and the completions API.
+func (o *options) checkRemote(set map[string]bool, stderr io.Writer) error {
+	given := func(names []string) []string {
+		var out []string
+		for _, n := range names {
+			if set[n] {
+				out = append(out, "--"+n)
+			}
+		}
+		return out
+	}
+	if o.Endpoint == "" {
+		if g := given(remoteOnlyFlags); len(g) > 0 {
+			return badFlag("%s: only with --endpoint", strings.Join(g, ", "))
+		}
+		return nil
+	}
+	if g := given(engineOnlyFlags); len(g) > 0 {
+		return badFlag("%s: mean nothing with --endpoint (the server runs its own engine and scheduler; set them there)", strings.Join(g, ", "))
+	}
+	if err := checkEndpoint(o.Endpoint); err != nil {
+		return err
+	}
+	if _, err := remote.ParseAPI(cmp.Or(o.API, "completions")); err != nil {
+		return badFlag("--api: unknown API %q (valid: completions, chat)", o.API)
+	}
+	if _, err := remote.ParseExtraBody(o.ExtraBody); err != nil {
+		return badFlag("--extra-body: %s", strings.TrimPrefix(err.Error(), remote.ErrConfig.Error()+": "))
+	}
+	if o.Pretok && (o.Tokenizer == "" || o.API == "chat") {
+		why := "token ids need the server's own tokenizer: give it with --tokenizer"
+		if o.API == "chat" {
+			why = "token ids need --api completions"
+		}
+		if set["pretok"] {
+			return badFlag("--pretok with --endpoint: %s", why)
+		}
+		o.Pretok = false
+		fmt.Fprintf(stderr, "rosetop: the job's --pretok is off against --endpoint: %s\n", why)
+	}
+	return nil
+}
+
+// checkEndpoint refuses an endpoint URL the client would change silently.
+func checkEndpoint(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return badFlag("--endpoint %q: want an http or https URL like http://127.0.0.1:8000/v1", printable(raw))
+	case u.User != nil:
+		return badFlag("--endpoint: put credentials in --api-key or OPENAI_API_KEY, not the URL")
+	case u.RawQuery != "" || u.Fragment != "":
+		return badFlag("--endpoint %s: want the API root without a query or fragment", u.Redacted())
+	}
+	return nil
+}
+
+// provider is where the session's engines come from: rosetop's own, or the --endpoint server.
+func (o options) provider() (bench.Provider, error) {
+	if o.Endpoint == "" {
+		return bench.NewInProcess(o.inProcess()), nil
+	}
+	api, err := remote.ParseAPI(cmp.Or(o.API, "completions"))
+	if err != nil {
+		return nil, err
+	}
+	extra, err := remote.ParseExtraBody(o.ExtraBody)
+	if err != nil {
+		return nil, err
+	}
+	key := o.APIKey
+	if key == "" {
+		key = remote.Secret(os.Getenv("OPENAI_API_KEY"))
+	}
+	cfg := remote.Config{
+		BaseURL: o.Endpoint, APIKey: key, Extra: extra,
+		RequestTimeout: time.Duration(o.RequestTimeoutS * float64(time.Second)),
+		MaxConns:       max(remote.DefaultMaxConns, min(o.NumRequests, 1024)),
+	}
+	return remote.NewProvider(remote.ProviderOptions{Client: cfg, API: api, Model: o.Model, MetricsURL: o.MetricsURL, Tokenizer: o.Tokenizer})
+}
