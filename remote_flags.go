@@ -81,7 +81,11 @@ func (o *options) checkRemote(set map[string]bool, stderr io.Writer) error {
 		return nil
 	}
 	if g := given(engineOnlyFlags); len(g) > 0 {
-		return badFlag("%s: mean nothing with --endpoint (the server runs its own engine and scheduler; set them there)", strings.Join(g, ", "))
+		verb := "mean"
+		if len(g) == 1 {
+			verb = "means"
+		}
+		return badFlag("%s %s nothing with --endpoint: the server runs its own engine and scheduler (set them there)", strings.Join(g, ", "), verb)
 	}
 	if err := checkEndpoint(o.Endpoint); err != nil {
 		return err

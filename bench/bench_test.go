@@ -23,17 +23,23 @@ func fakeBench(t *testing.T, ctx context.Context, p *fakeProvider, cfg Config, e
 
 func TestReportGolden(t *testing.T) {
 	cases := []struct {
-		name string
-		cfg  Config
+		name   string
+		cfg    Config
+		remote bool // the fake servers stand for a remote server's
 	}{
-		{"decode_heavy", testConfig(decodeHeavy, requests(8, 6), runs(1, 2))},
-		{"paced_absolute", testConfig(paced, requests(6, 4))},
-		{"prefill_one_token", testConfig(prefillHeavy, func(c *Config) { c.Workload.PromptRepeats, c.Workload.NumRequests = 4, 5 })},
-		{"relative_interval", testConfig(requests(4, 3), func(c *Config) { c.Arrivals.Interval = 2 * time.Millisecond })},
+		{"decode_heavy", testConfig(decodeHeavy, requests(8, 6), runs(1, 2)), false},
+		{"paced_absolute", testConfig(paced, requests(6, 4)), false},
+		{"prefill_one_token", testConfig(prefillHeavy, func(c *Config) { c.Workload.PromptRepeats, c.Workload.NumRequests = 4, 5 }), false},
+		{"relative_interval", testConfig(requests(4, 3), func(c *Config) { c.Arrivals.Interval = 2 * time.Millisecond }), false},
+		{"remote", testConfig(decodeHeavy, requests(10, 5), runs(1, 1)), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, _, err := fakeBench(t, context.Background(), newFakeProvider(), tc.cfg, Exports{})
+			p := newFakeProvider()
+			if tc.remote {
+				p.remote = &RemoteInfo{Endpoint: "http://h:8000/v1", API: "completions", Kind: "vllm"}
+			}
+			out, _, err := fakeBench(t, context.Background(), p, tc.cfg, Exports{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,6 +53,9 @@ type fakeProvider struct {
 	addCost    func(k int) time.Duration // add_request cost of the k-th request; nil: default
 	onSubmit   func(k int)               // called after the k-th request (of every server) was queued; nil: none
 	prewarmErr error                     // what the servers' Prewarm returns
+	// remote, when set, makes the servers stand for a remote server's: records without the
+	// server's inner times, tokens in chunks of two, every fifth request failing with HTTP 429.
+	remote *RemoteInfo
 	mu         sync.Mutex
 	built      []EngineOptions // guarded by mu
 	servers    []*fakeServer   // guarded by mu
@@ -85,6 +88,10 @@ func (p *fakeProvider) NewServer(ctx context.Context, spec ServerSpec) (Server, 
 		cancels: make(chan sched.RequestID, 1<<14),
 		info: ServerInfo{Model: "fake-gpt2", Device: p.device, DeviceDetail: p.device + " (fake)", Paged: eo.Paged,
 			CUDAGraph: eo.CUDAGraph && p.device == "cuda", MaxBatch: spec.MaxBatch, KVTotal: 128},
+	}
+	if p.remote != nil {
+		s.info = ServerInfo{Model: "fake-gpt2", Device: "remote", DeviceDetail: p.remote.Kind + " at " + p.remote.Endpoint,
+			MaxBatch: spec.MaxBatch, Remote: p.remote}
 	}
 	p.servers = append(p.servers, s)
 	return s, nil
@@ -195,7 +202,35 @@ func (s *fakeServer) record(fr fakeReq) *sched.Record {
 		t.Tokens = append(t.Tokens, t.Tokens[j-1]+ms(1+0.1*float64((k+j)%7)))
 	}
 	t.Finished = t.Tokens[n-1]
-	return &sched.Record{ID: fr.id, PromptTokens: prompt, Output: make([]int32, n), Reason: sched.FinishLength, Times: t}
+	rec := &sched.Record{ID: fr.id, PromptTokens: prompt, Output: make([]int32, n), Reason: sched.FinishLength, Times: t}
+	if s.p.remote != nil {
+		remoteRecord(rec, k)
+	}
+	return rec
+}
+
+// fakeFailure is a remote request's failure as remote.Failure names itself.
+type fakeFailure string
+
+func (f fakeFailure) Error() string { return "remote: " + string(f) + ": Too many requests" }
+func (f fakeFailure) Brief() string { return string(f) }
+
+// remoteRecord turns the k-th request's record into a remote server's: no submit end,
+// tokenization or admission times, one time per chunk of two tokens, and every fifth failing.
+func remoteRecord(rec *sched.Record, k int) {
+	t := &rec.Times
+	t.SubmitEnd, t.Tokenized, t.Admitted = 0, 0, 0
+	var chunks []time.Duration
+	var counts []int
+	for i := 0; i < len(t.Tokens); i += 2 {
+		n := min(2, len(t.Tokens)-i)
+		chunks, counts = append(chunks, t.Tokens[i+n-1]), append(counts, n)
+	}
+	t.Tokens, t.FirstToken = chunks, chunks[0]
+	rec.Stream = &sched.StreamRecord{ChunkTokens: counts, TokenSource: "usage"}
+	if k%5 == 4 {
+		rec.Reason, rec.Err, rec.Output, rec.Stream.TokenSource = sched.FinishError, fakeFailure("http 429"), nil, "unknown"
+	}
 }
 
 func (s *fakeServer) Run(ctx context.Context, out chan<- sched.StepOutput) error {

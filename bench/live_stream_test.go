@@ -150,12 +150,18 @@ func sameDist(a, b Dist) bool {
 }
 
 // streamEvents is what the scheduler emits for a finished request: one event per token, the
-// first carrying First, then the finished event.
+// first carrying First, then the finished event; for a remote server's record, one event per
+// chunk with its tokens.
 func streamEvents(rec *sched.Record) []sched.Event {
 	var out []sched.Event
 	t := rec.Times
 	for i, at := range t.Tokens {
-		e := sched.Event{Kind: sched.EventTokens, ID: rec.ID, Tokens: rec.Output[i : i+1 : i+1], At: at}
+		e := sched.Event{Kind: sched.EventTokens, ID: rec.ID, At: at}
+		if rec.Stream != nil {
+			e.Tokens = make([]int32, rec.Stream.ChunkTokens[i])
+		} else {
+			e.Tokens = rec.Output[i : i+1 : i+1]
+		}
 		if i == 0 {
 			f := t
 			f.Tokens, f.Finished = t.Tokens[:1:1], 0

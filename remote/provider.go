@@ -127,13 +127,17 @@ func (p *Provider) pickModel(ctx context.Context, progress io.Writer) error {
 	cards, err := c.ModelCards(ctx)
 	if err != nil {
 		var f *Failure
-		if p.opts.Model != "" && errors.As(err, &f) && f.Reason == ReasonStatus {
+		errors.As(err, &f)
+		if p.opts.Model != "" && f != nil && f.Reason == ReasonStatus {
 			// The server answers but lists no models: the named one may still serve.
 			fmt.Fprintf(progress, "rosetop: %v; asking for model %s anyway\n", err, p.opts.Model)
 			p.model = p.opts.Model
 			return nil
 		}
-		return fmt.Errorf("cannot reach the server at %s: %w", p.base, err)
+		if f != nil && (f.Reason == ReasonConnect || f.Reason == ReasonTimeout) {
+			return fmt.Errorf("cannot reach the server at %s: %w", p.base, f)
+		}
+		return fmt.Errorf("the server at %s: %w", p.base, err)
 	}
 	p.addLedger("connect", "GET /models", time.Since(t0))
 	if len(cards) == 0 && p.opts.Model == "" {
