@@ -55,10 +55,10 @@ type fakeProvider struct {
 	prewarmErr error                     // what the servers' Prewarm returns
 	// remote, when set, makes the servers stand for a remote server's: records without the
 	// server's inner times, tokens in chunks of two, every fifth request failing with HTTP 429.
-	remote *RemoteInfo
-	mu         sync.Mutex
-	built      []EngineOptions // guarded by mu
-	servers    []*fakeServer   // guarded by mu
+	remote  *RemoteInfo
+	mu      sync.Mutex
+	built   []EngineOptions // guarded by mu
+	servers []*fakeServer   // guarded by mu
 }
 
 func newFakeProvider() *fakeProvider {
