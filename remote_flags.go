@@ -119,7 +119,7 @@ func checkEndpoint(raw string) error {
 	case u.User != nil:
 		return badFlag("--endpoint: put credentials in --api-key or OPENAI_API_KEY, not the URL")
 	case u.RawQuery != "" || u.Fragment != "":
-		return badFlag("--endpoint %s: want the API root without a query or fragment", u.Redacted())
+		return badFlag("--endpoint %s://%s%s: want the API root without a query or fragment (they may hold a credential: give it with --api-key)", u.Scheme, u.Host, printable(u.Path))
 	}
 	return nil
 }

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rosetop/remote/remotetest"
+)
+
+func TestRemoteFlagErrors(t *testing.T) {
+	const ep = "http://127.0.0.1:8000/v1"
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"engine flag with endpoint", []string{"--endpoint", ep, "--cuda-graph"}, "--cuda-graph means nothing with --endpoint"},
+		{"engine flags with endpoint", []string{"--endpoint", ep, "--device", "cpu", "--threads", "2", "--max-batch-size", "8"}, "--device, --threads, --max-batch-size mean nothing with --endpoint"},
+		{"remote flag without endpoint", []string{"--api", "chat"}, "--api: only with --endpoint"},
+		{"remote flags without endpoint", []string{"--api-key", "k", "--tokenizer", "gpt2"}, "--api-key, --tokenizer: only with --endpoint"},
+		{"unknown api", []string{"--endpoint", ep, "--api", "responses"}, `--api: unknown API "responses" (valid: completions, chat)`},
+		{"extra body not an object", []string{"--endpoint", ep, "--extra-body", "[1]"}, "--extra-body: extra body [1]: want one JSON object"},
+		{"extra body sets stream", []string{"--endpoint", ep, "--extra-body", `{"stream": false}`}, `may not set "stream"`},
+		{"pretok without tokenizer", []string{"--endpoint", ep, "--pretok"}, "--pretok with --endpoint: token ids need the server's own tokenizer"},
+		{"pretok with chat", []string{"--endpoint", ep, "--pretok", "--tokenizer", "gpt2", "--api", "chat"}, "token ids need --api completions"},
+		{"endpoint without scheme", []string{"--endpoint", "localhost:8000"}, `--endpoint "localhost:8000": want an http or https URL`},
+		{"endpoint with credentials", []string{"--endpoint", "http://user:pw@h/v1"}, "put credentials in --api-key"},
+		{"endpoint with a query", []string{"--endpoint", "http://h/v1?key=secret"}, "without a query or fragment"},
+		{"request timeout negative", []string{"--endpoint", ep, "--request-timeout", "-1"}, "--request-timeout -1: must be from 0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseOptions(tc.args, &bytes.Buffer{})
+			if err == nil || !errors.Is(err, errBadFlag) {
+				t.Fatalf("parseOptions(%q) = %v, want a flag error", tc.args, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") || strings.Contains(msg, "secret") {
+				t.Errorf("error = %q, want one line containing %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+// TestRemoteJobPresets: a job's presets of engine flags are ignored against a server; its
+// --pretok is turned off, with a note, when no tokenizer of the server's is given.
+func TestRemoteJobPresets(t *testing.T) {
+	var stderr bytes.Buffer
+	o, err := parseOptions([]string{"--endpoint", "http://h:8000/v1", "--job", "paced"}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Pretok || !strings.Contains(stderr.String(), "the job's --pretok is off against --endpoint") {
+		t.Errorf("pretok %v, stderr %q", o.Pretok, stderr.String())
+	}
+	if o, err = parseOptions([]string{"--endpoint", "http://h:8000/v1", "--job", "paced", "--tokenizer", "gpt2"}, &stderr); err != nil || !o.Pretok {
+		t.Errorf("with --tokenizer: pretok %v, %v", o.Pretok, err)
+	}
+	if _, err := parseOptions([]string{"--endpoint", "http://h:8000/v1", "--job", "decode-heavy"}, &stderr); err != nil {
+		t.Errorf("decode-heavy's engine presets refused: %v", err)
+	}
+}
+
+// TestBenchEndpoint runs `rosetop bench --endpoint` against a vLLM-like server: the report, a
+// JSON export whose config names the endpoint, and the API key nowhere in the outputs.
+func TestBenchEndpoint(t *testing.T) {
+	srv, err := remotetest.NewServer(remotetest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	const key, envKey = "sk-flag-0123456789", "sk-env-9876543210"
+	t.Setenv("OPENAI_API_KEY", envKey)
+	dir := t.TempDir()
+	jsonPath, csvPath := filepath.Join(dir, "out.json"), filepath.Join(dir, "out.csv")
+	for _, args := range [][]string{
+		{"bench", "--endpoint", srv.URL + "/v1", "--api-key", key, "--num-requests", "3", "--max-new-tokens", "4", "--json", jsonPath, "--csv", csvPath},
+		{"bench", "--endpoint", srv.URL + "/v1", "--api", "chat", "--num-requests", "3", "--max-new-tokens", "4", "--json", jsonPath, "--csv", csvPath},
+	} {
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d\n%s", args, code, stderr)
+		}
+		for _, want := range []string{"Device: remote\nEndpoint: " + srv.URL + "/v1", "Requests: 3\n", "Completion tokens (total): 12\n", "Output tokens from: usage: 3\n"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("report lacks %q:\n%s", want, stdout)
+			}
+		}
+		if !strings.Contains(stderr, "rosetop: vllm at "+srv.URL+"/v1, model test-model") {
+			t.Errorf("stderr does not name the server:\n%s", stderr)
+		}
+		js, err := os.ReadFile(jsonPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := os.ReadFile(csvPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(js), `"endpoint": "`+srv.URL+`/v1"`) {
+			t.Errorf("the JSON config lacks the endpoint")
+		}
+		for _, out := range []string{stdout, stderr, string(js), string(cs)} {
+			if strings.Contains(out, key) || strings.Contains(out, envKey) {
+				t.Fatalf("the API key leaked into an output")
+			}
+		}
+	}
+}
+
+// TestEndpointRefused: a server that is not there is one line and exit 1, for bench and the
+// dashboard alike.
+func TestEndpointRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/v1"
+	ln.Close() // nothing listens there now
+	for _, args := range [][]string{{"bench", "--endpoint", url}, {"--endpoint", url}} {
+		code, stdout, stderr := runCLI(t, args...)
+		line := strings.TrimSuffix(stderr, "\n")
+		if code != exitFail || stdout != "" || strings.Count(stderr, "\n") != 1 ||
+			!strings.HasPrefix(line, "rosetop: cannot reach the server at "+url+": ") || !strings.Contains(line, "connection refused") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+}
