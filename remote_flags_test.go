@@ -112,8 +112,7 @@ func TestBenchEndpoint(t *testing.T) {
 	}
 }
 
-// TestEndpointRefused: a server that is not there is one line and exit 1, for bench and the
-// dashboard alike.
+// TestEndpointRefused: a server that is not there is one line and exit 1.
 func TestEndpointRefused(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -121,7 +120,7 @@ func TestEndpointRefused(t *testing.T) {
 	}
 	url := "http://" + ln.Addr().String() + "/v1"
 	ln.Close() // nothing listens there now
-	for _, args := range [][]string{{"bench", "--endpoint", url}, {"--endpoint", url}} {
+	for _, args := range [][]string{{"bench", "--endpoint", url}, {"bench", "--endpoint", url, "--api", "chat"}} {
 		code, stdout, stderr := runCLI(t, args...)
 		line := strings.TrimSuffix(stderr, "\n")
 		if code != exitFail || stdout != "" || strings.Count(stderr, "\n") != 1 ||
