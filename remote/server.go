@@ -252,7 +252,8 @@ func (s *remoteServer) step() sched.StepOutput {
 	s.steps++
 	so := sched.StepOutput{Events: s.pending}
 	s.pending = nil
-	snap := sched.Snapshot{Step: s.steps, At: s.clock.Now(), Kind: sched.StepDecode, Finished: s.finished, Config: s.cfg}
+	// Config stays zero: the server's scheduler ran with knobs of its own.
+	snap := sched.Snapshot{Step: s.steps, At: s.clock.Now(), Kind: sched.StepDecode, Finished: s.finished}
 	for _, c := range s.calls {
 		if c.started {
 			snap.Running++

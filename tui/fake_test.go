@@ -214,3 +214,31 @@ func testView() *bench.View {
 	}
 	return v
 }
+
+// remoteView makes v a session's against a remote vLLM server: the header names it, the
+// server-side parts are n/a, and the server panel has its gauges and histograms beside the
+// client's figures.
+func remoteView(v *bench.View) {
+	ep := "http://10.0.0.7:8000/v1"
+	v.Header.Model, v.Header.RandomWeights, v.Header.Device, v.Header.DeviceNote = "meta-llama/Llama-3.1-8B-Instruct", false, "vllm at "+ep, ""
+	v.Header.Remote = &bench.RemoteInfo{Endpoint: ep, API: "completions", Kind: "vllm"}
+	v.KVUsed, v.KVTotal = 0, 0
+	for i := range v.Admissions {
+		v.Admissions[i].Limit = 0 // no prefill limit of rosetop's
+	}
+	nan := math.NaN()
+	none := bench.Dist{P50: nan, P95: nan, P99: nan, Mean: nan, Max: nan}
+	v.Latency[1].Dist, v.Latency[2].Dist = none, none
+	srv := func(p50, p99 float64, n int) bench.Dist { return bench.Dist{P50: p50, P95: p99 * 0.9, P99: p99, Mean: p50, Max: nan, N: n} }
+	v.Server = &bench.ServerPanel{
+		ServerMetrics: bench.ServerMetrics{Kind: "vllm", Source: "http://10.0.0.7:8000/metrics", At: v.Now, Window: 30 * time.Second,
+			Waiting: bench.Gauge{V: 3, Known: true}, Running: bench.Gauge{V: 61, Known: true}, KVUsage: bench.Gauge{V: 0.4375, Known: true}},
+		Rows: []bench.ServerRow{
+			{Name: "TTFT", Server: bench.ServerLatency{Name: "TTFT", Known: true, Dist: srv(170, 800, 200)}, Client: v.Latency[0].Dist, DiffP50: 12.4, DiffP99: 43.2},
+			{Name: "ITL", Server: bench.ServerLatency{Name: "ITL", Known: true, Dist: srv(20.1, 45.3, 12800)}, Client: v.Latency[4].Dist, DiffP50: 0.7, DiffP99: 3.4},
+			{Name: "E2E latency", Server: bench.ServerLatency{Name: "E2E latency", Known: true, Dist: srv(5400, 6100, 200)}, Client: srv(5431, 6188, 200), DiffP50: 31, DiffP99: 88},
+			{Name: "Queue", Server: bench.ServerLatency{Name: "Queue", Known: true, Dist: srv(110, 720, 200)}, Client: none, DiffP50: nan, DiffP99: nan},
+			{Name: "Prefill", Server: bench.ServerLatency{Name: "Prefill"}, Client: none, DiffP50: nan, DiffP99: nan},
+		},
+	}
+}

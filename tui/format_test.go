@@ -78,23 +78,28 @@ func TestAllocate(t *testing.T) {
 	}
 }
 
-// Every pane shows from 120x40 up; at the 80x24 minimum only the ITL sparklines give way.
+// Every pane shows from 120x40 up; at the 80x24 minimum only the ITL sparklines give way. The
+// server pane shows only against a remote server; at 80x24 the cold-vs-steady table and the
+// events give way to it.
 func TestLayoutTiers(t *testing.T) {
 	st, err := themes.NewFor(asciiRenderer(), "none")
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := testView()
+	remote := testView()
+	remoteView(remote)
 	for _, tc := range []struct {
+		v      *bench.View
 		w, h   int
 		hidden []paneID
 	}{
-		{200, 60, nil}, {120, 40, nil}, {80, 24, []paneID{pITL}},
+		{testView(), 200, 60, []paneID{pServer}}, {testView(), 120, 40, []paneID{pServer}}, {testView(), 80, 24, []paneID{pITL, pServer}},
+		{remote, 200, 60, nil}, {remote, 120, 40, nil}, {remote, 80, 24, []paneID{pCold, pEvents}},
 	} {
-		l := computeLayout(newPaint(st), tc.w, tc.h, 2, v)
+		l := computeLayout(newPaint(st), tc.w, tc.h, 2, tc.v)
 		for id := range nPanes {
 			if hid := l.heights[id] == 0; hid != slices.Contains(tc.hidden, id) {
-				t.Errorf("%dx%d: pane %d hidden = %v", tc.w, tc.h, id, hid)
+				t.Errorf("%dx%d (remote %v): pane %d hidden = %v", tc.w, tc.h, tc.v.Server != nil, id, hid)
 			}
 		}
 	}

@@ -52,6 +52,13 @@ func TestGoldenView(t *testing.T) {
 		{"80x24_help", 80, 24, []tea.Msg{keyMsg("?")}, nil},
 		{"140x45_paused_whole_session", 140, 45, []tea.Msg{keyMsg("w"), keyMsg("w"), keyMsg("w")}, paused},
 		{"80x24_refusal", 80, 24, []tea.Msg{actionMsg{a: 1, err: errors.New("CUDA Graph needs a GPU (device: cpu)")}}, nil},
+		{"120x40_remote", 120, 40, nil, remoteView},
+		{"80x24_remote", 80, 24, nil, remoteView},
+		{"200x60_remote_no_metrics", 200, 60, nil, func(v *bench.View) {
+			remoteView(v)
+			v.Server.Note, v.Server.Kind = "no server metrics (GET http://10.0.0.7:8000/metrics: remote: http-status 404: 404 page not found)", "unknown"
+			v.Server.Waiting, v.Server.Running, v.Server.KVUsage, v.Server.Rows = bench.Gauge{}, bench.Gauge{}, bench.Gauge{}, nil
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

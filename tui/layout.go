@@ -20,6 +20,7 @@ const (
 	pITL
 	pCold
 	pEvents
+	pServer // a remote server's own metrics; shown only against one
 	nPanes
 )
 
@@ -66,10 +67,16 @@ func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 	}
 	right := []slot{
 		{id: pLatency, min: fh + 1 + nLat, max: fh + 1 + nLat, prio: 0},
+	}
+	if v != nil && v.Server != nil {
+		n := fh + serverRows(v.Server)
+		right = append(right, slot{id: pServer, min: n, max: n, prio: 1})
+	}
+	right = append(right, []slot{
 		{id: pITL, min: fh + 1, max: fh + 3 + nSlow, prio: 3},
 		{id: pCold, min: fh + 1 + nCmp, max: fh + 2 + nCmp + nLedger, prio: 1},
 		{id: pEvents, min: fh + 2, prio: 2},
-	}
+	}...)
 	for _, col := range [][]slot{left, right} {
 		for i, n := range allocate(l.bodyH, col) {
 			l.heights[col[i].id] = n

@@ -71,7 +71,11 @@ func (m *Model) renderPanes() {
 		case pQueue:
 			title, body = "queue depth · "+spanName(chartSpans[m.ch.span]), m.queueBody(v, x0, x1, iw, ih)
 		case pAdmit:
-			title, body = "prefill admissions per step", m.ch.admit.body(st, v.Admissions, iw, ih)
+			title = "prefill admissions per step"
+			if v.Header.Remote != nil {
+				title = "first tokens per scrape (server's count)"
+			}
+			body = m.ch.admit.body(st, v.Admissions, iw, ih)
 		case pP99:
 			title = "p99 latency (ms, log scale) · " + spanName(chartSpans[m.ch.span])
 			if widthOf(title) > w-6 {
@@ -95,6 +99,8 @@ func (m *Model) renderPanes() {
 				title = fmt.Sprintf("cold vs steady (median of %d)", n)
 			}
 			body = coldBody(st, v, iw, ih)
+		case pServer:
+			title, body = serverTitle(v.Server), serverBody(st, v.Server, iw)
 		case pEvents:
 			var scrolled int
 			body, scrolled = eventsBody(st, v.Events, iw, ih, m.evScroll)
@@ -147,7 +153,7 @@ func (m *Model) compose() {
 		}
 		return strings.Join(parts, "\n")
 	}
-	left, right := col(pQueue, pAdmit, pP99), col(pLatency, pITL, pCold, pEvents)
+	left, right := col(pQueue, pAdmit, pP99), col(pLatency, pServer, pITL, pCold, pEvents)
 	footer := m.footer()
 	// Each column is fitted to exactly bodyH lines of its width; they are joined line by line.
 	var b strings.Builder
@@ -228,6 +234,8 @@ func (m *Model) idleStatus() string {
 		out += st.Muted.Render(" · ") + st.Warn.Render("arrivals paused") + st.Muted.Render(" (space resumes)")
 	}
 	switch {
+	case m.last == "" && h.Remote != nil:
+		out += st.Muted.Render(" · the load keys apply live; the engine's are the server's")
 	case m.last == "":
 		out += st.Muted.Render(" · p g r: new engine, cold run · other keys apply live")
 	case m.lastErr:
