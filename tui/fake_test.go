@@ -229,7 +229,9 @@ func remoteView(v *bench.View) {
 	nan := math.NaN()
 	none := bench.Dist{P50: nan, P95: nan, P99: nan, Mean: nan, Max: nan}
 	v.Latency[1].Dist, v.Latency[2].Dist = none, none
-	srv := func(p50, p99 float64, n int) bench.Dist { return bench.Dist{P50: p50, P95: p99 * 0.9, P99: p99, Mean: p50, Max: nan, N: n} }
+	srv := func(p50, p99 float64, n int) bench.Dist {
+		return bench.Dist{P50: p50, P95: p99 * 0.9, P99: p99, Mean: p50, Max: nan, N: n}
+	}
 	v.Server = &bench.ServerPanel{
 		ServerMetrics: bench.ServerMetrics{Kind: "vllm", Source: "http://10.0.0.7:8000/metrics", At: v.Now, Window: 30 * time.Second,
 			Waiting: bench.Gauge{V: 3, Known: true}, Running: bench.Gauge{V: 61, Known: true}, KVUsage: bench.Gauge{V: 0.4375, Known: true}},
