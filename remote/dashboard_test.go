@@ -123,3 +123,14 @@ func TestNoMetrics(t *testing.T) {
 		t.Errorf("metrics: %+v", m)
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want time.Duration
+	}{{0, 0}, {1, 10 * time.Millisecond}, {2, 20 * time.Millisecond}, {7, 640 * time.Millisecond}, {8, time.Second}, {1000, time.Second}} {
+		if got := backoff(tc.n); got != tc.want {
+			t.Errorf("backoff(%d) = %v, want %v", tc.n, got, tc.want)
+		}
+	}
+}

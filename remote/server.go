@@ -37,6 +37,22 @@ type remoteServer struct {
 	finished uint64
 	steps    uint64
 	closed   bool
+	refused  int // connection failures in a row; reset by a request that connected
+}
+
+// Backoff after refused connections: a session whose server went away waits before each next
+// request, doubling from backoffMin to backoffMax, instead of spinning on refusals.
+const (
+	backoffMin = 10 * time.Millisecond
+	backoffMax = time.Second
+)
+
+// backoff is the wait before a request after n connection failures in a row.
+func backoff(n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return min(backoffMax, backoffMin<<min(n-1, 16))
 }
 
 // call is one request in flight; its fields are guarded by remoteServer.mu.
@@ -110,9 +126,26 @@ func (s *remoteServer) request(r sched.Request) Request {
 // do runs one request to its end and hands over its record.
 func (s *remoteServer) do(ctx context.Context, id sched.RequestID, req Request, r sched.Request) {
 	defer s.reqs.Done()
+	s.mu.Lock()
+	wait := backoff(s.refused)
+	s.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	res, err := s.client.Do(ctx, req, func(c Chunk) { s.chunk(id, c) })
 	rec := s.record(id, req, r, &res, err)
 	s.mu.Lock()
+	switch {
+	case res.Failure != nil && res.Failure.Reason == ReasonConnect:
+		s.refused++
+	case res.Status != 0:
+		s.refused = 0
+	}
 	c := s.calls[id]
 	delete(s.calls, id)
 	if n := len(rec.Output); rec.Reason != sched.FinishError && rec.Reason != sched.FinishCancelled && c.tokens < n {

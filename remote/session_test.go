@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,5 +196,20 @@ func TestSessionCancel(t *testing.T) {
 		case <-guard:
 			t.Fatalf("%d of %d clients left the server", srv.Gone(), n)
 		}
+	}
+}
+
+// TestServerGone: a server that goes away after the connection was checked fails every request
+// with a connect failure; the run still completes and says so.
+func TestServerGone(t *testing.T) {
+	srv := startTestServer(t, remotetest.Options{})
+	p := newTestProvider(t, srv, ProviderOptions{})
+	if err := p.Prepare(context.Background(), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	out, _ := runBench(t, p, sessionConfig(5, 4, 0, 1))
+	if !strings.Contains(out, "Requests: 0\n") || !strings.Contains(out, "Failed: 5 (connect: 5)\n") {
+		t.Errorf("report:\n%s", out)
 	}
 }
