@@ -41,7 +41,7 @@ func (s *Session) do(a Action) (string, error) {
 	}
 	if s.opts.External {
 		switch a {
-		case ActToggleSchedule, ActIntervalDown, ActIntervalUp, ActTogglePause:
+		case ActToggleSchedule, ActIntervalDown, ActIntervalUp, ActTogglePause, ActConcurrencyDown, ActConcurrencyUp:
 			return "", ErrExternalLoad
 		}
 	}
@@ -84,6 +84,8 @@ func (s *Session) do(a Action) (string, error) {
 		return "arrivals paused", nil
 	case ActPrefillBatchDown, ActPrefillBatchUp, ActMaxBatchDown, ActMaxBatchUp:
 		return s.stepKnob(a)
+	case ActConcurrencyDown, ActConcurrencyUp:
+		return s.stepConcurrency(a == ActConcurrencyUp)
 	}
 	return "", fmt.Errorf("unknown action %d", a)
 }
@@ -177,4 +179,34 @@ func (s *Session) stepKnob(a Action) (string, error) {
 		return fmt.Sprintf("prefill max batch %d", k.PrefillMaxBatch), nil
 	}
 	return fmt.Sprintf("max batch %d (prefill max batch %d)", k.MaxBatch, k.PrefillMaxBatch), nil
+}
+
+// maxConcurrency bounds the c/C keys, as --max-concurrency is bounded.
+const maxConcurrency = 100_000
+
+// stepConcurrency moves the steady state's most requests in flight to the power of two below or
+// above. The steady state takes it at once (a lower cap lets the requests in flight finish); a
+// cold or measured run keeps its own, and the steady state starts with the new one.
+func (s *Session) stepConcurrency(up bool) (string, error) {
+	n := s.concurrency
+	switch {
+	case !up && n <= 1:
+		return "", errors.New("concurrency is already 1")
+	case up && n >= maxConcurrency:
+		return "", fmt.Errorf("concurrency is already %d, the most it takes", n)
+	case up:
+		n = min(maxConcurrency, 1<<bits.Len(uint(n)))
+	default:
+		n = 1 << (bits.Len(uint(n-1)) - 1)
+	}
+	s.concurrency = n
+	if lr := s.liveRun; lr != nil {
+		lr.limit = n
+		select {
+		case lr.wake <- struct{}{}:
+		default:
+		}
+		return fmt.Sprintf("concurrency %d", n), nil
+	}
+	return fmt.Sprintf("concurrency %d (from the steady state on)", n), nil
 }

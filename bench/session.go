@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,6 +89,7 @@ type Session struct {
 	resume      chan struct{}   // closed on resume; replaced on pause
 	cur         *runState       // the planned run in progress; nil between runs
 	liveRun     *liveRun        // the continuous steady state in progress; nil outside it
+	concurrency int             // the steady state's most requests in flight (c/C)
 	window      []RequestResult // the finished requests of the window being filled (live or External)
 	results     []*runResult    // finished runs, oldest first (bounded: see keep)
 	filed       int             // runs and windows filed so far
@@ -120,9 +122,10 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 		cfg: cfg, opts: opts, clock: opts.Clock, start: time.Now().Add(-opts.Clock.Now()), prov: opts.Provider,
 		restartCh: make(chan string, 1), done: make(chan struct{}), live: newLiveState(opts.Window),
 		want: cfg.Engine, arr: cfg.Arrivals, phase: PhaseStarting, knobs: cfg.Sched, ext: newExternalState(),
+		concurrency: cmp.Or(cfg.Arrivals.MaxConcurrency, cfg.Workload.NumRequests),
 	}
 	if opts.External {
-		s.arr = Arrivals{Schedule: "external"}
+		s.arr, s.concurrency = Arrivals{Schedule: "external"}, 0
 	}
 	s.live.attain = newAttainment(cfg.Goodput, newWindow(opts.Window, windowCap))
 	s.view.Store(s.live.view(s.start, s.clock.Now(), s.header(s.clock.Now()), nil))
@@ -245,6 +248,7 @@ func (s *Session) header(now time.Duration) Header {
 		Schedule: s.arr.label(), IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
 		PrefillMaxBatch: cfg.PrefillMaxBatch, Phase: s.phase, RunLabel: s.runLabel, Paused: s.paused,
 		Elapsed: now, Run: s.cur.status(now, s.cfg.Workload.MaxNewTokens), SLOs: s.cfg.Goodput, Remote: s.info.Remote,
+		Concurrency: s.concurrency,
 	}
 }
 

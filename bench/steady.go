@@ -11,15 +11,16 @@ import (
 )
 
 // liveRun is a dashboard session's steady state: after its cold and measured runs the load stays
-// continuous, in the job's shape (its arrival schedule, at most NumRequests in flight: a burst job
-// becomes a fixed concurrency), instead of restarting in bursts. Every NumRequests finished
+// continuous, in the job's shape (its arrival schedule, at most --max-concurrency or else
+// NumRequests in flight, which c/C change: a burst job becomes a fixed concurrency), instead of
+// restarting in bursts. Every NumRequests finished
 // requests are filed as a window, a steady run like a measured one, so the cold-vs-steady
 // comparison and the summaries mean the same whatever the engine's speed. Guarded by Session.mu.
 type liveRun struct {
 	meta     map[sched.RequestID]liveReq       // submitted, not finished: what its result needs
 	early    map[sched.RequestID]*sched.Record // finished before the submitter registered it
 	inflight int                               // slots taken: submitted (or being submitted), not finished
-	limit    int                               // most requests in flight
+	limit    int                               // most requests in flight (Session.concurrency)
 	stopping bool                              // cancelling: what finishes joins the partial window
 	wake     chan struct{}                     // recorder -> submitter and runLive: a request finished (cap 1)
 }
@@ -38,8 +39,8 @@ func newLiveRun(limit int) *liveRun {
 // runLive keeps the load continuous on g until a restart, a stop or a failure, then cancels the
 // requests in flight and files the window being filled (partial, with what finished).
 func (s *Session) runLive(ctx context.Context, g *generation) (outcome, error) {
-	lr := newLiveRun(s.cfg.Workload.NumRequests)
 	s.mu.Lock()
+	lr := newLiveRun(s.concurrency)
 	s.liveRun, s.phase, s.runLabel = lr, PhaseLive, "live"
 	s.mu.Unlock()
 	s.publish(true)

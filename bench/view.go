@@ -86,6 +86,7 @@ type Header struct {
 	Attainment  float64
 	AttainmentN int
 	Remote      *RemoteInfo // the server outside this process the session drives; nil: rosetop's engine
+	Concurrency int         // the steady state's most requests in flight (c/C); 0 for external load
 }
 
 // RunProgress is how far a planned run (a cold or measured run) has got.
@@ -234,4 +235,6 @@ const (
 	ActIntervalUp                     // submit interval up a step (live)
 	ActRestart                        // a fresh engine: a new cold start
 	ActTogglePause                    // pause/resume arrivals
+	ActConcurrencyDown                // the steady state's most requests in flight to the power of two below (live)
+	ActConcurrencyUp                  // ... to the power of two above (live)
 )

@@ -217,7 +217,7 @@ func (p *Provider) info(spec bench.ServerSpec) bench.ServerInfo {
 		where = "server at " + p.base
 	}
 	return bench.ServerInfo{
-		Model: p.model, Device: "remote", DeviceDetail: where, MaxBatch: spec.MaxBatch,
+		Model: p.model, Device: "remote", DeviceDetail: where, MaxBatch: spec.MaxBatch, Backend: p.opts.API.backend(),
 		Remote: &bench.RemoteInfo{Endpoint: p.base, API: p.opts.API.String(), Kind: p.kind.String()},
 	}
 }

@@ -35,6 +35,14 @@ func ParseAPI(s string) (API, error) {
 	return 0, fmt.Errorf("%w: api %q: want completions or chat", ErrConfig, s)
 }
 
+// backend is the API as vLLM bench serve's results name their endpoint type.
+func (a API) backend() string {
+	if a == Chat {
+		return "openai-chat"
+	}
+	return "openai"
+}
+
 func (a API) path() string {
 	if a == Chat {
 		return "/chat/completions"

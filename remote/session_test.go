@@ -110,6 +110,9 @@ func TestSessionReport(t *testing.T) {
 					t.Errorf("report has %q:\n%s", bad, out)
 				}
 			}
+			if want := `"backend": "` + tc.api.backend() + `"`; !strings.Contains(string(data), want) {
+				t.Errorf("the JSON lacks %s", want)
+			}
 			if n := benchcheck.Check(t, out, data); n == 0 {
 				t.Fatal("nothing was compared")
 			}

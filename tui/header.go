@@ -85,7 +85,8 @@ func headerView(st *paint, v *bench.View, w int) string {
 		st.Muted.Render(" prefill batch ") + st.Strong.Render(fmt.Sprintf("%-4d", h.PrefillMaxBatch))
 	if r := h.Remote; r != nil { // the engine's settings are the server's own
 		line2 = st.Muted.Render("server ") + st.Strong.Render(r.Kind) + st.Muted.Render(" · "+r.API+" API") +
-			st.Muted.Render("  submit ") + submit + st.Muted.Render("  engine keys: set on the server")
+			st.Muted.Render("  submit ") + submit + st.Muted.Render(" concurrency ") + st.Strong.Render(fmt.Sprintf("%-5d", h.Concurrency)) +
+			st.Muted.Render(" engine keys: set on the server")
 	}
 	if len(h.SLOs) > 0 {
 		line2 += st.Muted.Render(" SLO met ") + attainment(st, h)

@@ -19,6 +19,7 @@ func helpKeys() []helpRow {
 		{"-  +", "submit interval down / up, live"},
 		{"s", "submit schedule relative / absolute, live"},
 		{"space", "pause / resume arrivals (requests in flight finish)"},
+		{"c  C", "steady state's requests in flight to the power of two below / above, live"},
 		{"w", "time charts: last 30s, 60s, 2m, 10m, the whole session"},
 		{"↑ ↓", "scroll the events (PgUp PgDn too)"},
 		{"t", "theme: dark, light, no colour"},
@@ -37,6 +38,7 @@ func helpGlossary() []helpRow {
 		{"slower", "cold vs steady: the cold run against the steady median"},
 		{"all, req N", "ITL sparklines: every request pooled, the slowest recent"},
 		{"live", "the steady state: load kept continuous, filed in windows"},
+		{"srv cli Δ", "server pane: the server's own histograms, rosetop's as its client, cli - srv"},
 	}
 }
 

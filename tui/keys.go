@@ -19,6 +19,8 @@ type KeyMap struct {
 	IntervalUp   key.Binding
 	Restart      key.Binding
 	Pause        key.Binding
+	ConcDown     key.Binding
+	ConcUp       key.Binding
 	Window       key.Binding
 	EventsUp     key.Binding
 	EventsDown   key.Binding
@@ -45,6 +47,8 @@ func DefaultKeyMap() KeyMap {
 		IntervalUp:   b([]string{"+", "="}, "+", "interval +"),
 		Restart:      b([]string{"r"}, "r", "restart (cold)"),
 		Pause:        b([]string{" "}, "spc", "pause arrivals"),
+		ConcDown:     b([]string{"c"}, "c", "concurrency ÷2"),
+		ConcUp:       b([]string{"C"}, "C", "concurrency ×2"),
 		Window:       b([]string{"w"}, "w", "chart window"),
 		EventsUp:     b([]string{"up", "pgup"}, "↑", "older events"),
 		EventsDown:   b([]string{"down", "pgdown"}, "↓", "newer events"),
@@ -76,7 +80,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Paged, k.Graph, k.Restart},
 		{k.PrefillDown, k.PrefillUp, k.BatchDown, k.BatchUp},
-		{k.Schedule, k.IntervalDown, k.IntervalUp, k.Pause},
+		{k.Schedule, k.IntervalDown, k.IntervalUp, k.Pause, k.ConcDown, k.ConcUp},
 		{k.Window, k.EventsUp, k.EventsDown, k.Theme, k.Help, k.Quit},
 	}
 }
@@ -101,6 +105,8 @@ func (k KeyMap) actions() []struct {
 		{k.IntervalUp, bench.ActIntervalUp},
 		{k.Restart, bench.ActRestart},
 		{k.Pause, bench.ActTogglePause},
+		{k.ConcDown, bench.ActConcurrencyDown},
+		{k.ConcUp, bench.ActConcurrencyUp},
 	}
 }
 
@@ -123,6 +129,8 @@ func actionName(a bench.Action) string {
 		return "restarting engine"
 	case bench.ActTogglePause:
 		return "arrivals toggled"
+	case bench.ActConcurrencyDown, bench.ActConcurrencyUp:
+		return "concurrency changed"
 	}
 	return "done"
 }
