@@ -87,6 +87,9 @@ func summaryTable(results []*runResult, dropped int, ledger []LedgerEntry, elaps
 func engineRows(index int, runs []*runResult) []string {
 	h := runs[0].hdr
 	lines := []string{fmt.Sprintf("engine %d: %s on %s, paged attention %s, CUDA Graph %s", index, h.Model, h.DeviceDetail, onOff(h.Paged), onOff(h.CUDAGraph))}
+	if h.Endpoint != "" { // the server's engine settings are its own
+		lines[0] = fmt.Sprintf("remote server: %s on %s (%s API)", h.Model, h.DeviceDetail, h.API)
+	}
 	var steady []Summary
 	for _, r := range runs {
 		switch {

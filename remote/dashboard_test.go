@@ -102,6 +102,10 @@ func TestDashboardSession(t *testing.T) {
 	if err := sess.Close(); err != nil {
 		t.Fatal(err)
 	}
+	var rep strings.Builder
+	if err := sess.Report(&rep); err != nil || !strings.Contains(rep.String(), "remote server: test-model on vllm at "+srv.URL+"/v1 (completions API)\n") {
+		t.Errorf("summary (%v):\n%s", err, rep.String())
+	}
 }
 
 // TestNoMetrics: a server without /metrics still runs; the panel says why it is empty and the

@@ -47,8 +47,10 @@ func (c *admitChart) body(st *paint, adm []bench.Admission, iw, ih int) string {
 	} else {
 		mean := float64(sum) / float64(len(adm))
 		head = st.Muted.Render("last ") + st.Text.Render(fmt.Sprintf("%-4d", len(adm))) +
-			st.Muted.Render(" mean ") + st.Strong.Render(fmt.Sprintf("%-5s", numRaw(mean))) +
-			st.Muted.Render(" limit ") + st.Warn.Render(fmt.Sprintf("%d ┄", limit))
+			st.Muted.Render(" mean ") + st.Strong.Render(fmt.Sprintf("%-5s", numRaw(mean)))
+		if limit > 0 { // a remote server's admissions have no limit of rosetop's
+			head += st.Muted.Render(" limit ") + st.Warn.Render(fmt.Sprintf("%d ┄", limit))
+		}
 	}
 	if ih < 2 {
 		return fit(head, iw)

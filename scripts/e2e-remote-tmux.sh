@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# End-to-end check of the dashboard against a remote server, in a real terminal. Builds
+# bin/rosetop, starts `rosetop serve` on the embedded model on a free port, then runs
+# `rosetop --endpoint URL` in a detached tmux session at 120x40 and checks on screen: the header
+# names the model, the server's kind and the endpoint; the server pane shows the server's own
+# queue and KV gauges and its TTFT histogram beside the client's, and its values move; p is
+# refused with the reason; C and c change the concurrency; q exits 0 with the summary on stdout.
+# Then SIGTERM stops the server (exit 0). Exits non-zero with a one-line reason on failure
+# (screens and outputs kept under $E2E_DIR).
+#
+#   scripts/e2e-remote-tmux.sh                  # what CI runs
+#   E2E_BIN=/path/to/rosetop scripts/e2e-remote-tmux.sh
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+W=120
+H=40
+TIMEOUT=${E2E_TIMEOUT:-120}        # seconds for the slow waits (server start, first figures)
+KEY_TIMEOUT=${E2E_KEY_TIMEOUT:-20} # seconds for a key's effect to show
+E2E_DIR=${E2E_DIR:-$(mktemp -d -t rosetop-e2e-remote.XXXXXX)}
+mkdir -p "$E2E_DIR"
+BIN=${E2E_BIN:-}
+SOCK="rosetop-e2e-remote-$$" # a private tmux server: never touches the user's sessions
+PANE="e2e"
+server_pid=""
+
+tm() { tmux -L "$SOCK" "$@"; }
+capture() { tm capture-pane -p -t "$PANE" >"$E2E_DIR/pane.txt" 2>/dev/null || true; }
+fail() {
+	echo "e2e-remote-tmux: FAIL: $*" >&2
+	if [ -s "$E2E_DIR/pane.txt" ]; then
+		echo "--- last screen ---" >&2
+		cat "$E2E_DIR/pane.txt" >&2
+	fi
+	echo "--- captures and output kept in $E2E_DIR ---" >&2
+	exit 1
+}
+cleanup() {
+	tm kill-server >/dev/null 2>&1 || true
+	[ -z "$server_pid" ] || kill -9 "$server_pid" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# wait_until DESCRIPTION TIMEOUT CMD...: polls the pane (5 Hz) until CMD succeeds on it.
+wait_until() {
+	local what=$1 limit=$2
+	shift 2
+	local deadline=$((SECONDS + limit))
+	while :; do
+		capture
+		if "$@"; then return 0; fi
+		if [ -f "$E2E_DIR/exit" ]; then fail "rosetop exited (code $(cat "$E2E_DIR/exit")) while waiting for $what"; fi
+		if [ $SECONDS -ge $deadline ]; then fail "timed out after ${limit}s waiting for $what"; fi
+		sleep 0.2
+	done
+}
+pane_has() { grep -qF -- "$1" "$E2E_DIR/pane.txt"; }
+pane_re() { grep -qE -- "$1" "$E2E_DIR/pane.txt"; }
+snap() { cp "$E2E_DIR/pane.txt" "$E2E_DIR/$1.txt"; }
+key() { tm send-keys -t "$PANE" "$@"; }
+# server_row NAME: the server pane's row NAME (five number columns: srv50 cli50 srv99 cli99 Δ99).
+server_row() { grep -oE "│ $1 +(-?[0-9.k]+|–)( +(-?[0-9.k]+|–)){4} " "$E2E_DIR/pane.txt" | head -1; }
+gauges() { grep -oE 'waiting [0-9]+ +running [0-9]+ +KV [0-9.]+%' "$E2E_DIR/pane.txt" | head -1; }
+
+# --- tools and the server ----------------------------------------------------------------------
+command -v tmux >/dev/null 2>&1 || fail "tmux is not installed"
+if [ -z "$BIN" ]; then
+	echo "e2e-remote-tmux: building bin/rosetop" >&2
+	go build -o bin/rosetop . || fail "go build failed"
+	BIN=./bin/rosetop
+fi
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+
+"$BIN" serve --port 0 --device cpu --threads 1 >"$E2E_DIR/serve.stdout" 2>"$E2E_DIR/serve.stderr" &
+server_pid=$!
+url=""
+deadline=$((SECONDS + TIMEOUT))
+until [ -n "$url" ]; do
+	url=$(sed -nE 's/.*serving [^ ]+ on (http:[^ ]+\/v1).*/\1/p' "$E2E_DIR/serve.stderr" | head -1)
+	kill -0 "$server_pid" 2>/dev/null || fail "rosetop serve exited before it served: $(tail -1 "$E2E_DIR/serve.stderr")"
+	[ $SECONDS -lt $deadline ] || fail "rosetop serve did not print its URL within ${TIMEOUT}s"
+	sleep 0.1
+done
+echo "e2e-remote-tmux: server at $url" >&2
+
+# --- the dashboard against it ------------------------------------------------------------------
+printf '#!/bin/sh\nTERM=xterm-256color exec "%s" --endpoint "%s" --num-requests 16 --max-new-tokens 64 >"%s"\n' \
+	"$BIN" "$url" "$E2E_DIR/stdout" >"$E2E_DIR/run.sh"
+tm new-session -d -s "$PANE" -x "$W" -y "$H" \
+	"sh '$E2E_DIR/run.sh'; echo \$? >'$E2E_DIR/exit'; sleep 600" || fail "tmux could not start the session"
+
+wait_until "the header naming the model and the server" "$TIMEOUT" pane_has "tiny-gpt2 on rosetop at $url"
+wait_until "the server line of the header" "$KEY_TIMEOUT" pane_has "server rosetop · completions API"
+first_ttft() { [ -n "$(server_row TTFT | grep -E '│ TTFT +[0-9]')" ]; }
+wait_until "the server's TTFT histogram in the server pane" "$TIMEOUT" first_ttft
+pane_has "server rosetop · last" || fail "no server pane titled with the server's kind and window"
+[ -n "$(gauges)" ] || fail "no waiting/running/KV gauges in the server pane"
+snap 1-server-pane
+before="$(gauges) | $(server_row TTFT) | $(server_row ITL)"
+echo "e2e-remote-tmux: server pane: $before" >&2
+moved() { [ "$(gauges) | $(server_row TTFT) | $(server_row ITL)" != "$before" ]; }
+wait_until "the server pane's values to move (were: $before)" "$TIMEOUT" moved
+running() { gauges | grep -qE 'running [1-9]'; }
+wait_until "requests running on the server" "$TIMEOUT" running
+snap 2-live
+echo "e2e-remote-tmux: server pane now: $(gauges) | $(server_row TTFT)" >&2
+
+# p: paged attention is the server's own: refused with the reason, no restart.
+key p
+wait_until "the refusal of p" "$KEY_TIMEOUT" pane_re "✗ the server is not rosetop's engine"
+snap 3-refused
+# C and c: the steady state's requests in flight, in the header.
+key C
+wait_until "concurrency 32 after C" "$KEY_TIMEOUT" pane_re "concurrency 32( |$)"
+key c
+key c
+wait_until "concurrency 8 after cc" "$KEY_TIMEOUT" pane_re "concurrency 8( |$)"
+snap 4-concurrency
+
+key q
+deadline=$((SECONDS + KEY_TIMEOUT))
+until [ -f "$E2E_DIR/exit" ]; do
+	[ $SECONDS -lt $deadline ] || { capture; fail "rosetop did not exit within ${KEY_TIMEOUT}s of q"; }
+	sleep 0.2
+done
+[ "$(cat "$E2E_DIR/exit")" = 0 ] || fail "rosetop exited $(cat "$E2E_DIR/exit") after q"
+grep -qF '=== rosetop session:' "$E2E_DIR/stdout" || fail "no summary table on stdout (see $E2E_DIR/stdout)"
+
+kill -TERM "$server_pid"
+status=0
+wait "$server_pid" || status=$?
+server_pid=""
+[ "$status" = 0 ] || fail "rosetop serve exited $status after SIGTERM"
+echo "e2e-remote-tmux: PASS (screens in $E2E_DIR)"
