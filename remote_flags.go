@@ -32,7 +32,7 @@ var (
 	remoteOnlyFlags = []string{"api", "api-key", "extra-body", "request-timeout", "metrics-url", "tokenizer"}
 	engineOnlyFlags = []string{"device", "paged-attn", "cuda-graph", "capture-ahead", "gpu-memory-fraction", "threads",
 		"tokenize-workers", "no-prefix-cache", "max-batch-size", "prefill-max-batch-size", "prefill-max-tokens", "policy",
-		"burst-quiet-us", "max-seq-len", "nvtx", "stream-interval"}
+		"burst-quiet-us", "max-seq-len", "nvtx", "stream-interval", "prefill-max-batch-sizes"}
 )
 
 // remoteFlags binds the --endpoint flags to o.

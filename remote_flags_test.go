@@ -129,3 +129,29 @@ func TestEndpointRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepEndpoint: rosetop sweep runs its points against a server; the prefill batch axis,
+// rosetop's own scheduler's, is refused there.
+func TestSweepEndpoint(t *testing.T) {
+	srv, err := remotetest.NewServer(remotetest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI(t, "sweep", "--endpoint", srv.URL+"/v1", "--concurrency", "1,2", "--num-requests", "4",
+		"--max-new-tokens", "4", "--warmup-runs", "0", "--out-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if srv.Requests() != 8 || !strings.Contains(stdout, "concurrency") {
+		t.Errorf("%d requests reached the server; stdout:\n%s", srv.Requests(), stdout)
+	}
+	if js, err := os.ReadFile(filepath.Join(dir, "sweep.json")); err != nil || !strings.Contains(string(js), `"device": "vllm at `+srv.URL) {
+		t.Errorf("sweep.json (%v):\n%s", err, js)
+	}
+	code, _, stderr = runCLI(t, "sweep", "--endpoint", srv.URL+"/v1", "--prefill-max-batch-sizes", "1,2", "--out-dir", dir)
+	if code != exitUsage || !strings.Contains(stderr, "--prefill-max-batch-sizes means nothing with --endpoint") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}

@@ -216,7 +216,11 @@ func runPoint(ctx context.Context, o options, dir string, k int, v float64) (poi
 	base := fmt.Sprintf("point-%02d-%s", k+1, plot.Label(v))
 	o.JSONPath = filepath.Join(dir, base+".json")
 	log := &lockedBuffer{}
-	res, err := bench.Measure(ctx, o.sessionConfig(), bench.SessionOptions{Provider: bench.NewInProcess(o.inProcess())}, o.exports(), log, log)
+	prov, err := o.provider()
+	if err != nil {
+		return pointRun{}, err
+	}
+	res, err := bench.Measure(ctx, o.sessionConfig(), bench.SessionOptions{Provider: prov}, o.exports(), log, log)
 	if werr := atomicfile.Write(filepath.Join(dir, base+".txt"), func(w io.Writer) error {
 		_, err := io.WriteString(w, log.String())
 		return err
