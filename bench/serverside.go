@@ -96,7 +96,7 @@ func (l *liveState) serverPanel(now time.Duration, m *ServerMetrics) *ServerPane
 
 // ErrRemoteServer is returned by the controls that need rosetop's own engine when the session
 // drives a server outside this process.
-var ErrRemoteServer = errors.New("the server is not rosetop's engine")
+var ErrRemoteServer = errors.New("the engine is the server's, not this process's")
 
 // refuseRemote explains why a control does nothing against the remote server r; nil for the
 // controls that work there (arrivals). The caller holds s.mu.

@@ -138,3 +138,25 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsKey: the API key goes to the endpoint's own host's metrics page only.
+func TestMetricsKey(t *testing.T) {
+	for _, tc := range []struct {
+		endpoint, metrics string
+		sent                bool
+	}{
+		{"http://h:8000/v1", "", true},
+		{"http://h:8000/v1", "http://h:8000/metrics", true},
+		{"http://h:8000/v1", "http://h:9090/metrics", false},
+		{"https://h/v1", "http://h/metrics", false},
+		{"http://h:8000/v1", "http://prometheus.example/api/metrics", false},
+	} {
+		p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: tc.endpoint, APIKey: "sk-1"}, MetricsURL: tc.metrics})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.metricsKey() != ""; got != tc.sent {
+			t.Errorf("%s with metrics %q: key sent %v, want %v", tc.endpoint, tc.metrics, got, tc.sent)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func (p *Provider) pickModel(ctx context.Context, progress io.Writer) error {
 
 // firstScrape reads /metrics once. A failure is an error only for an explicit metrics URL.
 func (p *Provider) firstScrape(ctx context.Context) error {
-	sc, err := NewScraper(ScraperConfig{URL: p.opts.MetricsURL, APIKey: p.opts.Client.APIKey})
+	sc, err := NewScraper(ScraperConfig{URL: p.opts.MetricsURL, APIKey: p.metricsKey()})
 	if err != nil {
 		return err
 	}
@@ -182,6 +183,17 @@ func (p *Provider) firstScrape(ctx context.Context) error {
 		p.note = "the server's /metrics name nothing rosetop knows"
 	}
 	return nil
+}
+
+// metricsKey is the API key for the metrics page: sent only to the endpoint's own host, never
+// to another one named by --metrics-url.
+func (p *Provider) metricsKey() Secret {
+	a, errA := url.Parse(p.base)
+	b, errB := url.Parse(p.opts.MetricsURL)
+	if errA != nil || errB != nil || a.Scheme != b.Scheme || a.Host != b.Host {
+		return ""
+	}
+	return p.opts.Client.APIKey
 }
 
 func (p *Provider) addLedger(what, detail string, took time.Duration) {

@@ -36,7 +36,7 @@ type watcher struct {
 const maxHistory = 4096
 
 func newWatcher(p *Provider, spec bench.ServerSpec) (*watcher, error) {
-	sc, err := NewScraper(ScraperConfig{URL: p.opts.MetricsURL, APIKey: p.opts.Client.APIKey, Clock: spec.Clock})
+	sc, err := NewScraper(ScraperConfig{URL: p.opts.MetricsURL, APIKey: p.metricsKey(), Clock: spec.Clock})
 	if err != nil {
 		return nil, err
 	}

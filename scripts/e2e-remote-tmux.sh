@@ -107,7 +107,7 @@ echo "e2e-remote-tmux: server pane now: $(gauges) | $(server_row TTFT)" >&2
 
 # p: paged attention is the server's own: refused with the reason, no restart.
 key p
-wait_until "the refusal of p" "$KEY_TIMEOUT" pane_re "✗ the server is not rosetop's engine"
+wait_until "the refusal of p" "$KEY_TIMEOUT" pane_re "✗ the engine is the server's, not this process's"
 snap 3-refused
 # C and c: the steady state's requests in flight, in the header.
 key C
