@@ -143,7 +143,7 @@ func TestBackoff(t *testing.T) {
 func TestMetricsKey(t *testing.T) {
 	for _, tc := range []struct {
 		endpoint, metrics string
-		sent                bool
+		sent              bool
 	}{
 		{"http://h:8000/v1", "", true},
 		{"http://h:8000/v1", "http://h:8000/metrics", true},
