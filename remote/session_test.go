@@ -216,3 +216,15 @@ func TestServerGone(t *testing.T) {
 		t.Errorf("report:\n%s", out)
 	}
 }
+
+// TestPrepareRefused: a server that is not there fails Prepare with an error wrapping
+// ErrConnect that names the endpoint, in one line.
+func TestPrepareRefused(t *testing.T) {
+	srv := startTestServer(t, remotetest.Options{})
+	p := newTestProvider(t, srv, ProviderOptions{})
+	srv.Close()
+	err := p.Prepare(context.Background(), io.Discard)
+	if !errors.Is(err, ErrConnect) || !strings.HasPrefix(err.Error(), "cannot reach the server at "+srv.URL+"/v1: ") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Prepare = %v", err)
+	}
+}
