@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"rosetop/bench"
 	"rosetop/themes"
 )
 
