@@ -77,7 +77,7 @@ func metricsOf(r *RequestResult) requestMetrics {
 		m.ITL = append(m.ITL, ms(t.Tokens[i]-t.Tokens[i-1]))
 	}
 	if st := r.Record.Stream; st != nil {
-		m.TokenGaps, m.HasTokenGaps = tokenGaps(t.Tokens, st.ChunkTokens)
+		m.TokenGaps, m.HasTokenGaps = tokenGaps(t.Tokens, st.ChunkTokens, len(r.Record.Output))
 	}
 	if r.HasTarget {
 		// The submitter sleeps until the target, so the lag is >= 0; clamp like the seed does
@@ -90,14 +90,18 @@ func metricsOf(r *RequestResult) requestMetrics {
 
 // tokenGaps spreads each chunk's gap over the tokens it carried: a chunk of k > 0 tokens that
 // arrived g after the previous chunk that carried any adds k gaps of g/k; the first such chunk
-// adds none, and so does a chunk of no tokens. ok is false when a count is unknown (< 0) or the
-// counts do not match the chunks.
-func tokenGaps(at []time.Duration, counts []int) (gaps []float64, ok bool) {
+// adds none, and so does a chunk of no tokens. ok is false when a count is unknown (< 0), the
+// counts do not match the chunks, or they add up to more than the request's outputs.
+func tokenGaps(at []time.Duration, counts []int, outputs int) (gaps []float64, ok bool) {
 	if len(counts) != len(at) {
 		return nil, false
 	}
-	prev := -1
+	prev, total := -1, 0
 	for i, k := range counts {
+		if k > outputs-total {
+			return nil, false
+		}
+		total += max(k, 0)
 		switch {
 		case k < 0:
 			return nil, false

@@ -64,10 +64,12 @@ func TestTokenGaps(t *testing.T) {
 		{"an empty chunk between", ms(1, 2, 5), []int{1, 0, 2}, []float64{2, 2}, true},
 		{"one count unknown", ms(1, 2), []int{1, -1}, nil, false},
 		{"counts do not match the chunks", ms(1, 2), []int{1}, nil, false},
+		{"counts past the outputs", ms(1, 2, 3), []int{1, 4, 2}, nil, false},
+		{"a huge count", ms(1, 2), []int{1, 1 << 62}, nil, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := tokenGaps(tc.at, tc.counts)
+			got, ok := tokenGaps(tc.at, tc.counts, 6)
 			if ok != tc.ok || !slices.Equal(got, tc.want) {
 				t.Errorf("tokenGaps = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
 			}

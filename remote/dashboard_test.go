@@ -160,3 +160,63 @@ func TestMetricsKey(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordOverflow: a server whose own counts pass max_tokens fails the request with
+// ReasonOverflow, and no count it sent sizes an allocation; a tokenizer's count of the text may
+// pass it (another model's tokenizer) and stands.
+func TestRecordOverflow(t *testing.T) {
+	tok, err := LoadTokenizer(context.Background(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &remoteServer{p: &Provider{tok: tok}, clock: bench.NewRealClock()}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	chunks := []ChunkTime{{At: ms(2), Tokens: 1}, {At: ms(3), Tokens: 1}}
+	cases := []struct {
+		name     string
+		res      Result
+		overflow bool
+		output   int
+	}{
+		{"usage past max_tokens", Result{Start: ms(1), First: ms(2), Last: ms(3), OutputTokens: 1 << 40, Tokens: TokensUsage, Chunks: chunks, Finish: "length"}, true, 8},
+		{"a chunk's count past max_tokens", Result{Start: ms(1), First: ms(2), Last: ms(3), OutputTokens: 2, Tokens: TokensUsage,
+			Chunks: []ChunkTime{{At: ms(2), Tokens: 1}, {At: ms(3), Tokens: 1 << 62}, {At: ms(4), Tokens: 1 << 62}}, Finish: "length"}, true, 2},
+		{"a tokenizer's count past max_tokens", Result{Start: ms(1), First: ms(2), Last: ms(3), OutputTokens: 12, Tokens: TokensTokenizer, Chunks: chunks, Finish: "length"}, false, 12},
+		{"within max_tokens", Result{Start: ms(1), First: ms(2), Last: ms(3), OutputTokens: 8, Tokens: TokensUsage, Chunks: chunks, Finish: "length"}, false, 8},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := s.record(1, Request{MaxTokens: 8, Prompt: "Hello"}, sched.Request{Text: "Hello"}, &tc.res, nil)
+			var f *Failure
+			if got := errors.As(rec.Err, &f) && f.Reason == ReasonOverflow && rec.Reason == sched.FinishError; got != tc.overflow {
+				t.Errorf("overflow %v (%v, %v), want %v", got, rec.Reason, rec.Err, tc.overflow)
+			}
+			if len(rec.Output) != tc.output {
+				t.Errorf("%d output tokens, want %d", len(rec.Output), tc.output)
+			}
+		})
+	}
+}
+
+// TestWatcherBrokenPage: gauges and counters that are not finite, negative or absurd are left
+// out of the steps and the panel rather than drawn as numbers.
+func TestWatcherBrokenPage(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	w := &watcher{window: time.Minute}
+	w.add(Snapshot{At: time.Second, Kind: KindVLLM, Waiting: Value{V: nan, Known: true}, Running: Value{V: -3, Known: true},
+		KVUsage: Value{V: inf, Known: true}, Preemptions: Value{V: 1e300, Known: true}}, nil)
+	var snap sched.Snapshot
+	w.fill(&snap)
+	if snap.Waiting != 0 || snap.Running != 0 || snap.Preemptions != 0 {
+		t.Errorf("step from a broken page: %+v", snap)
+	}
+	m := w.latest()
+	if m.Waiting.Known || m.KVUsage.Known || m.Running.Known {
+		t.Errorf("panel gauges: waiting %+v KV %+v running %+v", m.Waiting, m.KVUsage, m.Running)
+	}
+	w.add(Snapshot{At: 2 * time.Second, Kind: KindVLLM, Waiting: Value{V: 4, Known: true}, Running: Value{V: 12, Known: true}, Preemptions: Value{V: 7, Known: true}}, nil)
+	w.fill(&snap)
+	if snap.Waiting != 4 || snap.Running != 12 || snap.Preemptions != 7 {
+		t.Errorf("step from a good page: %+v", snap)
+	}
+}

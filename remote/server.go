@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -58,6 +59,7 @@ func backoff(n int) time.Duration {
 // call is one request in flight; its fields are guarded by remoteServer.mu.
 type call struct {
 	cancel  context.CancelFunc
+	max     int  // its max_tokens: no event carries more placeholder ids in all
 	started bool // its first chunk arrived
 	tokens  int  // tokens its token events have carried
 }
@@ -95,7 +97,7 @@ func (s *remoteServer) Submit(r sched.Request) (sched.RequestID, error) {
 	}
 	s.next++
 	id := s.next
-	s.calls[id] = &call{cancel: cancel}
+	s.calls[id] = &call{cancel: cancel, max: req.MaxTokens}
 	s.reqs.Add(1)
 	s.mu.Unlock()
 	go s.do(ctx, id, req, r)
@@ -170,9 +172,10 @@ func (s *remoteServer) chunk(id sched.RequestID, c Chunk) {
 			n = 1
 		}
 	}
-	ev := sched.Event{Kind: sched.EventTokens, ID: id, Tokens: make([]int32, n), Text: c.Text, At: c.At}
 	s.mu.Lock()
 	cl := s.calls[id]
+	n = min(n, max(0, cl.max-cl.tokens)) // a count past max_tokens fails the record (see record)
+	ev := sched.Event{Kind: sched.EventTokens, ID: id, Tokens: make([]int32, n), Text: c.Text, At: c.At}
 	if !cl.started {
 		cl.started = true
 		ev.First = &sched.Times{SubmitStart: c.Start, FirstToken: c.At, Tokens: []time.Duration{c.At}}
@@ -208,12 +211,22 @@ func (s *remoteServer) record(id sched.RequestID, req Request, r sched.Request, 
 	if n < 0 {
 		n = len(res.Chunks)
 	}
-	rec.Output = make([]int32, n)
 	t := sched.Times{SubmitStart: res.Start, FirstToken: res.First, Finished: res.Last, Tokens: make([]time.Duration, len(res.Chunks))}
-	counts := make([]int, len(res.Chunks))
+	counts, said := make([]int, len(res.Chunks)), 0
 	for i, c := range res.Chunks {
 		t.Tokens[i], counts[i] = c.At, c.Tokens
+		said += min(max(c.Tokens, 0), req.MaxTokens+1) // enough to tell an overflow, never wraps
 	}
+	// The server's own counts (usage, chunks) cannot pass max_tokens; a tokenizer's count of
+	// the text may (another model's tokenizer), and the text's length bounds it.
+	if stated := max(said, n); res.Tokens != TokensTokenizer && stated > req.MaxTokens {
+		if err == nil {
+			rec.Reason, rec.Err = sched.FinishError, &Failure{Reason: ReasonOverflow,
+				Detail: fmt.Sprintf("the server counted %d completion tokens for max_tokens %d", stated, req.MaxTokens)}
+		}
+		n = min(n, req.MaxTokens)
+	}
+	rec.Output = make([]int32, n)
 	if err != nil {
 		t.Finished = res.End
 	}

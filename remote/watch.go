@@ -153,24 +153,47 @@ func (w *watcher) fill(snap *sched.Snapshot) {
 		return
 	}
 	last := &w.hist[n-1]
-	if last.Waiting.Known {
-		snap.Waiting = int(math.Round(last.Waiting.V))
+	if v, ok := count(last.Waiting); ok {
+		snap.Waiting = v
 	}
-	if last.Running.Known {
-		snap.Running = int(math.Round(last.Running.V))
+	if v, ok := count(last.Running); ok {
+		snap.Running = v
 	}
-	if p := last.Preemptions; p.Known {
-		base := 0.0
-		if w.base != nil && w.base.Preemptions.Known && w.base.Preemptions.V <= p.V {
-			base = w.base.Preemptions.V
+	if p, ok := count(last.Preemptions); ok {
+		if b, ok := count(w.base.preemptions()); ok && b <= p {
+			p -= b
 		}
-		snap.Preemptions = uint64(math.Round(p.V - base))
+		snap.Preemptions = uint64(p)
 	}
+}
+
+// preemptions is the baseline scrape's preemption counter; unknown without a baseline.
+func (s *Snapshot) preemptions() Value {
+	if s == nil {
+		return Value{}
+	}
+	return s.Preemptions
+}
+
+// maxCount bounds a count taken from a server's page: larger is not a count but a broken page.
+const maxCount = 1 << 40
+
+// count is a gauge or counter as a whole number; ok is false when it is unknown, not finite,
+// negative or past maxCount.
+func count(v Value) (int, bool) {
+	if !v.Known || !(v.V >= 0 && v.V <= maxCount) {
+		return 0, false
+	}
+	return int(math.Round(v.V)), true
 }
 
 func (w *watcher) close() { w.sc.Close() }
 
-func gauge(v Value) bench.Gauge { return bench.Gauge{V: v.V, Known: v.Known} }
+// gauge is v for the panel (queue counts, a usage fraction); a value that is negative or not
+// finite is not known.
+func gauge(v Value) bench.Gauge {
+	return bench.Gauge{V: v.V, Known: v.Known && v.V >= 0 && !math.IsInf(v.V, 0)}
+}
 
 // msDist summarizes a histogram delta of seconds in ms; N == 0 when it has no observations.
 func msDist(h Histogram) bench.Dist {
