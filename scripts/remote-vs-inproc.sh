@@ -6,7 +6,9 @@
 #
 #   scripts/remote-vs-inproc.sh                                  # cuda, random:gpt2, decode-heavy
 #   DEVICE=cpu MODEL= JOB=decode-heavy scripts/remote-vs-inproc.sh  # the embedded model on a CPU
-#   E2E_BIN=/path/to/rosetop scripts/remote-vs-inproc.sh         # skip the build
+#   E2E_BIN=bin/rosetop BENCH_TEST=bin/bench.test scripts/remote-vs-inproc.sh
+#       # a machine without Go: binaries built elsewhere (go build -o bin/rosetop . &&
+#       # go test -c -o bin/bench.test ./bench/); without BENCH_TEST or go, no recomputation
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEVICE=${DEVICE-cuda}
@@ -67,9 +69,16 @@ for what in "Prompt tokens (total)" "Completion tokens (total)"; do
 	[ "$a" = "$b" ] || fail "$what differ: in-process '$a', over HTTP '$b'"
 done
 echo "== token counts equal"
-if command -v go >/dev/null; then
-	ROSETOP_REPORT="$OUT/remote.txt" ROSETOP_JSON="$OUT/remote.json" go test -count=1 -run TestRecomputeFiles ./bench/ >"$OUT/recompute.txt" 2>&1 ||
+recompute=()
+if [ -n "${BENCH_TEST:-}" ]; then
+	recompute=("$BENCH_TEST" -test.count=1 -test.v -test.run TestRecomputeFiles)
+elif command -v go >/dev/null; then
+	recompute=(go test -count=1 -v -run TestRecomputeFiles ./bench/)
+fi
+if [ ${#recompute[@]} -gt 0 ]; then
+	ROSETOP_REPORT="$OUT/remote.txt" ROSETOP_JSON="$OUT/remote.json" "${recompute[@]}" >"$OUT/recompute.txt" 2>&1 ||
 		fail "the remote report does not match its JSON (see $OUT/recompute.txt)"
-	echo "== every printed number of the remote report recomputed from its JSON"
+	grep -q "printed numbers match" "$OUT/recompute.txt" || fail "the recomputation did not run (see $OUT/recompute.txt)"
+	echo "== $(grep -oE '[0-9]+ printed numbers match the recomputation' "$OUT/recompute.txt") (the remote report against its JSON)"
 fi
 echo "== outputs in $OUT"
