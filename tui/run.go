@@ -47,7 +47,10 @@ func Run(ctx context.Context, s Session, o Options) error {
 	if err != nil {
 		return err
 	}
-	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithOutput(out)}
+	// Signals reach the program through ctx, which the caller cancels: Bubble Tea's own handler
+	// would race it, its quit message sent to an event loop that ctx has already ended, and the
+	// program's shutdown would wait for that send for ever.
+	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithOutput(out), tea.WithoutSignalHandler()}
 	if o.Input != nil {
 		opts = append(opts, tea.WithInput(o.Input))
 	}
