@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -33,21 +34,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func checkOutputs(o options) error {
 	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}, {"save-trace", o.SaveTrace}}
 	seen := map[string]string{}
+	var errs []error
 	for _, p := range paths {
 		if p.path == "" {
 			continue
 		}
 		abs, err := filepath.Abs(p.path)
 		if err != nil {
-			return usageError{fmt.Errorf("--%s %s: %w", p.flag, p.path, err)}
+			errs = append(errs, usageError{fmt.Errorf("--%s %s: %w", p.flag, p.path, err)})
+			continue
 		}
 		if other, ok := seen[abs]; ok {
-			return usageError{fmt.Errorf("--%s and --%s name the same file %s: give each its own", other, p.flag, p.path)}
+			errs = append(errs, usageError{fmt.Errorf("--%s and --%s name the same file %s: give each its own", other, p.flag, p.path)})
+			continue
 		}
 		seen[abs] = p.flag
 		if err := atomicfile.Check(p.path); err != nil {
-			return usageError{fmt.Errorf("--%s %s: cannot write there: %w", p.flag, p.path, err)}
+			errs = append(errs, usageError{fmt.Errorf("--%s %s: cannot write there: %w", p.flag, p.path, err)})
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
@@ -37,6 +38,20 @@ func oneLine(err error) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// printErrors writes err as "rosetop: ..." lines, one for each error joined in it (errors.Join:
+// a JSON export and a CSV export can both fail), so that none is lost.
+func printErrors(w io.Writer, err error) {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if e != nil {
+				printErrors(w, e)
+			}
+		}
+		return
+	}
+	fmt.Fprintf(w, "rosetop: %v\n", printable(oneLine(err)))
 }
 
 // version is the binary's version, commit and commit date, from the build information Go

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"rosetop/bench"
@@ -47,7 +46,7 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		}
 		// A signal: what was measured is out; say what failed, then exit 128+N.
 		if err != nil {
-			fmt.Fprintf(stderr, "rosetop: %v\n", oneLine(err))
+			printErrors(stderr, err)
 		}
 		return bench.ErrInterrupted
 	})

@@ -88,7 +88,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return exitInterrupted
 	}
-	fmt.Fprintf(stderr, "rosetop: %v\n", oneLine(err))
+	printErrors(stderr, err)
 	return exitCode(err)
 }
 

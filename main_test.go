@@ -247,3 +247,20 @@ func TestCLIMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryErrorPrinted: errors joined together (a JSON and a CSV export that both fail) are
+// printed one line each, none lost, and the exit status is the usage one for bad paths.
+func TestEveryErrorPrinted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "missing")
+	code, _, stderr := runCLI(t, "bench", "--num-requests", "2", "--max-new-tokens", "2",
+		"--json", filepath.Join(dir, "a.json"), "--csv", filepath.Join(dir, "b.csv"))
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if code != exitUsage || len(lines) != 2 || !strings.HasPrefix(lines[0], "rosetop: --json ") || !strings.HasPrefix(lines[1], "rosetop: --csv ") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant 2 and one line for each export", code, stderr)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "directory "+dir+" does not exist") {
+			t.Errorf("line %q does not say the directory is missing", l)
+		}
+	}
+}

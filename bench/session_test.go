@@ -213,3 +213,18 @@ func TestLiveSessionViewAndActions(t *testing.T) {
 	}
 
 }
+
+// TestEveryExportErrorReturned: when every export fails after the run (a disk that filled up),
+// each error comes back, joined, and the report is still printed.
+func TestEveryExportErrorReturned(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gone")
+	out, _, err := fakeBench(t, context.Background(), newFakeProvider(), testConfig(requests(2, 2)),
+		Exports{JSONPath: filepath.Join(dir, "a.json"), CSVPath: filepath.Join(dir, "b.csv")})
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) || !strings.Contains(err.Error(), "--json ") || !strings.Contains(err.Error(), "--csv ") {
+		t.Fatalf("err = %v, want both exports' errors", err)
+	}
+	if !strings.Contains(out, "Requests: 2") {
+		t.Errorf("report not printed:\n%s", out)
+	}
+}

@@ -58,7 +58,12 @@ func Check(path string) error {
 	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".check-*")
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("directory %s does not exist", dir)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("directory %s is not writable", dir)
+	case err != nil:
 		return err
 	}
 	name := tmp.Name()

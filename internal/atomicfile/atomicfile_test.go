@@ -58,7 +58,7 @@ func TestCheck(t *testing.T) {
 	cases := []struct {
 		name, path, want string
 	}{
-		{"missing directory", filepath.Join(dir, "no", "such", "f.json"), "no such file"},
+		{"missing directory", filepath.Join(dir, "no", "such", "f.json"), "directory " + filepath.Join(dir, "no", "such") + " does not exist"},
 		{"a directory", dir, "is a directory"},
 		{"empty", "", "empty path"},
 	}
