@@ -97,6 +97,10 @@ func (o *Options) defaults() error {
 	return nil
 }
 
+// finishTimeout bounds how long, after a shutdown cancelled the requests in flight, their
+// connections may take to send the end of their responses.
+const finishTimeout = time.Second
+
 // Serve answers requests on ln until ctx is done, then shuts down: it stops accepting, lets the
 // requests in flight finish within Options.ShutdownTimeout, then cancels those left (their
 // clients get a 503, or an error event in a stream) and returns once every handler has. It
@@ -130,7 +134,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := hs.Shutdown(grace); err != nil {
 		hardStop(errShutdown) // every request context is done: the handlers cancel their requests
 		s.inflight.wait()
-		hs.Close()
+		// The handlers have returned; their connections still write the end of each response (a
+		// stream's last chunk) before they go idle and Shutdown closes them. Then close the rest.
+		finish, cancelFinish := context.WithTimeout(context.Background(), finishTimeout)
+		defer cancelFinish()
+		if hs.Shutdown(finish) != nil {
+			hs.Close()
+		}
 	}
 	<-served // http.ErrServerClosed once Shutdown began
 	return nil
