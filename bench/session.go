@@ -33,6 +33,9 @@ type SessionOptions struct {
 	// OnStep, when set, sees every scheduler step's output on the recorder goroutine before the
 	// session files it (serve's metrics). It must return quickly and must not modify so.
 	OnStep func(so *sched.StepOutput)
+	// Started, when set, is called once with the session when it starts running, from
+	// NewSession (rosetop bench --record samples the views of a session it does not hold).
+	Started func(*Session)
 
 	// headless (RunBench) stops after the warmup and repeat runs; a dashboard session then
 	// keeps the load continuous (runLive, the steady state) until Close.
@@ -170,6 +173,9 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 		}
 		s.setPhase(PhaseDone, "done")
 	}()
+	if opts.Started != nil {
+		opts.Started(s)
+	}
 	return s, nil
 }
 

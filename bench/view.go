@@ -218,6 +218,21 @@ type View struct {
 	Events        []LogEvent // recent, oldest first
 	Markers       []Marker
 	Server        *ServerPanel // a remote server's own metrics beside the client-side ones; nil in-process
+	Replay        *Playback    // where a replayed recording is (rosetop replay); nil in a live session
+}
+
+// Playback is where a replay of a recording is: the view it shows was recorded at Position.
+type Playback struct {
+	Position, Length time.Duration // of the recording's views
+	Speed            float64       // 1: as recorded
+	Paused           bool
+	Recorded         time.Time // when the recorded session started
+	Note             string    // why the recording ends where it does, when not closed cleanly ("" when it was)
+	// Key is the recorded dashboard's last key press at or before Position, as its status line
+	// showed it ("" none yet): its result, or why it was refused (KeyRefused).
+	Key        string
+	KeyAt      time.Duration
+	KeyRefused bool
 }
 
 // Action is a control the dashboard sends to the Session.
@@ -234,7 +249,15 @@ const (
 	ActIntervalDown                   // submit interval down a step (live)
 	ActIntervalUp                     // submit interval up a step (live)
 	ActRestart                        // a fresh engine: a new cold start
-	ActTogglePause                    // pause/resume arrivals
+	ActTogglePause                    // pause/resume arrivals; a replay's playback
 	ActConcurrencyDown                // the steady state's most requests in flight to the power of two below (live)
 	ActConcurrencyUp                  // ... to the power of two above (live)
+	ActReplayBack                     // replay: 5 s back
+	ActReplayForward                  // replay: 5 s forward
+	ActReplaySlower                   // replay: half the speed (down to 0.25x)
+	ActReplayFaster                   // replay: twice the speed (up to 16x)
+	ActReplayStart                    // replay: the first view
+	ActReplayEnd                      // replay: the last view
+	ActReplayNextEvent                // replay: the next view where an event shows
+	ActReplayPrevEvent                // replay: the previous one
 )

@@ -24,6 +24,13 @@ func badOption(kind error, format string, args ...any) error {
 // pagedBlockSize is the positions per KV block of the paged layout.
 const pagedBlockSize = 16
 
+// ProbeGPU describes the GPU a CUDA engine would run on and its driver ("NVIDIA H200 (sm_90,
+// driver 12.8)"), or says why there is none usable (ok false). It creates no context.
+func ProbeGPU() (desc string, ok bool) {
+	ok, desc = probeCUDA()
+	return desc, ok
+}
+
 // New puts m on a backend chosen by opts.Device:
 //   - "cpu": the CPU backend;
 //   - "cuda": the GPU backend, or an error saying why there is no usable GPU (it wraps ErrNoCUDA);

@@ -45,6 +45,39 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 	return os.Rename(tmp.Name(), path)
 }
 
+// Replace creates or replaces path with a file holding head and returns it open for writing at
+// its end: a file that grows after it is created (a recording, appended to as it is made) is
+// swapped in whole with its first bytes, so path never holds a part of them.
+func Replace(path string, head []byte) (f *os.File, err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(head); err != nil {
+		return nil, err
+	}
+	if err := tmp.Sync(); err != nil {
+		return nil, err
+	}
+	if err := tmp.Chmod(0o644 &^ umask()); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return nil, err
+	}
+	return tmp, nil
+}
+
 // Check reports, before any work is done, whether Write(path, ...) can succeed: the directory
 // exists and takes a new file, and path is not a directory.
 func Check(path string) error {

@@ -77,3 +77,34 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Check left %d entries behind", len(entries))
 	}
 }
+
+// Replace swaps in a whole new file holding head, readable at once, and appends go after head.
+func TestReplace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.rec")
+	if err := os.WriteFile(path, []byte("an older, longer file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Replace(path, []byte("head\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "head\n" {
+		t.Fatalf("after Replace the file holds %q, want the head alone", got)
+	}
+	if _, err := f.Write([]byte("frame\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "head\nframe\n" {
+		t.Fatalf("after a write the file holds %q", got)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Fatalf("the directory holds %d entries, want the file alone (no temporary left)", len(entries))
+	}
+	if _, err := Replace(filepath.Join(t.TempDir(), "missing", "x.rec"), nil); err == nil {
+		t.Fatal("Replace into a missing directory succeeded")
+	}
+}
