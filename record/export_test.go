@@ -1,0 +1,19 @@
+package record
+
+import "rosetop/bench"
+
+// WriteViews records views and keys (by the index of the view they follow) to path, every one
+// of them (a Recorder keeps only the newest of the views offered while it writes), and closes it.
+func WriteViews(path string, meta Meta, views []*bench.View, keys map[int]KeyPress) error {
+	w, err := newWriter(path, meta)
+	if err != nil {
+		return err
+	}
+	for i, v := range views {
+		w.view(v)
+		if k, ok := keys[i]; ok {
+			w.key(k)
+		}
+	}
+	return w.close()
+}

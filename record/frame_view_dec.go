@@ -1,0 +1,203 @@
+package record
+
+import (
+	"fmt"
+	"time"
+
+	"rosetop/bench"
+)
+
+// viewDecoder rebuilds views from view frames, each against the previous one. A decoded view
+// shares what did not change with the one before it; nothing it holds is written again.
+type viewDecoder struct {
+	prev       *bench.View // the last view decoded; nil before the first
+	queue, p99 [][]series[bench.Point]
+	admissions series[bench.Admission]
+	itl        series[float64]
+	slow       series[bench.RequestITL]
+	steady     series[bench.Summary]
+	ledger     series[bench.LedgerEntry]
+	events     series[bench.LogEvent]
+	markers    series[bench.Marker]
+}
+
+// decode returns the view of one view frame's payload.
+func (vd *viewDecoder) decode(payload []byte) (*bench.View, error) {
+	d := dec{b: payload}
+	v := &bench.View{}
+	if vd.prev != nil {
+		*v = *vd.prev
+	}
+	v.Now = d.dur()
+	for d.more() {
+		id := sectionID(d.uvarint())
+		body := dec{b: d.bytes(d.uvarint())}
+		if d.err != nil {
+			break
+		}
+		ok := true
+		switch id {
+		case secScalars:
+			decScalars(&body, v)
+		case secHeader:
+			decHeader(&body, &v.Header)
+		case secProgress:
+			decProgress(&body, &v.Header)
+		case secQueue:
+			v.Queue, ok = decTimelines(&body, &vd.queue, v.Queue)
+		case secP99:
+			v.P99, ok = decTimelines(&body, &vd.p99, v.P99)
+		case secAdmissions:
+			v.Admissions, ok = decList(&body, &vd.admissions, decAdmission)
+		case secLatency:
+			v.Latency = decLatency(&body)
+		case secITL:
+			v.ITL, ok = decFloatList(&body, &vd.itl)
+		case secSlow:
+			v.SlowITL, ok = decList(&body, &vd.slow, decRequestITL)
+		case secCold:
+			v.Cold = nil
+			if body.bool() {
+				s := decSummary(&body)
+				v.Cold = &s
+			}
+		case secSteady:
+			v.Steady, ok = decList(&body, &vd.steady, decSummary)
+		case secCompare:
+			v.Compare = decCompare(&body)
+		case secLedger:
+			v.Ledger, ok = decList(&body, &vd.ledger, decLedger)
+		case secEvents:
+			v.Events, ok = decList(&body, &vd.events, decEvent)
+		case secMarkers:
+			v.Markers, ok = decList(&body, &vd.markers, decMarker)
+		}
+		if !ok || body.err != nil {
+			return nil, fmt.Errorf("%w: section %d does not decode", ErrCorrupt, id)
+		}
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, d.err)
+	}
+	vd.prev = v
+	return v, nil
+}
+
+// size reads a list position or length; false when it cannot be one.
+func (d *dec) size() (int, bool) {
+	v := d.uvarint()
+	return int(v), v <= 1<<40 && d.err == nil
+}
+
+// decList applies a list section to s and returns the new list.
+func decList[T any](d *dec, s *series[T], item func(d *dec) T) ([]T, bool) {
+	drop, ok1 := d.size()
+	keep, ok2 := d.size()
+	n := d.count()
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	added := make([]T, n)
+	for i := range added {
+		added[i] = item(d)
+	}
+	if d.err != nil || !s.apply(drop, keep, added) {
+		return nil, false
+	}
+	return s.list(), true
+}
+
+// decFloatList applies a float list section (floatListChange) to s.
+func decFloatList(d *dec, s *series[float64]) ([]float64, bool) {
+	drop, ok1 := d.size()
+	keep, ok2 := d.size()
+	added := decRuns(d)
+	if !ok1 || !ok2 || d.err != nil || !s.apply(drop, keep, added) {
+		return nil, false
+	}
+	return s.list(), true
+}
+
+// decTimelines applies a timeline section to the tracks' series; prev gives the shape when the
+// section does not.
+func decTimelines(d *dec, state *[][]series[bench.Point], prev []bench.Timeline) ([]bench.Timeline, bool) {
+	shape := prev
+	if d.bool() {
+		shape = decShape(d)
+		*state = make([][]series[bench.Point], len(shape))
+		for i := range shape {
+			(*state)[i] = make([]series[bench.Point], len(shape[i].Tracks))
+		}
+	}
+	if len(*state) != len(shape) {
+		return nil, false
+	}
+	out := make([]bench.Timeline, len(shape))
+	for i, tl := range shape {
+		if len((*state)[i]) != len(tl.Tracks) {
+			return nil, false
+		}
+		out[i] = bench.Timeline{Name: tl.Name, Tracks: make([]bench.Track, len(tl.Tracks))}
+		for j, tr := range tl.Tracks {
+			s := &(*state)[i][j]
+			drop, ok1 := d.size()
+			keep, ok2 := d.size()
+			n := d.count()
+			old := s.list()
+			if !ok1 || !ok2 || drop > len(old) || keep > len(old)-drop {
+				return nil, false
+			}
+			var at time.Duration
+			if keep > 0 {
+				at = old[drop+keep-1].At
+			}
+			added := make([]bench.Point, n)
+			for k := range added {
+				at += d.dur()
+				added[k] = bench.Point{At: at, Value: d.float()}
+			}
+			if d.err != nil || !s.apply(drop, keep, added) {
+				return nil, false
+			}
+			out[i].Tracks[j] = bench.Track{Width: tr.Width, Span: tr.Span, Points: s.list()}
+		}
+	}
+	return out, true
+}
+
+// decShape reads the timelines' names, widths and spans (their points left empty).
+func decShape(d *dec) []bench.Timeline {
+	n := d.count()
+	out := make([]bench.Timeline, n)
+	for i := range out {
+		r := d.record()
+		out[i].Name = r.string()
+		tracks := r.count()
+		out[i].Tracks = make([]bench.Track, tracks)
+		for j := range out[i].Tracks {
+			out[i].Tracks[j] = bench.Track{Width: r.dur(), Span: r.dur()}
+		}
+		d.done(&r)
+	}
+	return out
+}
+
+// checkpoint is a copy of the decoder from which decoding can go on while the original goes
+// on too: every series is sealed, so neither appends where the other's views read.
+func (vd *viewDecoder) checkpoint() viewDecoder {
+	c := *vd
+	seal := func(tls [][]series[bench.Point]) [][]series[bench.Point] {
+		out := make([][]series[bench.Point], len(tls))
+		for i, tl := range tls {
+			out[i] = make([]series[bench.Point], len(tl))
+			for j, s := range tl {
+				out[i][j] = s.sealed()
+			}
+		}
+		return out
+	}
+	c.queue, c.p99 = seal(vd.queue), seal(vd.p99)
+	c.admissions, c.itl, c.slow, c.steady = vd.admissions.sealed(), vd.itl.sealed(), vd.slow.sealed(), vd.steady.sealed()
+	c.ledger, c.events, c.markers = vd.ledger.sealed(), vd.events.sealed(), vd.markers.sealed()
+	return c
+}

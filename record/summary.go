@@ -1,0 +1,173 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"rosetop/bench"
+)
+
+// EngineRuns is what one engine of a recorded session finished: its cold run and its steady
+// runs or windows, each once, and its cold-start ledger as last shown.
+type EngineRuns struct {
+	Header bench.Header // the dashboard's header when its first run finished
+	Cold   *bench.Summary
+	Steady []bench.Summary
+	Ledger []bench.LedgerEntry
+}
+
+// runLog collects EngineRuns from the views in order. A view's Cold and Steady are the current
+// engine's: both empty again after either was not means a new engine.
+type runLog struct {
+	engines    []EngineRuns
+	seen       map[string]bool // the current engine's steady runs, by label
+	lastCold   *bench.Summary  // the last view's, to skip views that share them unchanged
+	lastSteady []bench.Summary
+}
+
+func (l *runLog) add(v *bench.View) {
+	if v.Cold == l.lastCold && sameList(v.Steady, l.lastSteady) {
+		if cur := l.cur(); cur != nil {
+			cur.Ledger = v.Ledger
+		}
+		return
+	}
+	l.lastCold, l.lastSteady = v.Cold, v.Steady
+	cur := l.cur()
+	if cur == nil || (v.Cold == nil && len(v.Steady) == 0 && (cur.Cold != nil || len(cur.Steady) > 0)) {
+		l.engines = append(l.engines, EngineRuns{})
+		l.seen = map[string]bool{}
+		cur = l.cur()
+	}
+	if cur.Cold == nil && len(cur.Steady) == 0 {
+		cur.Header = v.Header
+	}
+	if v.Cold != nil && cur.Cold == nil {
+		c := *v.Cold
+		cur.Cold = &c
+	}
+	for _, s := range v.Steady {
+		if !l.seen[s.Label] {
+			l.seen[s.Label] = true
+			cur.Steady = append(cur.Steady, s)
+		}
+	}
+	cur.Ledger = v.Ledger
+}
+
+// sameList reports whether a and b are the same list in memory (the decoder shares a list that
+// did not change).
+func sameList[T any](a, b []T) bool { return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) }
+
+func (l *runLog) cur() *EngineRuns {
+	if len(l.engines) == 0 {
+		return nil
+	}
+	return &l.engines[len(l.engines)-1]
+}
+
+// WriteSummary writes what the recording holds, headless: its header, per engine every run it
+// finished with its cold-start ledger, and where the recording stops when it was cut short.
+func WriteSummary(w io.Writer, r *Recording) error {
+	m := r.Meta
+	lines := []string{
+		fmt.Sprintf("=== rosetop recording: %s, %s of %s on %s ===", orDash(m.Command), r.Length().Round(time.Second), orDash(m.Model), orDash(m.Device)),
+		fmt.Sprintf("recorded %s by %s", m.Start.UTC().Format("2006-01-02 15:04:05 UTC"), orDash(m.Tool)),
+	}
+	if m.GPU != "" {
+		lines = append(lines, "GPU: "+m.GPU)
+	}
+	if len(m.Args) > 0 {
+		lines = append(lines, "flags: "+strings.Join(m.Args, " "))
+	}
+	lines = append(lines, fmt.Sprintf("%d views, %d key presses", r.Frames(), len(r.keys)))
+	engines := 0
+	for i, e := range r.Engine {
+		if e.Cold == nil && len(e.Steady) == 0 {
+			continue
+		}
+		engines++
+		h := e.Header
+		lines = append(lines, fmt.Sprintf("engine %d: %s on %s, paged attention %s, CUDA Graph %s", i+1, h.Model, h.Device, onOff(h.Paged), onOff(h.CUDAGraph)),
+			fmt.Sprintf("  %-28s %8s %9s %9s %9s %9s %9s", "", "requests", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p99", "tok/s"))
+		if e.Cold != nil {
+			lines = append(lines, row(e.Cold.Label, e.Cold))
+		}
+		for k := range e.Steady {
+			lines = append(lines, row(e.Steady[k].Label, &e.Steady[k]))
+		}
+		if gs := bench.GroupLedger(e.Ledger); len(gs) > 0 {
+			lines = append(lines, "  engine ledger (one-time costs):")
+			for _, g := range gs {
+				what := g.What
+				switch {
+				case g.N > 1:
+					what += fmt.Sprintf(" ×%d", g.N)
+				case g.Detail != "":
+					what += " [" + g.Detail + "]"
+				}
+				lines = append(lines, fmt.Sprintf("    %s: %s", what, g.Took.Round(time.Microsecond)))
+			}
+		}
+	}
+	if engines == 0 {
+		lines = append(lines, "No run finished in the recording.")
+	}
+	if r.Stop != nil {
+		lines = append(lines, StopNote(r))
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
+	return err
+}
+
+// StopNote says in one line where a recording that was not closed cleanly stops; "" when it was.
+func StopNote(r *Recording) string {
+	switch {
+	case r.Stop == nil:
+		return ""
+	case errors.Is(r.Stop, ErrNoEnd):
+		return fmt.Sprintf("the recording has no end mark (the session was killed or crashed): it replays to %s, its last whole view", clock(r.Length()))
+	}
+	return fmt.Sprintf("the recording stops at %s, after view %d: %v; what comes before replays", clock(r.Length()), r.Frames(), r.Stop)
+}
+
+// row is one run: requests, TTFT p50/p99, TPOT p50, ITL p99 (ms), completion tokens/s.
+func row(name string, s *bench.Summary) string {
+	cell := func(d bench.Dist, v float64) string {
+		if d.N == 0 {
+			return fmt.Sprintf(" %9s", "n/a")
+		}
+		return fmt.Sprintf(" %9.2f", v)
+	}
+	if s.Partial {
+		name += " (cut short)"
+	}
+	return fmt.Sprintf("  %-28s %8d", name, s.Requests) + cell(s.TTFT, s.TTFT.P50) + cell(s.TTFT, s.TTFT.P99) +
+		cell(s.TPOT, s.TPOT.P50) + cell(s.ITL, s.ITL.P99) + fmt.Sprintf(" %9.0f", s.Throughput)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// clock formats a recording time as m:ss (h:mm:ss from an hour).
+func clock(d time.Duration) string {
+	s := int(d / time.Second)
+	if s >= 3600 {
+		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
+	}
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}

@@ -1,0 +1,271 @@
+package record
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/internal/atomicfile"
+)
+
+// Session is what a Recorder taps: the dashboard's Session (tui.Session, bench.Session).
+type Session interface {
+	View() *bench.View
+	Do(a bench.Action) (string, error)
+	Report(w io.Writer) error
+	Close() error
+}
+
+// Options configure a Recorder.
+type Options struct {
+	Meta Meta // Model and Device, when empty, come from the first view's header
+	// Sample, when set, is read every Meta.Tick for views (a session with no dashboard reading
+	// them: rosetop bench, rosetop serve); nil until it has a view. Otherwise views come from
+	// the dashboard through Tap.
+	Sample func() *bench.View
+}
+
+// DefaultTick is how often a sampled session's views are recorded: the dashboard's tick.
+const DefaultTick = 100 * time.Millisecond
+
+// Recorder appends a session's views and key presses to a recording. Views are handed over
+// without waiting (the newest wins) and encoded on the Recorder's goroutine, so the dashboard
+// never waits for the disk; key presses are queued and all written. Safe for concurrent use.
+type Recorder struct {
+	sample func() *bench.View         // immutable; see Options.Sample
+	tick   time.Duration              // immutable
+	latest atomic.Pointer[bench.View] // the newest view handed over
+	wake   chan struct{}              // buffered 1: a view was handed over
+	keys   chan KeyPress              // key presses, in order
+	stop   chan struct{}              // closed by Close
+	done   chan struct{}              // closed when the goroutine has returned
+	once   sync.Once
+	w      *writer // owned by the goroutine; read by Close after done
+	err    error   // w.close's; read after done
+}
+
+// Create starts a recording at path: the file is replaced at once (atomically, by a file
+// holding the format's first bytes) and then only appended to, a frame a write.
+func Create(path string, opts Options) (*Recorder, error) {
+	if opts.Meta.Tick <= 0 {
+		opts.Meta.Tick = DefaultTick
+	}
+	w, err := newWriter(path, opts.Meta)
+	if err != nil {
+		return nil, err
+	}
+	r := &Recorder{
+		sample: opts.Sample, tick: opts.Meta.Tick, w: w,
+		wake: make(chan struct{}, 1), keys: make(chan KeyPress, 64), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	go r.loop()
+	return r, nil
+}
+
+// Offer hands a view over to be recorded; it never blocks. A view equal (the same pointer) to
+// the last written is not written again.
+func (r *Recorder) Offer(v *bench.View) {
+	if v == nil {
+		return
+	}
+	r.latest.Store(v)
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Key records a key press's result at the session time at.
+func (r *Recorder) Key(at time.Duration, msg string, err error) {
+	k := KeyPress{At: at, OK: err == nil, Text: msg}
+	if err != nil {
+		k.Text = err.Error()
+	}
+	select {
+	case r.keys <- k:
+	case <-r.done: // closed
+	}
+}
+
+// Close writes the newest view and the key presses handed over, the end frame, and closes the
+// file. It returns the first error writing the recording, naming the file.
+func (r *Recorder) Close() error {
+	r.once.Do(func() { close(r.stop) })
+	<-r.done
+	return r.err
+}
+
+func (r *Recorder) loop() {
+	defer close(r.done)
+	var tick <-chan time.Time
+	if r.sample != nil {
+		t := time.NewTicker(r.tick)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-r.wake:
+			r.w.view(r.latest.Load())
+		case k := <-r.keys:
+			r.w.view(r.latest.Load())
+			r.w.key(k)
+		case <-tick:
+			r.Offer(r.sample())
+			r.w.view(r.latest.Load())
+		case <-r.stop:
+			if r.sample != nil {
+				r.Offer(r.sample())
+			}
+			r.w.view(r.latest.Load())
+			for pending := true; pending; {
+				select {
+				case k := <-r.keys:
+					r.w.key(k)
+				default:
+					pending = false
+				}
+			}
+			r.err = r.w.close()
+			return
+		}
+	}
+}
+
+// writer appends frames to a recording file. Owned by one goroutine.
+type writer struct {
+	path    string
+	f       *os.File
+	meta    Meta
+	ve      viewEncoder
+	last    *bench.View // the last view written
+	started bool        // the header is written
+	buf     []byte
+	payload enc
+	err     error // the first write error; nothing is written after it
+}
+
+func newWriter(path string, meta Meta) (*writer, error) {
+	f, err := atomicfile.Replace(path, fileStart(Version))
+	if err != nil {
+		return nil, err
+	}
+	return &writer{path: path, f: f, meta: meta}, nil
+}
+
+// view writes v unless it is nil or the view written last; the header goes first.
+func (w *writer) view(v *bench.View) {
+	if v == nil || v == w.last || w.err != nil {
+		return
+	}
+	if !w.started {
+		w.header(v)
+	}
+	w.payload.b = w.payload.b[:0]
+	w.ve.encode(&w.payload, v)
+	w.write(kindView, w.payload.b)
+	w.last = v
+}
+
+// header writes the header, completing Meta from the first view.
+func (w *writer) header(v *bench.View) {
+	m := w.meta
+	if m.Model == "" {
+		m.Model = v.Header.Model
+	}
+	if m.Device == "" {
+		m.Device = v.Header.Device
+	}
+	if m.Start.IsZero() {
+		m.Start = v.Start
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		w.err = err
+		return
+	}
+	w.write(kindMeta, b)
+	w.started = true
+}
+
+// key writes a key press; one before the first view is dropped (nothing was drawn yet).
+func (w *writer) key(k KeyPress) {
+	if !w.started || w.err != nil {
+		return
+	}
+	w.payload.b = w.payload.b[:0]
+	w.payload.record(func(e *enc) {
+		e.dur(k.At)
+		e.bool(k.OK)
+		e.string(k.Text)
+	})
+	w.write(kindKey, w.payload.b)
+}
+
+// write appends one frame with one write call.
+func (w *writer) write(kind byte, payload []byte) {
+	if w.err != nil {
+		return
+	}
+	w.buf = appendFrame(w.buf[:0], kind, payload)
+	if _, err := w.f.Write(w.buf); err != nil {
+		w.err = err
+	}
+}
+
+// close writes the end frame, syncs and closes the file; the error names the file and says
+// how far the recording got.
+func (w *writer) close() error {
+	if w.started {
+		w.write(kindEnd, nil)
+	}
+	err := w.err
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		var at time.Duration
+		if w.last != nil {
+			at = w.last.Now
+		}
+		return fmt.Errorf("--record %s: %w (the recording stops at %s)", w.path, err, clock(at))
+	}
+	return nil
+}
+
+// Tap is a Session that records every view the dashboard reads from s and every key press.
+func (r *Recorder) Tap(s Session) Session { return tap{s: s, r: r} }
+
+type tap struct {
+	s Session
+	r *Recorder
+}
+
+func (t tap) View() *bench.View {
+	v := t.s.View()
+	t.r.Offer(v)
+	return v
+}
+
+// Do records the key's result at the time of the view the session published with it.
+func (t tap) Do(a bench.Action) (string, error) {
+	msg, err := t.s.Do(a)
+	var at time.Duration
+	if v := t.s.View(); v != nil {
+		at = v.Now
+		t.r.Offer(v)
+	}
+	t.r.Key(at, msg, err)
+	return msg, err
+}
+
+func (t tap) Report(w io.Writer) error { return t.s.Report(w) }
+func (t tap) Close() error             { return t.s.Close() }
