@@ -53,6 +53,9 @@ func headerView(st *paint, v *bench.View, w int) string {
 
 	// The left side loses its least important parts first when the terminal is narrow.
 	left := st.AppName.Render("rosetop") + "  "
+	if v.Replay != nil {
+		left = st.AppName.Render("rosetop") + " " + replayBadge(st, v.Replay) + "  "
+	}
 	switch name, paren := strings.CutSuffix(h.Model, ")"); {
 	case h.RandomWeights && paren: // "tiny-gpt2 (embedded)" -> "tiny-gpt2 (embedded, random weights)"
 		left += st.Strong.Render(name) + st.Warn.Render(", random weights") + st.Strong.Render(")")
@@ -76,7 +79,11 @@ func headerView(st *paint, v *bench.View, w int) string {
 		submit = st.Text.Render(fmt.Sprintf("%-15s", "by clients"))
 	}
 	if h.Paused { // in the slot of the arrivals it stops, so the line never reflows
-		submit = st.Warn.Render(fmt.Sprintf("%-15s", "PAUSED (spc)"))
+		paused := "PAUSED (spc)"
+		if v.Replay != nil { // space is the replay's own
+			paused = "PAUSED"
+		}
+		submit = st.Warn.Render(fmt.Sprintf("%-15s", paused))
 	}
 	line2 := st.Muted.Render("paged ") + onOff(st, h.Paged) +
 		st.Muted.Render("  graph ") + onOff(st, h.CUDAGraph) +

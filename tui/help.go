@@ -53,7 +53,11 @@ func (m *Model) helpBox(w, h int) string {
 			lines = append(lines, st.Strong.Render(fit(r.key, keyW))+" "+st.Text.Render(r.text))
 		}
 	}
-	section("keys", helpKeys())
+	if replaying(m.view) {
+		section("replay keys", replayHelpKeys())
+	} else {
+		section("keys", helpKeys())
+	}
 	section("glossary", helpGlossary())
 	inner := 0
 	for _, l := range lines {

@@ -85,15 +85,15 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	}
 }
 
-// actions maps the Session's keys to their actions, in the order they are matched.
-func (k KeyMap) actions() []struct {
+// keyAction is a key and the Session action it sends.
+type keyAction struct {
 	b key.Binding
 	a bench.Action
-} {
-	return []struct {
-		b key.Binding
-		a bench.Action
-	}{
+}
+
+// actions maps the Session's keys to their actions, in the order they are matched.
+func (k KeyMap) actions() []keyAction {
+	return []keyAction{
 		{k.Paged, bench.ActTogglePaged},
 		{k.Graph, bench.ActToggleGraph},
 		{k.Schedule, bench.ActToggleSchedule},

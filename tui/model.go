@@ -40,6 +40,7 @@ type Model struct {
 	st       themes.Styles
 	pt       *paint // st as pens; replaced (never mutated) with st
 	keys     KeyMap
+	rkeys    ReplayKeyMap // bound when the views are a replay's
 	help     help.Model
 	id       *tickID
 	w, h     int
@@ -69,7 +70,7 @@ func New(s Session, r *lipgloss.Renderer, theme string) (Model, error) {
 		return Model{}, fmt.Errorf("tui: %w", err)
 	}
 	m := Model{
-		s: s, r: r, st: st, pt: newPaint(st), keys: DefaultKeyMap(), help: help.New(), id: &tickID{},
+		s: s, r: r, st: st, pt: newPaint(st), keys: DefaultKeyMap(), rkeys: DefaultReplayKeyMap(), help: help.New(), id: &tickID{},
 		cache: &paneCache{},
 		ch:    newCharts(),
 	}
@@ -173,7 +174,11 @@ func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.scrollEvents(k)
 		return m, nil
 	}
-	for _, ka := range m.keys.actions() {
+	actions := m.keys.actions()
+	if replaying(m.view) {
+		actions = append(m.rkeys.actions(), actions...)
+	}
+	for _, ka := range actions {
 		if keyMatches(k, ka.b) {
 			return m, doAction(m.s, ka.a)
 		}

@@ -184,7 +184,11 @@ func (m *Model) footer() string {
 			status = st.Good.Render("✓ " + m.flash)
 		}
 	}
-	help := m.help.ShortHelpView(m.keys.ShortHelp())
+	keys := m.keys.ShortHelp()
+	if replaying(m.view) {
+		keys = replayShortHelp(m.keys, m.rkeys)
+	}
+	help := m.help.ShortHelpView(keys)
 	return fit(status, m.w) + "\n" + fitLines(help, m.w, m.footerH()-1)
 }
 
@@ -230,8 +234,13 @@ func (m *Model) idleStatus() string {
 	if p := h.Run; p != nil && (h.Phase == bench.PhaseCold || h.Phase == bench.PhaseRun) {
 		out = st.Text.Render(phaseText(h)+" ") + runProgress(st, p)
 	}
-	if h.Paused {
+	if h.Paused && replaying(v) { // space is the replay's own
+		out += st.Muted.Render(" · ") + st.Warn.Render("arrivals paused")
+	} else if h.Paused {
 		out += st.Muted.Render(" · ") + st.Warn.Render("arrivals paused") + st.Muted.Render(" (space resumes)")
+	}
+	if replaying(v) {
+		return replayStatus(st, v.Replay) + st.Muted.Render(" · ") + out
 	}
 	switch {
 	case m.last == "" && h.Remote != nil:
