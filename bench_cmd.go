@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync/atomic"
 
 	"rosetop/bench"
 	"rosetop/internal/atomicfile"
@@ -24,15 +25,32 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	opts := bench.SessionOptions{Provider: prov}
+	var sess atomic.Pointer[bench.Session] // set when the session starts; read by the recorder's goroutine
+	rec, err := startRecording(o, "bench", args, func() *bench.View {
+		if s := sess.Load(); s != nil {
+			return s.View()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	opts.Started = sess.Store
 	return withCPUProfile(o.CPUProfilePath, func() error {
-		return bench.RunBench(ctx, o.sessionConfig(), opts, o.exports(), stdout, stderr)
+		err := bench.RunBench(ctx, o.sessionConfig(), opts, o.exports(), stdout, stderr)
+		recErr := closeRecording(rec, o, stderr)
+		if recErr != nil && errors.Is(err, context.Canceled) { // an interrupt's exit status wins; say what failed
+			fmt.Fprintf(stderr, "rosetop: %v\n", oneLine(recErr))
+			return err
+		}
+		return errors.Join(err, recErr)
 	})
 }
 
 // checkOutputs refuses, before anything runs, output files that could not be written or that
 // would overwrite each other.
 func checkOutputs(o options) error {
-	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}, {"save-trace", o.SaveTrace}}
+	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}, {"save-trace", o.SaveTrace}, {"record", o.RecordPath}}
 	seen := map[string]string{}
 	var errs []error
 	for _, p := range paths {

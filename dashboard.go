@@ -36,11 +36,16 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		if err != nil {
 			return err
 		}
-		runErr := tui.Run(ctx, sess, tui.Options{Input: term.in, Output: term.out, AltScreen: true})
+		rec, err := startRecording(o, "dashboard", args, nil)
+		if err != nil {
+			return errors.Join(err, sess.Close())
+		}
+		runErr := tui.Run(ctx, tapped(sess, rec), tui.Options{Input: term.in, Output: term.out, AltScreen: true})
 		closeErr := sess.Close()
+		recErr := closeRecording(rec, o, stderr)
 		repErr := sess.Report(stdout)
 		expErr := sess.Export(bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}, stderr)
-		err = errors.Join(runErr, closeErr, repErr, expErr)
+		err = errors.Join(runErr, closeErr, recErr, repErr, expErr)
 		if ctx.Err() == nil {
 			return err
 		}

@@ -55,6 +55,7 @@ type options struct {
 	JSONPath          string  `json:"-"`
 	CSVPath           string  `json:"-"`
 	CPUProfilePath    string  `json:"-"`
+	RecordPath        string  `json:"-"`
 	loadOptions               // load_flags.go
 	remoteOptions             // remote_flags.go
 }
@@ -120,6 +121,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	intVar(fs, &o.RepeatRuns, "repeat-runs", 1, maxRuns, "measured runs, each printed")
 	fs.StringVar(&o.JSONPath, "json", o.JSONPath, "write config, run summaries and per-request records to FILE")
 	fs.StringVar(&o.CSVPath, "csv", o.CSVPath, "write one row per request to FILE")
+	fs.StringVar(&o.RecordPath, "record", o.RecordPath, "record what the dashboard shows (its views and key presses) to FILE: rosetop replay FILE plays it back anywhere")
 	fs.StringVar(&o.CPUProfilePath, "cpuprofile", o.CPUProfilePath, "write a Go CPU profile of the whole process to FILE (go tool pprof)")
 	bindLoadFlags(fs, &o.loadOptions)
 	remoteFlags(fs, &o.remoteOptions)

@@ -5,6 +5,7 @@
 //	rosetop bench [flags]      the same engine and workload headless: the seeds' benchmark report
 //	rosetop sweep [flags]      bench runs over one setting's values: a table, JSON, CSV and charts
 //	rosetop generate [flags]   one prompt's continuation
+//	rosetop replay FILE        a dashboard recorded with --record, played back (--summary: headless)
 //
 // Exit status: 0 success, 1 a failure while running, 2 bad flags or input, 128+N when signal N
 // (SIGINT 130, SIGTERM 143, SIGHUP 129) interrupted the run; a second signal exits at once.
@@ -35,7 +36,7 @@ const (
 )
 
 // commands are the subcommands, in the order help lists them.
-var commands = []string{"bench", "serve", "sweep", "generate", "dashboard", "help", "version"}
+var commands = []string{"bench", "serve", "sweep", "generate", "replay", "dashboard", "help", "version"}
 
 func main() {
 	sig := watchSignals(os.Stderr)
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runSweep(ctx, rest, stdout, stderr)
 	case "generate":
 		err = runGenerate(ctx, rest, stdout, stderr)
+	case "replay":
+		err = runReplay(ctx, rest, stdin, stdout, stderr)
 	case "help":
 		usage(stdout)
 		return 0
@@ -126,6 +129,8 @@ Usage:
   rosetop sweep [flags]      run it over a list of request rates, concurrency limits or prefill
                              batch sizes: a table, JSON, CSV and PNG/SVG charts
   rosetop generate [flags]   print one prompt's continuation
+  rosetop replay FILE        play back a dashboard recorded with --record FILE (any command takes
+                             it): seek, pause, speed; --summary prints its runs headless
   rosetop help | version
 
 'rosetop bench -h', 'rosetop sweep -h' and 'rosetop generate -h' list every flag (the dashboard

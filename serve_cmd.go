@@ -36,7 +36,7 @@ type serveOptions struct {
 var serveShared = []string{
 	"model", "device", "threads", "paged-attn", "cuda-graph", "capture-ahead", "gpu-memory-fraction", "no-prefix-cache",
 	"max-batch-size", "prefill-max-batch-size", "prefill-max-tokens", "policy", "burst-quiet-us", "max-seq-len",
-	"tokenize-workers", "seed", "json", "csv", "cpuprofile",
+	"tokenize-workers", "seed", "json", "csv", "cpuprofile", "record",
 }
 
 // newServeFlagSet binds serve's flags: its own to so, the shared ones to o.
@@ -118,10 +118,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		defer t.close()
 		term = &t
 	}
-	return withCPUProfile(o.CPUProfilePath, func() error { return serveSession(ctx, o, so, term, stdout, stderr) })
+	return withCPUProfile(o.CPUProfilePath, func() error { return serveSession(ctx, o, so, term, args, stdout, stderr) })
 }
 
-func serveSession(ctx context.Context, o options, so serveOptions, term *dashTerminal, stdout, stderr io.Writer) error {
+func serveSession(ctx context.Context, o options, so serveOptions, term *dashTerminal, args []string, stdout, stderr io.Writer) error {
 	prov := bench.NewInProcess(o.inProcess())
 	if err := prov.Prepare(ctx, stderr); err != nil {
 		return err
@@ -168,6 +168,14 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	if err != nil {
 		return errors.Join(fmt.Errorf("--host %s --port %d: %w", so.host, so.port, err), sess.Close())
 	}
+	var sample func() *bench.View // without a dashboard the recorder reads the views itself
+	if term == nil {
+		sample = sess.View
+	}
+	rec, err := startRecording(o, "serve", args, sample)
+	if err != nil {
+		return errors.Join(err, ln.Close(), sess.Close())
+	}
 	fmt.Fprintf(stderr, "rosetop: serving %s on http://%s/v1 (metrics at /metrics); Ctrl-C or SIGTERM stops\n", name, ln.Addr())
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
@@ -175,14 +183,15 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	var runErr error
 	if term != nil {
-		runErr = tui.Run(ctx, sess, tui.Options{Input: term.in, Output: term.out, AltScreen: true})
+		runErr = tui.Run(ctx, tapped(sess, rec), tui.Options{Input: term.in, Output: term.out, AltScreen: true})
 		stopServing() // q on the dashboard stops the server as a signal would
 	}
 	serveErr := <-served
 	closeErr := sess.Close()
+	recErr := closeRecording(rec, o, stderr)
 	repErr := sess.Report(stdout)
 	expErr := sess.Export(bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}, stderr)
-	return errors.Join(runErr, serveErr, closeErr, repErr, expErr)
+	return errors.Join(runErr, serveErr, closeErr, recErr, repErr, expErr)
 }
 
 // sessionEngine is a bench.Session taking external load as serve's Engine.

@@ -140,6 +140,8 @@ func parseSweep(args []string, stderr io.Writer) (options, sweepAxis, string, er
 		return o, sweepAxis{}, "", badFlag("rosetop sweep needs exactly one of --request-rates, --concurrency, --prefill-max-batch-sizes")
 	case o.JSONPath != "" || o.CSVPath != "" || o.SaveTrace != "":
 		return o, sweepAxis{}, "", badFlag("rosetop sweep writes its files to --out-dir: drop --json, --csv and --save-trace")
+	case o.RecordPath != "":
+		return o, sweepAxis{}, "", badFlag("--record: rosetop sweep has no dashboard to record; record one point with rosetop bench --record")
 	case sf.outDir == "":
 		return o, sweepAxis{}, "", badFlag("--out-dir: empty")
 	}
