@@ -353,11 +353,13 @@ func decRequestITL(d *dec) bench.RequestITL {
 	return q
 }
 
-// maxRunItems bounds a list written in runs, whose length the bytes left cannot bound.
-const maxRunItems = 1 << 20
+// runBudget is how many values a frame may hold in runs: a run's length is not bounded by the
+// bytes it takes, so a frame gets a budget in proportion to its size (lockstep decoding packs
+// a batch's values into one run: tens of values a byte).
+func runBudget(payload int) int { return 256*payload + 4096 }
 
 // encRuns writes values as their count, then runs of equal ones (by their bits): run length,
-// value.
+// value (msValue).
 func encRuns(e *enc, vs []float64) {
 	e.uvarint(uint64(len(vs)))
 	for i := 0; i < len(vs); {
@@ -366,18 +368,40 @@ func encRuns(e *enc, vs []float64) {
 			j++
 		}
 		e.uvarint(uint64(j - i))
-		e.float(vs[i])
+		e.msValue(vs[i])
 		i = j
 	}
 }
 
-// decRuns reads what encRuns wrote (nil for no values); a count over maxRunItems, or a run of
-// zero or past the count, is malformed.
+// msValue writes a latency in ms. bench measures them as a Duration over 1e6 (a gap between
+// tokens): such a value is written as its nanoseconds (shifted left one, so 4 bytes for
+// milliseconds), any other as a flag and the float.
+func (e *enc) msValue(v float64) {
+	if ns := math.Round(v * 1e6); ns >= 0 && ns < 1<<62 && math.Float64bits(float64(int64(ns))/1e6) == math.Float64bits(v) {
+		e.uvarint(uint64(ns) << 1)
+		return
+	}
+	e.uvarint(1)
+	e.float(v)
+}
+
+func (d *dec) msValue() float64 {
+	u := d.uvarint()
+	if u&1 == 0 {
+		return float64(int64(u>>1)) / 1e6
+	}
+	return d.float()
+}
+
+// decRuns reads what encRuns wrote (nil for no values); a count beyond the frame's budget, or a
+// run of zero or past the count, is malformed.
 func decRuns(d *dec) []float64 {
 	n := d.uvarint()
-	if n > maxRunItems {
+	if d.runs == nil || n > uint64(*d.runs) {
 		d.fail(errShort)
+		return nil
 	}
+	*d.runs -= int(n)
 	var out []float64
 	for uint64(len(out)) < n && d.err == nil {
 		run := d.uvarint()
@@ -385,7 +409,7 @@ func decRuns(d *dec) []float64 {
 			d.fail(errShort)
 			return nil
 		}
-		v := d.float()
+		v := d.msValue()
 		for range run {
 			out = append(out, v)
 		}

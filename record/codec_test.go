@@ -151,15 +151,20 @@ func TestSpecialValues(t *testing.T) {
 	tests := []struct {
 		name string
 		v    float64
-	}{{"nan", math.NaN()}, {"+inf", math.Inf(1)}, {"-inf", math.Inf(-1)}, {"-0", math.Copysign(0, -1)}, {"max", math.MaxFloat64}, {"tiny", math.SmallestNonzeroFloat64}}
+	}{{"nan", math.NaN()}, {"+inf", math.Inf(1)}, {"-inf", math.Inf(-1)}, {"-0", math.Copysign(0, -1)}, {"max", math.MaxFloat64}, {"tiny", math.SmallestNonzeroFloat64},
+		{"ms of a duration", float64(1234567*time.Nanosecond) / 1e6}, {"zero", 0}, {"negative ms", -1.5}, {"ms of an hour", float64(time.Hour) / 1e6}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var e enc
 			e.float(tc.v)
+			e.msValue(tc.v)
 			e.time(time.Time{})
-			d := dec{b: e.b}
+			d := dec{b: e.b, runs: new(int)}
 			if got := d.float(); math.Float64bits(got) != math.Float64bits(tc.v) {
 				t.Errorf("float %v came back as %v", tc.v, got)
+			}
+			if got := d.msValue(); math.Float64bits(got) != math.Float64bits(tc.v) {
+				t.Errorf("ms value %v came back as %v", tc.v, got)
 			}
 			if got := d.time(); !got.IsZero() {
 				t.Errorf("the zero time came back as %v", got)
@@ -196,5 +201,29 @@ func TestRecordGrows(t *testing.T) {
 	r = d.record()
 	if s := r.string(); len(s) != 300 || len(d.b) != 0 {
 		t.Fatalf("a long record: %d bytes, %d left over", len(s), len(d.b))
+	}
+}
+
+// Values in runs expand beyond their bytes: a frame may hold at most its budget of them, so a
+// few crafted bytes cannot make the reader allocate gigabytes.
+func TestRunBudget(t *testing.T) {
+	tests := []struct {
+		name string
+		n    int
+		ok   bool
+	}{{"a lockstep ring", 512, true}, {"the budget of a small frame", runBudget(16), true}, {"a bomb", 1 << 30, false}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e enc
+			e.uvarint(uint64(tc.n)) // one run of n equal values
+			e.uvarint(uint64(tc.n))
+			e.msValue(1.5)
+			budget := runBudget(16)
+			d := dec{b: e.b, runs: &budget}
+			got := decRuns(&d)
+			if ok := d.err == nil; ok != tc.ok || (ok && len(got) != tc.n) {
+				t.Fatalf("%d values in one run: %d decoded, err %v; want ok=%v", tc.n, len(got), d.err, tc.ok)
+			}
+		})
 	}
 }

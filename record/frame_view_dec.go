@@ -23,7 +23,8 @@ type viewDecoder struct {
 
 // decode returns the view of one view frame's payload.
 func (vd *viewDecoder) decode(payload []byte) (*bench.View, error) {
-	d := dec{b: payload}
+	budget := runBudget(len(payload))
+	d := dec{b: payload, runs: &budget}
 	v := &bench.View{}
 	if vd.prev != nil {
 		*v = *vd.prev
@@ -31,7 +32,7 @@ func (vd *viewDecoder) decode(payload []byte) (*bench.View, error) {
 	v.Now = d.dur()
 	for d.more() {
 		id := sectionID(d.uvarint())
-		body := dec{b: d.bytes(d.uvarint())}
+		body := dec{b: d.bytes(d.uvarint()), runs: d.runs}
 		if d.err != nil {
 			break
 		}

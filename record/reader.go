@@ -98,7 +98,7 @@ func read(f *os.File) (*Recording, error) {
 	if st.Size() == 0 {
 		return nil, fmt.Errorf("%w, not a rosetop recording", ErrEmpty)
 	}
-	fr := &frameReader{r: bufio.NewReaderSize(io.NewSectionReader(f, 0, st.Size()), 1<<16), size: st.Size()}
+	fr := newFrameReader(f, st.Size())
 	ver, err := fr.start()
 	if err != nil {
 		return nil, err
@@ -230,6 +230,10 @@ type frameReader struct {
 	off  int64 // where the next frame starts
 	size int64
 	buf  []byte
+}
+
+func newFrameReader(r io.ReaderAt, size int64) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<16), size: size}
 }
 
 // start reads the magic and the version.

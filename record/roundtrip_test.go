@@ -54,7 +54,7 @@ func TestRoundTrip(t *testing.T) {
 	if rec.Frames() != n || rec.Length() != views[n-1].Now {
 		t.Fatalf("%d frames to %v, want %d to %v", rec.Frames(), rec.Length(), n, views[n-1].Now)
 	}
-	if rec.Meta.Model != "gpt2 (random weights)" || rec.Meta.Device != "cuda: NVIDIA H200" || !rec.Meta.Start.Equal(views[0].Start) {
+	if rec.Meta.Model != "gpt2" || rec.Meta.Device != "cuda: NVIDIA H200" || !rec.Meta.Start.Equal(views[0].Start) {
 		t.Fatalf("the header was not completed from the first view: %+v", rec.Meta)
 	}
 	if want := (n + 46) / 97; len(rec.Keys()) != want {

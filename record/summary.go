@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,12 +94,7 @@ func WriteSummary(w io.Writer, r *Recording) error {
 		h := e.Header
 		lines = append(lines, fmt.Sprintf("engine %d: %s on %s, paged attention %s, CUDA Graph %s", i+1, h.Model, h.Device, onOff(h.Paged), onOff(h.CUDAGraph)),
 			fmt.Sprintf("  %-28s %8s %9s %9s %9s %9s %9s", "", "requests", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p99", "tok/s"))
-		if e.Cold != nil {
-			lines = append(lines, row(e.Cold.Label, e.Cold))
-		}
-		for k := range e.Steady {
-			lines = append(lines, row(e.Steady[k].Label, &e.Steady[k]))
-		}
+		lines = append(lines, engineRows(e)...)
 		if gs := bench.GroupLedger(e.Ledger); len(gs) > 0 {
 			lines = append(lines, "  engine ledger (one-time costs):")
 			for _, g := range gs {
@@ -134,6 +130,80 @@ func StopNote(r *Recording) string {
 	return fmt.Sprintf("the recording stops at %s, after view %d: %v; what comes before replays", clock(r.Length()), r.Frames(), r.Stop)
 }
 
+// engineRows are an engine's runs as the live summary table shows them: its cold run, the
+// median of its steady runs and the last of them, and the runs cut short.
+func engineRows(e EngineRuns) []string {
+	var lines []string
+	if e.Cold != nil {
+		lines = append(lines, row(e.Cold.Label, e.Cold))
+	}
+	var steady []bench.Summary
+	for _, s := range e.Steady {
+		switch {
+		case s.Partial:
+		case s.Warmup:
+			lines = append(lines, row(s.Label, &s))
+		default:
+			steady = append(steady, s)
+		}
+	}
+	if n := len(steady); n > 0 {
+		m := median(steady)
+		lines = append(lines, row(fmt.Sprintf("steady (median of %d)", n), &m))
+		if n > 1 {
+			lines = append(lines, row("last ("+steady[n-1].Label+")", &steady[n-1]))
+		}
+	}
+	for _, s := range e.Steady {
+		if s.Partial {
+			lines = append(lines, row(s.Label+" (cut short)", &s))
+		}
+	}
+	return lines
+}
+
+// median is the median of each figure a row shows, over the runs that measured it, and the
+// runs' request total.
+func median(runs []bench.Summary) bench.Summary {
+	var m bench.Summary
+	pick := func(d func(s *bench.Summary) bench.Dist, v func(s *bench.Summary) float64) (float64, int) {
+		var vs []float64
+		n := 0
+		for i := range runs {
+			if dd := d(&runs[i]); dd.N > 0 {
+				vs, n = append(vs, v(&runs[i])), n+dd.N
+			}
+		}
+		return mid(vs), n
+	}
+	ttft := func(s *bench.Summary) bench.Dist { return s.TTFT }
+	m.TTFT.P50, m.TTFT.N = pick(ttft, func(s *bench.Summary) float64 { return s.TTFT.P50 })
+	m.TTFT.P99, _ = pick(ttft, func(s *bench.Summary) float64 { return s.TTFT.P99 })
+	m.TPOT.P50, m.TPOT.N = pick(func(s *bench.Summary) bench.Dist { return s.TPOT }, func(s *bench.Summary) float64 { return s.TPOT.P50 })
+	m.ITL.P99, m.ITL.N = pick(func(s *bench.Summary) bench.Dist { return s.ITL }, func(s *bench.Summary) float64 { return s.ITL.P99 })
+	tps := make([]float64, len(runs))
+	for i := range runs {
+		m.Requests += runs[i].Requests
+		tps[i] = runs[i].Throughput
+	}
+	m.Throughput = mid(tps)
+	return m
+}
+
+// mid is the median of vs (the mean of the middle two for an even count); 0 for none.
+func mid(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
+}
+
 // row is one run: requests, TTFT p50/p99, TPOT p50, ITL p99 (ms), completion tokens/s.
 func row(name string, s *bench.Summary) string {
 	cell := func(d bench.Dist, v float64) string {
@@ -141,9 +211,6 @@ func row(name string, s *bench.Summary) string {
 			return fmt.Sprintf(" %9s", "n/a")
 		}
 		return fmt.Sprintf(" %9.2f", v)
-	}
-	if s.Partial {
-		name += " (cut short)"
 	}
 	return fmt.Sprintf("  %-28s %8d", name, s.Requests) + cell(s.TTFT, s.TTFT.P50) + cell(s.TTFT, s.TTFT.P99) +
 		cell(s.TPOT, s.TPOT.P50) + cell(s.ITL, s.ITL.P99) + fmt.Sprintf(" %9.0f", s.Throughput)

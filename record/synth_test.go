@@ -84,8 +84,8 @@ func (s *Synth) Next() *bench.View {
 			}
 		}
 	}
-	for range 5 { // lockstep: a batch's tokens share their gap
-		v := 5 + r.Float64()
+	for range 5 { // lockstep: a batch's tokens share their gap, measured as bench does (ms of a Duration)
+		v := float64(time.Duration(5e6+r.IntN(1e6))) / 1e6
 		for range 8 {
 			s.itl = ringPush(s.itl, 512, v)
 		}
@@ -104,7 +104,7 @@ func (s *Synth) Next() *bench.View {
 		for k := range 5 {
 			q := bench.RequestITL{ID: uint64(s.i*10 + k)}
 			for range 16 {
-				v := 5 + r.Float64()
+				v := 5 + r.Float64() // not a Duration's ms: written as a float
 				q.ITL = append(q.ITL, v, v, v, v)
 			}
 			s.slow = append(s.slow, q)
@@ -120,7 +120,7 @@ func (s *Synth) Next() *bench.View {
 	v := &bench.View{
 		Start: s.start, Now: now,
 		Header: bench.Header{
-			Model: "gpt2 (random weights)", RandomWeights: true, Device: "cuda: NVIDIA H200", Job: "decode-heavy", Paged: s.engine%2 == 0,
+			Model: "gpt2", RandomWeights: true, Device: "cuda: NVIDIA H200", Job: "decode-heavy", Paged: s.engine%2 == 0,
 			CUDAGraph: true, Schedule: "relative", MaxBatch: 64, PrefillMaxBatch: 8 + s.i/3000, Phase: bench.PhaseLive, RunLabel: fmt.Sprintf("live %d", s.i/20),
 			Paused: s.i%900 > 850, Elapsed: now, TokensPerSec: 3000 + 100*r.Float64(), Attainment: math.NaN(),
 		},

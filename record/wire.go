@@ -75,6 +75,9 @@ func (e *enc) record(fill func(e *enc)) {
 type dec struct {
 	b   []byte
 	err error
+	// runs is what is left of the frame's budget of values written in runs (decRuns), shared by
+	// the decoders of its records; nil: no values in runs may be read.
+	runs *int
 }
 
 func (d *dec) more() bool { return d.err == nil && len(d.b) > 0 }
@@ -151,7 +154,7 @@ func (d *dec) record() dec {
 	if len(d.b) == 0 {
 		return dec{}
 	}
-	r := dec{b: d.bytes(d.uvarint())}
+	r := dec{b: d.bytes(d.uvarint()), runs: d.runs}
 	if d.err != nil {
 		r.err = d.err
 	}
