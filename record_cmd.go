@@ -129,6 +129,9 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	defer rp.Close()
 	term, err := findTerminal(stdin, stderr, openTTY)
+	if errors.Is(err, errNoTerminal) {
+		return usageError{fmt.Errorf("the replay needs a terminal, and there is none: rosetop replay --summary %s prints it headless", path)}
+	}
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func (l *runLog) cur() *EngineRuns {
 func WriteSummary(w io.Writer, r *Recording) error {
 	m := r.Meta
 	lines := []string{
-		fmt.Sprintf("=== rosetop recording: %s, %s of %s on %s ===", orDash(m.Command), r.Length().Round(time.Second), orDash(m.Model), orDash(m.Device)),
+		fmt.Sprintf("=== rosetop recording: %s, %s of %s on %s ===", orDash(m.Command), r.Length().Round(100*time.Millisecond), orDash(m.Model), orDash(m.Device)),
 		fmt.Sprintf("recorded %s by %s", m.Start.UTC().Format("2006-01-02 15:04:05 UTC"), orDash(m.Tool)),
 	}
 	if m.GPU != "" {

@@ -1,0 +1,152 @@
+package record
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"rosetop/bench"
+)
+
+// synthSession is a Session publishing a Synth's views, one more each Publish.
+type synthSession struct {
+	mu   sync.Mutex
+	s    *Synth
+	v    *bench.View
+	done []bench.Action
+}
+
+func (f *synthSession) Publish() *bench.View {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.v = f.s.Next()
+	return f.v
+}
+
+func (f *synthSession) View() *bench.View {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.v
+}
+
+func (f *synthSession) Do(a bench.Action) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done = append(f.done, a)
+	if a == bench.ActToggleGraph {
+		return "", errors.New("CUDA Graph needs a GPU")
+	}
+	return "prefill max batch 9", nil
+}
+
+func (f *synthSession) Report(w io.Writer) error { _, err := io.WriteString(w, "report\n"); return err }
+func (f *synthSession) Close() error             { return nil }
+
+// Through a Tap the dashboard's session works as before, and the recording holds the last view
+// it read and every key press with its answer, in order; Close leaves no goroutine.
+func TestRecorderTap(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	path := filepath.Join(t.TempDir(), "tap.rec")
+	r, err := Create(path, Options{Meta: Meta{Command: "dashboard"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &synthSession{s: NewSynth(1)}
+	s := r.Tap(src)
+	var last *bench.View
+	for i := range 50 {
+		src.Publish()
+		last = s.View()
+		if i == 20 {
+			if msg, err := s.Do(bench.ActPrefillBatchUp); msg != "prefill max batch 9" || err != nil {
+				t.Fatalf("Do through the tap: %q, %v", msg, err)
+			}
+		}
+		if i == 30 {
+			if _, err := s.Do(bench.ActToggleGraph); err == nil {
+				t.Fatal("the session's refusal was lost in the tap")
+			}
+		}
+	}
+	var sb strings.Builder
+	if err := s.Report(&sb); err != nil || sb.String() != "report\n" {
+		t.Fatalf("Report through the tap: %q, %v", sb.String(), err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if rec.Stop != nil || rec.Frames() == 0 || rec.Length() != last.Now {
+		t.Fatalf("stop %v, %d views to %v; want a closed recording ending at the last view read, %v", rec.Stop, rec.Frames(), rec.Length(), last.Now)
+	}
+	got, err := rec.NewCursor().View(rec.Frames() - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := viewDiff(last, got); d != "" {
+		t.Fatalf("the last view: %s", d)
+	}
+	keys := rec.Keys()
+	if len(keys) != 2 || !keys[0].OK || keys[0].Text != "prefill max batch 9" || keys[1].OK || keys[1].Text != "CUDA Graph needs a GPU" || keys[0].At > keys[1].At {
+		t.Fatalf("key presses %+v", keys)
+	}
+}
+
+// Sampled (no dashboard reads the views), the recorder takes one every tick until Close, and
+// takes the last one at Close.
+func TestRecorderSample(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	path := filepath.Join(t.TempDir(), "sample.rec")
+	src := &synthSession{s: NewSynth(2)}
+	r, err := Create(path, Options{Meta: Meta{Command: "bench", Tick: time.Millisecond}, Sample: src.View})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *bench.View
+	for range 20 {
+		last = src.Publish()
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if rec.Frames() == 0 || rec.Length() != last.Now || rec.Meta.Tick != time.Millisecond || rec.Meta.Command != "bench" {
+		t.Fatalf("%d views to %v, meta %+v; want the last view %v taken at Close", rec.Frames(), rec.Length(), rec.Meta, last.Now)
+	}
+}
+
+// A recording that cannot be written says so, naming the file: at Create (no such directory)
+// and at Close (a write failed: how far it got).
+func TestRecorderErrors(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	if _, err := Create(filepath.Join(t.TempDir(), "missing", "x.rec"), Options{}); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Create in a missing directory: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "x.rec")
+	r, err := Create(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.w.f.Close() // the disk goes away under it: every write fails
+	src := &synthSession{s: NewSynth(3)}
+	r.Offer(src.Publish())
+	err = r.Close()
+	if err == nil || !strings.Contains(err.Error(), "--record "+path) || !strings.Contains(err.Error(), "the recording stops at") {
+		t.Fatalf("Close after a failed write: %v", err)
+	}
+}
