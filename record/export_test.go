@@ -17,3 +17,17 @@ func WriteViews(path string, meta Meta, views []*bench.View, keys map[int]KeyPre
 	}
 	return w.close()
 }
+
+// WriteSynth records n views of a Synth seeded with seed to path, streaming (views are not
+// kept), and closes it.
+func WriteSynth(path string, n int, seed uint64) error {
+	w, err := newWriter(path, Meta{Tool: "rosetop test", Command: "dashboard", Tick: DefaultTick})
+	if err != nil {
+		return err
+	}
+	s := NewSynth(seed)
+	for range n {
+		w.view(s.Next())
+	}
+	return w.close()
+}

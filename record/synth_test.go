@@ -13,7 +13,8 @@ import (
 // publishes them: time series in tracks of three resolutions (two rings and an adaptive one)
 // whose points are shared between views and never written again; rings of admissions, events,
 // markers and ITL samples; a run filed every two seconds; an engine restart every minute
-// (cold run again, steady runs cleared); a ledger that grows and then sums its tail.
+// (cold run again, steady runs cleared); each engine's ledger after the model's, growing and
+// then summing its tail.
 type Synth struct {
 	rng     *rand.Rand
 	i       int
@@ -54,9 +55,10 @@ func (s *Synth) Next() *bench.View {
 	now := time.Duration(s.i) * 100 * time.Millisecond
 	s.i++
 	r := s.rng
-	if s.i%600 == 0 { // a new engine every minute
+	if s.i%600 == 0 { // a new engine every minute: its own ledger after the model's
 		s.engine++
 		s.cold, s.steady = nil, nil
+		s.ledger = s.ledger[:1:1]
 		s.markers = ringPush(s.markers, 128, bench.Marker{At: now, Label: fmt.Sprintf("cold start (engine %d)", s.engine)})
 		s.events = ringPush(s.events, 256, bench.LogEvent{At: now, Kind: bench.LogConfig, Text: "CUDA Graph on: restarting engine"})
 	}

@@ -147,6 +147,7 @@ type writer struct {
 	started bool        // the header is written
 	buf     []byte
 	payload enc
+	n       int64 // bytes of frames written
 	err     error // the first write error; nothing is written after it
 }
 
@@ -207,13 +208,18 @@ func (w *writer) key(k KeyPress) {
 	w.write(kindKey, w.payload.b)
 }
 
+// bytes is how many bytes of frames were written.
+func (w *writer) bytes() int64 { return w.n }
+
 // write appends one frame with one write call.
 func (w *writer) write(kind byte, payload []byte) {
 	if w.err != nil {
 		return
 	}
 	w.buf = appendFrame(w.buf[:0], kind, payload)
-	if _, err := w.f.Write(w.buf); err != nil {
+	n, err := w.f.Write(w.buf)
+	w.n += int64(n)
+	if err != nil {
 		w.err = err
 	}
 }
