@@ -108,6 +108,9 @@ func encSummary(e *enc, s *bench.Summary) {
 		e.int(s.Good)
 		e.float(s.Goodput)
 		e.float(s.Attainment)
+		encDist(e, s.TokenGap)
+		encCounts(e, s.Failures)
+		encCounts(e, s.TokenSources)
 	})
 }
 
@@ -124,6 +127,7 @@ func decSummary(d *dec) (s bench.Summary) {
 	s.CutTokens, s.CutTTFT = r.int(), decDist(&r)
 	s.Wall, s.RequestThroughput = r.dur(), r.float()
 	s.SLOs, s.Good, s.Goodput, s.Attainment = decSLOs(&r), r.int(), r.float(), r.float()
+	s.TokenGap, s.Failures, s.TokenSources = decDist(&r), decCounts(&r), decCounts(&r)
 	d.done(&r)
 	return s
 }
@@ -146,6 +150,15 @@ func encHeader(e *enc, h *bench.Header) {
 		e.string(h.RunLabel)
 		e.bool(h.Paused)
 		encSLOs(e, h.SLOs)
+		e.bool(h.Remote != nil)
+		if r := h.Remote; r != nil {
+			e.record(func(e *enc) {
+				e.string(r.Endpoint)
+				e.string(r.API)
+				e.string(r.Kind)
+			})
+		}
+		e.int(h.Concurrency)
 	})
 }
 
@@ -155,6 +168,13 @@ func decHeader(d *dec, h *bench.Header) {
 	h.Paged, h.CUDAGraph, h.Schedule, h.IntervalMs = r.bool(), r.bool(), r.string(), r.float()
 	h.MaxBatch, h.PrefillMaxBatch, h.Phase, h.RunLabel, h.Paused = r.int(), r.int(), bench.Phase(r.int()), r.string(), r.bool()
 	h.SLOs = decSLOs(&r)
+	h.Remote = nil
+	if r.bool() {
+		rr := r.record()
+		h.Remote = &bench.RemoteInfo{Endpoint: rr.string(), API: rr.string(), Kind: rr.string()}
+		r.done(&rr)
+	}
+	h.Concurrency = r.int()
 	d.done(&r)
 }
 
@@ -275,6 +295,84 @@ func decCompare(d *dec) []bench.Comparison {
 		d.done(&r)
 	}
 	return out
+}
+
+// encServer writes a remote server's panel: its own metrics and the rows against rosetop's.
+func encServer(e *enc, p *bench.ServerPanel) {
+	gauge := func(e *enc, g bench.Gauge) {
+		e.record(func(e *enc) {
+			e.float(g.V)
+			e.bool(g.Known)
+		})
+	}
+	latency := func(e *enc, l bench.ServerLatency) {
+		e.record(func(e *enc) {
+			e.string(l.Name)
+			e.bool(l.Known)
+			encDist(e, l.Dist)
+		})
+	}
+	e.record(func(e *enc) {
+		m := &p.ServerMetrics
+		e.string(m.Kind)
+		e.string(m.Source)
+		e.string(m.Note)
+		e.dur(m.At)
+		gauge(e, m.Waiting)
+		gauge(e, m.Running)
+		gauge(e, m.KVUsage)
+		e.dur(m.Window)
+		e.uvarint(uint64(len(m.Latency)))
+		for _, l := range m.Latency {
+			latency(e, l)
+		}
+		e.uvarint(uint64(len(p.Rows)))
+		for _, row := range p.Rows {
+			e.record(func(e *enc) {
+				e.string(row.Name)
+				latency(e, row.Server)
+				encDist(e, row.Client)
+				e.float(row.DiffP50)
+				e.float(row.DiffP99)
+			})
+		}
+	})
+}
+
+func decServer(d *dec) *bench.ServerPanel {
+	gauge := func(d *dec) bench.Gauge {
+		r := d.record()
+		g := bench.Gauge{V: r.float(), Known: r.bool()}
+		d.done(&r)
+		return g
+	}
+	latency := func(d *dec) bench.ServerLatency {
+		r := d.record()
+		l := bench.ServerLatency{Name: r.string(), Known: r.bool(), Dist: decDist(&r)}
+		d.done(&r)
+		return l
+	}
+	r := d.record()
+	p := &bench.ServerPanel{}
+	m := &p.ServerMetrics
+	m.Kind, m.Source, m.Note, m.At = r.string(), r.string(), r.string(), r.dur()
+	m.Waiting, m.Running, m.KVUsage, m.Window = gauge(&r), gauge(&r), gauge(&r), r.dur()
+	if n := r.count(); n > 0 {
+		m.Latency = make([]bench.ServerLatency, n)
+		for i := range m.Latency {
+			m.Latency[i] = latency(&r)
+		}
+	}
+	if n := r.count(); n > 0 {
+		p.Rows = make([]bench.ServerRow, n)
+		for i := range p.Rows {
+			rr := r.record()
+			p.Rows[i] = bench.ServerRow{Name: rr.string(), Server: latency(&rr), Client: decDist(&rr), DiffP50: rr.float(), DiffP99: rr.float()}
+			r.done(&rr)
+		}
+	}
+	d.done(&r)
+	return p
 }
 
 func encAdmission(e *enc, a bench.Admission) {

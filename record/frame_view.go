@@ -36,6 +36,7 @@ const (
 	secLedger                          // list
 	secEvents                          // list
 	secMarkers                         // list
+	secServer                          // presence and a remote server's panel
 	numSections
 )
 
@@ -89,6 +90,12 @@ func (ve *viewEncoder) encode(e *enc, v *bench.View) {
 	ve.list(e, secLedger, listChange(prev.Ledger, v.Ledger, eqComparable, encLedger))
 	ve.list(e, secEvents, listChange(prev.Events, v.Events, eqComparable, encEvent))
 	ve.list(e, secMarkers, listChange(prev.Markers, v.Markers, eqComparable, encMarker))
+	whole(secServer, func(e *enc) {
+		e.bool(v.Server != nil)
+		if v.Server != nil {
+			encServer(e, v.Server)
+		}
+	})
 	ve.prev = v
 }
 

@@ -72,6 +72,11 @@ func (vd *viewDecoder) decode(payload []byte) (*bench.View, error) {
 			v.Events, ok = decList(&body, &vd.events, decEvent)
 		case secMarkers:
 			v.Markers, ok = decList(&body, &vd.markers, decMarker)
+		case secServer:
+			v.Server = nil
+			if body.bool() {
+				v.Server = decServer(&body)
+			}
 		}
 		if !ok || body.err != nil {
 			return nil, fmt.Errorf("%w: section %d does not decode", ErrCorrupt, id)
