@@ -107,7 +107,7 @@ func (r *Replay) View() *bench.View {
 	}
 	pb := bench.Playback{
 		Position: v.Now, Length: r.rec.Length(), Speed: speeds[r.speed], Paused: r.paused,
-		Recorded: r.rec.Meta.Start, Note: StopNote(r.rec),
+		Recorded: r.rec.Meta.Start, Note: stopShort(r.rec),
 	}
 	if r.shownErr != nil {
 		pb.Note = "reading the recording failed: " + r.shownErr.Error()

@@ -2,6 +2,9 @@ package record
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +145,43 @@ func TestNewReplayRefuses(t *testing.T) {
 	defer rec.Close()
 	if _, err := NewReplay(rec, ReplayOptions{Speed: 3}); err == nil {
 		t.Fatal("speed 3 was accepted")
+	}
+}
+
+// A recording cut short says so in the playback's note, briefly: where it ends and why.
+func TestReplayNote(t *testing.T) {
+	path, _ := writeSynth(t, t.TempDir(), 100, 5)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"whole", data, ""},
+		{"killed", data[:len(data)-6], "ends at 0:09: the session was killed"},
+		{"cut mid-frame", data[:len(data)-20], "ends at 0:09: cut off at byte "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "r.rec")
+			if err := os.WriteFile(p, tc.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp, err := NewReplay(rec, ReplayOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rp.Close()
+			if got := rp.View().Replay.Note; !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+				t.Fatalf("note %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

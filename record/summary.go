@@ -204,6 +204,22 @@ func mid(vs []float64) float64 {
 	return (vs[n/2-1] + vs[n/2]) / 2
 }
 
+// stopShort is StopNote for the replay's status line: "ends at 2:13: the session was killed".
+func stopShort(r *Recording) string {
+	var fe *frameError
+	switch {
+	case r.Stop == nil:
+		return ""
+	case errors.Is(r.Stop, ErrNoEnd):
+		return "ends at " + clock(r.Length()) + ": the session was killed"
+	case errors.As(r.Stop, &fe) && errors.Is(fe.Err, ErrTruncated):
+		return fmt.Sprintf("ends at %s: cut off at byte %d", clock(r.Length()), fe.Offset)
+	case errors.As(r.Stop, &fe):
+		return fmt.Sprintf("ends at %s: damaged at byte %d", clock(r.Length()), fe.Offset)
+	}
+	return "ends at " + clock(r.Length()) + ": " + r.Stop.Error()
+}
+
 // row is one run: requests, TTFT p50/p99, TPOT p50, ITL p99 (ms), completion tokens/s.
 func row(name string, s *bench.Summary) string {
 	cell := func(d bench.Dist, v float64) string {
