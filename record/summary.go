@@ -70,8 +70,9 @@ func (l *runLog) cur() *EngineRuns {
 	return &l.engines[len(l.engines)-1]
 }
 
-// WriteSummary writes what the recording holds, headless: its header, per engine every run it
-// finished with its cold-start ledger, and where the recording stops when it was cut short.
+// WriteSummary writes what the recording holds, headless: its header, per engine the runs it
+// finished with its cold-start ledger, the key presses and what they answered, and where the
+// recording stops when it was cut short.
 func WriteSummary(w io.Writer, r *Recording) error {
 	m := r.Meta
 	lines := []string{
@@ -111,6 +112,16 @@ func WriteSummary(w io.Writer, r *Recording) error {
 	}
 	if engines == 0 {
 		lines = append(lines, "No run finished in the recording.")
+	}
+	if len(r.keys) > 0 {
+		lines = append(lines, "key presses:")
+		for _, k := range r.keys {
+			mark := "✓"
+			if !k.OK {
+				mark = "✗"
+			}
+			lines = append(lines, fmt.Sprintf("  %7s %s %s", clock(k.At), mark, k.Text))
+		}
 	}
 	if r.Stop != nil {
 		lines = append(lines, StopNote(r))

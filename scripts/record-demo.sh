@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Records the demo session that `rosetop replay` shows without a GPU: the dashboard in a detached
-# tmux session at 140x45, driven through a cold start with its ledger, the steady state, CUDA
-# Graphs toggled off and on (g, g), paged attention toggled (p), a prefill-batch tuning sequence
-# ([ [ [ [ ] ]), then q. Each toggle waits for the new engine's cold run to finish. Writes the
-# recording to OUT, checks that rosetop exited 0 and that the recording replays, and prints its
-# summary, its size and its bytes per minute.
+# Records the demo session that `rosetop replay` shows without a GPU: the dashboard on a 140x45
+# pseudo-terminal (script(1), so no tmux is needed), driven through a cold start with its ledger,
+# the steady state, CUDA Graphs toggled off and on (g, g), paged attention toggled (p), a
+# prefill-batch tuning sequence ([ [ [ [ ] ]), then q. Each step waits on the recording itself:
+# `rosetop replay --summary` reads the file as it grows (up to its last whole frame) and lists the
+# engines whose cold run finished and the keys answered. Checks that rosetop exited 0 and prints
+# the recording's summary, its size and its bytes per minute.
 #
-#   scripts/record-demo.sh testdata/recordings/h200-gpt2.rec         # on the GPU machine (default args)
-#   ROSETOP_ARGS="--num-requests 16 --max-new-tokens 64" STEADY=6 SETTLE=3 \
-#     scripts/record-demo.sh testdata/recordings/cpu-tiny-v1.rec    # the small CPU one for CI
+#   scripts/record-demo.sh testdata/recordings/h200-gpt2.rec          # on the GPU machine (default args)
+#   E2E_BIN=bin/rosetop scripts/record-demo.sh out.rec                 # a prebuilt binary (no Go needed)
+#   ROSETOP_ARGS="--device cpu" STEADY=6 SETTLE=3 TUNE=2 \
+#     scripts/record-demo.sh testdata/recordings/cpu-tiny-v1.rec     # the small CPU one for CI
 #
 # ROSETOP_ARGS   the dashboard's flags (default: --model random:gpt2 --device cuda)
 # STEADY         seconds of steady state at the start and at the end (default 30)
-# SETTLE         seconds after each new engine's cold run and between tuning keys (default 10, 3)
-# E2E_BIN        a prebuilt binary (default: go build -o bin/rosetop .)
+# SETTLE         seconds after each new engine's cold run (default 10)
+# TUNE           seconds between the tuning keys (default 3)
 # On a CPU the g presses are refused with the reason (recorded as such): the rest is the same.
 set -euo pipefail
 
@@ -27,46 +29,13 @@ SETTLE=${SETTLE:-10}
 TUNE=${TUNE:-3}
 TIMEOUT=${E2E_TIMEOUT:-600}
 DIR=$(mktemp -d -t rosetop-record.XXXXXX)
-SOCK="rosetop-record-$$"
-PANE=rec
 
-tm() { tmux -L "$SOCK" "$@"; }
-capture() { tm capture-pane -p -t "$PANE" >"$DIR/pane.txt" 2>/dev/null || true; }
 fail() {
 	echo "record-demo: FAIL: $*" >&2
-	[ -s "$DIR/pane.txt" ] && { echo "--- last screen ---" >&2; cat "$DIR/pane.txt" >&2; }
-	echo "--- output kept in $DIR ---" >&2
+	echo "--- the terminal's output and the summary so far are in $DIR ---" >&2
 	exit 1
 }
-trap 'tm kill-server >/dev/null 2>&1 || true' EXIT
-wait_until() { # wait_until WHAT SECONDS CMD...: polls the pane (5 Hz) until CMD succeeds on it
-	local what=$1 limit=$2
-	shift 2
-	local deadline=$((SECONDS + limit))
-	until capture && "$@"; do
-		[ -f "$DIR/exit" ] && fail "rosetop exited (code $(cat "$DIR/exit")) while waiting for $what"
-		[ $SECONDS -lt $deadline ] || fail "timed out after ${limit}s waiting for $what"
-		sleep 0.2
-	done
-}
-pane_re() { grep -qE -- "$1" "$DIR/pane.txt"; }
-key() { tm send-keys -t "$PANE" "$@"; }
-hold() { echo "record-demo: $1 (${2}s)" >&2; sleep "$2"; }
-cold_done() { # the events pane: engine 1's cold run is its first warmup run
-	if [ "$1" = 1 ]; then pane_re "(warmup 1/[0-9]+|cold run \\(engine 1\\)) finished"; else pane_re "cold run \\(engine $1\\) finished"; fi
-}
-engine=1
-new_engine() { # new_engine KEY: press KEY, wait for the next engine's cold run (a refusal: none)
-	key "$1"
-	wait_until "the answer to $1" 30 pane_re "(restarting engine|✗ )"
-	if pane_re "restarting engine"; then
-		engine=$((engine + 1))
-		wait_until "the cold run of engine $engine after $1" "$TIMEOUT" cold_done "$engine"
-	fi
-	hold "after $1" "$SETTLE"
-}
-
-command -v tmux >/dev/null || fail "tmux is not installed"
+command -v script >/dev/null || fail "script(1) (util-linux) is not installed"
 BIN=${E2E_BIN:-}
 if [ -z "$BIN" ]; then
 	go build -o bin/rosetop . || fail "go build failed"
@@ -74,13 +43,50 @@ if [ -z "$BIN" ]; then
 fi
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 
-printf '#!/bin/sh\ncd "%s" || exit 1\nTERM=xterm-256color exec %s\n' "$OUTDIR" "'$BIN' $ARGS --record '$(basename "$OUT")' >'$DIR/stdout' 2>'$DIR/stderr'" >"$DIR/run.sh"
-tm new-session -d -s "$PANE" -x 140 -y 45 "sh '$DIR/run.sh'; echo \$? >'$DIR/exit'; sleep 600" ||
-	fail "tmux could not start the session"
+# The dashboard reads its keys from a FIFO through script's pseudo-terminal; NO_COLOR spares it
+# the terminal colour query no terminal emulator is there to answer (views are theme-free).
+mkfifo "$DIR/keys"
+(
+	cd "$OUTDIR"
+	NO_COLOR=1 TERM=xterm-256color script -qfec "stty rows 45 cols 140; exec '$BIN' $ARGS --record '$(basename "$OUT")'" /dev/null \
+		<"$DIR/keys" >"$DIR/terminal.txt" 2>&1
+	echo $? >"$DIR/exit"
+) &
+exec 3>"$DIR/keys"
+trap 'exec 3>&-' EXIT
 echo "record-demo: recording $ARGS to $OUT" >&2
 
-wait_until "the dashboard" 300 pane_re "^rosetop "
-wait_until "the cold run of engine 1" "$TIMEOUT" cold_done 1
+summary() { "$BIN" replay --summary "$OUT" >"$DIR/summary.txt" 2>/dev/null || true; }
+engines() { grep -cE '^engine [0-9]+:' "$DIR/summary.txt" || true; }
+keys() { sed -nE 's/^[0-9]+ views, ([0-9]+) key presses$/\1/p' "$DIR/summary.txt"; }
+wait_for() { # wait_for WHAT SECONDS CMD...: polls the recording's summary (2 Hz) until CMD succeeds
+	local what=$1 limit=$2
+	shift 2
+	local deadline=$((SECONDS + limit))
+	until summary && "$@"; do
+		[ -f "$DIR/exit" ] && fail "rosetop exited (code $(cat "$DIR/exit")) while waiting for $what"
+		[ $SECONDS -lt $deadline ] || fail "timed out after ${limit}s waiting for $what"
+		sleep 0.5
+	done
+}
+at_least() { [ "$("$1")" -ge "$2" ] 2>/dev/null; }
+key() { printf '%s' "$1" >&3; }
+hold() { echo "record-demo: $1 (${2}s)" >&2; sleep "$2"; }
+# new_engine KEY: press KEY; when it restarts the engine, wait for the new engine's cold run.
+new_engine() {
+	local n k
+	n=$(engines) k=$(keys)
+	key "$1"
+	wait_for "the answer to $1" 60 at_least keys $((k + 1))
+	if tail -1 "$DIR/summary.txt" | grep -qF "restarting engine"; then
+		wait_for "the new engine's cold run after $1" "$TIMEOUT" at_least engines $((n + 1))
+	else
+		echo "record-demo: $1 refused: $(tail -1 "$DIR/summary.txt" | sed -E 's/^ +[0-9:]+ . //')" >&2
+	fi
+	hold "after $1" "$SETTLE"
+}
+
+wait_for "the first engine's cold run" "$TIMEOUT" at_least engines 1
 hold "steady state" "$STEADY"
 new_engine g # CUDA Graphs off
 new_engine g # and on again
@@ -97,9 +103,9 @@ until [ -f "$DIR/exit" ]; do
 	sleep 0.2
 done
 code=$(cat "$DIR/exit")
-[ "$code" = 0 ] || fail "rosetop exited with code $code (stderr: $(cat "$DIR/stderr"))"
-
+[ "$code" = 0 ] || fail "rosetop exited with code $code (see $DIR/terminal.txt)"
 "$BIN" replay --summary "$OUT" || fail "the recording does not replay"
+"$BIN" replay --summary "$OUT" | grep -qF 'no end mark' && fail "the recording has no end mark after q"
 bytes=$(stat -c %s "$OUT")
-len=$("$BIN" replay --summary "$OUT" | sed -nE '1s/.*, ([0-9hms.]+) of .*/\1/p')
-echo "record-demo: ok: $OUT, $bytes bytes for $len; rosetop replay $OUT plays it back" >&2
+views=$("$BIN" replay --summary "$OUT" | sed -nE 's/^([0-9]+) views, .*/\1/p')
+echo "record-demo: ok: $OUT: $bytes bytes, $views views ($((bytes * 600 / (views > 0 ? views : 1) / 1024)) KB a minute at 10 views a second); rosetop replay $OUT plays it back" >&2
