@@ -16,8 +16,9 @@ import (
 //	view frame = now:varint { id:uvarint len:uvarint body }
 //
 // A section is a record (the header's settings, the latency rows: written whole when they
-// changed) or a list change (series.go: drop, keep, the added items). The first view frame
-// changes everything from the empty view.
+// changed) or a list change (series.go: drop, keep, the added items; the pooled inter-token
+// latencies in runs of equal values, codec_items.go). The first view frame changes everything
+// from the empty view.
 type sectionID uint64
 
 const (

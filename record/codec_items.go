@@ -1,0 +1,279 @@
+package record
+
+import (
+	"math"
+
+	"rosetop/bench"
+)
+
+// The encodings of the View's list items and rows (codec.go's rule holds: fields are appended at
+// a record's end, never inserted), the latencies written in runs, and a remote server's panel.
+
+func encLatency(e *enc, rows []bench.LatencyRow) {
+	e.uvarint(uint64(len(rows)))
+	for _, row := range rows {
+		e.record(func(e *enc) {
+			e.string(row.Name)
+			encDist(e, row.Dist)
+		})
+	}
+}
+
+func decLatency(d *dec) []bench.LatencyRow {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	out := make([]bench.LatencyRow, n)
+	for i := range out {
+		r := d.record()
+		out[i] = bench.LatencyRow{Name: r.string(), Dist: decDist(&r)}
+		d.done(&r)
+	}
+	return out
+}
+
+func encCompare(e *enc, cs []bench.Comparison) {
+	e.uvarint(uint64(len(cs)))
+	for _, c := range cs {
+		e.record(func(e *enc) {
+			e.string(c.Metric)
+			e.float(c.Cold)
+			e.float(c.Steady)
+			e.float(c.Ratio)
+			e.bool(c.HigherIsBetter)
+		})
+	}
+}
+
+func decCompare(d *dec) []bench.Comparison {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	out := make([]bench.Comparison, n)
+	for i := range out {
+		r := d.record()
+		out[i] = bench.Comparison{Metric: r.string(), Cold: r.float(), Steady: r.float(), Ratio: r.float(), HigherIsBetter: r.bool()}
+		d.done(&r)
+	}
+	return out
+}
+
+// encServer writes a remote server's panel: its own metrics and the rows against rosetop's.
+func encServer(e *enc, p *bench.ServerPanel) {
+	gauge := func(e *enc, g bench.Gauge) {
+		e.record(func(e *enc) {
+			e.float(g.V)
+			e.bool(g.Known)
+		})
+	}
+	latency := func(e *enc, l bench.ServerLatency) {
+		e.record(func(e *enc) {
+			e.string(l.Name)
+			e.bool(l.Known)
+			encDist(e, l.Dist)
+		})
+	}
+	e.record(func(e *enc) {
+		m := &p.ServerMetrics
+		e.string(m.Kind)
+		e.string(m.Source)
+		e.string(m.Note)
+		e.dur(m.At)
+		gauge(e, m.Waiting)
+		gauge(e, m.Running)
+		gauge(e, m.KVUsage)
+		e.dur(m.Window)
+		e.uvarint(uint64(len(m.Latency)))
+		for _, l := range m.Latency {
+			latency(e, l)
+		}
+		e.uvarint(uint64(len(p.Rows)))
+		for _, row := range p.Rows {
+			e.record(func(e *enc) {
+				e.string(row.Name)
+				latency(e, row.Server)
+				encDist(e, row.Client)
+				e.float(row.DiffP50)
+				e.float(row.DiffP99)
+			})
+		}
+	})
+}
+
+func decServer(d *dec) *bench.ServerPanel {
+	gauge := func(d *dec) bench.Gauge {
+		r := d.record()
+		g := bench.Gauge{V: r.float(), Known: r.bool()}
+		d.done(&r)
+		return g
+	}
+	latency := func(d *dec) bench.ServerLatency {
+		r := d.record()
+		l := bench.ServerLatency{Name: r.string(), Known: r.bool(), Dist: decDist(&r)}
+		d.done(&r)
+		return l
+	}
+	r := d.record()
+	p := &bench.ServerPanel{}
+	m := &p.ServerMetrics
+	m.Kind, m.Source, m.Note, m.At = r.string(), r.string(), r.string(), r.dur()
+	m.Waiting, m.Running, m.KVUsage, m.Window = gauge(&r), gauge(&r), gauge(&r), r.dur()
+	if n := r.count(); n > 0 {
+		m.Latency = make([]bench.ServerLatency, n)
+		for i := range m.Latency {
+			m.Latency[i] = latency(&r)
+		}
+	}
+	if n := r.count(); n > 0 {
+		p.Rows = make([]bench.ServerRow, n)
+		for i := range p.Rows {
+			rr := r.record()
+			p.Rows[i] = bench.ServerRow{Name: rr.string(), Server: latency(&rr), Client: decDist(&rr), DiffP50: rr.float(), DiffP99: rr.float()}
+			r.done(&rr)
+		}
+	}
+	d.done(&r)
+	return p
+}
+
+func encAdmission(e *enc, a bench.Admission) {
+	e.record(func(e *enc) {
+		e.uvarint(a.Step)
+		e.dur(a.At)
+		e.int(a.Size)
+		e.int(a.Limit)
+	})
+}
+
+func decAdmission(d *dec) bench.Admission {
+	r := d.record()
+	a := bench.Admission{Step: r.uvarint(), At: r.dur(), Size: r.int(), Limit: r.int()}
+	d.done(&r)
+	return a
+}
+
+func encEvent(e *enc, ev bench.LogEvent) {
+	e.record(func(e *enc) {
+		e.dur(ev.At)
+		e.int(int(ev.Kind))
+		e.string(ev.Text)
+	})
+}
+
+func decEvent(d *dec) bench.LogEvent {
+	r := d.record()
+	ev := bench.LogEvent{At: r.dur(), Kind: bench.LogKind(r.int()), Text: r.string()}
+	d.done(&r)
+	return ev
+}
+
+func encMarker(e *enc, m bench.Marker) {
+	e.record(func(e *enc) {
+		e.dur(m.At)
+		e.string(m.Label)
+	})
+}
+
+func decMarker(d *dec) bench.Marker {
+	r := d.record()
+	m := bench.Marker{At: r.dur(), Label: r.string()}
+	d.done(&r)
+	return m
+}
+
+func encLedger(e *enc, l bench.LedgerEntry) {
+	e.record(func(e *enc) {
+		e.string(l.What)
+		e.string(l.Detail)
+		e.dur(l.Took)
+		e.time(l.At)
+	})
+}
+
+func decLedger(d *dec) bench.LedgerEntry {
+	r := d.record()
+	l := bench.LedgerEntry{What: r.string(), Detail: r.string(), Took: r.dur(), At: r.time()}
+	d.done(&r)
+	return l
+}
+
+func encRequestITL(e *enc, q *bench.RequestITL) {
+	e.record(func(e *enc) {
+		e.uvarint(q.ID)
+		encRuns(e, q.ITL)
+	})
+}
+
+func decRequestITL(d *dec) bench.RequestITL {
+	r := d.record()
+	q := bench.RequestITL{ID: r.uvarint()}
+	q.ITL = decRuns(&r)
+	d.done(&r)
+	return q
+}
+
+// runBudget is how many values a frame may hold in runs: a run's length is not bounded by the
+// bytes it takes, so a frame gets a budget in proportion to its size (lockstep decoding packs
+// a batch's values into one run: tens of values a byte).
+func runBudget(payload int) int { return 256*payload + 4096 }
+
+// encRuns writes values as their count, then runs of equal ones (by their bits): run length,
+// value (msValue).
+func encRuns(e *enc, vs []float64) {
+	e.uvarint(uint64(len(vs)))
+	for i := 0; i < len(vs); {
+		j := i + 1
+		for j < len(vs) && math.Float64bits(vs[j]) == math.Float64bits(vs[i]) {
+			j++
+		}
+		e.uvarint(uint64(j - i))
+		e.msValue(vs[i])
+		i = j
+	}
+}
+
+// msValue writes a latency in ms. bench measures them as a Duration over 1e6 (a gap between
+// tokens): such a value is written as its nanoseconds (shifted left one, so 4 bytes for
+// milliseconds), any other as a flag and the float.
+func (e *enc) msValue(v float64) {
+	if ns := math.Round(v * 1e6); ns >= 0 && ns < 1<<62 && math.Float64bits(float64(int64(ns))/1e6) == math.Float64bits(v) {
+		e.uvarint(uint64(ns) << 1)
+		return
+	}
+	e.uvarint(1)
+	e.float(v)
+}
+
+func (d *dec) msValue() float64 {
+	u := d.uvarint()
+	if u&1 == 0 {
+		return float64(int64(u>>1)) / 1e6
+	}
+	return d.float()
+}
+
+// decRuns reads what encRuns wrote (nil for no values); a count beyond the frame's budget, or a
+// run of zero or past the count, is malformed.
+func decRuns(d *dec) []float64 {
+	n := d.uvarint()
+	if d.runs == nil || n > uint64(*d.runs) {
+		d.fail(errShort)
+		return nil
+	}
+	*d.runs -= int(n)
+	var out []float64
+	for uint64(len(out)) < n && d.err == nil {
+		run := d.uvarint()
+		if run == 0 || run > n-uint64(len(out)) {
+			d.fail(errShort)
+			return nil
+		}
+		v := d.msValue()
+		for range run {
+			out = append(out, v)
+		}
+	}
+	return out
+}
