@@ -94,7 +94,7 @@ func WriteSummary(w io.Writer, r *Recording) error {
 		engines++
 		h := e.Header
 		lines = append(lines, fmt.Sprintf("engine %d: %s on %s, paged attention %s, CUDA Graph %s", i+1, h.Model, h.Device, onOff(h.Paged), onOff(h.CUDAGraph)),
-			fmt.Sprintf("  %-28s %8s %9s %9s %9s %9s %9s", "", "requests", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p99", "tok/s"))
+			fmt.Sprintf("  %-32s %8s %9s %9s %9s %9s %9s", "", "requests", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p99", "tok/s"))
 		lines = append(lines, engineRows(e)...)
 		if gs := bench.GroupLedger(e.Ledger); len(gs) > 0 {
 			lines = append(lines, "  engine ledger (one-time costs):")
@@ -239,7 +239,7 @@ func row(name string, s *bench.Summary) string {
 		}
 		return fmt.Sprintf(" %9.2f", v)
 	}
-	return fmt.Sprintf("  %-28s %8d", name, s.Requests) + cell(s.TTFT, s.TTFT.P50) + cell(s.TTFT, s.TTFT.P99) +
+	return fmt.Sprintf("  %-32s %8d", name, s.Requests) + cell(s.TTFT, s.TTFT.P50) + cell(s.TTFT, s.TTFT.P99) +
 		cell(s.TPOT, s.TPOT.P50) + cell(s.ITL, s.ITL.P99) + fmt.Sprintf(" %9.0f", s.Throughput)
 }
 
