@@ -22,8 +22,10 @@ type generation struct {
 	// ledgerSeen is how many of srv's ledger entries are in the events log; owned by the
 	// recorder goroutine until recDone, by stopEngine after.
 	ledgerSeen int
-	// External sessions: requests finished and windows filed on this engine; owned like ledgerSeen.
+	// Requests finished (External sessions) and windows filed on this engine, and the last finish
+	// of the latest window (where the next one's wall clock starts); owned like ledgerSeen.
 	finished, windows int
+	windowEnd         time.Duration
 }
 
 // startEngine builds the next engine with the wanted options and starts its goroutines.

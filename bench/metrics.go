@@ -126,6 +126,9 @@ type runInfo struct {
 	Partial    bool          // interrupted (Ctrl-C, restart, close) before every request finished
 	SubmitWall time.Duration // first submit start -> after the last submit (and its relative sleep)
 	LagPrinted bool          // absolute/poisson schedule with interval > 0
+	// Since, when set, starts the run's wall clock instead of its first submit: a window of a
+	// continuous load starts where the window before it ended, its requests overlapping that one's.
+	Since time.Duration
 }
 
 // summarize computes a run's Summary from its requests.
@@ -194,6 +197,7 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 	} else {
 		s.TokenGap = makeDist(nil)
 	}
+	first = max(first, info.Since)
 	if s.Requests > 0 && last > first {
 		s.Wall = last - first
 		s.Throughput = float64(s.CompletionTokens) / s.Wall.Seconds()

@@ -196,8 +196,13 @@ func (s *Session) fileWindow(g *generation, kind windowKind, partial bool) {
 		label = fmt.Sprintf("requests %d-%d", g.finished-len(s.window)+1, g.finished)
 	}
 	hdr := s.reportHeader(g.info)
-	info := runInfo{Label: label, Index: g.windows + 1, Warmup: first, Partial: partial, LagPrinted: hdr.lagPrinted()}
+	info := runInfo{Label: label, Index: g.windows + 1, Warmup: first, Partial: partial, LagPrinted: hdr.lagPrinted(), Since: g.windowEnd}
 	res := s.fileRun(hdr, info, s.window, first, !first && !partial)
+	for _, r := range s.window {
+		if r.Record != nil {
+			g.windowEnd = max(g.windowEnd, r.Record.Times.Finished)
+		}
+	}
 	res.engine, res.live = g.index, !first
 	if !first && !partial {
 		s.live.counts.Windows++

@@ -368,3 +368,32 @@ func TestSummarizeCutShort(t *testing.T) {
 		t.Errorf("summary %+v: want 1 finished, 2 cancelled, 5 tokens, one TTFT of 3 ms", s)
 	}
 }
+
+// TestWindowWallStartsAtThePreviousWindow: under a continuous load a window's requests were in
+// flight alongside the previous window's, so its wall clock (and its throughput and request rate)
+// starts where that window ended, not at its own first submit; after an idle gap it starts at
+// its first submit.
+func TestWindowWallStartsAtThePreviousWindow(t *testing.T) {
+	s := &Session{cfg: testConfig(requests(2, 10)), live: newLiveState(time.Minute), clock: newFakeClock(time.Second)}
+	g := &generation{index: 1}
+	msAt := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	finish := func(submit, done int) {
+		s.addToWindow(g, RequestResult{Record: &sched.Record{Reason: sched.FinishLength, Output: make([]int32, 10),
+			Times: sched.Times{SubmitStart: msAt(submit), FirstToken: msAt(submit + 1), Finished: msAt(done)}}}, windowLive)
+	}
+	finish(0, 10)
+	finish(5, 20) // live 1: from its first submit, 0-20 ms
+	finish(12, 30)
+	finish(18, 40) // live 2: submitted during live 1, filed from live 1's end: 20-40 ms
+	finish(100, 110)
+	finish(105, 120) // live 3: after an idle gap, from its first submit: 100-120 ms
+	want := []time.Duration{msAt(20), msAt(20), msAt(20)}
+	if len(s.results) != len(want) {
+		t.Fatalf("%d windows filed, want %d", len(s.results), len(want))
+	}
+	for i, r := range s.results {
+		if r.sum.Wall != want[i] || r.sum.Throughput != 20/want[i].Seconds() {
+			t.Errorf("%s: wall %v, %.0f tok/s; want %v, %.0f tok/s", r.sum.Label, r.sum.Wall, r.sum.Throughput, want[i], 20/want[i].Seconds())
+		}
+	}
+}
