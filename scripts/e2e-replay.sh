@@ -12,7 +12,7 @@
 # Exits non-zero with a one-line reason on failure (screens and outputs kept under $E2E_DIR).
 #
 #   scripts/e2e-replay.sh                              # what CI runs
-#   E2E_REC=testdata/recordings/h200-gpt2.rec scripts/e2e-replay.sh   # one recording (default: all of testdata/recordings)
+#   E2E_REC=testdata/recordings/h200-gpt2-v1.rec scripts/e2e-replay.sh   # one recording (default: all of testdata/recordings)
 #   E2E_BIN=/path/to/rosetop scripts/e2e-replay.sh    # skip the build
 set -euo pipefail
 

@@ -7,7 +7,7 @@
 # engines whose cold run finished and the keys answered. Checks that rosetop exited 0 and prints
 # the recording's summary, its size and its bytes per minute.
 #
-#   scripts/record-demo.sh testdata/recordings/h200-gpt2.rec          # on the GPU machine (default args)
+#   scripts/record-demo.sh testdata/recordings/h200-gpt2-v1.rec          # on the GPU machine (default args)
 #   E2E_BIN=bin/rosetop scripts/record-demo.sh out.rec                 # a prebuilt binary (no Go needed)
 #   ROSETOP_ARGS="--device cpu" STEADY=6 SETTLE=3 TUNE=2 \
 #     scripts/record-demo.sh testdata/recordings/cpu-tiny-v1.rec     # the small CPU one for CI
@@ -59,6 +59,7 @@ echo "record-demo: recording $ARGS to $OUT" >&2
 summary() { "$BIN" replay --summary "$OUT" >"$DIR/summary.txt" 2>/dev/null || true; }
 engines() { grep -cE '^engine [0-9]+:' "$DIR/summary.txt" || true; }
 keys() { sed -nE 's/^[0-9]+ views, ([0-9]+) key presses$/\1/p' "$DIR/summary.txt"; }
+last_key() { grep -E '^ +[0-9]+:[0-9]+ [✓✗] ' "$DIR/summary.txt" | tail -1; } # the latest key's answer
 wait_for() { # wait_for WHAT SECONDS CMD...: polls the recording's summary (2 Hz) until CMD succeeds
 	local what=$1 limit=$2
 	shift 2
@@ -78,10 +79,10 @@ new_engine() {
 	n=$(engines) k=$(keys)
 	key "$1"
 	wait_for "the answer to $1" 60 at_least keys $((k + 1))
-	if tail -1 "$DIR/summary.txt" | grep -qF "restarting engine"; then
+	if last_key | grep -qF "restarting engine"; then
 		wait_for "the new engine's cold run after $1" "$TIMEOUT" at_least engines $((n + 1))
 	else
-		echo "record-demo: $1 refused: $(tail -1 "$DIR/summary.txt" | sed -E 's/^ +[0-9:]+ . //')" >&2
+		echo "record-demo: $1 refused: $(last_key | sed -E 's/^ +[0-9:]+ . //')" >&2
 	fi
 	hold "after $1" "$SETTLE"
 }
