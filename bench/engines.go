@@ -191,10 +191,18 @@ func modelName(info ServerInfo) string {
 }
 
 // noteLedger logs the engine's ledger entries not logged yet: costs paid at build time and those
-// paid later, like a CUDA Graph captured on a batch size's first use. The caller holds s.mu.
+// paid later, like a CUDA Graph captured on a batch size's first use. In the steady state (after
+// the engine's cold run) they are routine, a capture for each new step shape, and are counted in
+// LiveCounts instead. The caller holds s.mu.
 func (s *Session) noteLedger(g *generation) {
+	steady := s.liveRun != nil || (s.opts.External && g.windows > 0)
 	for _, e := range g.srv.Ledger(g.ledgerSeen) {
-		s.logf(LogCapture, "%s %s: %v", e.What, e.Detail, e.Took.Round(10*time.Microsecond))
 		g.ledgerSeen++
+		if steady {
+			s.live.counts.Costs++
+			s.live.counts.CostTook += e.Took
+			continue
+		}
+		s.logf(LogCapture, "%s %s: %v", e.What, e.Detail, e.Took.Round(10*time.Microsecond))
 	}
 }

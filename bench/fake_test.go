@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -53,6 +54,7 @@ type fakeProvider struct {
 	addCost    func(k int) time.Duration // add_request cost of the k-th request; nil: default
 	onSubmit   func(k int)               // called after the k-th request (of every server) was queued; nil: none
 	prewarmErr error                     // what the servers' Prewarm returns
+	captures   bool                      // each request adds a "graph capture" to its server's ledger
 	// remote, when set, makes the servers stand for a remote server's: records without the
 	// server's inner times, tokens in chunks of two, every fifth request failing with HTTP 429.
 	remote  *RemoteInfo
@@ -172,6 +174,13 @@ func (s *fakeServer) Config() sched.Config {
 
 func (s *fakeServer) Ledger(from int) []LedgerEntry {
 	all := []LedgerEntry{{What: "KV pool allocation", Detail: "fake", Took: time.Millisecond}}
+	if s.p.captures {
+		s.mu.Lock()
+		for k := range s.next {
+			all = append(all, LedgerEntry{What: "graph capture", Detail: fmt.Sprintf("shape %d", k), Took: time.Millisecond})
+		}
+		s.mu.Unlock()
+	}
 	if from >= len(all) {
 		return nil
 	}

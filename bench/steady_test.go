@@ -397,3 +397,25 @@ func TestWindowWallStartsAtThePreviousWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestSteadyCostsCounted: one-time costs paid in the steady state (a graph captured for a new
+// step shape, here one a request) are counted in the View, not logged a line each; those of the
+// cold and measured runs are logged.
+func TestSteadyCostsCounted(t *testing.T) {
+	p := newFakeProvider()
+	p.captures = true
+	s, published := newFakeSession(t, p, testConfig(requests(4, 3), runs(1, 1)))
+	v := waitFor(t, s, published, "three steady windows", func(v *View) bool { return v.Live.Windows >= 3 })
+	logged := 0
+	for _, e := range v.Events {
+		if e.Kind == LogCapture && strings.HasPrefix(e.Text, "graph capture") {
+			logged++
+		}
+	}
+	// 8 requests before the steady state (a cold run and a measured run of 4); 12 finished in
+	// three windows, of which at most 4 were submitted before their entries were seen.
+	if logged > 8 || v.Live.Costs < 8 || v.Live.CostTook != time.Duration(v.Live.Costs)*time.Millisecond {
+		t.Errorf("%d captures logged, %d counted (%v); want at most 8 logged (before the steady state) and at least 8 counted",
+			logged, v.Live.Costs, v.Live.CostTook)
+	}
+}

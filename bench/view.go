@@ -188,10 +188,13 @@ type Marker struct {
 
 // LiveCounts counts the steady state's windows: after its cold and measured runs a dashboard
 // session keeps the load continuous and files every NumRequests finished requests as a window
-// (a run of the steady state), counted here rather than logged one by one.
+// (a run of the steady state), counted here rather than logged one by one; so are the one-time
+// costs paid in it (a CUDA Graph captured for a new step shape), which stay in the ledger.
 type LiveCounts struct {
-	Windows  int // filed on the current engine
-	Requests int // finished in them
+	Windows  int           // filed on the current engine
+	Requests int           // finished in them
+	Costs    int           // ledger entries added during the steady state
+	CostTook time.Duration // their time in all
 }
 
 // View is everything the dashboard draws, published by the Session as an immutable value. The

@@ -225,6 +225,8 @@ func encScalars(e *enc, v *bench.View) {
 		e.record(func(e *enc) {
 			e.int(v.Live.Windows)
 			e.int(v.Live.Requests)
+			e.int(v.Live.Costs)
+			e.dur(v.Live.CostTook)
 		})
 		e.int(v.KVUsed)
 		e.int(v.KVTotal)
@@ -239,7 +241,7 @@ func decScalars(d *dec, v *bench.View) {
 	r.done(&q)
 	v.LatencyWindow = r.dur()
 	l := r.record()
-	v.Live = bench.LiveCounts{Windows: l.int(), Requests: l.int()}
+	v.Live = bench.LiveCounts{Windows: l.int(), Requests: l.int(), Costs: l.int(), CostTook: l.dur()}
 	r.done(&l)
 	v.KVUsed, v.KVTotal = r.int(), r.int()
 	d.done(&r)

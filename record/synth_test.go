@@ -138,7 +138,7 @@ func (s *Synth) Next() *bench.View {
 		Ledger:  seal(s.ledger),
 		Events:  seal(s.events),
 		Markers: seal(s.markers),
-		Live:    bench.LiveCounts{Windows: s.i / 20, Requests: s.i / 20 * 64},
+		Live:    bench.LiveCounts{Windows: s.i / 20, Requests: s.i / 20 * 64, Costs: s.i / 50, CostTook: time.Duration(s.i/50) * 900 * time.Microsecond},
 	}
 	if engineAge < 100 {
 		v.Header.Phase, v.Header.RunLabel = bench.PhaseCold, "cold run"

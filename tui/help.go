@@ -38,6 +38,7 @@ func helpGlossary() []helpRow {
 		{"slower", "cold vs steady: the cold run against the steady median"},
 		{"all, req N", "ITL sparklines: every request pooled, the slowest recent"},
 		{"live", "the steady state: load kept continuous, filed in windows"},
+		{"costs", "events title: one-time costs paid in the steady state (a graph for a new step shape)"},
 		{"srv cli Δ", "server pane: the server's own histograms, rosetop's as its client, cli - srv"},
 	}
 }

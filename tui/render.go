@@ -105,7 +105,7 @@ func (m *Model) renderPanes() {
 			var scrolled int
 			body, scrolled = eventsBody(st, v.Events, iw, ih, m.evScroll)
 			m.evScroll = scrolled
-			title = eventsTitle(v.Live, scrolled)
+			title = eventsTitle(v.Live, scrolled, w-6)
 		}
 		m.panes[id] = renderPane(st, title, body, w, h)
 		if table {

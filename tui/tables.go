@@ -200,16 +200,38 @@ func eventsBody(st *paint, es []bench.LogEvent, iw, ih, scroll int) (string, int
 	return strings.Join(lines[max(0, end-ih):end], "\n"), scroll
 }
 
-// eventsTitle is the events pane's title: the steady windows counted (not logged one by one)
-// and, when scrolled, how far back it is.
-func eventsTitle(live bench.LiveCounts, scrolled int) string {
-	switch {
-	case scrolled > 0:
+// eventsTitle is the events pane's title, at most w cells: the steady windows and one-time costs
+// counted (not logged one by one) and, when scrolled, how far back it is. The costs are named
+// shorter, then left out, when the title would not fit.
+func eventsTitle(live bench.LiveCounts, scrolled, w int) string {
+	if scrolled > 0 {
 		return fmt.Sprintf("events · %d lines back (↓)", scrolled)
-	case live.Windows == 1:
-		return fmt.Sprintf("events · steady: 1 window, %s requests", count(live.Requests))
-	case live.Windows > 1:
-		return fmt.Sprintf("events · steady: %s windows, %s requests", count(live.Windows), count(live.Requests))
 	}
-	return "events"
+	title := func(requests, costs string) string {
+		var parts []string
+		if live.Windows > 0 {
+			parts = append(parts, counted(live.Windows, "window"), counted(live.Requests, requests))
+		}
+		if costs != "" && live.Costs > 0 {
+			parts = append(parts, counted(live.Costs, costs)+" "+numRaw(ms(live.CostTook))+"ms")
+		}
+		if len(parts) == 0 {
+			return "events"
+		}
+		return "events · steady: " + strings.Join(parts, ", ")
+	}
+	for _, t := range []string{title("request", "one-time cost"), title("req", "cost")} {
+		if widthOf(t) <= w {
+			return t
+		}
+	}
+	return title("request", "")
+}
+
+// counted is "1 window", "12 windows", "123k windows".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return count(n) + " " + noun + "s"
 }
