@@ -104,9 +104,9 @@ func coldBody(st *paint, v *bench.View, iw, ih int) string {
 		b.WriteString("\n" + st.Muted.Render("nothing recorded yet"))
 	}
 	room := ih - used - 1
-	lines := ledgerLines(st, groups, iw)
-	if len(lines) > room { // too short for the wrapped details: one line an entry, cut
-		lines = ledgerLines(st, groups, 0)
+	lines := ledgerLines(st, groups, iw, true)
+	if len(lines) > room { // too short for the wrapped details: one line an entry, its detail cut
+		lines = ledgerLines(st, groups, iw, false)
 		if len(lines) > room {
 			more := len(lines) - room + 1
 			lines = append(lines[:room-1], st.Muted.Render(fmt.Sprintf("… %d more", more)))
@@ -118,9 +118,9 @@ func coldBody(st *paint, v *bench.View, iw, ih int) string {
 	return b.String()
 }
 
-// ledgerLines are the ledger's entries, each "what  detail ... took"; with iw > 0 a detail that
-// does not fit wraps under its entry instead of being cut.
-func ledgerLines(st *paint, groups []bench.LedgerGroup, iw int) []string {
+// ledgerLines are the ledger's entries at inner width iw, each "what  detail ... took": a detail
+// that does not fit wraps under its entry (wrap) or is cut short (the time always shows).
+func ledgerLines(st *paint, groups []bench.LedgerGroup, iw int, wrap bool) []string {
 	var out []string
 	for _, g := range groups {
 		what := g.What
@@ -129,12 +129,12 @@ func ledgerLines(st *paint, groups []bench.LedgerGroup, iw int) []string {
 		}
 		took := " " + st.Strong.Render(num(ms(g.Took))) + st.Muted.Render("ms")
 		textW := iw - numW - 3
-		if iw <= 0 || g.Detail == "" || widthOf(what+"  "+g.Detail) <= textW {
+		if !wrap || g.Detail == "" || widthOf(what+"  "+g.Detail) <= textW {
 			left := st.Text.Render(what)
 			if g.Detail != "" {
 				left += st.Muted.Render("  " + g.Detail)
 			}
-			out = append(out, fit(left, max(textW, widthOf(left)))+took)
+			out = append(out, fit(left, textW)+took)
 			continue
 		}
 		out = append(out, fit(st.Text.Render(what), textW)+took)
@@ -147,7 +147,7 @@ func ledgerLines(st *paint, groups []bench.LedgerGroup, iw int) []string {
 
 // ledgerRows is how many rows the ledger takes at inner width iw.
 func ledgerRows(v *bench.View, iw int) int {
-	return len(ledgerLines(&paint{}, bench.GroupLedger(v.Ledger), iw))
+	return len(ledgerLines(&paint{}, bench.GroupLedger(v.Ledger), iw, true))
 }
 
 // metricName is a comparison's metric, or its short form when the long one is wider than w.

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,28 @@ func TestEventsTitle(t *testing.T) {
 	} {
 		if got := eventsTitle(c.live, c.scrolled, c.w); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestLedgerCutKeepsTimes: a cold-vs-steady pane too short for the ledger's wrapped details
+// shows one line an entry with its detail cut, and every entry's time still shows.
+func TestLedgerCutKeepsTimes(t *testing.T) {
+	v := &bench.View{Ledger: []bench.LedgerEntry{
+		{What: "model load", Detail: "random:gpt2: 12 layers, 12 heads, 768 channels", Took: 158 * time.Millisecond},
+		{What: "weight upload", Detail: "12 layers, 473 MB, with the layer matrices also packed for small_gemm", Took: 476 * time.Millisecond},
+		{What: "KV pool allocation", Detail: "paged, 126186 blocks x 16 positions, 70980 MB", Took: 2 * time.Millisecond},
+	}}
+	const iw = 50
+	body := coldBody(&paint{}, v, iw, 6) // header, waiting, ledger title: 3 rows for 3 entries
+	lines := strings.Split(body, "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d lines, want 6:\n%s", len(lines), body)
+	}
+	for i, want := range []string{"158ms", "476ms", "2.00ms"} {
+		l := strings.TrimRight(lines[3+i], " ")
+		if !strings.HasSuffix(l, want) || !strings.Contains(l, "…") || widthOf(l) > iw {
+			t.Errorf("ledger line %d: %q, want its detail cut and %s at its end within %d cells", i, l, want, iw)
 		}
 	}
 }
