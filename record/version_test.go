@@ -21,7 +21,7 @@ var versionFiles = []struct {
 	// scripts/record-demo.sh on a 2-core CPU: the embedded model, g refused twice, p, [ [ [ [ ] ].
 	{1, "../testdata/recordings/cpu-tiny-v1.rec", 370, 9, 2, "tiny-gpt2 (embedded)"},
 	// scripts/record-demo.sh on an H200 (driver 580.159.04): GPT-2 124M, g off and on, p, [ [ [ [ ] ].
-	{1, "../testdata/recordings/h200-gpt2-v1.rec", 1103, 9, 4, "random:gpt2"},
+	{1, "../testdata/recordings/h200-gpt2-v1.rec", 1109, 9, 4, "random:gpt2"},
 }
 
 func TestReadEveryVersion(t *testing.T) {
