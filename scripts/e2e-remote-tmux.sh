@@ -24,40 +24,13 @@ SOCK="rosetop-e2e-remote-$$" # a private tmux server: never touches the user's s
 PANE="e2e"
 server_pid=""
 
-tm() { tmux -L "$SOCK" "$@"; }
-capture() { tm capture-pane -p -t "$PANE" >"$E2E_DIR/pane.txt" 2>/dev/null || true; }
-fail() {
-	echo "e2e-remote-tmux: FAIL: $*" >&2
-	if [ -s "$E2E_DIR/pane.txt" ]; then
-		echo "--- last screen ---" >&2
-		cat "$E2E_DIR/pane.txt" >&2
-	fi
-	echo "--- captures and output kept in $E2E_DIR ---" >&2
-	exit 1
-}
+E2E_NAME=e2e-remote-tmux
+. scripts/e2e-lib.sh
 cleanup() {
-	tm kill-server >/dev/null 2>&1 || true
+	tmux_cleanup
 	[ -z "$server_pid" ] || kill -9 "$server_pid" 2>/dev/null || true
 }
 trap cleanup EXIT
-
-# wait_until DESCRIPTION TIMEOUT CMD...: polls the pane (5 Hz) until CMD succeeds on it.
-wait_until() {
-	local what=$1 limit=$2
-	shift 2
-	local deadline=$((SECONDS + limit))
-	while :; do
-		capture
-		if "$@"; then return 0; fi
-		if [ -f "$E2E_DIR/exit" ]; then fail "rosetop exited (code $(cat "$E2E_DIR/exit")) while waiting for $what"; fi
-		if [ $SECONDS -ge $deadline ]; then fail "timed out after ${limit}s waiting for $what"; fi
-		sleep 0.2
-	done
-}
-pane_has() { grep -qF -- "$1" "$E2E_DIR/pane.txt"; }
-pane_re() { grep -qE -- "$1" "$E2E_DIR/pane.txt"; }
-snap() { cp "$E2E_DIR/pane.txt" "$E2E_DIR/$1.txt"; }
-key() { tm send-keys -t "$PANE" "$@"; }
 # server_row NAME: the server pane's row NAME (five number columns: srv50 cli50 srv99 cli99 Δ99).
 server_row() { grep -oE "│ $1 +(-?[0-9.k]+|–)( +(-?[0-9.k]+|–)){4} " "$E2E_DIR/pane.txt" | head -1; }
 gauges() { grep -oE 'waiting [0-9]+ +running [0-9]+ +KV [0-9.]+%' "$E2E_DIR/pane.txt" | head -1; }

@@ -25,36 +25,9 @@ mkdir -p "$E2E_DIR"
 SOCK="rosetop-e2e-replay-$$"
 PANE=replay
 
-tm() { tmux -L "$SOCK" "$@"; }
-capture() { tm capture-pane -p -t "$PANE" >"$E2E_DIR/pane.txt" 2>/dev/null || true; }
-fail() {
-	echo "e2e-replay: FAIL: $*" >&2
-	if [ -s "$E2E_DIR/pane.txt" ]; then
-		echo "--- last screen ---" >&2
-		cat "$E2E_DIR/pane.txt" >&2
-	fi
-	echo "--- output kept in $E2E_DIR ---" >&2
-	exit 1
-}
-cleanup() { tm kill-server >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-ok() { echo "e2e-replay: ok: $*" >&2; }
-
-wait_until() { # wait_until WHAT SECONDS CMD...: polls the pane (5 Hz) until CMD succeeds on it
-	local what=$1 limit=$2
-	shift 2
-	local deadline=$((SECONDS + limit))
-	while :; do
-		capture
-		if "$@"; then return 0; fi
-		[ -f "$E2E_DIR/exit" ] && fail "rosetop exited (code $(cat "$E2E_DIR/exit")) while waiting for $what"
-		[ $SECONDS -lt $deadline ] || fail "timed out after ${limit}s waiting for $what"
-		sleep 0.2
-	done
-}
-pane_has() { grep -qF -- "$1" "$E2E_DIR/pane.txt"; }
-pane_re() { grep -qE -- "$1" "$E2E_DIR/pane.txt"; }
-key() { tm send-keys -t "$PANE" "$@"; }
+E2E_NAME=e2e-replay
+. scripts/e2e-lib.sh
+trap tmux_cleanup EXIT
 # position: the replay's position in seconds, from the status line ("⏸ paused · 0:12 of 0:38").
 position() {
 	local p

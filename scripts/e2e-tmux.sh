@@ -29,36 +29,9 @@ SOCK="rosetop-e2e-$$"                # a private tmux server: never touches the 
 PANE="e2e"
 SMALL="--num-requests 8 --max-new-tokens 16" # the exit-path sessions: runs of a second or less
 
-tm() { tmux -L "$SOCK" "$@"; }
-capture() { tm capture-pane -p -t "$PANE" >"$E2E_DIR/pane.txt" 2>/dev/null || true; }
-fail() {
-	echo "e2e-tmux: FAIL: $*" >&2
-	if [ -s "$E2E_DIR/pane.txt" ]; then
-		echo "--- last screen ---" >&2
-		cat "$E2E_DIR/pane.txt" >&2
-	fi
-	echo "--- captures and output kept in $E2E_DIR ---" >&2
-	exit 1
-}
-cleanup() { tm kill-server >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-
-# wait_until DESCRIPTION TIMEOUT CMD...: polls the pane (5 Hz) until CMD succeeds on it.
-wait_until() {
-	local what=$1 limit=$2
-	shift 2
-	local deadline=$((SECONDS + limit))
-	while :; do
-		capture
-		if "$@"; then return 0; fi
-		if [ -f "$E2E_DIR/exit" ]; then fail "rosetop exited (code $(cat "$E2E_DIR/exit")) while waiting for $what"; fi
-		if [ $SECONDS -ge $deadline ]; then fail "timed out after ${limit}s waiting for $what"; fi
-		sleep 0.2
-	done
-}
-pane_has() { grep -qF -- "$1" "$E2E_DIR/pane.txt"; }
-pane_lacks() { ! grep -qF -- "$1" "$E2E_DIR/pane.txt"; }
-pane_re() { grep -qE -- "$1" "$E2E_DIR/pane.txt"; } # capture-pane drops trailing blanks: match ( |$)
+E2E_NAME=e2e-tmux
+. scripts/e2e-lib.sh
+trap tmux_cleanup EXIT
 completed_runs() { grep -cE '▸ .*(finished|done)' "$E2E_DIR/pane.txt" || true; }
 two_runs_done() { [ "$(completed_runs)" -ge 2 ]; }
 one_run_done() { [ "$(completed_runs)" -ge 1 ]; }
@@ -66,8 +39,6 @@ header_field() { # header_field REGEX: the first match's group 1 in the pane's h
 	sed -n '2p' "$E2E_DIR/pane.txt" | sed -nE "s/.*$1.*/\\1/p"
 }
 elapsed() { sed -n '1p' "$E2E_DIR/pane.txt" | grep -oE '[0-9]+:[0-9]{2} ' | head -1 | tr -d ' '; }
-snap() { cp "$E2E_DIR/pane.txt" "$E2E_DIR/$1.txt"; }
-key() { tm send-keys -t "$PANE" "$@"; }
 
 # start NAME CMD: runs CMD (with $BIN's pid in $E2E_DIR/NAME.pid) in a fresh tmux session, then
 # a shell that records the exit code and the terminal's mode (stty -a) and stays, so the pane's
