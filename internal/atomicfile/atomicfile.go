@@ -1,6 +1,9 @@
 // Package atomicfile writes files so that a reader sees the old content or the whole new one,
 // never a part: the data goes to a temporary file beside the target, is synced, and is renamed
 // over it. A failed write (a full disk, an error from the producer) leaves the old file as it was.
+// A symlink is followed (the file it names is replaced, the link stays), and a target that exists
+// and is not a regular file (/dev/stdout, /dev/null, a FIFO, a terminal) is written in place as
+// a stream: renaming over it would replace the device node or the pipe with a file.
 package atomicfile
 
 import (
@@ -12,10 +15,22 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Write creates or replaces path with what fill writes. The file gets mode 0644 (less the umask).
 func Write(path string, fill func(w io.Writer) error) (err error) {
+	path = resolve(path)
+	if f, ok, err := openStream(path); ok {
+		if err != nil {
+			return err
+		}
+		if err := fill(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -49,6 +64,15 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 // its end: a file that grows after it is created (a recording, appended to as it is made) is
 // swapped in whole with its first bytes, so path never holds a part of them.
 func Replace(path string, head []byte) (f *os.File, err error) {
+	path = resolve(path)
+	if f, ok, err := openStream(path); ok {
+		if err == nil {
+			if _, err = f.Write(head); err != nil {
+				f.Close()
+			}
+		}
+		return f, err
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -84,8 +108,11 @@ func Check(path string) error {
 	if path == "" {
 		return errors.New("empty path")
 	}
+	path = resolve(path)
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory", path)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		return nil // a stream, opened when written (a FIFO's reader may start later)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -102,6 +129,36 @@ func Check(path string) error {
 	name := tmp.Name()
 	tmp.Close()
 	return os.Remove(name)
+}
+
+// resolve follows path's symlinks to the file they name; a path that is no symlink, or whose
+// link leads nowhere, stays as it is.
+func resolve(path string) string {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			return real
+		}
+	}
+	return path
+}
+
+// openStream opens path for writing in place when it exists and is neither a regular file nor a
+// directory; ok says it is such a file. A FIFO is opened without blocking, so one that nobody
+// reads is an error rather than a hang.
+func openStream(path string) (f *os.File, ok bool, err error) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().IsRegular() || fi.IsDir() {
+		return nil, false, nil
+	}
+	flag := os.O_WRONLY
+	if fi.Mode()&fs.ModeNamedPipe != 0 {
+		flag |= syscall.O_NONBLOCK
+	}
+	f, err = os.OpenFile(path, flag, 0)
+	if errors.Is(err, syscall.ENXIO) {
+		err = fmt.Errorf("%s: a FIFO that no process reads", path)
+	}
+	return f, true, err
 }
 
 // umask is the process's file mode creation mask, read from /proc (Linux) so that nothing

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -106,5 +107,86 @@ func TestReplace(t *testing.T) {
 	}
 	if _, err := Replace(filepath.Join(t.TempDir(), "missing", "x.rec"), nil); err == nil {
 		t.Fatal("Replace into a missing directory succeeded")
+	}
+}
+
+// TestWriteThroughSymlink: a symlink's target is replaced and the link stays a link.
+func TestWriteThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "real.json"), filepath.Join(dir, "link.json")
+	if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real.json", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(link, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v, %v", fi.Mode(), err)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "new" {
+		t.Errorf("target = %q, want the new content", got)
+	}
+}
+
+// TestWriteToFIFO: a FIFO is written in place as a stream (it stays a FIFO and its reader gets
+// the data); one that no process reads is an error, not a hang. Write and Replace alike.
+func TestWriteToFIFO(t *testing.T) {
+	for _, replace := range []bool{false, true} {
+		fifo := filepath.Join(t.TempDir(), "out.fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Skip("no FIFOs here:", err)
+		}
+		if err := Check(fifo); err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		write := func() error {
+			if !replace {
+				return Write(fifo, func(w io.Writer) error { _, err := io.WriteString(w, "streamed"); return err })
+			}
+			f, err := Replace(fifo, []byte("stream"))
+			if err != nil {
+				return err
+			}
+			if _, err := io.WriteString(f, "ed"); err != nil {
+				return err
+			}
+			return f.Close()
+		}
+		if err := write(); err == nil || !strings.Contains(err.Error(), "no process reads") {
+			t.Errorf("replace %v: no reader: err = %v, want a FIFO that no process reads", replace, err)
+		}
+		// The reader; and a writer of the test's own, held open so that the reader meets the
+		// end of the stream only after write's data, not before write opens the FIFO.
+		r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hold, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 1)
+		go func() {
+			b, _ := io.ReadAll(r)
+			got <- string(b)
+		}()
+		err = write()
+		hold.Close()
+		if err != nil {
+			t.Fatalf("replace %v: %v", replace, err)
+		}
+		if s := <-got; s != "streamed" {
+			t.Errorf("replace %v: the reader got %q", replace, s)
+		}
+		r.Close()
+		if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+			t.Errorf("replace %v: the FIFO was replaced: %v, %v", replace, fi.Mode(), err)
+		}
 	}
 }
