@@ -1,17 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"time"
 
 	"rosetop/bench"
+	"rosetop/internal/atomicfile"
 )
 
 // errHelpShown means -h printed the help: exit 0.
@@ -118,22 +119,22 @@ func toolInfo() bench.ToolInfo {
 	return t
 }
 
-// withCPUProfile runs f under a Go CPU profile written to path ("" runs f alone).
+// withCPUProfile runs f under a Go CPU profile written to path ("" runs f alone). The profile is
+// kept in memory and written atomically when f returns: an interrupted run leaves the old one.
 func withCPUProfile(path string, f func() error) error {
 	if path == "" {
 		return f()
 	}
-	out, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--cpuprofile: %w", err)
+	if err := atomicfile.Check(path); err != nil {
+		return fmt.Errorf("--cpuprofile %s: cannot write there: %w", path, err)
 	}
-	if err := pprof.StartCPUProfile(out); err != nil {
-		out.Close()
+	var prof bytes.Buffer
+	if err := pprof.StartCPUProfile(&prof); err != nil {
 		return fmt.Errorf("--cpuprofile: %w", err)
 	}
 	runErr := f()
 	pprof.StopCPUProfile()
-	if err := out.Close(); err != nil {
+	if err := atomicfile.Write(path, func(w io.Writer) error { _, err := prof.WriteTo(w); return err }); err != nil {
 		return errors.Join(runErr, fmt.Errorf("--cpuprofile: %w", err))
 	}
 	return runErr
