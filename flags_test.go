@@ -41,6 +41,8 @@ func TestParseOptionsBadInput(t *testing.T) {
 		{"rate NaN", []string{"--request-rate", "NaN"}, "--request-rate NaN: must be a finite number"},
 		{"rate negative", []string{"--request-rate", "-2"}, "--request-rate -2: must be 0, inf"},
 		{"rate and interval", []string{"--request-rate", "5", "--submit-interval-ms", "3"}, "both set the arrivals: give one"},
+		{"seconds nonsense", []string{"--ramp-up-s", "1y"}, "--ramp-up-s 1y: not seconds (30) or a duration (30s, 2m)"},
+		{"seconds past the bound", []string{"--ramp-up-s", "48h"}, "--ramp-up-s 48h: must be from 0 to 86400 seconds"},
 		{"threads huge", []string{"--threads", "1000000000000"}, "--threads 1000000000000: must be from 0 to"},
 		{"tokenize workers huge", []string{"--tokenize-workers", "1000000000000"}, "--tokenize-workers 1000000000000: must be from 0 to"},
 		{"unknown schedule", []string{"--submit-schedule", "sometimes"}, `--submit-schedule: unknown schedule "sometimes" (valid: relative, absolute)`},
@@ -230,4 +232,14 @@ func FuzzParseOptions(f *testing.F) {
 			t.Errorf("%q: a size past its bound was accepted: %+v", args, w)
 		}
 	})
+}
+
+// TestSecondsFlags: a flag in seconds takes a number or a duration.
+func TestSecondsFlags(t *testing.T) {
+	for in, want := range map[string]float64{"30": 30, "0.5": 0.5, "90s": 90, "2m": 120, " 1m30s ": 90, "250ms": 0.25} {
+		o, err := parseOptions([]string{"--request-rate", "4", "--ramp-up-s", in}, io.Discard)
+		if err != nil || o.RampUpS != want {
+			t.Errorf("--ramp-up-s %q: %v s, %v; want %v s", in, o.RampUpS, err, want)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -55,14 +56,21 @@ func (f intFlag) Set(s string) error {
 	return nil
 }
 
-// floatFlag is a float flag that refuses NaN, infinities and values outside [lo, hi].
+// floatFlag is a float flag that refuses NaN, infinities and values outside [lo, hi]. A flag in
+// seconds also takes a duration ("90s", "2m").
 type floatFlag struct {
-	p      *float64
-	lo, hi float64
+	p       *float64
+	lo, hi  float64
+	seconds bool
 }
 
 func floatVar(fs *flag.FlagSet, p *float64, name string, lo, hi float64, usage string) {
-	fs.Var(floatFlag{p, lo, hi}, name, fmt.Sprintf("%s [%g..%g]", usage, lo, hi))
+	fs.Var(floatFlag{p: p, lo: lo, hi: hi}, name, fmt.Sprintf("%s [%g..%g]", usage, lo, hi))
+}
+
+// secondsVar is floatVar for a time in seconds: "30", "0.5", "90s" and "2m" all parse.
+func secondsVar(fs *flag.FlagSet, p *float64, name string, lo, hi float64, usage string) {
+	fs.Var(floatFlag{p: p, lo: lo, hi: hi, seconds: true}, name, fmt.Sprintf("%s [%g..%g s, or a duration like 90s]", usage, lo, hi))
 }
 
 func (f floatFlag) String() string {
@@ -74,10 +82,20 @@ func (f floatFlag) String() string {
 
 func (f floatFlag) Set(s string) error {
 	v, err := parseFinite(s)
+	if err != nil && f.seconds {
+		d, derr := time.ParseDuration(strings.TrimSpace(s))
+		if derr != nil {
+			return fmt.Errorf("not seconds (30) or a duration (30s, 2m)")
+		}
+		v, err = d.Seconds(), nil
+	}
 	if err != nil {
 		return err
 	}
 	if v < f.lo || v > f.hi {
+		if f.seconds {
+			return fmt.Errorf("must be from %g to %g seconds", f.lo, f.hi)
+		}
 		return fmt.Errorf("must be from %g to %g", f.lo, f.hi)
 	}
 	*f.p = v

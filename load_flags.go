@@ -49,7 +49,7 @@ func defaultLoadOptions() loadOptions {
 func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 	fs.StringVar(&o.Goodput, "goodput", o.Goodput, "latency targets in ms, e.g. ttft:200,tpot:50,e2el:2000: a request is good when it meets every one (vLLM's goodput); reports request goodput and SLO attainment")
 	floatVar(fs, &o.Burstiness, "burstiness", 0, maxBurstiness, "with --request-rate: gamma-distributed gaps of this shape (1: Poisson; < 1 burstier, > 1 more even), as vLLM's --burstiness")
-	floatVar(fs, &o.RampUpS, "ramp-up-s", 0, maxRampUpS, "with --request-rate: the rate rises linearly from 0 to the rate over the run's first S seconds")
+	secondsVar(fs, &o.RampUpS, "ramp-up-s", 0, maxRampUpS, "with --request-rate: the rate rises linearly from 0 to the rate over the run's first S seconds")
 	intVar(fs, &o.MaxConcurrency, "max-concurrency", 0, maxRequests, "most requests in flight: a request due while this many are submitted and unfinished waits for one to finish (0: no limit)")
 	fs.StringVar(&o.Dataset, "dataset", o.Dataset, "where prompts come from instead of --prompt: random (vLLM's: --input-len, --output-len, --range-ratio), sharegpt or jsonl (--dataset-path FILE)")
 	fs.StringVar(&o.DatasetPath, "dataset-path", o.DatasetPath, `--dataset sharegpt: a ShareGPT JSON file (first human turn as prompt, the reply's token count as output length); --dataset jsonl: one {"prompt": TEXT, "output_len": N} per line`)

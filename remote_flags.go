@@ -41,7 +41,7 @@ func remoteFlags(fs *flag.FlagSet, o *remoteOptions) {
 	fs.StringVar(&o.API, "api", o.API, "--endpoint: completions (POST /completions) | chat (POST /chat/completions) (default completions)")
 	fs.Var(secretFlag{&o.APIKey}, "api-key", "--endpoint: bearer token (default $OPENAI_API_KEY); never printed or exported")
 	fs.StringVar(&o.ExtraBody, "extra-body", o.ExtraBody, `--endpoint: a JSON object merged into every request body, e.g. '{"top_k": 1}'`)
-	floatVar(fs, &o.RequestTimeoutS, "request-timeout", 0, 86400, "--endpoint: seconds one request may take (0: 600)")
+	secondsVar(fs, &o.RequestTimeoutS, "request-timeout", 0, 86400, "--endpoint: seconds one request may take (0: 600)")
 	fs.StringVar(&o.MetricsURL, "metrics-url", o.MetricsURL, "--endpoint: the server's Prometheus page (default: /metrics on the endpoint's host)")
 	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "--endpoint: tokenizer counting what the server does not (GPT-2 BPE format: a Hugging Face directory or id; default GPT-2's)")
 }

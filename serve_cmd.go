@@ -20,15 +20,15 @@ import (
 // serveOptions are `rosetop serve`'s own flags; the model, engine and scheduler flags are the
 // bench ones (serveShared), bound to an options value.
 type serveOptions struct {
-	host            string
-	port            int
-	servedName      string
-	maxQueue        int
-	window          int
-	shutdownTimeout time.Duration
-	metricsNames    string
-	logRequests     bool
-	dashboard       bool
+	host         string
+	port         int
+	servedName   string
+	maxQueue     int
+	window       int
+	shutdownS    float64 // --shutdown-timeout, seconds
+	metricsNames string
+	logRequests  bool
+	dashboard    bool
 }
 
 // serveShared are the bench flags that mean something to a server: the model, the engine, the
@@ -52,7 +52,7 @@ func newServeFlagSet(o *options, so *serveOptions) *flag.FlagSet {
 	fs.StringVar(&so.servedName, "served-model-name", so.servedName, `the model id clients send as "model" (default: the --model value, or tiny-gpt2)`)
 	intVar(fs, &so.maxQueue, "max-queue", 0, maxRequests, "answer 429 with Retry-After while this many requests wait for the scheduler (0: no limit)")
 	intVar(fs, &so.window, "window", 1, maxRequests, "finished requests per cold/steady window of the dashboard and the summary")
-	fs.DurationVar(&so.shutdownTimeout, "shutdown-timeout", so.shutdownTimeout, "on SIGTERM/SIGINT, how long requests in flight may run before they are cancelled")
+	secondsVar(fs, &so.shutdownS, "shutdown-timeout", 0, 86400, "on SIGTERM/SIGINT, how long requests in flight may run before they are cancelled")
 	fs.StringVar(&so.metricsNames, "metrics-names", so.metricsNames, "rosetop (rosetop_num_requests_running, ...) | vllm (vllm:num_requests_running, ...: a vLLM Grafana board works unchanged)")
 	fs.BoolVar(&so.logRequests, "log-requests", so.logRequests, "log one line per request on stderr (not with --dashboard)")
 	fs.BoolVar(&so.dashboard, "dashboard", so.dashboard, "show the live dashboard over the server's own traffic")
@@ -72,7 +72,7 @@ func serveUsage(w io.Writer) {
 func defaultServeFlags() (options, serveOptions) {
 	o := defaultOptions()
 	o.Paged, o.CUDAGraph, o.WarmupRuns = true, true, 0
-	return o, serveOptions{host: "127.0.0.1", port: 8000, window: 64, shutdownTimeout: 30 * time.Second, metricsNames: "rosetop"}
+	return o, serveOptions{host: "127.0.0.1", port: 8000, window: 64, shutdownS: 30, metricsNames: "rosetop"}
 }
 
 func parseServe(args []string, stderr io.Writer) (options, serveOptions, error) {
@@ -87,8 +87,6 @@ func parseServe(args []string, stderr io.Writer) (options, serveOptions, error) 
 	switch {
 	case so.metricsNames != string(serve.RosetopNames) && so.metricsNames != string(serve.VLLMNames):
 		return o, so, badFlag("--metrics-names: unknown naming %q (valid: rosetop, vllm)", so.metricsNames)
-	case so.shutdownTimeout < 0:
-		return o, so, badFlag("--shutdown-timeout must be >= 0, got %v", so.shutdownTimeout)
 	case so.logRequests && so.dashboard:
 		return o, so, badFlag("--log-requests and --dashboard both want the terminal: give one")
 	}
@@ -160,7 +158,7 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 		log = slog.New(slog.NewTextHandler(stderr, nil))
 	}
 	eng := sessionEngine{s: sess, m: serve.Model{ID: name, MaxSeqLen: seqs, VocabSize: mi.Vocab, Tokenizer: mi.Codec, EOS: mi.EOS, Created: time.Now()}}
-	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: so.shutdownTimeout, Metrics: metrics, Log: log})
+	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: time.Duration(so.shutdownS * float64(time.Second)), Metrics: metrics, Log: log})
 	if err != nil {
 		return errors.Join(err, sess.Close())
 	}
