@@ -120,6 +120,18 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 }
 
 func serveSession(ctx context.Context, o options, so serveOptions, term *dashTerminal, args []string, stdout, stderr io.Writer) error {
+	// The address is taken before the model loads, so a busy port or a bad host fails at once;
+	// connections made while it loads wait in the listen backlog until it serves.
+	ln, err := net.Listen("tcp", net.JoinHostPort(so.host, strconv.Itoa(so.port)))
+	if err != nil {
+		return fmt.Errorf("--host %s --port %d: %w", so.host, so.port, err)
+	}
+	serving := false
+	defer func() {
+		if !serving {
+			ln.Close()
+		}
+	}()
 	prov := bench.NewInProcess(o.inProcess())
 	if err := prov.Prepare(ctx, stderr); err != nil {
 		return err
@@ -162,22 +174,19 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	if err != nil {
 		return errors.Join(err, sess.Close())
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(so.host, strconv.Itoa(so.port)))
-	if err != nil {
-		return errors.Join(fmt.Errorf("--host %s --port %d: %w", so.host, so.port, err), sess.Close())
-	}
 	var sample func() *bench.View // without a dashboard the recorder reads the views itself
 	if term == nil {
 		sample = sess.View
 	}
 	rec, err := startRecording(o, "serve", args, sample)
 	if err != nil {
-		return errors.Join(err, ln.Close(), sess.Close())
+		return errors.Join(err, sess.Close())
 	}
 	fmt.Fprintf(stderr, "rosetop: serving %s on http://%s/v1 (metrics at /metrics); Ctrl-C or SIGTERM stops\n", name, ln.Addr())
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	served := make(chan error, 1)
+	serving = true // Serve closes ln
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	var runErr error
 	if term != nil {

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,5 +98,19 @@ func TestServeCommand(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "=== rosetop session") {
 		t.Errorf("no summary on stdout:\n%s", stdout.String())
+	}
+}
+
+// TestServeBusyPort: a port already taken fails before the model loads, in one line, exit 1.
+func TestServeBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	code, _, stderr := runCLI(t, "serve", "--port", port, "--device", "cpu")
+	if code != 1 || !strings.Contains(stderr, "--port "+port+": listen tcp") || strings.Contains(stderr, "loading model") {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and the listen error before any model loads", code, stderr)
 	}
 }
