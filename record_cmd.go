@@ -51,6 +51,10 @@ func closeRecording(rec *record.Recorder, o options, stderr io.Writer) error {
 	if err := rec.Close(); err != nil {
 		return err
 	}
+	if fi, err := os.Stat(o.RecordPath); err == nil && !fi.Mode().IsRegular() {
+		fmt.Fprintf(stderr, "rosetop: wrote the recording to %s\n", o.RecordPath) // a pipe or a device
+		return nil
+	}
 	fmt.Fprintf(stderr, "rosetop: wrote %s: rosetop replay %s plays it back\n", o.RecordPath, o.RecordPath)
 	return nil
 }

@@ -231,8 +231,8 @@ func (w *writer) close() error {
 		w.write(kindEnd, nil)
 	}
 	err := w.err
-	if err == nil {
-		err = w.f.Sync()
+	if fi, serr := w.f.Stat(); err == nil && serr == nil && fi.Mode().IsRegular() {
+		err = w.f.Sync() // a pipe or a device (--record /dev/null) has nothing to sync
 	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,5 +149,53 @@ func TestRecorderErrors(t *testing.T) {
 	err = r.Close()
 	if err == nil || !strings.Contains(err.Error(), "--record "+path) || !strings.Contains(err.Error(), "the recording stops at") {
 		t.Fatalf("Close after a failed write: %v", err)
+	}
+}
+
+// A recording to a pipe (--record /dev/stdout, a FIFO) is streamed into it: Close has nothing to
+// sync and succeeds, and what the reader got replays.
+func TestRecorderToFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo, copied := filepath.Join(dir, "rec.fifo"), filepath.Join(dir, "copied.rec")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, err := os.OpenFile(fifo, os.O_WRONLY, 0) // the reader meets the end only after Close
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- b
+	}()
+	src := &synthSession{s: NewSynth(3)}
+	rec, err := Create(fifo, Options{Meta: Meta{Command: "bench", Tick: time.Millisecond}, Sample: src.View})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		src.Publish()
+	}
+	err = rec.Close()
+	hold.Close()
+	if err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := os.WriteFile(copied, <-got, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	back, err := Open(copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if back.Frames() == 0 || back.Stop != nil {
+		t.Fatalf("%d views, stop %v: want the whole recording", back.Frames(), back.Stop)
 	}
 }

@@ -66,12 +66,14 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 func Replace(path string, head []byte) (f *os.File, err error) {
 	path = resolve(path)
 	if f, ok, err := openStream(path); ok {
-		if err == nil {
-			if _, err = f.Write(head); err != nil {
-				f.Close()
-			}
+		if err != nil {
+			return nil, err
 		}
-		return f, err
+		if _, err := f.Write(head); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
 	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
