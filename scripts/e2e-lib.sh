@@ -39,3 +39,31 @@ pane_lacks() { ! grep -qF -- "$1" "$E2E_DIR/pane.txt"; }
 pane_re() { grep -qE -- "$1" "$E2E_DIR/pane.txt"; } # capture-pane drops trailing blanks: match ( |$)
 snap() { cp "$E2E_DIR/pane.txt" "$E2E_DIR/$1.txt"; }
 key() { tm send-keys -t "$PANE" "$@"; }
+
+# start NAME CMD: runs CMD (its pid in $E2E_DIR/NAME.pid) in a fresh tmux session of W x H
+# (default 140x45), then a shell that records the exit code and the terminal's mode (stty -a)
+# and stays, so the pane's state can be read after rosetop is gone.
+start() {
+	local name=$1 cmd=$2
+	rm -f "$E2E_DIR/exit" "$E2E_DIR/stty.txt"
+	tm kill-server >/dev/null 2>&1 || true
+	local deadline=$((SECONDS + 10))
+	while tm has-session >/dev/null 2>&1; do # the old server must be gone before a new one starts
+		[ $SECONDS -lt $deadline ] || fail "the previous tmux server did not exit"
+		sleep 0.1
+	done
+	printf '#!/bin/sh\necho $$ >"%s"\nTERM=xterm-256color exec %s\n' "$E2E_DIR/$name.pid" "$cmd" >"$E2E_DIR/run-$name.sh"
+	tm new-session -d -s "$PANE" -x "${W:-140}" -y "${H:-45}" \
+		"sh '$E2E_DIR/run-$name.sh'; echo \$? >'$E2E_DIR/exit'; stty -a >'$E2E_DIR/stty.txt' 2>&1; sleep 600" ||
+		fail "tmux could not start the session for $name"
+}
+
+# wait_exit SECONDS: waits for rosetop (run by start) to exit and prints its exit code.
+wait_exit() {
+	local deadline=$((SECONDS + $1))
+	until [ -f "$E2E_DIR/exit" ] && [ -f "$E2E_DIR/stty.txt" ]; do
+		[ $SECONDS -lt $deadline ] || { capture; fail "rosetop did not exit within $1s"; }
+		sleep 0.2
+	done
+	cat "$E2E_DIR/exit"
+}

@@ -36,31 +36,6 @@ position() {
 }
 at() { [ "$(position)" = "$1" ]; }
 
-# start NAME CMD: runs CMD in a fresh tmux session (pid in $E2E_DIR/NAME.pid), then a shell that
-# records the exit code and the terminal's mode and stays, so the pane can be read afterwards.
-start() {
-	local name=$1 cmd=$2
-	rm -f "$E2E_DIR/exit" "$E2E_DIR/stty.txt"
-	tm kill-server >/dev/null 2>&1 || true
-	local deadline=$((SECONDS + 10))
-	while tm has-session >/dev/null 2>&1; do
-		[ $SECONDS -lt $deadline ] || fail "the previous tmux server did not exit"
-		sleep 0.1
-	done
-	printf '#!/bin/sh\necho $$ >"%s"\nTERM=xterm-256color exec %s\n' "$E2E_DIR/$name.pid" "$cmd" >"$E2E_DIR/run-$name.sh"
-	tm new-session -d -s "$PANE" -x 140 -y 45 \
-		"sh '$E2E_DIR/run-$name.sh'; echo \$? >'$E2E_DIR/exit'; stty -a >'$E2E_DIR/stty.txt' 2>&1; sleep 600" ||
-		fail "tmux could not start the session for $name"
-}
-wait_exit() {
-	local deadline=$((SECONDS + $1))
-	until [ -f "$E2E_DIR/exit" ] && [ -f "$E2E_DIR/stty.txt" ]; do
-		[ $SECONDS -lt $deadline ] || { capture; fail "rosetop did not exit within $1s"; }
-		sleep 0.2
-	done
-	cat "$E2E_DIR/exit"
-}
-
 if ! command -v tmux >/dev/null 2>&1; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux) >/dev/null ||

@@ -40,33 +40,6 @@ header_field() { # header_field REGEX: the first match's group 1 in the pane's h
 }
 elapsed() { sed -n '1p' "$E2E_DIR/pane.txt" | grep -oE '[0-9]+:[0-9]{2} ' | head -1 | tr -d ' '; }
 
-# start NAME CMD: runs CMD (with $BIN's pid in $E2E_DIR/NAME.pid) in a fresh tmux session, then
-# a shell that records the exit code and the terminal's mode (stty -a) and stays, so the pane's
-# state can be read after rosetop is gone.
-start() {
-	local name=$1 cmd=$2
-	rm -f "$E2E_DIR/exit" "$E2E_DIR/stty.txt"
-	tm kill-server >/dev/null 2>&1 || true
-	local deadline=$((SECONDS + 10))
-	while tm has-session >/dev/null 2>&1; do # the old server must be gone before a new one starts
-		[ $SECONDS -lt $deadline ] || fail "the previous tmux server did not exit"
-		sleep 0.1
-	done
-	printf '#!/bin/sh\necho $$ >"%s"\nTERM=xterm-256color exec %s\n' "$E2E_DIR/$name.pid" "$cmd" >"$E2E_DIR/run-$name.sh"
-	tm new-session -d -s "$PANE" -x "$W" -y "$H" \
-		"sh '$E2E_DIR/run-$name.sh'; echo \$? >'$E2E_DIR/exit'; stty -a >'$E2E_DIR/stty.txt' 2>&1; sleep 600" ||
-		fail "tmux could not start the session for $name"
-}
-
-# wait_exit SECONDS: waits for rosetop to exit and prints its exit code.
-wait_exit() {
-	local deadline=$((SECONDS + $1))
-	until [ -f "$E2E_DIR/exit" ] && [ -f "$E2E_DIR/stty.txt" ]; do
-		[ $SECONDS -lt $deadline ] || { capture; fail "rosetop did not exit within $1s"; }
-		sleep 0.2
-	done
-	cat "$E2E_DIR/exit"
-}
 
 # check_restored WHAT: the pane is back on the main screen with the cursor shown, and the terminal
 # is not raw (canonical mode and echo on).
