@@ -25,22 +25,7 @@ func tenMinutesIn(n int) []*bench.View {
 // a second; %core is that rate's share of one core. Compare with BenchmarkDashboardTick, the
 // dashboard's own work per view.
 func BenchmarkRecordView(b *testing.B) {
-	views := tenMinutesIn(3000)
-	w, err := newWriter(filepath.Join(b.TempDir(), "b.rec"), Meta{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.close()
-	w.view(views[0])
-	start := w.bytes()
-	b.ReportAllocs()
-	i := 1
-	for b.Loop() {
-		w.view(views[i%len(views)])
-		i++
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)*10/1e9*100, "%core@10Hz")
-	b.ReportMetric(float64(w.bytes()-start)/float64(b.N), "bytes/view")
+	benchRecord(b, tenMinutesIn(3000))
 }
 
 // BenchmarkOpenHour is Open's one pass over an hour of views: the wait before a replay starts.
@@ -73,6 +58,12 @@ func BenchmarkRecordRealView(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	benchRecord(b, views)
+}
+
+// benchRecord times writing views in turn (after the first): per view, its share of a core at
+// 10 views a second, and the bytes it added.
+func benchRecord(b *testing.B, views []*bench.View) {
 	w, err := newWriter(filepath.Join(b.TempDir(), "b.rec"), Meta{})
 	if err != nil {
 		b.Fatal(err)
