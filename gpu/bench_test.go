@@ -89,6 +89,7 @@ func TestProfileDecodeRun(t *testing.T) {
 		{"default", nil, false, false},
 		{"default, Repeats", nil, true, false},
 		{"default, Repeats, every block held", nil, true, true},
+		{"without wg_gemm, Repeats, every block held", []func(*caps){noWG}, true, true},
 		{"small_gemm + PDL", []func(*caps){smallTo64}, false, false},
 	}
 	for round := range 2 {

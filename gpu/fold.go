@@ -32,12 +32,17 @@ func statStride(C int) int { return C / 32 }
 // foldMaxParts is the most (mean, M2) pairs a row's norm combines (gemm.cu SG_MAX_PARTS).
 const foldMaxParts = 16
 
-// folds reports whether a model of width C on these small_gemm plans can fold its norms: the
-// warp-per-row embedding writes the first statistics, every part is whole, and no row has more
-// parts than small_gemm combines.
+// folds reports whether a model of width C on these small_gemm plans can fold its norms.
 func folds(C int, g smallGEMMs) bool {
+	return g.on && foldsAt(C, 32*g.proj.nt) && foldsAt(C, 32*g.fcProj.nt)
+}
+
+// foldsAt reports whether a model of width C can fold its norms into GEMMs whose residual
+// epilogues write the statistics of part columns each: the warp-per-row embedding writes the
+// first statistics, every part is whole, and no row has more parts than the epilogues combine.
+func foldsAt(C, part int) bool {
 	whole := func(part int) bool { return C%part == 0 && C/part <= foldMaxParts }
-	return g.on && rowWarp(C) && whole(foldParts) && whole(32*g.proj.nt) && whole(32*g.fcProj.nt)
+	return rowWarp(C) && whole(foldParts) && whole(part)
 }
 
 // foldedLayer holds a layer's host-side vectors for the folded norms.

@@ -17,28 +17,28 @@ import (
 var foldCfg = Config{NLayer: 2, NHead: 2, NEmbd: 128, NPositions: 128, VocabSize: 1000, Inner: 512, Eps: 1e-5}
 
 // TestFoldedNormsMatchReference runs prefill and teacher-forced decode steps against the
-// float64 reference with the norms folded into small_gemm (the default on Hopper) and not, in
-// every mode.
+// float64 reference with the norms folded into small_gemm (the default on Hopper) and not, and
+// on wg_gemm (every step of up to 64 rows), in every mode.
 func TestFoldedNormsMatchReference(t *testing.T) {
 	needGPU(t)
 	w := testModel(foldCfg, 21)
 	const steps = 8
 	ps := makePlans(foldCfg, w, []int{1, 9, 30, 50, 7}, []int{0, 0, 0, 0, 3}, steps, 6)
 	for _, m := range modes {
-		for _, folded := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%v/folded=%v", m, folded), func(t *testing.T) {
-				narrow := []func(*caps){smallTo64}
-				if !folded {
-					narrow = append(narrow, noFold)
-				}
+		for _, path := range []string{"folded", "not folded", "wg_gemm"} {
+			t.Run(fmt.Sprintf("%v/%s", m, path), func(t *testing.T) {
+				narrow := map[string][]func(*caps){"folded": {smallTo64}, "not folded": {smallTo64, noFold}, "wg_gemm": {wgOnly}}[path]
 				r := openNarrow(t, foldCfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: m.paged, Graphs: m.graphs,
 					MemoryFraction: 0.02}, narrow...)
 				defer r.Close()
-				if !r.s.caps.small.on {
+				c := &r.s.caps
+				switch {
+				case path == "wg_gemm" && !c.wg.on:
+					t.Skipf("wg_gemm is not used on this GPU (compute capability %d)", r.s.ctx.Info().CC)
+				case path != "wg_gemm" && !c.small.on:
 					t.Skipf("small_gemm is not used on this GPU (compute capability %d): nothing folds", r.s.ctx.Info().CC)
-				}
-				if r.s.caps.fold != folded {
-					t.Fatalf("the runner folds %v, want %v", r.s.caps.fold, folded)
+				case path != "wg_gemm" && c.fold != (path == "folded"):
+					t.Fatalf("the runner folds %v, want %v", c.fold, path == "folded")
 				}
 				runPlans(t, r, foldCfg, ps, steps, 1e-2)
 			})
@@ -71,23 +71,33 @@ func TestFoldNorm(t *testing.T) {
 }
 
 // TestFoldedEpilogues runs the folded-norm epilogues alone against float64 on the host, at row
-// counts that split unevenly over the clusters: the attention projection with the residual add
-// (EPI_RES: x, its fp16 copy, the row statistics) and then the MLP's first GEMM with ln_2 folded
-// in (EPI_LN_GELU) on what the first wrote.
+// counts that split unevenly over the clusters, on small_gemm and on wg_gemm: the attention
+// projection with the residual add (EPI_RES: x, its fp16 copy, the row statistics), then the
+// MLP's first GEMM with ln_2 folded in (EPI_LN_GELU) and the QKV GEMM with ln_1 folded in
+// (EPI_LN) on what the first wrote.
 func TestFoldedEpilogues(t *testing.T) {
 	needGPU(t)
 	cfg := foldCfg
 	w := testModel(cfg, 23)
 	r := openNarrow(t, cfg, w, Options{MaxBatch: 64, MaxSeqLen: 64, MemoryFraction: 0.01}, smallTo64)
 	defer r.Close()
-	s := r.s
-	if !s.caps.fold {
-		t.Skipf("the norms are not folded on this GPU (compute capability %d)", s.ctx.Info().CC)
+	for _, path := range []layerGEMMs{viaFolded, viaWG} {
+		c := &r.s.caps
+		if (path == viaFolded && !c.fold) || (path == viaWG && !c.wg.on) {
+			t.Logf("path %d is not used on this GPU (compute capability %d)", path, r.s.ctx.Info().CC)
+			continue
+		}
+		testFoldedEpilogues(t, r, cfg, w, path)
 	}
-	sg, pdl, eps := &s.caps.small, s.caps.pdl, cfg.Eps
+}
+
+func testFoldedEpilogues(t *testing.T, r *Runner, cfg Config, w *Weights, path layerGEMMs) {
+	s := r.s
 	C, F, L, wl := cfg.NEmbd, cfg.Inner, &s.wts.layers[0], &w.Layers[0]
 	rng := rand.New(rand.NewPCG(3, 3))
 	for _, m := range []int{1, 2, 3, 4, 5, 8, 13, 37, 64} {
+		pl := stepPlan{rows: m, gemms: path, pdl: s.caps.pdl}
+		parts := s.resParts(&pl, gemmProj)
 		x0 := make([]float32, m*C)
 		att := make([]uint16, m*C)
 		for i := range x0 {
@@ -109,12 +119,9 @@ func TestFoldedEpilogues(t *testing.T) {
 				return err
 			}
 			var p, q program
-			p.smallGEMM("gemm attn proj", pdl, a.x, a.att, L.projWp, m, C, C, sg.proj,
-				gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln}, C, eps)
-			p.smallGEMM("gemm fc", pdl, a.h, a.xln, L.fcWp, m, C, F, sg.fc,
-				gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: C / (32 * sg.proj.nt)}, C, eps)
-			q.smallGEMM("gemm qkv", pdl, a.y, a.xln, L.attnWp, m, C, 3*C, sg.qkv,
-				gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: C / (32 * sg.proj.nt)}, C, eps)
+			s.layerGEMM(&pl, &p, L, gemmProj, a.x, a.att, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln})
+			s.layerGEMM(&pl, &p, L, gemmFC, a.h, a.xln, gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: parts})
+			s.layerGEMM(&pl, &q, L, gemmQKV, a.y, a.xln, gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts})
 			if err := s.run(&p); err != nil {
 				return err
 			}
@@ -137,7 +144,7 @@ func TestFoldedEpilogues(t *testing.T) {
 			return ctx.Sync()
 		})
 		if err != nil {
-			t.Fatalf("%d rows: %v", m, err)
+			t.Fatalf("path %d, %d rows: %v", path, m, err)
 		}
 		for i := range m {
 			// x = x0 + att W + b, and its fp16 copy.
@@ -150,17 +157,17 @@ func TestFoldedEpilogues(t *testing.T) {
 				want[n] = v
 			}
 			if e := relErr(x[i*C:(i+1)*C], want); e > 1e-5 {
-				t.Fatalf("%d rows, row %d: residual stream relative error %.2e", m, i, e)
+				t.Fatalf("path %d, %d rows, row %d: residual stream relative error %.2e", path, m, i, e)
 			}
 			got16 := make([]float32, C)
 			for n := range C {
 				got16[n] = halfToFloat(x16[i*C+n])
 			}
 			if e := relErr(got16, want); e > 1e-3 {
-				t.Fatalf("%d rows, row %d: its fp16 copy relative error %.2e", m, i, e)
+				t.Fatalf("path %d, %d rows, row %d: its fp16 copy relative error %.2e", path, m, i, e)
 			}
 			// The statistics of each part of the row.
-			bn := 32 * sg.proj.nt // the projection's block of columns
+			bn := C / parts // the projection's block of columns
 			for p := range C / bn {
 				var pm, p2 float64
 				for _, v := range want[p*bn : (p+1)*bn] {
@@ -172,7 +179,7 @@ func TestFoldedEpilogues(t *testing.T) {
 				}
 				got := stats[2*(i*stride+p) : 2*(i*stride+p)+2]
 				if math.Abs(float64(got[0])-pm) > 1e-4*(1+math.Abs(pm)) || math.Abs(float64(got[1])-p2) > 1e-4*p2 {
-					t.Errorf("%d rows, row %d, part %d: statistics %v, want (%v, %v)", m, i, p, got, pm, p2)
+					t.Errorf("path %d, %d rows, row %d, part %d: statistics %v, want (%v, %v)", path, m, i, p, got, pm, p2)
 				}
 			}
 			var mean, v2 float64
@@ -192,7 +199,7 @@ func TestFoldedEpilogues(t *testing.T) {
 				}
 			}
 			if e := relErr(qkv[i*3*C:(i+1)*3*C], wantQ); e > 3e-3 {
-				t.Errorf("%d rows, row %d: ln_1(x) W relative error %.2e", m, i, e)
+				t.Errorf("path %d, %d rows, row %d: ln_1(x) W relative error %.2e", path, m, i, e)
 			}
 			// h = gelu(ln_2(x) W + b).
 			wantH := make([]float64, F)
@@ -206,7 +213,7 @@ func TestFoldedEpilogues(t *testing.T) {
 				gotH[n] = halfToFloat(h[i*F+n])
 			}
 			if e := relErr(gotH, wantH); e > 3e-3 {
-				t.Fatalf("%d rows, row %d: gelu(ln_2(x) W + b) relative error %.2e", m, i, e)
+				t.Fatalf("path %d, %d rows, row %d: gelu(ln_2(x) W + b) relative error %.2e", path, m, i, e)
 			}
 		}
 	}

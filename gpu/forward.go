@@ -40,7 +40,7 @@ func (s *state) embed(p *stepPlan, prog *program) {
 	}
 	c, a, m, w := s.cfg, &s.act, &s.meta, s.wts
 	var stats cu.Ptr
-	if p.gemms == viaFolded {
+	if p.gemms.folded() {
 		stats = a.stats
 	}
 	prog.embedLN(a.x, a.xln, m.devAt(m.off.ids), m.devAt(m.off.pos), w.wte, w.wpe, w.layers[0].ln1w, w.layers[0].ln1b,
@@ -51,18 +51,17 @@ func (s *state) embed(p *stepPlan, prog *program) {
 // the residual add + ln_2 into xln (folded: the residual add in the projection's epilogue, ln_2
 // in the MLP's first GEMM).
 func (s *state) attentionBlock(p *stepPlan, l int, prog *program) {
-	c, a, m, L, sg := s.cfg, &s.act, &s.meta, &s.wts.layers[l], &s.caps.small
+	c, a, m, L := s.cfg, &s.act, &s.meta, &s.wts.layers[l]
 	C, NH, n, eps := c.NEmbd, c.NHead, p.rows, c.Eps
-	switch p.gemms {
-	case viaFolded: // ln_1 in the epilogue, from the statistics of the embedding or the last layer's MLP
+	switch {
+	case p.gemms.folded(): // ln_1 in the epilogue, from the statistics of the embedding or the last layer's MLP
 		parts := C / foldParts
 		if l > 0 {
-			parts = C / (32 * sg.fcProj.nt)
+			parts = s.resParts(p, gemmFCProj)
 		}
-		prog.smallGEMM("gemm qkv", p.pdl, a.y, a.xln, L.attnWp, n, C, 3*C, sg.qkv,
-			gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts}, C, eps)
-	case viaSmall:
-		prog.smallGEMM("gemm qkv", p.pdl, a.y, a.xln, L.attnWp, n, C, 3*C, sg.qkv, gemmEpi{}, C, eps)
+		s.layerGEMM(p, prog, L, gemmQKV, a.y, a.xln, gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts})
+	case p.gemms == viaSmall:
+		s.layerGEMM(p, prog, L, gemmQKV, a.y, a.xln, gemmEpi{})
 	default:
 		prog.gemm("gemm qkv", a.y, a.xln, L.attnW, p.m, C, 3*C)
 	}
@@ -75,13 +74,12 @@ func (s *state) attentionBlock(p *stepPlan, l int, prog *program) {
 		prog.qkvBiasKV(p.pdl, a.qkv, a.y, L.attnB, kc, vc, slot, C, n)
 		prog.attention(p.pdl, s.opt.Paged, a.att, a.qkv, kc, vc, tokSeq, pos, tables, width, bs, C, NH, scale, n)
 	}
-	switch p.gemms {
-	case viaFolded:
-		prog.smallGEMM("gemm attn proj", p.pdl, a.x, a.att, L.projWp, n, C, C, sg.proj,
-			gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln}, C, eps)
+	switch {
+	case p.gemms.folded():
+		s.layerGEMM(p, prog, L, gemmProj, a.x, a.att, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln})
 		return
-	case viaSmall:
-		prog.smallGEMM("gemm attn proj", p.pdl, a.y, a.att, L.projWp, n, C, C, sg.proj, gemmEpi{}, C, eps)
+	case p.gemms == viaSmall:
+		s.layerGEMM(p, prog, L, gemmProj, a.y, a.att, gemmEpi{})
 	default:
 		prog.gemmSplitK("gemm attn proj", a.y, a.att, L.projW, p.m, C, C, p.projSplits)
 	}
@@ -93,23 +91,22 @@ func (s *state) attentionBlock(p *stepPlan, l int, prog *program) {
 // add and the next norm's statistics in the second GEMM's epilogue, except in the last layer,
 // whose plain product goes through the final norm's kernel).
 func (s *state) mlpBlock(p *stepPlan, l int, prog *program) {
-	c, w, a, sg := s.cfg, s.wts, &s.act, &s.caps.small
+	c, w, a := s.cfg, s.wts, &s.act
 	L, last := &w.layers[l], l+1 == c.NLayer
 	C, F, n, eps, m := c.NEmbd, c.Inner, p.rows, c.Eps, p.m
-	switch p.gemms {
-	case viaFolded:
-		prog.smallGEMM("gemm fc", p.pdl, a.h, a.xln, L.fcWp, n, C, F, sg.fc,
-			gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: C / (32 * sg.proj.nt)}, C, eps)
+	switch {
+	case p.gemms.folded():
+		s.layerGEMM(p, prog, L, gemmFC, a.h, a.xln,
+			gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: s.resParts(p, gemmProj)})
 		if !last {
-			prog.smallGEMM("gemm fc proj", p.pdl, a.x, a.h, L.fcProjWp, n, F, C, sg.fcProj,
-				gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln}, C, eps)
+			s.layerGEMM(p, prog, L, gemmFCProj, a.x, a.h, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln})
 			return
 		}
-		prog.smallGEMM("gemm fc proj", p.pdl, a.y, a.h, L.fcProjWp, n, F, C, sg.fcProj, gemmEpi{}, C, eps)
+		s.layerGEMM(p, prog, L, gemmFCProj, a.y, a.h, gemmEpi{})
 		m = n // the plain product's rows
-	case viaSmall:
-		prog.smallGEMM("gemm fc", p.pdl, a.h, a.xln, L.fcWp, n, C, F, sg.fc, gemmEpi{kind: epiGELU, bias: L.fcB}, C, eps)
-		prog.smallGEMM("gemm fc proj", p.pdl, a.y, a.h, L.fcProjWp, n, F, C, sg.fcProj, gemmEpi{}, C, eps)
+	case p.gemms == viaSmall:
+		s.layerGEMM(p, prog, L, gemmFC, a.h, a.xln, gemmEpi{kind: epiGELU, bias: L.fcB})
+		s.layerGEMM(p, prog, L, gemmFCProj, a.y, a.h, gemmEpi{})
 	default:
 		if p.fc != nil { // cuBLASLt adds the bias, applies GELU and writes h itself
 			prog.ltFC(a.h, a.xln, L.fcW, L.fcBh, m, C, F, p.fc)
@@ -126,6 +123,53 @@ func (s *state) mlpBlock(p *stepPlan, l int, prog *program) {
 	}
 	mt := &s.meta
 	prog.residualLNLast(p.pdl, a.x, a.y, p.fcProjSplits, m*C, L.fcProjB, w.lnfw, w.lnfb, a.xlast, mt.devAt(mt.off.last), C, eps, p.seqs)
+}
+
+// layerGEMM names one of a layer's four weight GEMMs.
+type layerGEMM uint8
+
+const (
+	gemmQKV    layerGEMM = iota // (C, 3C)
+	gemmProj                    // attention's output projection (C, C)
+	gemmFC                      // the MLP's first (C, F)
+	gemmFCProj                  // the MLP's second (F, C)
+)
+
+// layerGEMM appends layer L's GEMM g, y = x W through epilogue e, on the step's small-step path:
+// small_gemm (viaSmall, viaFolded) or wg_gemm (viaWG), from W's packed copy for that path.
+func (s *state) layerGEMM(p *stepPlan, prog *program, L *devLayer, g layerGEMM, y, x cu.Ptr, e gemmEpi) {
+	C, F := s.cfg.NEmbd, s.cfg.Inner
+	sg, wg := &s.caps.small, &s.caps.wg
+	shape := [...]struct {
+		name     string
+		in, out  int
+		mma, wgp cu.Ptr
+		sp       smallPlan
+		wp       wgPlan
+	}{
+		gemmQKV:    {"gemm qkv", C, 3 * C, L.attnWp, L.attnWg, sg.qkv, wg.qkv},
+		gemmProj:   {"gemm attn proj", C, C, L.projWp, L.projWg, sg.proj, wg.proj},
+		gemmFC:     {"gemm fc", C, F, L.fcWp, L.fcWg, sg.fc, wg.fc},
+		gemmFCProj: {"gemm fc proj", F, C, L.fcProjWp, L.fcProjWg, sg.fcProj, wg.fcProj},
+	}[g]
+	if p.gemms == viaWG {
+		prog.wgGEMM(shape.name, p.pdl, y, x, shape.wgp, p.rows, shape.in, shape.out, shape.wp, e, C, s.cfg.Eps)
+		return
+	}
+	prog.smallGEMM(shape.name, p.pdl, y, x, shape.mma, p.rows, shape.in, shape.out, shape.sp, e, C, s.cfg.Eps)
+}
+
+// resParts is the statistics pairs a row gets from GEMM g's residual epilogue on the step's
+// folded path: one per block of columns.
+func (s *state) resParts(p *stepPlan, g layerGEMM) int {
+	C := s.cfg.NEmbd
+	switch {
+	case p.gemms == viaWG:
+		return C / wgBN
+	case g == gemmProj:
+		return C / (32 * s.caps.small.proj.nt)
+	}
+	return C / (32 * s.caps.small.fcProj.nt)
 }
 
 // head appends the LM head on the final-normed last rows (xlast) and the sampler.

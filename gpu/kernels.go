@@ -4,6 +4,7 @@ package gpu
 
 import (
 	_ "embed"
+	"fmt"
 
 	"rosetop/gpu/cu"
 )
@@ -32,13 +33,21 @@ var ptxGEMM string
 //go:embed kernels/gemm.fatbin
 var fatbinGEMM string
 
-// module is one of the three kernel modules.
+// The sm_90a module (wgmma, bulk copies) is a fatbin of sm_90a SASS alone, made on a machine with
+// a newer nvcc by scripts/gen-sm90a.sh: drivers that cannot load it (older than its toolkit) and
+// GPUs other than Hopper refuse it, and the runner goes on without it (loadKernels).
+//
+//go:embed kernels/gemm_sm90a.fatbin
+var fatbinWG string
+
+// module is one of the kernel modules.
 type module int
 
 const (
 	modGPT2   module = iota // kernels/gpt2.cu: norms, attention, metadata
 	modSample               // kernels/sample.cu: the samplers
 	modGEMM                 // kernels/gemm.cu: small_gemm (sm_90 only)
+	modWG                   // kernels/gemm_sm90a.cu: wg_gemm (sm_90a only; optional)
 	numModules
 )
 
@@ -64,8 +73,9 @@ const (
 	kArgmaxPart
 	kArgmaxNext
 	kSample
-	kSmallGEMM // the first of small_gemm's: 2 tiles a warp (nt) times numEpilogues (smallGEMMKernel)
-	numKernels = kSmallGEMM + 2*kernelID(numEpilogues)
+	kSmallGEMM                                         // the first of small_gemm's: 2 tiles a warp (nt) times numEpilogues (smallGEMMKernel)
+	kWGGEMM    = kSmallGEMM + 2*kernelID(numEpilogues) // the first of wg_gemm's: its epilogues (wgKernel)
+	numKernels = kWGGEMM + kernelID(len(wgEpilogues))
 )
 
 // kernelNames are the kernels' names in their modules, by kernelID (read-only).
@@ -75,11 +85,14 @@ var kernelNames = [numKernels]string{
 	"attention_decode_contig", "meta_copy", "tables_refresh", "spin_ns", "argmax_part", "argmax_next", "sample",
 	"gemm_small_n1", "gemm_small_n1_gelu", "gemm_small_n1_ln", "gemm_small_n1_ln_gelu", "gemm_small_n1_res",
 	"gemm_small_n2", "gemm_small_n2_gelu", "gemm_small_n2_ln", "gemm_small_n2_ln_gelu", "gemm_small_n2_res",
+	"gemm_wg", "gemm_wg_ln", "gemm_wg_ln_gelu", "gemm_wg_res",
 }
 
 // module is the module k is in.
 func (k kernelID) module() module {
 	switch {
+	case k >= kWGGEMM:
+		return modWG
 	case k >= kSmallGEMM:
 		return modGEMM
 	case k >= kArgmaxPart:
@@ -94,32 +107,46 @@ func smallGEMMKernel(nt int, e epilogue) kernelID {
 	return kSmallGEMM + kernelID((nt-1)*int(numEpilogues)+int(e))
 }
 
-// loadKernels loads the modules (fatbin first, PTX when the driver refuses it) and looks up every
-// kernel. It returns which image loaded, for the ledger.
-func loadKernels(ctx *cu.Context) ([numKernels]cu.Kernel, string, error) {
+// loaded is what loadKernels loaded, for the ledger and caps.
+type loaded struct {
+	from string // which image of the core modules: the fatbin, or PTX through the JIT
+	wg   error  // why the sm_90a module did not load (nil: it did, and wg_gemm's kernels are set)
+}
+
+// loadKernels loads the core modules (fatbin first, PTX when the driver refuses it) and the
+// sm_90a module where the driver takes it, and looks up every kernel of the modules it loaded.
+func loadKernels(ctx *cu.Context) ([numKernels]cu.Kernel, loaded, error) {
 	var ks [numKernels]cu.Kernel
 	var mods [numModules]cu.Module
-	from := "fatbin (sm_80/sm_90 SASS, compute_80 PTX)"
-	names := [numModules]string{"gpt2", "sample", "gemm"}
-	for i, imgs := range [numModules][2]string{{fatbinGPT2, ptxGPT2}, {fatbinSample, ptxSample}, {fatbinGEMM, ptxGEMM}} {
+	ld := loaded{from: "fatbin (sm_80/sm_90 SASS, compute_80 PTX)"}
+	names := [modWG]string{"gpt2", "sample", "gemm"}
+	for i, imgs := range [modWG][2]string{{fatbinGPT2, ptxGPT2}, {fatbinSample, ptxSample}, {fatbinGEMM, ptxGEMM}} {
 		m, err := ctx.LoadModule(imgs[0], names[i]+".fatbin")
 		if err != nil {
-			from = "PTX (JIT)"
+			ld.from = "PTX (JIT)"
 			m, err = ctx.LoadModule(imgs[1], names[i]+".ptx")
 		}
 		if err != nil {
-			return ks, "", err
+			return ks, ld, err
 		}
 		mods[i] = m
 	}
+	if ctx.Info().CC/10 != 9 {
+		ld.wg = fmt.Errorf("compute capability %d.%d is not Hopper", ctx.Info().CC/10, ctx.Info().CC%10)
+	} else {
+		mods[modWG], ld.wg = ctx.LoadModule(fatbinWG, "gemm_sm90a.fatbin")
+	}
 	for k := range numKernels {
+		if k.module() == modWG && ld.wg != nil {
+			continue
+		}
 		f, err := ctx.Function(mods[k.module()], kernelNames[k])
 		if err != nil {
-			return ks, "", err
+			return ks, ld, err
 		}
 		ks[k] = f
 	}
-	return ks, from, nil
+	return ks, ld, nil
 }
 
 // spin appends spin_ns (gpt2.cu): one thread holds the stream for ns nanoseconds, so that work

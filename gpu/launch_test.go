@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -73,7 +74,11 @@ func launchState(cfg Config, paged bool, c caps, lt bool) *state {
 func TestLaunchersMatchPTX(t *testing.T) {
 	params := map[string][]string{}
 	mods := map[string]module{}
-	for mod, ptx := range map[module]string{modGPT2: ptxGPT2, modSample: ptxSample, modGEMM: ptxGEMM} {
+	wgPTX, err := os.ReadFile("kernels/gemm_sm90a.ptx") // never loaded, so not embedded
+	if err != nil {
+		t.Fatal(err)
+	}
+	for mod, ptx := range map[module]string{modGPT2: ptxGPT2, modSample: ptxSample, modGEMM: ptxGEMM, modWG: string(wgPTX)} {
 		for k, v := range ptxParams(t, ptx) {
 			params[k], mods[k] = v, mod
 		}
@@ -118,10 +123,14 @@ func TestLaunchersMatchPTX(t *testing.T) {
 		{"small_gemm, warp rows, wide blocks", wide, caps{small: planLayer(wide.NEmbd, wide.Inner, 1), smallRows: 64, pdl: true}, false},
 		{"folded", wide, caps{small: planLayer(wide.NEmbd, wide.Inner, 132), smallRows: 64, pdl: true, fold: true}, false},
 		{"folded, wide blocks", wide, caps{small: planLayer(wide.NEmbd, wide.Inner, 1), smallRows: 64, pdl: true, fold: true}, false},
+		// small_gemm for 1-2 rows, wg_gemm above; wg_gemm alone.
+		{"wg_gemm", wide, caps{small: planLayer(wide.NEmbd, wide.Inner, 132), smallRows: 2, fold: true, wg: planWGLayer(wide.NEmbd, wide.Inner),
+			wgRows: 64, pdl: true}, false},
+		{"wg_gemm only", wide, caps{wg: planWGLayer(wide.NEmbd, wide.Inner), wgRows: 64, pdl: true}, false},
 	}
 	for _, path := range paths {
-		if path.caps.smallRows > 0 && !path.caps.small.on {
-			t.Fatalf("%s: no small_gemm plans for %+v", path.name, path.cfg)
+		if path.caps.smallRows > 0 && !path.caps.small.on || path.caps.wgRows > 0 && !path.caps.wg.on {
+			t.Fatalf("%s: no small_gemm or wg_gemm plans for %+v", path.name, path.cfg)
 		}
 		for _, paged := range []bool{false, true} {
 			s := launchState(path.cfg, paged, path.caps, path.lt)

@@ -47,8 +47,8 @@ func (s *state) openLt() error {
 	C, F := s.cfg.NEmbd, s.cfg.Inner
 	tuned := 0
 	for _, m := range gemmRowClasses(s.opt.MaxTokens) {
-		if s.caps.useSmall(m) {
-			continue // small_gemm runs these rows' fc GEMM
+		if !s.caps.onCuBLAS(m) {
+			continue // small_gemm or wg_gemm runs these rows' fc GEMM
 		}
 		// Column-major h^T(F, m) = fcW^T(F, C) xln^T(C, m), fp16 out, bias then GELU.
 		p, err := s.ctx.NewPlan(lib, F, m, C, true, cu.LtBiasGELU)

@@ -70,7 +70,7 @@ func (p *program) smallGEMM(name string, pdl bool, y, x, wp cu.Ptr, m, in, out i
 		p.fail(fmt.Errorf("gpu: small_gemm for %d rows, want 1..%d", m, smallMaxRows))
 		return
 	}
-	p.launchCluster(name, smallGEMMKernel(sp.nt, e.kind), out/(32*sp.nt), sp.splits, smallThreads, smallShared(m, sp), pdl, sp.splits,
+	p.launchCluster(name, smallGEMMKernel(sp.nt, e.kind), out/(32*sp.nt), sp.splits, smallThreads, smallShared(m, sp), pdl, 1, sp.splits,
 		cu.P(y), cu.P(x), cu.P(wp), cu.P(e.bias), cu.I(m), cu.I(out), cu.I(in), cu.I(sp.kp), cu.P(e.colc), cu.P(e.stats),
 		cu.I(e.parts), cu.I(statStride(C)), cu.F(eps), cu.P(e.x16))
 }

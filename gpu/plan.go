@@ -4,23 +4,51 @@ package gpu
 
 import (
 	"fmt"
+	"strings"
 
 	"rosetop/gpu/cu"
 )
 
 // caps are the paths this device and its libraries allow the runner, fixed at Open: on Hopper the
 // layer GEMMs of small steps on small_gemm, with programmatic dependent launch and the norms
-// folded into them; elsewhere cuBLAS. Tests narrow them through openWith.
+// folded into them, and those of steps up to 64 rows on wg_gemm where its sm_90a module loads;
+// elsewhere cuBLAS. Tests narrow them through openWith.
 type caps struct {
-	small     smallGEMMs // small_gemm's plans of the layer GEMMs; small.on false: cuBLAS only
+	small     smallGEMMs // small_gemm's plans of the layer GEMMs; small.on false: not used
 	smallRows int        // steps of up to this many GEMM rows (at most smallMaxRows) run on small_gemm
 	fold      bool       // small_gemm steps fold their norms and residual adds into the GEMMs (fold.go)
+	wg        wgGEMMs    // wg_gemm's plans (always folded); wg.on false: not used
+	wgRows    int        // steps of more rows than small_gemm's and up to this many (at most wgMaxRows) run on wg_gemm
 	pdl       bool       // programmatic dependent launch (Hopper with cuLaunchKernelEx)
 	lt        bool       // the fc GEMM of cuBLAS steps through cuBLASLt when it loads (lt.go)
 }
 
 // useSmall reports whether a step's layer GEMMs of m rows run on small_gemm.
 func (c *caps) useSmall(m int) bool { return c.small.on && m <= min(c.smallRows, smallMaxRows) }
+
+// useWG reports whether a step's layer GEMMs of m rows run on wg_gemm.
+func (c *caps) useWG(m int) bool { return c.wg.on && !c.useSmall(m) && m <= min(c.wgRows, wgMaxRows) }
+
+// onCuBLAS reports whether a step's layer GEMMs of m rows run on cuBLAS.
+func (c *caps) onCuBLAS(m int) bool { return !c.useSmall(m) && !c.useWG(m) }
+
+// gemmPath names the layer GEMMs' paths, for the header and the ledger.
+func (c *caps) gemmPath() string {
+	var parts []string
+	lo := 1
+	if c.small.on {
+		hi := min(c.smallRows, smallMaxRows)
+		parts, lo = append(parts, fmt.Sprintf("%d-%d rows small_gemm", lo, hi)), hi+1
+	}
+	if c.wg.on && lo <= min(c.wgRows, wgMaxRows) {
+		hi := min(c.wgRows, wgMaxRows)
+		parts, lo = append(parts, fmt.Sprintf("%d-%d wg_gemm (sm_90a)", lo, hi)), hi+1
+	}
+	if len(parts) == 0 {
+		return "cuBLAS GEMMs"
+	}
+	return strings.Join(append(parts, fmt.Sprintf("%d+ cuBLAS", lo)), ", ")
+}
 
 // layerGEMMs is how a step runs its layers' GEMMs.
 type layerGEMMs uint8
@@ -29,7 +57,11 @@ const (
 	viaCuBLAS layerGEMMs = iota // cuBLAS (the fc GEMM through cuBLASLt when planned), norms of their own
 	viaSmall                    // small_gemm, norms of their own
 	viaFolded                   // small_gemm with the norms and residual adds in its epilogues
+	viaWG                       // wg_gemm, folded as viaFolded
 )
+
+// folded reports whether the norms and residual adds live in the GEMMs' epilogues.
+func (g layerGEMMs) folded() bool { return g == viaFolded || g == viaWG }
 
 // stepKind is what a step's program holds besides the forward pass.
 type stepKind uint8
@@ -67,6 +99,8 @@ func (s *state) newPlan(rows, seqs int, greedy bool, k stepKind, alt bool) (step
 	p := stepPlan{rows: rows, seqs: seqs, m: gemmRows(rows), mHead: gemmRows(seqs), decode: rows == seqs, greedy: greedy,
 		projSplits: 1, fcProjSplits: 1, upload: k != predictedStep, advance: k != eagerStep, next: s.meta.nextDev}
 	switch {
+	case c.useWG(p.m):
+		p.gemms = viaWG
 	case c.useSmall(p.m) && c.fold:
 		p.gemms = viaFolded
 	case c.useSmall(p.m):
@@ -80,7 +114,7 @@ func (s *state) newPlan(rows, seqs int, greedy bool, k stepKind, alt bool) (step
 		}
 	}
 	p.pdl = c.pdl && p.gemms != viaCuBLAS
-	p.embedNext = p.advance && greedy && rowWarp(C) && p.gemms != viaFolded
+	p.embedNext = p.advance && greedy && rowWarp(C) && !p.gemms.folded()
 	p.embedded = k == predictedStep && p.embedNext
 	if alt {
 		p.next = s.meta.nextAltDev

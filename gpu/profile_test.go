@@ -29,6 +29,7 @@ func TestProfileDecodeGPT2(t *testing.T) {
 			narrow []func(*caps)
 		}{
 			{"default", nil},
+			{"without wg_gemm", []func(*caps){noWG}},
 			{"small_gemm + PDL", []func(*caps){smallTo64}},
 			{"small_gemm + PDL, norms not folded", []func(*caps){smallTo64, noFold}},
 			{"small_gemm, no PDL", []func(*caps){smallTo64, noPDL}},
@@ -41,9 +42,10 @@ func TestProfileDecodeGPT2(t *testing.T) {
 			profileStepOps(t, w, B, false)
 		}
 	}
-	// Where small_gemm's step stops beating cuBLAS's (smallDefaultRows).
+	// Where small_gemm's step stops beating cuBLAS's and wg_gemm's (smallDefaultRows).
 	for _, B := range []int{2, 4, 8, 16, 24, 32, 48} {
 		profileGraph(t, w, B, "small_gemm + PDL", smallTo64)
+		profileGraph(t, w, B, "wg_gemm", wgOnly)
 		profileGraph(t, w, B, "cuBLAS", cublasOnly)
 	}
 	profileLaunch(t, w)

@@ -31,10 +31,10 @@ type op struct {
 	shmem  int      // dynamic shared memory, bytes
 	// ex: through cuLaunchKernelEx, with programmatic dependent launch (pdl: the kernel may start
 	// while the previous one ends; it waits for it before reading its output) and in clusters of
-	// (1, cluster, 1) blocks; else cuLaunchKernel.
-	ex, pdl bool
-	cluster int
-	a0, a1  int // its arguments: program.args[a0:a1]
+	// (clusterX, clusterY, 1) blocks (0 counts as 1); else cuLaunchKernel.
+	ex, pdl            bool
+	clusterX, clusterY int
+	a0, a1             int // its arguments: program.args[a0:a1]
 	// GEMMs: y(m, out) = x(m, in) w.
 	y, x, w, bias      cu.Ptr
 	m, in, out, splits int
@@ -60,13 +60,13 @@ func (p *program) fail(err error) {
 // launch appends kernel k on a grid (gx, gy) of block threads with shmem bytes of dynamic shared
 // memory, with programmatic dependent launch when pdl (cuLaunchKernelEx), else plainly.
 func (p *program) launch(name string, k kernelID, gx, gy, block, shmem int, pdl bool, args ...cu.Arg) {
-	p.add(op{name: name, kind: opLaunch, k: k, gx: gx, gy: gy, block: block, shmem: shmem, ex: pdl, pdl: pdl, cluster: 1}, args)
+	p.add(op{name: name, kind: opLaunch, k: k, gx: gx, gy: gy, block: block, shmem: shmem, ex: pdl, pdl: pdl, clusterY: 1}, args)
 }
 
-// launchCluster appends kernel k through cuLaunchKernelEx in clusters of (1, cluster, 1) blocks,
+// launchCluster appends kernel k through cuLaunchKernelEx in clusters of (cx, cy, 1) blocks,
 // with programmatic dependent launch when pdl.
-func (p *program) launchCluster(name string, k kernelID, gx, gy, block, shmem int, pdl bool, cluster int, args ...cu.Arg) {
-	p.add(op{name: name, kind: opLaunch, k: k, gx: gx, gy: gy, block: block, shmem: shmem, ex: true, pdl: pdl, cluster: cluster}, args)
+func (p *program) launchCluster(name string, k kernelID, gx, gy, block, shmem int, pdl bool, cx, cy int, args ...cu.Arg) {
+	p.add(op{name: name, kind: opLaunch, k: k, gx: gx, gy: gy, block: block, shmem: shmem, ex: true, pdl: pdl, clusterX: cx, clusterY: cy}, args)
 }
 
 // add appends o with its kernel arguments.
@@ -102,7 +102,7 @@ func (s *state) enqueue(o *op, args []cu.Arg) error {
 		return ctx.LtMatmul(s.lt.lib, o.fc.p, o.fc.algo, o.w, o.x, o.y, o.bias)
 	}
 	if o.ex {
-		return ctx.LaunchEx(s.k[o.k], o.gx, o.gy, o.block, o.shmem, o.pdl, o.cluster, args[o.a0:o.a1])
+		return ctx.LaunchEx(s.k[o.k], o.gx, o.gy, o.block, o.shmem, o.pdl, o.clusterX, o.clusterY, args[o.a0:o.a1])
 	}
 	return ctx.Launch(s.k[o.k], o.gx, o.gy, o.block, o.shmem, args[o.a0:o.a1])
 }

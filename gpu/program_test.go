@@ -53,11 +53,14 @@ func describe(b *strings.Builder, p *program) {
 		case opLtFC:
 			fmt.Fprintf(b, "lt %x %x %x %x %d\n", o.y, o.x, o.w, o.bias, o.fc.algo)
 		default:
-			cluster := 0
-			if o.ex {
-				cluster = o.cluster
+			cluster := "0"
+			switch {
+			case o.ex && o.clusterX > 1:
+				cluster = fmt.Sprintf("%dx%d", o.clusterX, o.clusterY)
+			case o.ex:
+				cluster = fmt.Sprint(o.clusterY)
 			}
-			fmt.Fprintf(b, "%s %d %d %d %d %v %v %d", kernelNames[o.k], o.gx, o.gy, o.block, o.shmem, o.ex, o.pdl, cluster)
+			fmt.Fprintf(b, "%s %d %d %d %d %v %v %s", kernelNames[o.k], o.gx, o.gy, o.block, o.shmem, o.ex, o.pdl, cluster)
 			for _, a := range p.args[o.a0:o.a1] {
 				fmt.Fprintf(b, " %x", a)
 			}
@@ -87,6 +90,10 @@ func TestStepProgramsGolden(t *testing.T) {
 		{"folded", func(c Config) caps {
 			g := planLayer(c.NEmbd, c.Inner, 132)
 			return caps{small: g, smallRows: 64, pdl: true, fold: folds(c.NEmbd, g)}
+		}, false},
+		{"wg", func(c Config) caps {
+			g := planLayer(c.NEmbd, c.Inner, 132)
+			return caps{small: g, smallRows: 32, pdl: true, fold: folds(c.NEmbd, g), wg: planWGLayer(c.NEmbd, c.Inner), wgRows: 64}
 		}, false},
 		{"folded-nopdl", func(c Config) caps {
 			g := planLayer(c.NEmbd, c.Inner, 132)

@@ -146,6 +146,9 @@ func openWith(cfg Config, w *Weights, opt Options, narrow func(*caps)) (*Runner,
 		}
 	}
 	r.device = fmt.Sprintf("cuda: %s", st.ctx.Info().Name)
+	if st.caps.wg.on {
+		r.device += " (sm_90a GEMMs)" // the header names the path: wg_gemm loaded and used
+	}
 	r.blockSize, r.numBlocks, r.tableWide = st.kv.bs, st.kv.numBlocks, st.kv.width
 	return r, nil
 }

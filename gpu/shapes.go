@@ -57,7 +57,7 @@ func (s *state) warmGEMMs() error {
 	classes := gemmRowClasses(s.opt.MaxTokens)
 	calls := 0
 	for _, m := range classes {
-		n, err := s.warmClass(m, !s.caps.useSmall(m), m <= gemmRows(s.opt.MaxBatch))
+		n, err := s.warmClass(m, s.caps.onCuBLAS(m), m <= gemmRows(s.opt.MaxBatch))
 		if err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ func (s *state) prewarm() error {
 	t0 := time.Now()
 	calls, classes := 0, 0
 	for _, m := range gemmRowClasses(s.opt.MaxTokens) {
-		layers := !s.warmLayers[m] && !s.caps.useSmall(m)
+		layers := !s.warmLayers[m] && s.caps.onCuBLAS(m)
 		head := !s.warmHead[m] && m <= gemmRows(s.opt.MaxBatch)
 		if !layers && !head {
 			continue
@@ -111,7 +111,7 @@ func (s *state) prewarm() error {
 // (never inside a graph capture; decode graphs run their first step eagerly in graphFor).
 func (s *state) ensureWarm(n, nb int) error {
 	mT, mB := gemmRows(n), gemmRows(nb)
-	layers, head := !s.warmLayers[mT] && !s.caps.useSmall(mT), !s.warmHead[mB]
+	layers, head := !s.warmLayers[mT] && s.caps.onCuBLAS(mT), !s.warmHead[mB]
 	if !layers && !head {
 		return nil
 	}

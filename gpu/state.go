@@ -63,20 +63,25 @@ func (s *state) open(w *Weights, narrow func(*caps)) error {
 	s.ctx = ctx
 	s.record("CUDA context", ctx.Info().Name, took)
 	t0 := time.Now()
-	var from string
-	if s.k, from, err = loadKernels(ctx); err != nil {
+	var ld loaded
+	if s.k, ld, err = loadKernels(ctx); err != nil {
 		return err
 	}
-	s.record("kernel module load", fmt.Sprintf("%d kernels from %s", numKernels, from), time.Since(t0))
+	detail := fmt.Sprintf("%d kernels from %s; sm_90a module loaded", numKernels, ld.from)
+	if ld.wg != nil {
+		detail = fmt.Sprintf("%d kernels from %s; sm_90a module not loaded: %v", int(numKernels)-len(wgEpilogues), ld.from, ld.wg)
+	}
+	s.record("kernel module load", detail, time.Since(t0))
 	t0 = time.Now()
 	blas, err := ctx.OpenBLAS()
 	if err != nil {
 		return err
 	}
 	s.record("cuBLAS init", blas, time.Since(t0))
-	if err = s.decideCaps(narrow); err != nil {
+	if err = s.decideCaps(narrow, ld.wg == nil); err != nil {
 		return err
 	}
+	s.record("decode GEMMs", s.caps.gemmPath(), 0)
 	if err = s.upload(w); err != nil {
 		return err
 	}
@@ -114,17 +119,28 @@ func (s *state) open(w *Weights, narrow func(*caps)) error {
 
 // decideCaps sets s.caps from the device: on Hopper (compute capability 9.x, a driver with
 // cuLaunchKernelEx) small_gemm for steps of up to smallDefaultRows rows, with PDL and, where the
-// width allows, the norms folded in; cuBLASLt everywhere. narrow, when not nil, then narrows them.
-func (s *state) decideCaps(narrow func(*caps)) error {
+// width allows, the norms folded in, and wg_gemm up to wgMaxRows rows where its module loaded
+// (wgLoaded); cuBLASLt everywhere. narrow, when not nil, then narrows them.
+func (s *state) decideCaps(narrow func(*caps), wgLoaded bool) error {
 	info, c := s.ctx.Info(), &s.caps
 	hopper := info.CC/10 == 9 && s.ctx.HasLaunchEx()
 	if hopper {
 		c.small = planLayer(s.cfg.NEmbd, s.cfg.Inner, info.SMs)
 	}
-	c.smallRows, c.pdl, c.lt = smallDefaultRows, hopper, true
+	if hopper && wgLoaded {
+		c.wg = planWGLayer(s.cfg.NEmbd, s.cfg.Inner)
+	}
+	c.smallRows, c.wgRows, c.pdl, c.lt = smallDefaultRows, wgMaxRows, hopper, true
 	c.fold = folds(s.cfg.NEmbd, c.small)
 	if narrow != nil {
 		narrow(c)
+	}
+	if c.wg.on {
+		ok, err := s.wgAttrs(c.wg, s.cfg.NEmbd, s.cfg.Inner)
+		if err != nil {
+			return err
+		}
+		c.wg.on = ok
 	}
 	if c.small.on {
 		ok, err := s.smallAttrs(c.small)
@@ -142,15 +158,21 @@ func (s *state) decideCaps(narrow func(*caps)) error {
 func (s *state) upload(w *Weights) error {
 	t0 := time.Now()
 	var err error
-	if s.wts, err = uploadWeights(s.ctx, s.cfg, w, s.caps.small.on, s.caps.fold); err != nil {
+	c := &s.caps
+	if s.wts, err = uploadWeights(s.ctx, s.cfg, w, packing{mma: c.small.on, fold: c.fold, wg: c.wg.on}); err != nil {
 		return fitErr(err)
 	}
 	detail := fmt.Sprintf("%d layers, %d MB", s.cfg.NLayer, s.wts.bytes>>20)
-	if s.caps.small.on {
+	switch {
+	case c.small.on && c.wg.on:
+		detail += ", with the layer matrices also packed for small_gemm and wg_gemm"
+	case c.small.on:
 		detail += ", with the layer matrices also packed for small_gemm"
+	case c.wg.on:
+		detail += ", with the layer matrices also packed for wg_gemm"
 	}
-	if s.caps.fold {
-		detail += " (the norms folded in)"
+	if c.fold || c.wg.on {
+		detail += " (the norms folded in)" // small_gemm's copies when c.fold; wg_gemm's always
 	}
 	s.record("weight upload", detail, time.Since(t0))
 	return nil

@@ -69,6 +69,8 @@ type devLayer struct {
 	// norms (fold.go) attnWp and fcWp hold gamma W of ln_1 and ln_2, and the vectors below the
 	// column sums of those and beta W (+ the MLP's bias).
 	attnWp, projWp, fcWp, fcProjWp cu.Ptr
+	// The same, packed for wg_gemm (wg.go); zero when it is not used.
+	attnWg, projWg, fcWg, fcProjWg cu.Ptr
 	qkvC, qkvD, fcC, fcD           cu.Ptr
 }
 
@@ -90,19 +92,27 @@ type tensorSpec struct {
 	name    string
 	cols    int // > 0: upload the (n/cols, cols) matrix transposed, rows padded to padRows
 	padRows int
-	mma     int       // > 0: upload the (n/mma, mma) matrix packed for small_gemm (packMMA)
+	mma     int       // > 0: upload the (n/mma, mma) matrix packed for small_gemm (packMMA) ...
+	wg      bool      // ... or, when wg, for wg_gemm (packWG)
 	scale   []float32 // packed only, if not nil: row k multiplied by scale[k] first (fold.go)
 }
 
+// packing is which packed copies of the layer matrices the upload adds.
+type packing struct {
+	mma  bool // small_gemm's (packMMA)
+	fold bool // small_gemm's copies with the norms folded in (fold.go)
+	wg   bool // wg_gemm's (packWG), always with the norms folded in
+}
+
 // uploadWeights checks every tensor's size, allocates one device buffer and copies the
-// parameters into it (matrices as fp16, vectors as fp32; with packed, each layer's four matrices
-// a second time in small_gemm's order, and with fold as well the folded norms' vectors).
-func uploadWeights(ctx *cu.Context, cfg Config, w *Weights, packed, fold bool) (*devWeights, error) {
+// parameters into it (matrices as fp16, vectors as fp32; each layer's four matrices again in each
+// packed order of pk, and with folded norms as well their vectors).
+func uploadWeights(ctx *cu.Context, cfg Config, w *Weights, pk packing) (*devWeights, error) {
 	if len(w.Layers) != cfg.NLayer {
 		return nil, fmt.Errorf("gpu: weights have %d layers, config says %d", len(w.Layers), cfg.NLayer)
 	}
 	d := &devWeights{layers: make([]devLayer, cfg.NLayer)}
-	specs, err := weightSpecs(cfg, w, d, packed, fold)
+	specs, err := weightSpecs(cfg, w, d, pk)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +149,7 @@ func uploadWeights(ctx *cu.Context, cfg Config, w *Weights, packed, fold bool) (
 }
 
 // weightSpecs lists every tensor of the device image with where its address goes in d.
-func weightSpecs(cfg Config, w *Weights, d *devWeights, packed, fold bool) ([]tensorSpec, error) {
+func weightSpecs(cfg Config, w *Weights, d *devWeights, pk packing) ([]tensorSpec, error) {
 	C, V, T := cfg.NEmbd, cfg.VocabSize, cfg.NPositions
 	specs := []tensorSpec{
 		f16Spec(&d.wte, w.WTE, V*C, "wte"), f16Spec(&d.wpe, w.WPE, T*C, "wpe"),
@@ -150,7 +160,7 @@ func weightSpecs(cfg Config, w *Weights, d *devWeights, packed, fold bool) ([]te
 		f32Spec(&d.lnfw, w.LNFW, C, "ln_f.weight"), f32Spec(&d.lnfb, w.LNFB, C, "ln_f.bias"),
 	}
 	var folded []foldedLayer
-	if packed && fold {
+	if (pk.mma && pk.fold) || pk.wg {
 		if err := checkNorms(cfg, w); err != nil {
 			return nil, err
 		}
@@ -161,14 +171,14 @@ func weightSpecs(cfg Config, w *Weights, d *devWeights, packed, fold bool) ([]te
 		if folded != nil {
 			fl = &folded[i]
 		}
-		specs = layerSpecs(specs, cfg, &w.Layers[i], &d.layers[i], fmt.Sprintf("h.%d.", i), packed, fl)
+		specs = layerSpecs(specs, cfg, &w.Layers[i], &d.layers[i], fmt.Sprintf("h.%d.", i), pk, fl)
 	}
 	return specs, nil
 }
 
-// layerSpecs appends layer s's tensors, named with prefix p, to specs: with packed also its
-// matrices in small_gemm's order, and with fl (folded norms) the norms folded into them.
-func layerSpecs(specs []tensorSpec, cfg Config, s *Layer, dl *devLayer, p string, packed bool, fl *foldedLayer) []tensorSpec {
+// layerSpecs appends layer s's tensors, named with prefix p, to specs: also its matrices in each
+// packed order of pk, and with fl (folded norms) the norms folded into them.
+func layerSpecs(specs []tensorSpec, cfg Config, s *Layer, dl *devLayer, p string, pk packing, fl *foldedLayer) []tensorSpec {
 	C, F := cfg.NEmbd, cfg.Inner
 	specs = append(specs,
 		f32Spec(&dl.ln1w, s.LN1W, C, p+"ln_1.weight"), f32Spec(&dl.ln1b, s.LN1B, C, p+"ln_1.bias"),
@@ -178,17 +188,24 @@ func layerSpecs(specs []tensorSpec, cfg Config, s *Layer, dl *devLayer, p string
 		f16Spec(&dl.fcW, s.FCW, C*F, p+"mlp.c_fc.weight"), f32Spec(&dl.fcB, s.FCB, F, p+"mlp.c_fc.bias"), f16Spec(&dl.fcBh, s.FCB, F, p+"mlp.c_fc.bias (fp16)"),
 		f16Spec(&dl.fcProjW, s.FCProjW, F*C, p+"mlp.c_proj.weight"), f32Spec(&dl.fcProjB, s.FCProjB, C, p+"mlp.c_proj.bias"),
 	)
-	if packed {
-		pk := func(dst *cu.Ptr, src []float32, n, cols int, name string, scale []float32) tensorSpec {
-			return tensorSpec{dst: dst, src: src, n: n, half: true, name: name + " (packed)", mma: cols, scale: scale}
+	for _, wg := range []bool{false, true} {
+		if (wg && !pk.wg) || (!wg && !pk.mma) {
+			continue
 		}
 		var g1, g2 []float32
-		if fl != nil {
+		if wg || pk.fold {
 			g1, g2 = s.LN1W, s.LN2W
 		}
+		dst, order := [4]*cu.Ptr{&dl.attnWp, &dl.projWp, &dl.fcWp, &dl.fcProjWp}, " (packed)"
+		if wg {
+			dst, order = [4]*cu.Ptr{&dl.attnWg, &dl.projWg, &dl.fcWg, &dl.fcProjWg}, " (packed for wgmma)"
+		}
+		packed := func(dst *cu.Ptr, src []float32, n, cols int, name string, scale []float32) tensorSpec {
+			return tensorSpec{dst: dst, src: src, n: n, half: true, name: name + order, mma: cols, wg: wg, scale: scale}
+		}
 		specs = append(specs,
-			pk(&dl.attnWp, s.AttnW, C*3*C, 3*C, p+"attn.c_attn.weight", g1), pk(&dl.projWp, s.AttnProjW, C*C, C, p+"attn.c_proj.weight", nil),
-			pk(&dl.fcWp, s.FCW, C*F, F, p+"mlp.c_fc.weight", g2), pk(&dl.fcProjWp, s.FCProjW, F*C, C, p+"mlp.c_proj.weight", nil),
+			packed(dst[0], s.AttnW, C*3*C, 3*C, p+"attn.c_attn.weight", g1), packed(dst[1], s.AttnProjW, C*C, C, p+"attn.c_proj.weight", nil),
+			packed(dst[2], s.FCW, C*F, F, p+"mlp.c_fc.weight", g2), packed(dst[3], s.FCProjW, F*C, C, p+"mlp.c_proj.weight", nil),
 		)
 	}
 	if fl != nil {
@@ -216,7 +233,7 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 	type piece struct {
 		s      *tensorSpec
 		off    int64
-		lo, hi int // elements [lo, hi) of src; rows [lo, hi) when transposed; n8 tiles when packed
+		lo, hi int // elements [lo, hi) of src; rows [lo, hi) when transposed; n8 tiles (64-column blocks for wgmma) when packed
 	}
 	var pieces []piece
 	const grain = 1 << 20
@@ -226,6 +243,8 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 		switch {
 		case s.cols > 0:
 			n, step = s.n/s.cols, max(grain/s.cols, 64)
+		case s.mma > 0 && s.wg: // 64-column blocks of K rows each
+			n, step = s.mma/wgBN, max(grain/(wgBN*(s.n/s.mma)), 1)
 		case s.mma > 0: // n8 column tiles of K rows each
 			n, step = s.mma/8, max(grain/(8*(s.n/s.mma)), 1)
 		}
@@ -249,6 +268,9 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 				case p.s.cols > 0:
 					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.stored())
 					toHalfT(h, p.s.src, p.s.cols, p.s.padRows, p.lo, p.hi)
+				case p.s.mma > 0 && p.s.wg:
+					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.n)
+					packWG(h, p.s.src, p.s.scale, p.s.n/p.s.mma, p.s.mma, p.lo, p.hi)
 				case p.s.mma > 0:
 					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.n)
 					packMMA(h, p.s.src, p.s.scale, p.s.n/p.s.mma, p.s.mma, p.lo, p.hi)

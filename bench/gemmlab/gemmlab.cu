@@ -1,10 +1,11 @@
 // gemmlab: GPT-2 124M's four layer GEMMs at M decode rows (fp16 in, fp32 out), timed as chains of
 // 24 distinct weight sets in CUDA graphs, on four paths: cuBLAS; gpu/kernels/gemm.cu's small_gemm
 // (mma.sync, weights in registers, K split over a cluster, partial tiles pulled through DSMEM);
-// and wg_gemm below, in its two reductions. It is the measuring bench of the decode step's next
-// GEMM (bench/RESULTS.md, "wgmma GEMMs for 64-row steps"), not a path of the engine.
+// lab_gemm below, in its two reductions; and the engine's gemm_wg (gpu/kernels/gemm_sm90a.cu,
+// lab_gemm's pushing form with the epilogues), plain epilogue, on the plans gpu/wg.go picks. It is
+// the measuring bench of the decode step's GEMMs (bench/RESULTS.md), not a path of the engine.
 //
-// wg_gemm: grid (N/64, S), cluster (CN, S, 1), 128 threads (one warpgroup), a block computes 64
+// lab_gemm: grid (N/64, S), cluster (CN, S, 1), 128 threads (one warpgroup), a block computes 64
 // columns over K/S of K:
 // - its weights are one contiguous slab of K/S x 64 halves, packed in wgmma's no-swizzle K-major
 //   layout (pack_wg), fetched by one bulk copy before griddepcontrol.wait;
@@ -15,8 +16,10 @@
 //   S tiles through DSMEM loads, a second barrier; PUSH: each block stores the rows others own
 //   into their slots with st.async, counted on the owner's mbarrier: no barrier after the products.
 //
-// Build and run on the GPU machine (nvcc 12+; wgmma needs sm_90a): bench/gemmlab/run.sh
+// Build and run on the GPU machine (nvcc 12+; wgmma needs sm_90a): bench/gemmlab/run.sh; "gemmlab ROWS
+// sweep" times every valid (CN, S) plan of lab_gemm with pushed partials.
 #include "../../gpu/kernels/gemm.cu"
+#include "../../gpu/kernels/gemm_sm90a.cu" // mbar_wait, wg_desc, wgmma_n64
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -44,38 +47,8 @@
 		}                                                                  \
 	} while (0)
 
-constexpr int BN = 64;     // columns a block
-constexpr int KSMAX = 384; // the longest K slice: 24 k16 steps of A in registers
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
-	uint32_t ok = 0;
-	while (!ok)
-		asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-		             : "=r"(ok)
-		             : "r"(bar), "r"(phase)
-		             : "memory");
-}
-
-// A shared-memory matrix descriptor, no swizzle: core matrices (8 rows of 16 bytes) 128 bytes
-// apart along K (the leading byte offset) and 256 bytes apart along N (the stride byte offset).
-__device__ __forceinline__ uint64_t wg_desc(uint32_t addr) {
-	return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(256 >> 4) << 32);
-}
-
-// d(64 x 64, f32) += a(64 x 16: this warp's 16 rows in registers) * b(16 x 64, shared, K-major).
-__device__ __forceinline__ void wgmma_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-	             "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-	             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-	             "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-	             "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-	               "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-	               "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-	               "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-	               "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
-}
+constexpr int BN = WG_BN;
+constexpr int KSMAX = WG_KSMAX;
 
 // Shared memory of a block: W's slab, X's slice (64 rows of KS + 8 halves; PULL: then the partial
 // tile, 64 rows of BN + 4 floats), PUSH: S slots of R rows of BN floats; three mbarriers.
@@ -87,7 +60,7 @@ int wgShared(bool push, int KS, int S) {
 }
 
 template <bool PUSH>
-__global__ void __launch_bounds__(128) wg_gemm(float *__restrict__ y, const half *__restrict__ x,
+__global__ void __launch_bounds__(128) lab_gemm(float *__restrict__ y, const half *__restrict__ x,
                                                const half *__restrict__ ws, int M, int N, int K, int CN) {
 #if __CUDA_ARCH__ >= 900
 	extern __shared__ __align__(16) unsigned char smem[];
@@ -273,8 +246,9 @@ static void pack_wg(uint16_t *dst, const uint16_t *W, int K, int N, int S) {
 
 int main(int argc, char **argv) {
 	const int M = argc > 1 ? atoi(argv[1]) : 64;
-	if (M < 1 || M > 64) {
-		fprintf(stderr, "gemmlab: rows %s, want 1..64\n", argv[1]);
+	const bool sweep = argc > 2 && strcmp(argv[2], "sweep") == 0;
+	if (M < 1 || M > 64 || (argc > 2 && !sweep)) {
+		fprintf(stderr, "usage: gemmlab [ROWS (1..64) [sweep]]\n");
 		return 2;
 	}
 	cudaDeviceProp prop;
@@ -323,7 +297,7 @@ int main(int argc, char **argv) {
 	for (int l = 0; l < LAYERS; l++) CK(cudaMalloc(&dy[l], (size_t)64 * 3072 * 4));
 	auto xin = [&](const Shape &s) { return s.K == 768 ? dx768 : dx3072; };
 
-	for (const void *k : {(const void *)gemm_small_n2, (const void *)wg_gemm<false>, (const void *)wg_gemm<true>}) {
+	for (const void *k : {(const void *)gemm_small_n2, (const void *)lab_gemm<false>, (const void *)lab_gemm<true>}) {
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 	}
@@ -430,8 +404,16 @@ int main(int argc, char **argv) {
 	struct Plan {
 		int si, CN, S;
 	};
-	const Plan plans[] = {{0, 1, 4}, {0, 2, 4}, {0, 4, 4}, {1, 1, 12}, {1, 4, 4}, {1, 2, 8}, {1, 4, 2}, {2, 1, 3},
-	                      {2, 4, 3}, {2, 8, 2}, {3, 1, 12}, {3, 2, 8}, {3, 1, 16}};
+	std::vector<Plan> plans = {{0, 1, 4}, {0, 2, 4}, {0, 4, 4}, {1, 1, 12}, {1, 4, 4}, {1, 2, 8}, {1, 4, 2}, {2, 1, 3},
+	                           {2, 4, 3}, {2, 8, 2}, {3, 1, 12}, {3, 2, 8}, {3, 1, 16}};
+	if (sweep) { // every plan: S slices of at most KSMAX, CN dividing the column blocks, CN * S <= 16
+		plans.clear();
+		for (int si = 0; si < 4; si++)
+			for (int S : {1, 2, 3, 4, 6, 8, 12, 16})
+				for (int CN : {1, 2, 4, 8})
+					if (shapes[si].K % (16 * S) == 0 && shapes[si].K / S <= KSMAX && shapes[si].N / BN % CN == 0 && CN * S <= 16)
+						plans.push_back({si, CN, S});
+	}
 	printf("\nwg_gemm + PDL: us a GEMM, pull | push (error)\n");
 	for (int si = 0; si < 4; si++) best[2][si] = 1e9f;
 	std::vector<half *> pw(LAYERS);
@@ -448,11 +430,12 @@ int main(int argc, char **argv) {
 		}
 		printf("%-7s CN %d x S %2d = %2d, %3d blocks:", s.name, p.CN, p.S, p.CN * p.S, s.N / BN * p.S);
 		for (bool push : {false, true}) {
+			if (sweep && !push) continue;
 			auto one = [&](int l, float *y, bool pdl) {
 				cudaLaunchConfig_t cfg;
 				cudaLaunchAttribute at[2];
 				config(cfg, at, dim3(s.N / BN, p.S), p.CN, p.S, wgShared(push, KS, p.S), pdl);
-				CK(cudaLaunchKernelEx(&cfg, push ? wg_gemm<true> : wg_gemm<false>, y, (const half *)xin(s),
+				CK(cudaLaunchKernelEx(&cfg, push ? lab_gemm<true> : lab_gemm<false>, y, (const half *)xin(s),
 				                      (const half *)pw[l], M, s.N, s.K, p.CN));
 			};
 			float us = timeGraph([&] {
@@ -467,6 +450,43 @@ int main(int argc, char **argv) {
 		printf("\n");
 		for (int l = 0; l < LAYERS; l++) CK(cudaFree(pw[l]));
 	}
+	// The engine's kernel on gpu/wg.go planWG's plans: the fewest K slices of at most KSMAX, the
+	// widest cluster row (up to 4) that divides the column blocks.
+	CK(cudaFuncSetAttribute(gemm_wg, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
+	CK(cudaFuncSetAttribute(gemm_wg, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+	printf("\ngemm_wg (engine) + PDL:");
+	float engine = 0;
+	for (int si = 0; si < 4; si++) {
+		const Shape &s = shapes[si];
+		int S = 1, CN = 4;
+		while (s.K % (16 * S) != 0 || s.K / S > KSMAX) S++;
+		while (s.N / BN % CN != 0 || CN * S > 16) CN /= 2;
+		const int KS = s.K / S, R = (M + S - 1) / S;
+		size_t n = (size_t)s.K * s.N;
+		std::vector<uint16_t> W(n), P(n);
+		for (int l = 0; l < LAYERS; l++) {
+			CK(cudaMemcpy(W.data(), row[si][l], n * 2, cudaMemcpyDeviceToHost));
+			pack_wg(P.data(), W.data(), s.K, s.N, S);
+			CK(cudaMalloc(&pw[l], n * 2));
+			CK(cudaMemcpy(pw[l], P.data(), n * 2, cudaMemcpyHostToDevice));
+		}
+		auto one = [&](int l, float *y, bool pdl) {
+			cudaLaunchConfig_t cfg;
+			cudaLaunchAttribute at[2];
+			config(cfg, at, dim3(s.N / BN, S), CN, S, KS * BN * 2 + 64 * (KS + 8) * 2 + S * R * BN * 4 + 512 + 24, pdl);
+			CK(cudaLaunchKernelEx(&cfg, gemm_wg, (void *)y, (const half *)xin(s), (const half *)pw[l], (const float *)nullptr,
+			                      M, s.N, s.K, CN, (const float *)nullptr, (float2 *)nullptr, 1, 1, 1e-5f, (half *)nullptr));
+		};
+		float us = timeGraph([&] {
+			for (int l = 0; l < LAYERS; l++) one(l, dy[l], true);
+		}) / LAYERS;
+		CK(cudaMemsetAsync(dy[0], 0xff, (size_t)64 * 3072 * 4, st));
+		one(0, dy[0], false);
+		printf("  %s CN %d x S %d %.2f (%.0e)", s.name, CN, S, us, check(si, dy[0]));
+		engine += us;
+		for (int l = 0; l < LAYERS; l++) CK(cudaFree(pw[l]));
+	}
+	printf("; a layer %.2f\n", engine);
 	printf("\nbest a layer (us): cuBLAS %.2f, small_gemm+PDL %.2f, wg_gemm %.2f; floor at 4.3 TB/s %.2f\n",
 	       best[0][0] + best[0][1] + best[0][2] + best[0][3], best[1][0] + best[1][1] + best[1][2] + best[1][3],
 	       best[2][0] + best[2][1] + best[2][2] + best[2][3], (2304 + 768 + 2 * 3072) * 768 * 2 / 4.3e6);

@@ -160,9 +160,9 @@ int w_haveLaunchEx(rt_api *a) { return a->cuLaunchKernelEx != NULL; }
 
 // w_launchEx launches f with programmatic dependent launch (pdl: the kernel may start before the
 // previous kernel on the stream ends, and waits for it with griddepcontrol.wait) and/or in
-// clusters of (1, clusterY, 1) blocks (clusterY > 1).
+// clusters of (clusterX, clusterY, 1) blocks (more than one).
 CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args,
-                    int pdl, unsigned clusterY) {
+                    int pdl, unsigned clusterX, unsigned clusterY) {
 	launch_attr at[2];
 	memset(at, 0, sizeof at);
 	unsigned n = 0;
@@ -171,9 +171,9 @@ CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned 
 		at[n].value.pss = 1;
 		n++;
 	}
-	if (clusterY > 1) {
+	if (clusterX * clusterY > 1) {
 		at[n].id = 4;
-		at[n].value.cluster.x = 1;
+		at[n].value.cluster.x = clusterX;
 		at[n].value.cluster.y = clusterY;
 		at[n].value.cluster.z = 1;
 		n++;

@@ -119,7 +119,7 @@ CUresult w_funcAttr(rt_api *a, CUfunction f, int attr, int v);
 CUresult w_launch(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args);
 int w_haveLaunchEx(rt_api *a);
 CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args,
-                    int pdl, unsigned clusterY);
+                    int pdl, unsigned clusterX, unsigned clusterY);
 CUresult w_beginCapture(rt_api *a, CUstream s);
 CUresult w_endCapture(rt_api *a, CUstream s, CUgraph *g);
 CUresult w_instantiate(rt_api *a, CUgraphExec *e, CUgraph g);

@@ -108,8 +108,8 @@ func (c *Context) Launch(k Kernel, gx, gy, bx, shmem int, args []Arg) error {
 // LaunchEx is Launch through cuLaunchKernelEx (HasLaunchEx): with pdl, the kernel may start while
 // the previous kernel on the stream is still running (programmatic dependent launch: such a
 // kernel waits with griddepcontrol.wait before it reads anything an earlier kernel wrote); with
-// clusterY > 1, in thread block clusters of (1, clusterY, 1).
-func (c *Context) LaunchEx(k Kernel, gx, gy, bx, shmem int, pdl bool, clusterY int, args []Arg) error {
+// clusterX * clusterY > 1, in thread block clusters of (clusterX, clusterY, 1).
+func (c *Context) LaunchEx(k Kernel, gx, gy, bx, shmem int, pdl bool, clusterX, clusterY int, args []Arg) error {
 	if err := c.setArgs(k, args); err != nil {
 		return err
 	}
@@ -117,9 +117,10 @@ func (c *Context) LaunchEx(k Kernel, gx, gy, bx, shmem int, pdl bool, clusterY i
 	if pdl {
 		p = 1
 	}
-	res := C.w_launchEx(c.a.c, k.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), c.stream, &c.args.ptrs[0], p, C.uint(clusterY))
+	res := C.w_launchEx(c.a.c, k.f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shmem), c.stream, &c.args.ptrs[0], p,
+		C.uint(max(clusterX, 1)), C.uint(max(clusterY, 1)))
 	if res != 0 {
-		return c.a.check(res, "cuLaunchKernelEx(%s, grid %dx%d, block %d, cluster 1x%d, pdl %v)", k.name, gx, gy, bx, clusterY, pdl)
+		return c.a.check(res, "cuLaunchKernelEx(%s, grid %dx%d, block %d, cluster %dx%d, pdl %v)", k.name, gx, gy, bx, clusterX, clusterY, pdl)
 	}
 	return nil
 }

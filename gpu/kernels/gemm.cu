@@ -1,6 +1,6 @@
 // rosetop's small-batch GEMM for Hopper: Y(M, N) = X(M, K) W(K, N) for the decode steps
 // (M <= 64 rows), fp16 X and W, fp32 accumulation on the tensor cores (mma.sync m16n8k16), with
-// one of the epilogues EPI_* below: the layer norms and residual adds of a decode step live in
+// one of the epilogues EPI_* (gemm.cuh): the layer norms and residual adds of a decode step live in
 // them (gpu/fold.go), so a layer is four GEMMs and the attention kernel, nothing else.
 //
 // At M <= 64 a GEMM is a stream of weights: 1-5 MB read once against a few hundred KB of X, so
@@ -18,14 +18,10 @@
 // up to 16 blocks (past the portable 8: the runtime allows it per kernel).
 // sm_90 only (clusters, griddepcontrol): the sm_80 and PTX builds trap, and the runtime uses this
 // kernel only on compute capability 9.x.
-#include <cuda_fp16.h>
-#include <stdint.h>
+#include "gemm.cuh"
 
 #define SG_THREADS 128
 #define SG_WARPS 4
-#define SG_MAX_CLUSTER 16 // gpu/mma.go smallMaxCluster
-
-#define SG_MAX_PARTS 16 // gpu/fold.go foldMaxParts: (mean, M2) pairs a row of stats
 
 // smallRegion is the bytes of X's slice (16*mt rows of KS halves, padded by 8) or, after the
 // products, of the partial tile (16*mt rows of BN floats, padded by 4): multiples of 256.
@@ -34,12 +30,6 @@ __host__ __device__ constexpr int smallRegion(int mt, int KS, int BN) {
 }
 
 #if __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(addr));
-}
-
 // mma16816: d += a(16x16, row) * b(16x8, col), fp16 in, fp32 accumulate. Registers only, so not
 // volatile: the compiler may schedule it between the (volatile, ordered) shared-memory loads.
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -48,36 +38,7 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
 	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-
-__device__ __forceinline__ void cluster_sync() {
-	asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-}
-
-// in_rank maps p, in this block's shared memory, to the same offset in cluster block rank's, as
-// a generic address: plain loads through it are ordinary memory accesses the compiler may batch
-// (they stay between the cluster barriers, which clobber memory).
-template <typename T> __device__ __forceinline__ const T *in_rank(const T *p, uint32_t rank) {
-	uint64_t r;
-	asm("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
-	return reinterpret_cast<const T *>(r);
-}
-
-__device__ __forceinline__ float gelu(float v) {
-	return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-}
 #endif
-
-// The epilogues. A layer norm y = LN(x) W + b is folded (gpu/fold.go): X is the row x itself in
-// fp16, W holds gamma * W, and with the row's mean and rstd, colc = the column sums of that W
-// and bias = beta W + b, LN(x) W + b = rstd * (x W - mean * colc) + bias. The row's mean and
-// rstd come from stats, pstride pairs a row: its first P are (mean, M2) of K/P channels each,
-// written by whoever wrote x (EPI_RES below, or embed_ln_warp).
-#define EPI_PLAIN 0   // y fp32 (M, N) = XW
-#define EPI_GELU 1    // y fp16 (M, N) = gelu(XW + bias)
-#define EPI_LN 2      // y fp32 (M, N) = rstd * (XW - mean * colc) + bias
-#define EPI_LN_GELU 3 // y fp16 (M, N) = gelu(rstd * (XW - mean * colc) + bias)
-#define EPI_RES 4     // y fp32 (M, N) += XW + bias (the residual stream); x16 = y in fp16; the
-                      // first gridDim.x stats of each row = (mean, M2) of each block's 32*NT columns
 
 // small_gemm: grid (N / (32*NT), S), cluster (1, S, 1), block 128; dynamic shared memory
 // smallRegion + 512 + R * 32*NT * 4 bytes (gpu/mma.go smallShared): X's slice, then the partial
@@ -139,28 +100,9 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 			asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(xr0 + 16 * i), "l"(src) : "memory");
 		}
 	}
-	// The LN epilogues: the mean and rstd of the rows this block writes, from each row's P
-	// (mean, M2) pairs, all loaded at once (Chan et al.'s pairwise combination, a fixed order).
-	if ((EPI == EPI_LN || EPI == EPI_LN_GELU) && (int)threadIdx.x < r1 - r0) { // signed: r1 < r0 past M
-		const float2 *st = stats + (size_t)(r0 + threadIdx.x) * pstride;
-		float2 v[SG_MAX_PARTS];
-		float mean = 0.f, m2 = 0.f, n = (float)(K / P);
-#pragma unroll
-		for (int p = 0; p < SG_MAX_PARTS; p++)
-			if (p < P) v[p] = st[p];
-#pragma unroll
-		for (int p = 0; p < SG_MAX_PARTS; p++)
-			if (p < P) mean += v[p].x;
-		mean /= P;
-#pragma unroll
-		for (int p = 0; p < SG_MAX_PARTS; p++) {
-			if (p < P) {
-				float d = v[p].x - mean;
-				m2 += v[p].y + n * d * d;
-			}
-		}
-		rowNorm[threadIdx.x] = make_float2(mean, rsqrtf(m2 / K + eps));
-	}
+	// The LN epilogues: the mean and rstd of the rows this block writes.
+	if ((EPI == EPI_LN || EPI == EPI_LN_GELU) && (int)threadIdx.x < r1 - r0) // signed: r1 < r0 past M
+		rowNorm[threadIdx.x] = row_norm(stats + (size_t)(r0 + threadIdx.x) * pstride, P, K, eps);
 	asm volatile("cp.async.wait_all;" ::: "memory");
 	__syncthreads();
 
@@ -234,45 +176,12 @@ __device__ __forceinline__ void small_gemm(void *__restrict__ y, const half *__r
 				s.w += v[q].w;
 			}
 		}
-		size_t o = (size_t)r * N + blockIdx.x * BN + c;
-		if (EPI == EPI_LN || EPI == EPI_LN_GELU) {
-			float2 nr = rowNorm[r - r0];
-			s.x = nr.y * (s.x - nr.x * cv.x);
-			s.y = nr.y * (s.y - nr.x * cv.y);
-			s.z = nr.y * (s.z - nr.x * cv.z);
-			s.w = nr.y * (s.w - nr.x * cv.w);
-		}
-		if (EPI != EPI_PLAIN) {
-			s.x += bv.x;
-			s.y += bv.y;
-			s.z += bv.z;
-			s.w += bv.w;
-		}
-		if (EPI == EPI_GELU || EPI == EPI_LN_GELU) {
-			half2 *h = reinterpret_cast<half2 *>(reinterpret_cast<half *>(y) + o);
-			h[0] = __floats2half2_rn(gelu(s.x), gelu(s.y));
-			h[1] = __floats2half2_rn(gelu(s.z), gelu(s.w));
-		} else if (EPI == EPI_RES) {
-			float4 xv = reinterpret_cast<const float4 *>(xres)[e];
-			s.x += xv.x;
-			s.y += xv.y;
-			s.z += xv.z;
-			s.w += xv.w;
-			*reinterpret_cast<float4 *>(reinterpret_cast<float *>(y) + o) = s;
-			half2 *h = reinterpret_cast<half2 *>(x16 + o);
-			h[0] = __floats2half2_rn(s.x, s.y);
-			h[1] = __floats2half2_rn(s.z, s.w);
-			// The row's mean and M2 over this block's BN columns: q4 lanes, one float4 each.
-			const unsigned grp = (q4 == 32 ? 0xffffffffu : ((1u << q4) - 1) << (lane & ~(q4 - 1)));
-			float sum = s.x + s.y + s.z + s.w;
-			for (int d = q4 / 2; d > 0; d >>= 1) sum += __shfl_xor_sync(grp, sum, d);
-			float mean = sum / BN, dx = s.x - mean, dy = s.y - mean, dz = s.z - mean, dw = s.w - mean;
-			float m2 = dx * dx + dy * dy + dz * dz + dw * dw;
-			for (int d = q4 / 2; d > 0; d >>= 1) m2 += __shfl_xor_sync(grp, m2, d);
-			if (c == 0) stats[(size_t)r * pstride + blockIdx.x] = make_float2(mean, m2);
-		} else {
-			*reinterpret_cast<float4 *>(reinterpret_cast<float *>(y) + o) = s;
-		}
+		float4 xv = make_float4(0.f, 0.f, 0.f, 0.f);
+		if (EPI == EPI_RES) xv = reinterpret_cast<const float4 *>(xres)[e];
+		float2 nr = make_float2(0.f, 0.f);
+		if (EPI == EPI_LN || EPI == EPI_LN_GELU) nr = rowNorm[r - r0];
+		epilogue4<EPI, 32 * NT>(s, y, x16, (size_t)r * N + blockIdx.x * BN + c, nr, bv, cv, xv,
+		                        stats + (size_t)r * pstride + blockIdx.x, c == 0);
 	}
 	cluster_sync(); // no block leaves while another may still read its tile
 #else

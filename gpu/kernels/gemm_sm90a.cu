@@ -1,0 +1,214 @@
+// rosetop's GEMM for 33-64-row decode steps on Hopper, in sm_90a code (wgmma, bulk copies,
+// multicast): Y(M, N) = X(M, K) W(K, N), M <= 64, fp16 X and W, fp32 accumulation, through one of
+// gemm.cuh's epilogues. Built by scripts/gen-sm90a.sh on a machine with nvcc 12.3 or newer; the
+// runtime loads it where the driver takes the image and keeps small_gemm and cuBLAS elsewhere.
+//
+// At 64 rows the cost of a GEMM kernel is its fixed work, not its bytes (bench/RESULTS.md), so a
+// block does as little as it can after the previous kernel ends:
+// - Its weights, K/S x 64 halves packed in wgmma's no-swizzle K-major order (gpu/wg.go packWG),
+//   are one bulk copy issued *before* griddepcontrol.wait.
+// - The CN column blocks of a cluster row share X's slice: each copies 64/CN of its rows with a
+//   bulk copy multicast to all CN.
+// - A in registers (ldmatrix), B from shared memory: KS/16 wgmma m64n64k16.
+// - K is split over the S blocks of a cluster column. Each block pushes the rows other blocks own
+//   into their shared memory (st.async, counted on the owner's mbarrier), so that no cluster
+//   barrier follows the products; the owner sums the S partials in rank order and runs the
+//   epilogue on its rows.
+// grid (N/64, S), cluster (CN, S, 1), 128 threads (one warpgroup).
+#include "gemm.cuh"
+
+#define WG_BN 64     // columns a block (gpu/wg.go wgBN)
+#define WG_KSMAX 384 // the longest K slice: 24 k16 steps of A in registers (gpu/wg.go wgMaxSlice)
+
+#if __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
+	uint32_t ok = 0;
+	while (!ok)
+		asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+		             : "=r"(ok)
+		             : "r"(bar), "r"(phase)
+		             : "memory");
+}
+
+// wg_desc is the shared-memory matrix descriptor of B at addr, no swizzle: core matrices (8 rows
+// of 16 bytes) 128 bytes apart along K (leading byte offset), 256 bytes apart along N (stride).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr) {
+	return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(256 >> 4) << 32);
+}
+
+// wgmma_n64: d(64 x 64, f32) += a(64 x 16; this warp's 16 rows in registers) b(16 x 64, K-major).
+__device__ __forceinline__ void wgmma_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+	             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+	             "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+	             "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+	               "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+	               "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+	               "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+	               "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, int bytes, uint32_t bar) {
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+	             "l"(src), "r"(bytes), "r"(bar)
+	             : "memory");
+}
+
+__device__ __forceinline__ void expect_tx(uint32_t bar, int bytes) {
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+#endif
+
+// wg_gemm: dynamic shared memory (gpu/wg.go wgShared), in this order: W's slab (KS x 64 halves);
+// X's slice (64 rows of KS + 8 halves); the partial slots (S x R rows of 64 floats, R = ceil(M/S)
+// the rows a block owns); EPI_RES: the residual's R rows (64 floats each); the owned rows' norms
+// (64 float pairs); three mbarriers (W, X, partials). ws is W packed by packWG: the slab of column
+// block nb and K slice s starts at (nb * K + s * KS) * 64 halves.
+template <int EPI>
+__device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__restrict__ x, const half *__restrict__ ws,
+                                        const float *__restrict__ bias, int M, int N, int K, int CN,
+                                        const float *__restrict__ colc, float2 *__restrict__ stats, int P, int pstride,
+                                        float eps, half *__restrict__ x16) {
+#if __CUDA_ARCH__ >= 900
+	extern __shared__ __align__(128) unsigned char smem[];
+	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, BN = WG_BN, q4 = WG_BN / 4;
+	const int S = gridDim.y, split = blockIdx.y, KS = K / S, cx = blockIdx.x % CN, xst = KS + 8;
+	const int R = (M + S - 1) / S, r0 = split * R, r1 = min(M, r0 + R), own = max(r1 - r0, 0);
+	unsigned char *xsm = smem + KS * BN * 2;
+	float *slots = reinterpret_cast<float *>(xsm + 64 * xst * 2);
+	float *xres = slots + S * R * BN;
+	float2 *rowNorm = reinterpret_cast<float2 *>(xres + (EPI == EPI_RES ? R * BN : 0));
+	const uint32_t wA = (uint32_t)__cvta_generic_to_shared(smem), xs0 = (uint32_t)__cvta_generic_to_shared(xsm);
+	const uint32_t barW = (uint32_t)__cvta_generic_to_shared(rowNorm + 64), barX = barW + 8, barR = barW + 16;
+
+	// 1. The barriers, and the weights' bulk copy and the epilogue's vectors before the wait: they
+	// do not depend on the previous kernel.
+	if (threadIdx.x == 0) {
+		asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barW) : "memory");
+		asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barX) : "memory");
+		asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barR) : "memory");
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		expect_tx(barW, KS * BN * 2);
+		bulk_copy(wA, ws + ((size_t)blockIdx.x * K + (size_t)split * KS) * BN, KS * BN * 2, barW);
+		expect_tx(barX, M * KS * 2);
+		expect_tx(barR, (S - 1) * own * BN * 4);
+	}
+	const int ncol = blockIdx.x * BN + 4 * (threadIdx.x % q4); // a thread's columns in step 5
+	float4 bv = make_float4(0.f, 0.f, 0.f, 0.f), cv = bv;
+	if (EPI != EPI_PLAIN) bv = __ldg(reinterpret_cast<const float4 *>(bias + ncol));
+	if (EPI == EPI_LN || EPI == EPI_LN_GELU) cv = __ldg(reinterpret_cast<const float4 *>(colc + ncol));
+	if (CN * S > 1) cluster_sync(); // every block's barriers exist before anyone copies into them
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;");
+
+	// 2. X's slice: rows [cx*64/CN, (cx+1)*64/CN) below M from this block, multicast to its
+	// cluster row; rows past M are never loaded (their products are never written).
+	const int per = 64 / CN;
+	if ((int)threadIdx.x < per) {
+		const int r = cx * per + threadIdx.x;
+		if (r < M) {
+			const half *src = x + (size_t)r * K + split * KS;
+			const uint32_t dst = xs0 + 2 * r * xst;
+			if (CN == 1)
+				bulk_copy(dst, src, KS * 2, barX);
+			else
+				asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+				             "[%1], %2, [%3], %4;" ::"r"(dst),
+				             "l"(src), "r"(KS * 2), "r"(barX), "h"((uint16_t)(((1u << CN) - 1) << (split * CN)))
+				             : "memory");
+		}
+	}
+	// EPI_RES: the residual stream's rows this block owns; EPI_LN*: their norms.
+	if (EPI == EPI_RES) {
+		const uint32_t xr0 = (uint32_t)__cvta_generic_to_shared(xres);
+		for (int i = threadIdx.x; i < own * q4; i += 128) {
+			const float *src = reinterpret_cast<const float *>(y) + (size_t)(r0 + i / q4) * N + blockIdx.x * BN + 4 * (i % q4);
+			asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(xr0 + 16 * i), "l"(src) : "memory");
+		}
+	}
+	if ((EPI == EPI_LN || EPI == EPI_LN_GELU) && (int)threadIdx.x < own)
+		rowNorm[threadIdx.x] = row_norm(stats + (size_t)(r0 + threadIdx.x) * pstride, P, K, eps);
+	mbar_wait(barX, 0);
+
+	// 3. The products: every A fragment by ldmatrix, then KS/16 wgmmas on the weights' slab.
+	uint32_t a[WG_KSMAX / 16][4];
+	const uint32_t xa = xs0 + 2 * ((16 * warp + lane % 16) * xst + (lane / 16) * 8);
+#pragma unroll
+	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
+		if (kk < KS / 16) ldsm_x4(a[kk], xa + 32 * kk);
+	float d[32];
+#pragma unroll
+	for (int i = 0; i < 32; i++) d[i] = 0.f;
+	mbar_wait(barW, 0);
+	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
+		if (kk < KS / 16) wgmma_n64(d, a[kk], wg_desc(wA + kk * BN * 32));
+	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+	asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+
+	// 4. The partials: thread (warp, g, t) holds rows 16*warp + g (+8), columns 8j + 2t (+1).
+	// Rows this block owns go to its own slot, the others to their owner's slot for this block.
+	const int g = lane / 4, t = lane % 4;
+	const uint32_t slots0 = (uint32_t)__cvta_generic_to_shared(slots);
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		const int row = 16 * warp + g + 8 * h;
+		if (row >= M) continue;
+		const int o = row / R, slot = (split * R + row - o * R) * BN;
+		if (o == split) {
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				*reinterpret_cast<float2 *>(slots + slot + 8 * j + 2 * t) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+			continue;
+		}
+		uint32_t rank = o * CN + cx, raddr, rbar;
+		asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rbar) : "r"(barR), "r"(rank));
+		asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(raddr) : "r"(slots0 + 4 * slot), "r"(rank));
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(
+			                 raddr + 4 * (8 * j + 2 * t)),
+			             "f"(d[4 * j + 2 * h]), "f"(d[4 * j + 2 * h + 1]), "r"(rbar)
+			             : "memory");
+	}
+	if (EPI == EPI_RES) asm volatile("cp.async.wait_all;" ::: "memory");
+	__syncthreads(); // this block's own partials, the residual's rows and the norms are in place
+	mbar_wait(barR, 0);
+
+	// 5. The owned rows: the S partials summed in rank order (the same sum every run), then the
+	// epilogue; q4 consecutive threads share a row.
+	for (int e = threadIdx.x; e < own * q4; e += 128) {
+		const int rr = e / q4, c = 4 * (e % q4), r = r0 + rr;
+		float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+		for (int q = 0; q < S; q++) {
+			const float4 v = *reinterpret_cast<const float4 *>(slots + (q * R + rr) * BN + c);
+			s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+		}
+		float4 xv = make_float4(0.f, 0.f, 0.f, 0.f);
+		if (EPI == EPI_RES) xv = reinterpret_cast<const float4 *>(xres)[e];
+		float2 nr = make_float2(0.f, 0.f);
+		if (EPI == EPI_LN || EPI == EPI_LN_GELU) nr = rowNorm[rr];
+		epilogue4<EPI, WG_BN>(s, y, x16, (size_t)r * N + blockIdx.x * BN + c, nr, bv, cv, xv,
+		                      stats + (size_t)r * pstride + blockIdx.x, c == 0);
+	}
+#else
+	__trap();
+#endif
+}
+
+#define WG_ARGS                                                                                                  \
+	void *y, const half *x, const half *ws, const float *bias, int M, int N, int K, int CN, const float *colc,    \
+	    float2 *stats, int P, int pstride, float eps, half *x16
+#define WG_CALL y, x, ws, bias, M, N, K, CN, colc, stats, P, pstride, eps, x16
+#define WG_KERNEL(name, EPI)                                                                                     \
+	extern "C" __global__ void __launch_bounds__(128) gemm_wg##name(WG_ARGS) { wg_gemm<EPI>(WG_CALL); }
+// The folded step's epilogues (gpu/forward.go viaWG): the plain one is the last layer's MLP.
+WG_KERNEL(, EPI_PLAIN)
+WG_KERNEL(_ln, EPI_LN)
+WG_KERNEL(_ln_gelu, EPI_LN_GELU)
+WG_KERNEL(_res, EPI_RES)

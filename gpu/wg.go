@@ -1,0 +1,157 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"fmt"
+
+	"rosetop/gpu/cu"
+)
+
+// The decode GEMMs of 33-64-row steps on Hopper: gemm_sm90a.cu's wg_gemm, where its module loads.
+// A block computes 64 columns over a K slice with wgmma, its weights one bulk copy issued before
+// the PDL wait from a copy packed in wgmma's order (packWG), X's slice shared over a cluster row
+// of column blocks by multicast, and the K slices of a cluster column summed by pushing partial
+// rows into their owners' shared memory. It runs only with the norms folded into its epilogues
+// (fold.go): a layer is its four GEMMs and the attention kernel.
+
+const (
+	wgBN       = 64  // columns a block (gemm_sm90a.cu WG_BN)
+	wgMaxSlice = 384 // the longest K slice: A's fragments in registers (WG_KSMAX)
+	wgMaxRows  = 64  // wgmma's M
+	wgMaxRow   = 4   // the widest cluster row: more column blocks share X's load (bench/RESULTS.md)
+)
+
+// wgEpilogues are wg_gemm's kernels, in kernelID order from kWGGEMM (gemm_sm90a.cu WG_KERNEL).
+var wgEpilogues = [...]epilogue{epiPlain, epiLN, epiLNGELU, epiRes}
+
+// wgKernel is wg_gemm with epilogue e; ok is false for an epilogue it does not have.
+func wgKernel(e epilogue) (kernelID, bool) {
+	for i, w := range wgEpilogues {
+		if w == e {
+			return kWGGEMM + kernelID(i), true
+		}
+	}
+	return 0, false
+}
+
+// wgPlan is how wg_gemm runs one (N, K) shape: K in splits slices (a cluster column), clusters
+// of cn column blocks sharing X (a cluster row).
+type wgPlan struct{ cn, splits int }
+
+// planWG picks the fewest K slices of at most wgMaxSlice (a multiple of 16) and the widest
+// cluster row up to wgMaxRow that divides the column blocks, within 16 blocks a cluster: the
+// rule that reached the fastest or nearly the fastest of every plan of GPT-2's four GEMMs at 64
+// rows (bench/RESULTS.md). ok is false when N is not a multiple of 64 or no slice fits.
+func planWG(N, K int) (p wgPlan, ok bool) {
+	if N%wgBN != 0 || N < wgBN {
+		return p, false
+	}
+	for s := 1; s <= smallMaxCluster; s++ {
+		if K%(16*s) != 0 || K/s > wgMaxSlice {
+			continue
+		}
+		cn := wgMaxRow
+		for N/wgBN%cn != 0 || cn*s > smallMaxCluster {
+			cn /= 2
+		}
+		return wgPlan{cn: cn, splits: s}, true
+	}
+	return p, false
+}
+
+// wgGEMMs are the plans of a layer's four GEMMs; on is false when wg_gemm is not used.
+type wgGEMMs struct {
+	on                    bool
+	qkv, proj, fc, fcProj wgPlan
+}
+
+// planWGLayer plans the four GEMMs of a layer of width C and MLP width F; they run only folded,
+// so the model must fold its norms at wg_gemm's width (fold.go).
+func planWGLayer(C, F int) wgGEMMs {
+	var g wgGEMMs
+	var ok [4]bool
+	g.qkv, ok[0] = planWG(3*C, C)
+	g.proj, ok[1] = planWG(C, C)
+	g.fc, ok[2] = planWG(F, C)
+	g.fcProj, ok[3] = planWG(C, F)
+	g.on = ok[0] && ok[1] && ok[2] && ok[3] && foldsAt(C, wgBN)
+	return g
+}
+
+// wgShared is the dynamic shared memory of a wg_gemm block for m rows and K = k with epilogue e
+// (gemm_sm90a.cu): W's slab, X's slice, the partial slots, the residual's rows (epiRes), the
+// rows' norms and three mbarriers.
+func wgShared(m, k int, p wgPlan, e epilogue) int {
+	ks, r := k/p.splits, (m+p.splits-1)/p.splits
+	n := ks*wgBN*2 + 64*(ks+8)*2 + p.splits*r*wgBN*4 + 64*8 + 3*8
+	if e == epiRes {
+		n += r * wgBN * 4
+	}
+	return n
+}
+
+// packWG writes the fp16 copy of the row-major (K, N) matrix src (its row k times scale[k] when
+// scale is not nil) in wg_gemm's order, for the 64-column blocks [nbLo, nbHi): block nb's k16
+// step kk is 1024 halves at (nb*K/16 + kk)*1024, wgmma's no-swizzle K-major core matrices (8
+// columns x 8 k, 128 bytes): column n, row k at (n/8)*128 + (k%16/8)*64 + (n%8)*8 + k%8. So a
+// block's K slice of any length is one contiguous slab. Blocks may be packed by different
+// goroutines at once.
+func packWG(dst []uint16, src, scale []float32, K, N, nbLo, nbHi int) {
+	for nb := nbLo; nb < nbHi; nb++ {
+		for k := range K {
+			row, base := src[k*N+nb*wgBN:][:wgBN], (nb*K+k/16*16)*wgBN+(k%16/8)*64+k%8
+			s := float32(1)
+			if scale != nil {
+				s = scale[k]
+			}
+			for n, v := range row {
+				dst[base+(n/8)*128+(n%8)*8] = halfBits(v * s)
+			}
+		}
+	}
+}
+
+// wgAttrs lets each wg_gemm kernel have the dynamic shared memory its plans need at wgMaxRows
+// rows and clusters of more than 8 blocks. It reports false, setting nothing more, when this
+// device cannot hold a plan's memory.
+func (s *state) wgAttrs(g wgGEMMs, C, F int) (bool, error) {
+	need := 0
+	for _, q := range []struct {
+		p wgPlan
+		k int
+	}{{g.qkv, C}, {g.proj, C}, {g.fc, C}, {g.fcProj, F}} {
+		need = max(need, wgShared(wgMaxRows, q.k, q.p, epiRes))
+	}
+	if need > s.ctx.Info().MaxSharedOptin {
+		return false, nil
+	}
+	for i := range wgEpilogues {
+		k := s.k[kWGGEMM+kernelID(i)]
+		if err := s.ctx.SetMaxShared(k, need); err != nil {
+			return false, err
+		}
+		if err := s.ctx.AllowBigClusters(k); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// wgGEMM appends y(m, out) = x(m, in) W through epilogue e on wg_gemm, from W's packed copy wp
+// with plan pl (y fp32, or fp16 for the GELU epilogue; with epiRes y is the residual stream). C
+// and eps are the model's width and norm epsilon, for the folded norms. m must be 1..wgMaxRows.
+func (p *program) wgGEMM(name string, pdl bool, y, x, wp cu.Ptr, m, in, out int, pl wgPlan, e gemmEpi, C int, eps float32) {
+	k, ok := wgKernel(e.kind)
+	switch {
+	case m < 1 || m > wgMaxRows:
+		p.fail(fmt.Errorf("gpu: wg_gemm for %d rows, want 1..%d", m, wgMaxRows))
+		return
+	case !ok:
+		p.fail(fmt.Errorf("gpu: wg_gemm has no epilogue %d", e.kind))
+		return
+	}
+	p.launchCluster(name, k, out/wgBN, pl.splits, smallThreads, wgShared(m, in, pl, e.kind), pdl, pl.cn, pl.splits,
+		cu.P(y), cu.P(x), cu.P(wp), cu.P(e.bias), cu.I(m), cu.I(out), cu.I(in), cu.I(pl.cn), cu.P(e.colc), cu.P(e.stats),
+		cu.I(e.parts), cu.I(statStride(C)), cu.F(eps), cu.P(e.x16))
+}

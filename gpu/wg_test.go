@@ -1,0 +1,201 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"rosetop/gpu/cu"
+)
+
+// TestPackWG multiplies through the packed layout the way wgmma reads B from shared memory, from
+// the PTX ISA's matrix descriptor for no swizzle and K-major B: core matrices of 8 columns x 8
+// k (16 bytes a column), the leading byte offset between core matrices adjacent in K, the stride
+// byte offset between those adjacent in N (the values wg_desc sets: 128 and 256), 16 k a wgmma
+// starting 2 KB after the last. It also reads each block's K slices as one slab, as the kernel's
+// bulk copy does. A wrong offset or order breaks the sum.
+func TestPackWG(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	const K, N, lbo, sbo = 96, 192, 128, 256
+	w := make([]float32, K*N)
+	for i := range w {
+		w[i] = halfToFloat(halfBits(float32(rng.NormFloat64())))
+	}
+	x := make([]float32, K)
+	for i := range x {
+		x[i] = float32(rng.IntN(9) - 4)
+	}
+	packed := make([]uint16, K*N)
+	packWG(packed, w, nil, K, N, 0, 1)      // two goroutines' worth of blocks,
+	packWG(packed, w, nil, K, N, 1, N/wgBN) // packed separately
+	for _, splits := range []int{1, 2, 3, 6} {
+		ks := K / splits
+		for nb := range N / wgBN {
+			for col := range wgBN {
+				got, want := 0.0, 0.0
+				for k := range K {
+					want += float64(x[k]) * float64(w[k*N+nb*wgBN+col])
+				}
+				for s := range splits {
+					slab := packed[(nb*K+s*ks)*wgBN:][:ks*wgBN] // the block's one bulk copy
+					for kk := range ks / 16 {
+						for k := range 16 {
+							byteOff := kk*2048 + (col/8)*sbo + (k/8)*lbo + (col%8)*16 + (k%8)*2
+							got += float64(x[s*ks+kk*16+k]) * float64(halfToFloat(slab[byteOff/2]))
+						}
+					}
+				}
+				if math.Abs(got-want) > 1e-9*max(1, math.Abs(want)) {
+					t.Fatalf("%d slices, column %d: %g through the packed slabs, %g plainly", splits, nb*wgBN+col, got, want)
+				}
+			}
+		}
+	}
+	// scale multiplies row k before the conversion, as packMMA does for the folded norms.
+	scale := make([]float32, K)
+	for k := range scale {
+		scale[k] = float32(k%5) - 1.5
+	}
+	packWG(packed, w, scale, K, N, 0, N/wgBN)
+	k, n := 37, 70 // block 1, k16 step 2
+	off := (1*K+32)*wgBN + ((n%wgBN)/8)*128 + (k%16/8)*64 + (n%8)*8 + k%8
+	if got, want := packed[off], halfBits(w[k*N+n]*scale[k]); got != want {
+		t.Errorf("scaled element (%d, %d) = %#04x, want %#04x", k, n, got, want)
+	}
+}
+
+// TestPlanWG checks the plans of GPT-2 124M's four GEMMs (the fastest or nearly the fastest of
+// every plan measured at 64 rows, bench/RESULTS.md) and the invariants of every plan.
+func TestPlanWG(t *testing.T) {
+	for _, c := range []struct {
+		N, K int
+		want wgPlan
+	}{
+		{2304, 768, wgPlan{cn: 4, splits: 2}}, // qkv: 36 x 2 blocks
+		{768, 768, wgPlan{cn: 4, splits: 2}},  // attn proj: 12 x 2
+		{3072, 768, wgPlan{cn: 4, splits: 2}}, // fc: 48 x 2
+		{768, 3072, wgPlan{cn: 2, splits: 8}}, // fc proj: 12 x 8
+	} {
+		if p, ok := planWG(c.N, c.K); !ok || p != c.want {
+			t.Errorf("planWG(%d, %d) = %+v, %v; want %+v", c.N, c.K, p, ok, c.want)
+		}
+	}
+	for _, sh := range [][2]int{{64, 64}, {192, 128}, {384, 128}, {128, 512}, {3072, 1024}, {1024, 4096}, {4800, 1600}, {1600, 6400}} {
+		p, ok := planWG(sh[0], sh[1])
+		if !ok {
+			continue
+		}
+		blocks := sh[0] / wgBN
+		if blocks%p.cn != 0 || p.cn*p.splits > smallMaxCluster || sh[1]%(16*p.splits) != 0 || sh[1]/p.splits > wgMaxSlice {
+			t.Errorf("planWG(%d, %d) = %+v breaks the kernel's limits", sh[0], sh[1], p)
+		}
+	}
+	for _, sh := range [][2]int{{96, 768}, {768, 6400}, {768, 40}} {
+		if p, ok := planWG(sh[0], sh[1]); ok {
+			t.Errorf("planWG(%d, %d) = %+v: want no plan", sh[0], sh[1], p)
+		}
+	}
+	if g := planWGLayer(768, 3072); !g.on {
+		t.Error("GPT-2 124M has no wg_gemm plans")
+	}
+	if g := planWGLayer(1280, 5120); g.on {
+		t.Error("a width of 1280 runs wg_gemm; its 20 parts a row are more than the epilogues combine")
+	}
+}
+
+// TestWGGEMMMatchesCuBLAS runs wg_gemm's plain epilogue against cuBLAS on GPT-2 124M's four GEMM
+// shapes at several row counts, on random inputs, with the output poisoned (NaN) before each run
+// so an unwritten element fails; rows past m must stay untouched. The layer's norm weights are 1,
+// so the packed copies (gamma W for the QKV and fc GEMMs) equal the plain matrices.
+func TestWGGEMMMatchesCuBLAS(t *testing.T) {
+	needGPU(t)
+	w := testModel(gpt2Cfg, 3)
+	for i := range w.Layers[1].LN1W {
+		w.Layers[1].LN1W[i], w.Layers[1].LN2W[i] = 1, 1
+	}
+	r := openNarrow(t, gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 256, Paged: true, MemoryFraction: 0.01})
+	defer r.Close()
+	s := r.s
+	if !s.caps.wg.on {
+		t.Skipf("wg_gemm is not used on this GPU (compute capability %d)", s.ctx.Info().CC)
+	}
+	wg := &s.caps.wg
+	C, F := gpt2Cfg.NEmbd, gpt2Cfg.Inner
+	L := &s.wts.layers[1]
+	rng := rand.New(rand.NewPCG(9, 9))
+	input := make([]uint16, wgMaxRows*F)
+	for i := range input {
+		input[i] = halfBits(float32(rng.NormFloat64()))
+	}
+	nan := make([]float32, (wgMaxRows+1)*F) // the rows and one past them
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	ref, got := make([]float32, wgMaxRows*F), make([]float32, (wgMaxRows+1)*F)
+	for _, g := range []struct {
+		name    string
+		x, w    cu.Ptr
+		gemm    layerGEMM
+		in, out int
+		p       wgPlan
+	}{
+		{"qkv", s.act.xln, L.attnW, gemmQKV, C, 3 * C, wg.qkv},
+		{"attn proj", s.act.att, L.projW, gemmProj, C, C, wg.proj},
+		{"fc", s.act.xln, L.fcW, gemmFC, C, F, wg.fc},
+		{"fc proj", s.act.h, L.fcProjW, gemmFCProj, F, C, wg.fcProj},
+	} {
+		for _, m := range []int{1, 3, 16, 33, 37, 48, 64} {
+			n := m * g.out
+			pl := stepPlan{rows: m, gemms: viaWG, pdl: s.caps.pdl}
+			err := onWorker(r, func(s *state) error {
+				ctx := s.ctx
+				if err := ctx.Upload(g.x, unsafe.Pointer(&input[0]), int64(m*g.in*2)); err != nil {
+					return err
+				}
+				if err := ctx.GEMM(s.act.y, g.x, g.w, m, g.in, g.out, true, false); err != nil {
+					return err
+				}
+				if err := ctx.Download(unsafe.Pointer(&ref[0]), s.act.y, int64(n*4)); err != nil {
+					return err
+				}
+				if err := ctx.Upload(s.act.y, unsafe.Pointer(&nan[0]), int64((n+g.out)*4)); err != nil {
+					return err
+				}
+				var p program
+				s.layerGEMM(&pl, &p, L, g.gemm, s.act.y, g.x, gemmEpi{})
+				if err := s.run(&p); err != nil {
+					return err
+				}
+				if err := ctx.Download(unsafe.Pointer(&got[0]), s.act.y, int64((n+g.out)*4)); err != nil {
+					return err
+				}
+				return ctx.Sync()
+			})
+			if err != nil {
+				t.Fatalf("%s, %d rows: %v", g.name, m, err)
+			}
+			var num, den float64
+			for i := range n {
+				v, want := float64(got[i]), float64(ref[i])
+				if math.IsNaN(v) {
+					t.Fatalf("%s, %d rows: element %d (row %d) not written", g.name, m, i, i/g.out)
+				}
+				num += (v - want) * (v - want)
+				den += want * want
+			}
+			for i := n; i < n+g.out; i++ {
+				if !math.IsNaN(float64(got[i])) {
+					t.Fatalf("%s, %d rows: row %d (past the rows) written", g.name, m, m)
+				}
+			}
+			if rel := math.Sqrt(num / den); rel > 1e-5 {
+				t.Errorf("%s, %d rows (plan %+v): relative error %.2e against cuBLAS, want <= 1e-05", g.name, m, g.p, rel)
+			} else {
+				t.Logf("%s, %d rows (plan %+v): relative error %.2e", g.name, m, g.p, rel)
+			}
+		}
+	}
+}
