@@ -38,7 +38,7 @@ func (c *caps) gemmPath() string {
 	lo := 1
 	if c.small.on {
 		hi := min(c.smallRows, smallMaxRows)
-		parts, lo = append(parts, fmt.Sprintf("%d-%d rows small_gemm", lo, hi)), hi+1
+		parts, lo = append(parts, fmt.Sprintf("%d-%d small_gemm", lo, hi)), hi+1
 	}
 	if c.wg.on && lo <= min(c.wgRows, wgMaxRows) {
 		hi := min(c.wgRows, wgMaxRows)
@@ -47,7 +47,7 @@ func (c *caps) gemmPath() string {
 	if len(parts) == 0 {
 		return "cuBLAS GEMMs"
 	}
-	return strings.Join(append(parts, fmt.Sprintf("%d+ cuBLAS", lo)), ", ")
+	return "rows " + strings.Join(append(parts, fmt.Sprintf("%d+ cuBLAS", lo)), ", ")
 }
 
 // layerGEMMs is how a step runs its layers' GEMMs.

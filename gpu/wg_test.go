@@ -199,3 +199,33 @@ func TestWGGEMMMatchesCuBLAS(t *testing.T) {
 		}
 	}
 }
+
+// TestGEMMPathNamesRows checks the path the header and the ledger name, for the caps of each
+// kind of device: Hopper with the sm_90a module, Hopper without it, and the rest.
+func TestGEMMPathNamesRows(t *testing.T) {
+	g, w := planLayer(768, 3072, 132), planWGLayer(768, 3072)
+	for _, c := range []struct {
+		caps caps
+		want string
+	}{
+		{caps{small: g, smallRows: 32, wg: w, wgRows: 64}, "rows 1-32 small_gemm, 33-64 wg_gemm (sm_90a), 65+ cuBLAS"},
+		{caps{small: g, smallRows: 32}, "rows 1-32 small_gemm, 33+ cuBLAS"},
+		{caps{wg: w, wgRows: 64}, "rows 1-64 wg_gemm (sm_90a), 65+ cuBLAS"},
+		{caps{}, "cuBLAS GEMMs"},
+	} {
+		if got := c.caps.gemmPath(); got != c.want {
+			t.Errorf("gemmPath() = %q, want %q", got, c.want)
+		}
+		for m := 1; m <= 80; m++ {
+			n := 0
+			for _, on := range []bool{c.caps.useSmall(m), c.caps.useWG(m), c.caps.onCuBLAS(m)} {
+				if on {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("%q: %d rows take %d paths, want 1", c.want, m, n)
+			}
+		}
+	}
+}
