@@ -353,9 +353,10 @@ func TestLazyGEMMWarmup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The layer GEMMs are cuBLAS's unless small_gemm runs them (Hopper); the LM head always is.
+	// The layer GEMMs are cuBLAS's unless small_gemm or wg_gemm runs them (Hopper); the LM head
+	// always is.
 	want := "cuBLAS first use | layer GEMMs at 2 rows, LM head at 2 rows"
-	if r.s.caps.small.on {
+	if !r.s.caps.onCuBLAS(2) {
 		want = "cuBLAS first use | LM head at 2 rows"
 	}
 	if n, all := count(want), count("cuBLAS first use"); n != 1 || all != 1 {

@@ -99,8 +99,9 @@ func planLayer(C, F, sms int) smallGEMMs {
 	return g
 }
 
-// smallDefaultRows is caps.smallRows on Hopper: the largest decode step whose layer GEMMs take
-// less GPU time on small_gemm with PDL than on cuBLAS (bench/RESULTS.md has the comparison).
+// smallDefaultRows is caps.smallRows on Hopper without wg_gemm: the largest decode step whose
+// layer GEMMs take less GPU time on small_gemm with PDL than on cuBLAS (bench/RESULTS.md has the
+// comparison).
 const smallDefaultRows = 32
 
 // smallAttrs lets each small_gemm kernel have the dynamic shared memory its plans need at

@@ -101,7 +101,7 @@ func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
 	needGPU(t)
 	w := testModel(gpt2Cfg, 3)
 	// Norms not folded: the packed matrices are the plain ones (folded, two hold gamma W; fold_test.go).
-	r := openNarrow(t, gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 256, Paged: true, MemoryFraction: 0.01}, noFold)
+	r := openNarrow(t, gpt2Cfg, w, Options{MaxBatch: 64, MaxSeqLen: 256, Paged: true, MemoryFraction: 0.01}, noFold, smallTo64)
 	defer r.Close()
 	s := r.s
 	if !s.caps.small.on {

@@ -118,9 +118,10 @@ func (s *state) open(w *Weights, narrow func(*caps)) error {
 }
 
 // decideCaps sets s.caps from the device: on Hopper (compute capability 9.x, a driver with
-// cuLaunchKernelEx) small_gemm for steps of up to smallDefaultRows rows, with PDL and, where the
-// width allows, the norms folded in, and wg_gemm up to wgMaxRows rows where its module loaded
-// (wgLoaded); cuBLASLt everywhere. narrow, when not nil, then narrows them.
+// cuLaunchKernelEx) wg_gemm for steps of up to wgMaxRows rows where its module loaded (wgLoaded)
+// and the model fits it, else small_gemm for steps of up to smallDefaultRows rows; both with PDL
+// and the norms folded in where the width allows; cuBLASLt everywhere. narrow, when not nil,
+// then narrows them.
 func (s *state) decideCaps(narrow func(*caps), wgLoaded bool) error {
 	info, c := s.ctx.Info(), &s.caps
 	hopper := info.CC/10 == 9 && s.ctx.HasLaunchEx()
@@ -131,10 +132,14 @@ func (s *state) decideCaps(narrow func(*caps), wgLoaded bool) error {
 		c.wg = planWGLayer(s.cfg.NEmbd, s.cfg.Inner)
 	}
 	c.smallRows, c.wgRows, c.pdl, c.lt = smallDefaultRows, wgMaxRows, hopper, true
+	if c.wg.on {
+		c.smallRows = 0 // wg_gemm is faster at every row count (bench/RESULTS.md)
+	}
 	c.fold = folds(s.cfg.NEmbd, c.small)
 	if narrow != nil {
 		narrow(c)
 	}
+	c.small.on = c.small.on && c.smallRows > 0 // unused: no packed copies, no attributes
 	if c.wg.on {
 		ok, err := s.wgAttrs(c.wg, s.cfg.NEmbd, s.cfg.Inner)
 		if err != nil {

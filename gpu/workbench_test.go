@@ -14,13 +14,13 @@ import (
 // of chosen ops, for the profile tests and the tests of single kernels.
 
 // Narrowings of a runner's caps (openWith).
-func cublasOnly(c *caps) { c.small.on, c.wg.on = false, false } // the layer GEMMs on cuBLAS, also on Hopper
-func noFold(c *caps)     { c.fold = false }                     // small_gemm steps with norms of their own
-func noPDL(c *caps)      { c.pdl = false }                      // no programmatic dependent launch
-func noLt(c *caps)       { c.lt = false }                       // every GEMM through cublasGemmEx
-func smallTo64(c *caps)  { c.smallRows = smallMaxRows }         // small_gemm for every decode step it can run
-func noWG(c *caps)       { c.wg.on = false }                    // no wg_gemm: the path where sm_90a does not load
-func wgOnly(c *caps)     { c.small.on, c.fold = false, false }  // wg_gemm for every step of up to 64 rows
+func cublasOnly(c *caps) { c.small.on, c.wg.on = false, false }             // the layer GEMMs on cuBLAS, also on Hopper
+func noFold(c *caps)     { c.fold = false }                                 // small_gemm steps with norms of their own
+func noPDL(c *caps)      { c.pdl = false }                                  // no programmatic dependent launch
+func noLt(c *caps)       { c.lt = false }                                   // every GEMM through cublasGemmEx
+func smallTo64(c *caps)  { c.smallRows = smallMaxRows }                     // small_gemm for every decode step it can run
+func noWG(c *caps)       { c.wg.on, c.smallRows = false, smallDefaultRows } // the path where sm_90a does not load
+func wgOnly(c *caps)     { c.small.on, c.fold = false, false }              // wg_gemm for every step of up to 64 rows (the default)
 
 // narrowing applies fs in turn.
 func narrowing(fs ...func(*caps)) func(*caps) {
