@@ -4,7 +4,8 @@
 // ints, weights as float32 slices, per-step metadata arrays) so that package engine can adapt
 // its own types to it.
 //
-// A step is planned once (plan.go: which GEMM path, which sampler, what its graph moves on), then
+// A step is planned once (plan.go: which GEMM path, which sampler, what its graph moves on; the
+// paths: cuBLAS, small_gemm in mma.go, wg_gemm in wg.go, with folded norms in fold.go), then
 // built as a program, a straight list of typed launcher calls (forward.go: embed, the layers,
 // the head; one file per kernel family: layernorm.go, attention.go, matmul.go, sampler.go),
 // which runs eagerly or is captured into a CUDA graph (graphs.go). Steps the caller announces
