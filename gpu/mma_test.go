@@ -110,15 +110,7 @@ func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
 	sg := &s.caps.small
 	C, F := gpt2Cfg.NEmbd, gpt2Cfg.Inner
 	L := &s.wts.layers[1]
-	rng := rand.New(rand.NewPCG(9, 9))
-	input := make([]uint16, smallMaxRows*F)
-	for i := range input {
-		input[i] = halfBits(float32(rng.NormFloat64()))
-	}
-	nan := make([]float32, smallMaxRows*F)
-	for i := range nan {
-		nan[i] = float32(math.NaN())
-	}
+	input, nan := gemmInputs(9, smallMaxRows, F)
 	ref, got := make([]float32, smallMaxRows*F), make([]float32, smallMaxRows*F)
 	gotH := make([]uint16, smallMaxRows*F)
 	for _, g := range []struct {
@@ -137,70 +129,30 @@ func TestSmallGEMMMatchesCuBLAS(t *testing.T) {
 	} {
 		for _, m := range []int{1, 3, 16, 37, 64} {
 			n := m * g.out
-			err := onWorker(r, func(s *state) error {
-				ctx := s.ctx
-				if err := ctx.Upload(g.x, unsafe.Pointer(&input[0]), int64(m*g.in*2)); err != nil {
-					return err
-				}
-				if err := ctx.GEMM(s.act.y, g.x, g.w, m, g.in, g.out, true, false); err != nil {
-					return err
-				}
-				if err := ctx.Download(unsafe.Pointer(&ref[0]), s.act.y, int64(n*4)); err != nil {
-					return err
-				}
-				dst, bytes := s.act.y, int64(n*4)
-				if g.gelu {
-					dst, bytes = s.act.h, int64(n*2) // g.x is not h: the fc input is xln
-				}
-				if err := ctx.Upload(dst, unsafe.Pointer(&nan[0]), bytes); err != nil {
-					return err
-				}
-				e := gemmEpi{}
-				if g.gelu {
-					e = gemmEpi{kind: epiGELU, bias: g.bias}
-				}
-				var p program
-				p.smallGEMM(g.name, s.caps.pdl, dst, g.x, g.wp, m, g.in, g.out, g.p, e, C, gpt2Cfg.Eps)
-				if err := s.run(&p); err != nil {
-					return err
-				}
-				out := unsafe.Pointer(&got[0])
-				if g.gelu {
-					out = unsafe.Pointer(&gotH[0])
-				}
-				if err := ctx.Download(out, dst, bytes); err != nil {
-					return err
-				}
-				return ctx.Sync()
-			})
+			e, dst, bytes, out := gemmEpi{}, s.act.y, int64(n*4), unsafe.Pointer(&got[0])
+			if g.gelu { // g.x is not h: the fc input is xln
+				e, dst, bytes, out = gemmEpi{kind: epiGELU, bias: g.bias}, s.act.h, int64(n*2), unsafe.Pointer(&gotH[0])
+			}
+			err := (&againstCuBLAS{x: g.x, w: g.w, dst: dst, input: input, m: m, in: g.in, out: g.out, bytes: bytes, ref: ref, got: out,
+				nan: nan, build: func(p *program) {
+					p.smallGEMM(g.name, s.caps.pdl, dst, g.x, g.wp, m, g.in, g.out, g.p, e, C, gpt2Cfg.Eps)
+				}}).run(r)
 			if err != nil {
 				t.Fatalf("%s, %d rows: %v", g.name, m, err)
 			}
-			var num, den float64
-			for i := range n {
-				want := float64(ref[i])
-				v := float64(got[i])
-				if g.gelu {
-					u := want + float64(g.biasSlice[i%g.out])
-					want = 0.5 * u * (1 + math.Tanh(0.7978845608028654*(u+0.044715*u*u*u)))
-					v = float64(halfToFloat(gotH[i]))
+			gotAt, want, tol := func(i int) float64 { return float64(got[i]) }, func(i int) float64 { return float64(ref[i]) }, 1e-5
+			if g.gelu { // fp16 output
+				gotAt, tol = func(i int) float64 { return float64(halfToFloat(gotH[i])) }, 1e-3
+				want = func(i int) float64 {
+					u := float64(ref[i]) + float64(g.biasSlice[i%g.out])
+					return 0.5 * u * (1 + math.Tanh(0.7978845608028654*(u+0.044715*u*u*u)))
 				}
-				if math.IsNaN(v) {
-					t.Fatalf("%s, %d rows: element %d (row %d) not written", g.name, m, i, i/g.out)
-				}
-				num += (v - want) * (v - want)
-				den += want * want
 			}
-			rel := math.Sqrt(num / den)
-			tol := 1e-5 // fp32 sums in another order
-			if g.gelu {
-				tol = 1e-3 // fp16 output
+			rel, bad := relErrWritten(n, gotAt, want)
+			if bad >= 0 {
+				t.Fatalf("%s, %d rows: element %d (row %d) not written", g.name, m, bad, bad/g.out)
 			}
-			if rel > tol {
-				t.Errorf("%s, %d rows (plan %+v): relative error %.2e against cuBLAS, want <= %.0e", g.name, m, g.p, rel, tol)
-			} else {
-				t.Logf("%s, %d rows (plan %+v): relative error %.2e", g.name, m, g.p, rel)
-			}
+			checkRelErr(t, fmt.Sprintf("%s, %d rows (plan %+v)", g.name, m, g.p), rel, tol)
 		}
 	}
 }

@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -125,15 +126,7 @@ func TestWGGEMMMatchesCuBLAS(t *testing.T) {
 	wg := &s.caps.wg
 	C, F := gpt2Cfg.NEmbd, gpt2Cfg.Inner
 	L := &s.wts.layers[1]
-	rng := rand.New(rand.NewPCG(9, 9))
-	input := make([]uint16, wgMaxRows*F)
-	for i := range input {
-		input[i] = halfBits(float32(rng.NormFloat64()))
-	}
-	nan := make([]float32, (wgMaxRows+1)*F) // the rows and one past them
-	for i := range nan {
-		nan[i] = float32(math.NaN())
-	}
+	input, nan := gemmInputs(9, wgMaxRows, F)
 	ref, got := make([]float32, wgMaxRows*F), make([]float32, (wgMaxRows+1)*F)
 	for _, g := range []struct {
 		name    string
@@ -150,52 +143,23 @@ func TestWGGEMMMatchesCuBLAS(t *testing.T) {
 		for _, m := range []int{1, 3, 16, 33, 37, 48, 64} {
 			n := m * g.out
 			pl := stepPlan{rows: m, gemms: viaWG, pdl: s.caps.pdl}
-			err := onWorker(r, func(s *state) error {
-				ctx := s.ctx
-				if err := ctx.Upload(g.x, unsafe.Pointer(&input[0]), int64(m*g.in*2)); err != nil {
-					return err
-				}
-				if err := ctx.GEMM(s.act.y, g.x, g.w, m, g.in, g.out, true, false); err != nil {
-					return err
-				}
-				if err := ctx.Download(unsafe.Pointer(&ref[0]), s.act.y, int64(n*4)); err != nil {
-					return err
-				}
-				if err := ctx.Upload(s.act.y, unsafe.Pointer(&nan[0]), int64((n+g.out)*4)); err != nil {
-					return err
-				}
-				var p program
-				s.layerGEMM(&pl, &p, L, g.gemm, s.act.y, g.x, gemmEpi{})
-				if err := s.run(&p); err != nil {
-					return err
-				}
-				if err := ctx.Download(unsafe.Pointer(&got[0]), s.act.y, int64((n+g.out)*4)); err != nil {
-					return err
-				}
-				return ctx.Sync()
-			})
+			err := (&againstCuBLAS{x: g.x, w: g.w, dst: s.act.y, input: input, m: m, in: g.in, out: g.out, bytes: int64((n + g.out) * 4),
+				ref: ref, got: unsafe.Pointer(&got[0]), nan: nan, build: func(p *program) {
+					s.layerGEMM(&pl, p, L, g.gemm, s.act.y, g.x, gemmEpi{})
+				}}).run(r)
 			if err != nil {
 				t.Fatalf("%s, %d rows: %v", g.name, m, err)
 			}
-			var num, den float64
-			for i := range n {
-				v, want := float64(got[i]), float64(ref[i])
-				if math.IsNaN(v) {
-					t.Fatalf("%s, %d rows: element %d (row %d) not written", g.name, m, i, i/g.out)
-				}
-				num += (v - want) * (v - want)
-				den += want * want
+			rel, bad := relErrWritten(n, func(i int) float64 { return float64(got[i]) }, func(i int) float64 { return float64(ref[i]) })
+			if bad >= 0 {
+				t.Fatalf("%s, %d rows: element %d (row %d) not written", g.name, m, bad, bad/g.out)
 			}
 			for i := n; i < n+g.out; i++ {
 				if !math.IsNaN(float64(got[i])) {
 					t.Fatalf("%s, %d rows: row %d (past the rows) written", g.name, m, m)
 				}
 			}
-			if rel := math.Sqrt(num / den); rel > 1e-5 {
-				t.Errorf("%s, %d rows (plan %+v): relative error %.2e against cuBLAS, want <= 1e-05", g.name, m, g.p, rel)
-			} else {
-				t.Logf("%s, %d rows (plan %+v): relative error %.2e", g.name, m, g.p, rel)
-			}
+			checkRelErr(t, fmt.Sprintf("%s, %d rows (plan %+v)", g.name, m, g.p), rel, 1e-5)
 		}
 	}
 }

@@ -4,7 +4,10 @@ package gpu
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"rosetop/gpu/cu"
 )
@@ -252,4 +255,85 @@ func ltChoice(s *state, m int) string {
 		return fmt.Sprintf("fc+GELU through cuBLASLt, candidate %d of %d", p.algo, p.p.Count())
 	}
 	return "no plan"
+}
+
+// againstCuBLAS is a GEMM kernel's test run on r's worker: x (m rows of in halves) uploaded, ref
+// = x W by cublasGemmEx (fp32, m x out), dst poisoned with NaN over its first bytes, then the
+// kernel's program from build, then those bytes of dst downloaded into got.
+type againstCuBLAS struct {
+	x, w, dst  cu.Ptr
+	input      []uint16
+	m, in, out int
+	bytes      int64
+	ref        []float32
+	got        unsafe.Pointer
+	build      func(p *program)
+	nan        []float32 // at least bytes/4 NaNs (ref goes through act.y, which dst may be)
+}
+
+func (a *againstCuBLAS) run(r *Runner) error {
+	return onWorker(r, func(s *state) error {
+		ctx := s.ctx
+		if err := ctx.Upload(a.x, unsafe.Pointer(&a.input[0]), int64(a.m*a.in*2)); err != nil {
+			return err
+		}
+		if err := ctx.GEMM(s.act.y, a.x, a.w, a.m, a.in, a.out, true, false); err != nil {
+			return err
+		}
+		if err := ctx.Download(unsafe.Pointer(&a.ref[0]), s.act.y, int64(a.m*a.out*4)); err != nil {
+			return err
+		}
+		if err := ctx.Upload(a.dst, unsafe.Pointer(&a.nan[0]), a.bytes); err != nil {
+			return err
+		}
+		var p program
+		a.build(&p)
+		if err := s.run(&p); err != nil {
+			return err
+		}
+		if err := ctx.Download(a.got, a.dst, a.bytes); err != nil {
+			return err
+		}
+		return ctx.Sync()
+	})
+}
+
+// gemmInputs are seeded random fp16 inputs of rows x width, and NaNs to poison an output of that
+// many floats and a row more.
+func gemmInputs(seed uint64, rows, width int) (input []uint16, nan []float32) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	input = make([]uint16, rows*width)
+	for i := range input {
+		input[i] = halfBits(float32(rng.NormFloat64()))
+	}
+	nan = make([]float32, (rows+1)*width)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	return input, nan
+}
+
+// relErrWritten is the relative error of got(i) against want(i) over n values, and the first i
+// whose got is NaN (not written), or -1.
+func relErrWritten(n int, got, want func(i int) float64) (float64, int) {
+	var num, den float64
+	for i := range n {
+		v, w := got(i), want(i)
+		if math.IsNaN(v) {
+			return 0, i
+		}
+		num += (v - w) * (v - w)
+		den += w * w
+	}
+	return math.Sqrt(num / den), -1
+}
+
+// checkRelErr fails t when rel is over tol, else logs it.
+func checkRelErr(t *testing.T, what string, rel, tol float64) {
+	t.Helper()
+	if rel > tol {
+		t.Errorf("%s: relative error %.2e against cuBLAS, want <= %.0e", what, rel, tol)
+	} else {
+		t.Logf("%s: relative error %.2e", what, rel)
+	}
 }
