@@ -29,25 +29,30 @@ func TestQueuedStepsMatchSteps(t *testing.T) {
 		temp   float32
 		held   bool
 		cublas bool // the layer GEMMs on cuBLAS, not small_gemm: greedy steps queued ahead are embedded by the sampler before them
+		wide   bool // wideCfg on the device's paths: on Hopper wg_gemm with the norms folded (steps embed their own rows)
 	}
 	var vs []variant
 	for _, m := range modes {
-		vs = append(vs, variant{m, 0.8, false, false})
+		vs = append(vs, variant{m, 0.8, false, false, false})
 		if m.graphs {
-			vs = append(vs, variant{m, 0, false, false}, variant{m, 0, false, true})
+			vs = append(vs, variant{m, 0, false, false, false}, variant{m, 0, false, true, false}, variant{m, 0, false, false, true})
 		}
 		if m.graphs && m.paged {
-			vs = append(vs, variant{m, 0.8, true, false}, variant{m, 0, true, false}, variant{m, 0, true, true})
+			vs = append(vs, variant{m, 0.8, true, false, false}, variant{m, 0, true, false, false}, variant{m, 0, true, true, false},
+				variant{m, 0, true, false, true})
 		}
 	}
 	for _, c := range vs {
 		m := c.m
-		t.Run(fmt.Sprintf("%v,temperature=%v,held=%v,cublas=%v", m, c.temp, c.held, c.cublas), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v,temperature=%v,held=%v,cublas=%v,wide=%v", m, c.temp, c.held, c.cublas, c.wide), func(t *testing.T) {
 			run := func(ahead, held bool) (out []int32, hits int) {
 				opt := Options{MaxBatch: 8, MaxSeqLen: 64, Paged: m.paged, Graphs: m.graphs, MemoryFraction: 0.02}
 				cfg, w, narrow := cfg, w, []func(*caps){}
 				if c.cublas { // and rows the warp kernels embed (rowWarp)
 					cfg, w, narrow = wideCfg, wide, append(narrow, cublasOnly)
+				}
+				if c.wide {
+					cfg, w = wideCfg, wide
 				}
 				r := openNarrow(t, cfg, w, opt, narrow...)
 				defer r.Close()
@@ -79,10 +84,10 @@ func TestQueuedStepsMatchSteps(t *testing.T) {
 					out = append(out, next...)
 					tok = next
 				}
-				var embeds bool
+				var embeds, folded bool
 				err := onWorker(r, func(s *state) error {
 					p, err := s.newPlan(8, 8, c.temp == 0, graphStep, false)
-					embeds = p.embedNext
+					embeds, folded = p.embedNext, p.gemms.folded()
 					return err
 				})
 				if err != nil {
@@ -90,6 +95,9 @@ func TestQueuedStepsMatchSteps(t *testing.T) {
 				}
 				if c.cublas && embeds != (c.temp == 0) {
 					t.Fatalf("greedy %v on cuBLAS: the sampler embeds the next step: %v", c.temp == 0, embeds)
+				}
+				if folded && embeds {
+					t.Fatal("a folded step's sampler embeds the next step's rows (it writes no statistics)")
 				}
 				return out, r.Stats().Queued
 			}
