@@ -193,3 +193,24 @@ func TestGEMMPathNamesRows(t *testing.T) {
 		}
 	}
 }
+
+// TestWGEdgePlansMatchReference runs prefill and teacher-forced decode steps against the float64
+// reference on a shape whose wg_gemm plans are the edge ones: a single K slice (QKV and the MLP's
+// first GEMM: no partials pushed) and 16 slices in a cluster column (the MLP's second).
+func TestWGEdgePlansMatchReference(t *testing.T) {
+	cfg := Config{NLayer: 2, NHead: 4, NEmbd: 256, NPositions: 128, VocabSize: 1000, Inner: 4096, Eps: 1e-5}
+	g := planWGLayer(cfg.NEmbd, cfg.Inner)
+	if !g.on || g.qkv != (wgPlan{cn: 4, splits: 1}) || g.fc != (wgPlan{cn: 4, splits: 1}) || g.fcProj != (wgPlan{cn: 1, splits: 16}) {
+		t.Fatalf("plans %+v: not the edge plans this test is for", g)
+	}
+	needGPU(t)
+	w := testModel(cfg, 41)
+	const steps = 8
+	ps := makePlans(cfg, w, []int{1, 9, 30, 50, 7}, []int{0, 0, 0, 0, 3}, steps, 6)
+	r := openNarrow(t, cfg, w, Options{MaxBatch: 8, MaxSeqLen: 64, MaxTokens: 64, Paged: true, Graphs: true, MemoryFraction: 0.02}, wgOnly)
+	defer r.Close()
+	if !r.s.caps.wg.on {
+		t.Skipf("wg_gemm is not used on this GPU (compute capability %d)", r.s.ctx.Info().CC)
+	}
+	runPlans(t, r, cfg, ps, steps, 1e-2)
+}
