@@ -5,6 +5,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"os"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -213,4 +214,46 @@ func TestWGEdgePlansMatchReference(t *testing.T) {
 		t.Skipf("wg_gemm is not used on this GPU (compute capability %d)", r.s.ctx.Info().CC)
 	}
 	runPlans(t, r, cfg, ps, steps, 1e-2)
+}
+
+// TestProfileWGPlans times the batch-64 and batch-16 decode step graphs with wg_gemm's layer
+// GEMMs on other (CN, S) plans than planWG's, one GEMM changed at a time, then together: the
+// epilogues (the residual add and statistics, the folded norm and GELU) take longer on fewer,
+// fuller blocks than the plain products gemmlab times. Set ROSETOP_GPU_PROFILE=1.
+func TestProfileWGPlans(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	w := testModel(gpt2Cfg, 1)
+	type plans struct{ qkv, proj, fc, fcProj wgPlan }
+	variants := []struct {
+		name string
+		p    plans
+	}{
+		{"planWG", plans{}},
+		{"qkv 4x4", plans{qkv: wgPlan{4, 4}}},
+		{"attn proj 4x4", plans{proj: wgPlan{4, 4}}},
+		{"attn proj 2x8", plans{proj: wgPlan{2, 8}}},
+		{"fc 4x3", plans{fc: wgPlan{4, 3}}},
+		{"fc 4x4", plans{fc: wgPlan{4, 4}}},
+		{"fc proj 1x8", plans{fcProj: wgPlan{1, 8}}},
+		{"fc proj 1x12", plans{fcProj: wgPlan{1, 12}}},
+		{"qkv 4x4, attn proj 4x4, fc 4x3", plans{qkv: wgPlan{4, 4}, proj: wgPlan{4, 4}, fc: wgPlan{4, 3}}},
+		{"attn proj 4x4, fc 4x4", plans{proj: wgPlan{4, 4}, fc: wgPlan{4, 4}}},
+	}
+	for _, B := range []int{64, 16} {
+		for round := range 2 {
+			for _, v := range variants {
+				profileGraph(t, w, B, fmt.Sprintf("round %d, %s", round, v.name), func(c *caps) {
+					for _, o := range []struct{ dst, p *wgPlan }{{&c.wg.qkv, &v.p.qkv}, {&c.wg.proj, &v.p.proj}, {&c.wg.fc, &v.p.fc},
+						{&c.wg.fcProj, &v.p.fcProj}} {
+						if o.p.splits > 0 {
+							*o.dst = *o.p
+						}
+					}
+				})
+			}
+		}
+	}
 }
