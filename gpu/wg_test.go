@@ -5,8 +5,8 @@ package gpu
 import (
 	"fmt"
 	"math"
-	"os"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"unsafe"
 
