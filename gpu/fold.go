@@ -7,8 +7,8 @@ import (
 	"sync"
 )
 
-// Folded norms: in a decode step on small_gemm, no kernel of its own runs a layer norm or a
-// residual add. The GEMM that ends a residual branch (attention's output projection, the MLP's
+// Folded norms: in a step on small_gemm (folded) or wg_gemm, no kernel of its own runs a layer
+// norm or a residual add. The GEMM that ends a residual branch (attention's output projection, the MLP's
 // second matrix) adds its product and bias to the residual stream x in its epilogue, writes x in
 // fp16 for the next GEMM and, per block of columns, each row's mean and sum of squared
 // deviations (EPI_RES). The GEMM after a norm (QKV after ln_1, the MLP's first after ln_2) reads

@@ -10,8 +10,8 @@ import (
 )
 
 // caps are the paths this device and its libraries allow the runner, fixed at Open: on Hopper the
-// layer GEMMs of small steps on small_gemm, with programmatic dependent launch and the norms
-// folded into them, and those of steps up to 64 rows on wg_gemm where its sm_90a module loads;
+// layer GEMMs of steps up to 64 rows on wg_gemm where its sm_90a module loads, else those of small
+// steps on small_gemm, with programmatic dependent launch and the norms folded into them;
 // elsewhere cuBLAS. Tests narrow them through openWith.
 type caps struct {
 	small     smallGEMMs // small_gemm's plans of the layer GEMMs; small.on false: not used
@@ -79,7 +79,7 @@ type stepPlan struct {
 	m, mHead   int        // the GEMMs' rows (gemmRows) of the layers and of the LM head
 	decode     bool       // a token per sequence: attention also adds the QKV bias and writes the KV cache
 	gemms      layerGEMMs // the layers' GEMM path
-	pdl        bool       // the row kernels and small_gemm launch with programmatic dependent launch
+	pdl        bool       // the row kernels, small_gemm and wg_gemm launch with programmatic dependent launch
 	fc         *ltPlan    // viaCuBLAS: the fc GEMM's cuBLASLt plan at m rows; nil: cublasGemmEx, then bias_gelu
 	// projSplits, fcProjSplits: the K slices of the output projections' GEMMs (viaCuBLAS), whose
 	// partial sums the residual add sums.

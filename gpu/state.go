@@ -158,8 +158,8 @@ func (s *state) decideCaps(narrow func(*caps), wgLoaded bool) error {
 	return nil
 }
 
-// upload uploads the weights: with small_gemm also its packed copies of the layer matrices, and
-// with folded norms the norms folded into them.
+// upload uploads the weights: with small_gemm or wg_gemm also their packed copies of the layer
+// matrices, and with folded norms the norms folded into them.
 func (s *state) upload(w *Weights) error {
 	t0 := time.Now()
 	var err error
