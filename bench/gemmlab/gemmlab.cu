@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
 	auto xin = [&](const Shape &s) { return s.K == 768 ? dx768 : dx3072; };
 
 	for (const void *k : {(const void *)gemm_small_n2, (const void *)gemm_wg}) {
-		CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
+		CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)prop.sharedMemPerBlockOptin));
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 	}
 	auto config = [&](cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, dim3 grid, int cx, int cy, int smem, bool pdl) {
