@@ -139,14 +139,16 @@ func (s *state) decideCaps(narrow func(*caps), wgLoaded bool) error {
 	if narrow != nil {
 		narrow(c)
 	}
-	c.small.on = c.small.on && c.smallRows > 0 // unused: no packed copies, no attributes
 	if c.wg.on {
 		ok, err := s.wgAttrs(c.wg, s.cfg.NEmbd, s.cfg.Inner)
 		if err != nil {
 			return err
 		}
-		c.wg.on = ok
+		if c.wg.on = ok; !ok && c.smallRows == 0 {
+			c.smallRows = smallDefaultRows // this device cannot hold wg_gemm's plans: small_gemm's steps again
+		}
 	}
+	c.small.on = c.small.on && c.smallRows > 0 // unused: no packed copies, no attributes
 	if c.small.on {
 		ok, err := s.smallAttrs(c.small)
 		if err != nil {
