@@ -52,6 +52,22 @@ func TestProfileDecodeGPT2(t *testing.T) {
 	profileGEMM(t, w)
 }
 
+// TestProfileDecodeBatches prints the GPU time of the greedy decode step graph of the
+// GPT-2-124M-shaped model at context 128 on the default path, at batch sizes from 1 to 64, twice.
+// Set ROSETOP_GPU_PROFILE=1.
+func TestProfileDecodeBatches(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	w := testModel(gpt2Cfg, 1)
+	for round := range 2 {
+		for _, B := range []int{1, 8, 16, 32, 48, 64} {
+			profileGraph(t, w, B, fmt.Sprintf("round %d", round))
+		}
+	}
+}
+
 // profileGEMM logs cuBLAS's time per batch-64 GEMM of each GPT-2 shape, with the weight as
 // stored now ([in, out], "NN") and transposed ([out, in], "TN"; the same bytes read as the
 // transposed shape), fp32 and fp16 output.
