@@ -139,7 +139,7 @@ const (
 // small_gemm (viaSmall, viaFolded) or wg_gemm (viaWG), from W's packed copy for that path.
 func (s *state) layerGEMM(p *stepPlan, prog *program, L *devLayer, g layerGEMM, y, x cu.Ptr, e gemmEpi) {
 	C, F := s.cfg.NEmbd, s.cfg.Inner
-	sg, wg := &s.caps.small, &s.caps.wg
+	sg, wg := &s.caps.small, s.caps.wg.at(p.rows)
 	shape := [...]struct {
 		name     string
 		in, out  int

@@ -20,6 +20,10 @@ const (
 	wgMaxSlice = 384 // the longest K slice: A's fragments in registers (WG_KSMAX)
 	wgMaxRows  = 64  // wgmma's M
 	wgMaxRow   = 4   // the widest cluster row: more column blocks share X's load (bench/RESULTS.md)
+	// wgWideRows, wgWideCluster: steps of more rows take plans of clusters of at most 8 blocks,
+	// the portable size (wgGEMMs.wide).
+	wgWideRows    = 48
+	wgWideCluster = 8
 )
 
 // wgEpilogues are wg_gemm's kernels, in kernelID order from kWGGEMM (gemm_sm90a.cu WG_KERNEL).
@@ -40,10 +44,11 @@ func wgKernel(e epilogue) (kernelID, bool) {
 type wgPlan struct{ cn, splits int }
 
 // planWG picks the fewest K slices of at most wgMaxSlice (a multiple of 16) and the widest
-// cluster row up to wgMaxRow that divides the column blocks, within 16 blocks a cluster: the
-// rule that reached the fastest or nearly the fastest of every plan of GPT-2's four GEMMs at 64
-// rows (bench/RESULTS.md). ok is false when N is not a multiple of 64 or no slice fits.
-func planWG(N, K int) (p wgPlan, ok bool) {
+// cluster row up to wgMaxRow that divides the column blocks, within maxCluster blocks a cluster
+// where the slices leave room: the rule that reached the fastest or nearly the fastest of every
+// plan of GPT-2's four GEMMs at 64 rows (bench/RESULTS.md). ok is false when N is not a multiple
+// of 64 or no slice fits.
+func planWG(N, K, maxCluster int) (p wgPlan, ok bool) {
 	if N%wgBN != 0 || N < wgBN {
 		return p, false
 	}
@@ -52,7 +57,7 @@ func planWG(N, K int) (p wgPlan, ok bool) {
 			continue
 		}
 		cn := wgMaxRow
-		for N/wgBN%cn != 0 || cn*s > smallMaxCluster {
+		for cn > 1 && (N/wgBN%cn != 0 || cn*s > maxCluster) {
 			cn /= 2
 		}
 		return wgPlan{cn: cn, splits: s}, true
@@ -60,10 +65,25 @@ func planWG(N, K int) (p wgPlan, ok bool) {
 	return p, false
 }
 
-// wgGEMMs are the plans of a layer's four GEMMs; on is false when wg_gemm is not used.
+// wgLayerPlans are the plans of a layer's four GEMMs.
+type wgLayerPlans struct{ qkv, proj, fc, fcProj wgPlan }
+
+// wgGEMMs are a layer's plans for steps of up to wgWideRows rows and for wider ones; on is false
+// when wg_gemm is not used.
 type wgGEMMs struct {
-	on                    bool
-	qkv, proj, fc, fcProj wgPlan
+	on           bool
+	wgLayerPlans // clusters of up to 16 blocks
+	// wide: clusters of up to wgWideCluster blocks, for steps of more than wgWideRows rows (GPT-2:
+	// the MLP's second GEMM 1 x 8 instead of 2 x 8; faster at 64 rows, slower at 1-48: RESULTS.md).
+	wide wgLayerPlans
+}
+
+// at is the plans of a step of m rows.
+func (g *wgGEMMs) at(m int) *wgLayerPlans {
+	if m > wgWideRows {
+		return &g.wide
+	}
+	return &g.wgLayerPlans
 }
 
 // planWGLayer plans the four GEMMs of a layer of width C and MLP width F; they run only folded,
@@ -71,10 +91,16 @@ type wgGEMMs struct {
 func planWGLayer(C, F int) wgGEMMs {
 	var g wgGEMMs
 	var ok [4]bool
-	g.qkv, ok[0] = planWG(3*C, C)
-	g.proj, ok[1] = planWG(C, C)
-	g.fc, ok[2] = planWG(F, C)
-	g.fcProj, ok[3] = planWG(C, F)
+	plan := func(maxCluster int) wgLayerPlans {
+		var p wgLayerPlans
+		p.qkv, ok[0] = planWG(3*C, C, maxCluster)
+		p.proj, ok[1] = planWG(C, C, maxCluster)
+		p.fc, ok[2] = planWG(F, C, maxCluster)
+		p.fcProj, ok[3] = planWG(C, F, maxCluster)
+		return p
+	}
+	g.wide = plan(wgWideCluster)
+	g.wgLayerPlans = plan(smallMaxCluster)
 	g.on = ok[0] && ok[1] && ok[2] && ok[3] && foldsAt(C, wgBN)
 	return g
 }
@@ -117,11 +143,13 @@ func packWG(dst []uint16, src, scale []float32, K, N, nbLo, nbHi int) {
 // device cannot hold a plan's memory.
 func (s *state) wgAttrs(g wgGEMMs, C, F int) (bool, error) {
 	need := 0
-	for _, q := range []struct {
-		p wgPlan
-		k int
-	}{{g.qkv, C}, {g.proj, C}, {g.fc, C}, {g.fcProj, F}} {
-		need = max(need, wgShared(wgMaxRows, q.k, q.p, epiRes))
+	for _, p := range []*wgLayerPlans{&g.wgLayerPlans, &g.wide} {
+		for _, q := range []struct {
+			p wgPlan
+			k int
+		}{{p.qkv, C}, {p.proj, C}, {p.fc, C}, {p.fcProj, F}} {
+			need = max(need, wgShared(wgMaxRows, q.k, q.p, epiRes))
+		}
 	}
 	if need > s.ctx.Info().MaxSharedOptin {
 		return false, nil

@@ -73,35 +73,43 @@ func TestPackWG(t *testing.T) {
 // every plan measured at 64 rows, bench/RESULTS.md) and the invariants of every plan.
 func TestPlanWG(t *testing.T) {
 	for _, c := range []struct {
-		N, K int
-		want wgPlan
+		N, K, cluster int
+		want          wgPlan
 	}{
-		{2304, 768, wgPlan{cn: 4, splits: 2}}, // qkv: 36 x 2 blocks
-		{768, 768, wgPlan{cn: 4, splits: 2}},  // attn proj: 12 x 2
-		{3072, 768, wgPlan{cn: 4, splits: 2}}, // fc: 48 x 2
-		{768, 3072, wgPlan{cn: 2, splits: 8}}, // fc proj: 12 x 8
+		{2304, 768, 16, wgPlan{cn: 4, splits: 2}}, // qkv: 36 x 2 blocks
+		{768, 768, 16, wgPlan{cn: 4, splits: 2}},  // attn proj: 12 x 2
+		{3072, 768, 16, wgPlan{cn: 4, splits: 2}}, // fc: 48 x 2
+		{768, 3072, 16, wgPlan{cn: 2, splits: 8}}, // fc proj: 12 x 8
+		{2304, 768, 8, wgPlan{cn: 4, splits: 2}},  // the wide plans: qkv, attn proj and fc the same
+		{768, 3072, 8, wgPlan{cn: 1, splits: 8}},  // fc proj in clusters of 8
+		{768, 4096, 8, wgPlan{cn: 1, splits: 16}}, // 16 slices: a cluster of 16 all the same
 	} {
-		if p, ok := planWG(c.N, c.K); !ok || p != c.want {
-			t.Errorf("planWG(%d, %d) = %+v, %v; want %+v", c.N, c.K, p, ok, c.want)
+		if p, ok := planWG(c.N, c.K, c.cluster); !ok || p != c.want {
+			t.Errorf("planWG(%d, %d, %d) = %+v, %v; want %+v", c.N, c.K, c.cluster, p, ok, c.want)
 		}
 	}
 	for _, sh := range [][2]int{{64, 64}, {192, 128}, {384, 128}, {128, 512}, {3072, 1024}, {1024, 4096}, {4800, 1600}, {1600, 6400}} {
-		p, ok := planWG(sh[0], sh[1])
-		if !ok {
-			continue
-		}
-		blocks := sh[0] / wgBN
-		if blocks%p.cn != 0 || p.cn*p.splits > smallMaxCluster || sh[1]%(16*p.splits) != 0 || sh[1]/p.splits > wgMaxSlice {
-			t.Errorf("planWG(%d, %d) = %+v breaks the kernel's limits", sh[0], sh[1], p)
+		for _, cluster := range []int{wgWideCluster, smallMaxCluster} {
+			p, ok := planWG(sh[0], sh[1], cluster)
+			if !ok {
+				continue
+			}
+			blocks := sh[0] / wgBN
+			if blocks%p.cn != 0 || p.cn*p.splits > max(cluster, p.splits) || p.splits > smallMaxCluster || sh[1]%(16*p.splits) != 0 ||
+				sh[1]/p.splits > wgMaxSlice {
+				t.Errorf("planWG(%d, %d, %d) = %+v breaks the kernel's limits", sh[0], sh[1], cluster, p)
+			}
 		}
 	}
 	for _, sh := range [][2]int{{96, 768}, {768, 6400}, {768, 40}} {
-		if p, ok := planWG(sh[0], sh[1]); ok {
+		if p, ok := planWG(sh[0], sh[1], smallMaxCluster); ok {
 			t.Errorf("planWG(%d, %d) = %+v: want no plan", sh[0], sh[1], p)
 		}
 	}
 	if g := planWGLayer(768, 3072); !g.on {
 		t.Error("GPT-2 124M has no wg_gemm plans")
+	} else if g.at(wgWideRows) != &g.wgLayerPlans || g.at(wgWideRows+1) != &g.wide || g.wide.fcProj != (wgPlan{cn: 1, splits: 8}) {
+		t.Errorf("GPT-2 124M's plans by rows: %+v", g)
 	}
 	if g := planWGLayer(1280, 5120); g.on {
 		t.Error("a width of 1280 runs wg_gemm; its 20 parts a row are more than the epilogues combine")
@@ -217,7 +225,7 @@ func TestWGEdgePlansMatchReference(t *testing.T) {
 }
 
 // TestProfileWGPlans times the batch-64 and batch-16 decode step graphs with wg_gemm's layer
-// GEMMs on other (CN, S) plans than planWG's, one GEMM changed at a time, then together: the
+// GEMMs on other (CN, S) plans than planWG's (the narrow and the wide plans alike), one GEMM changed at a time, then together: the
 // epilogues (the residual add and statistics, the folded norm and GELU) take longer on fewer,
 // fuller blocks than the plain products gemmlab times. Set ROSETOP_GPU_PROFILE=1.
 func TestProfileWGPlans(t *testing.T) {
@@ -246,10 +254,12 @@ func TestProfileWGPlans(t *testing.T) {
 		for round := range 2 {
 			for _, v := range variants {
 				profileGraph(t, w, B, fmt.Sprintf("round %d, %s", round, v.name), func(c *caps) {
-					for _, o := range []struct{ dst, p *wgPlan }{{&c.wg.qkv, &v.p.qkv}, {&c.wg.proj, &v.p.proj}, {&c.wg.fc, &v.p.fc},
-						{&c.wg.fcProj, &v.p.fcProj}} {
-						if o.p.splits > 0 {
-							*o.dst = *o.p
+					for _, g := range []*wgLayerPlans{&c.wg.wgLayerPlans, &c.wg.wide} {
+						for _, o := range []struct{ dst, p *wgPlan }{{&g.qkv, &v.p.qkv}, {&g.proj, &v.p.proj}, {&g.fc, &v.p.fc},
+							{&g.fcProj, &v.p.fcProj}} {
+							if o.p.splits > 0 {
+								*o.dst = *o.p
+							}
 						}
 					}
 				})
