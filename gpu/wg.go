@@ -100,7 +100,7 @@ func planWGLayer(C, F int) wgGEMMs {
 		return p
 	}
 	g.wide = plan(wgWideCluster)
-	g.wgLayerPlans = plan(smallMaxCluster)
+	g.wgLayerPlans = plan(smallMaxCluster) // ok: whether a slice fits, the same for both
 	g.on = ok[0] && ok[1] && ok[2] && ok[3] && foldsAt(C, wgBN)
 	return g
 }
