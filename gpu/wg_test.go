@@ -225,16 +225,17 @@ func TestWGEdgePlansMatchReference(t *testing.T) {
 }
 
 // TestProfileWGPlans times the batch-64 and batch-16 decode step graphs with wg_gemm's layer
-// GEMMs on other (CN, S) plans than planWG's (the narrow and the wide plans alike), one GEMM changed at a time, then together: the
-// epilogues (the residual add and statistics, the folded norm and GELU) take longer on fewer,
-// fuller blocks than the plain products gemmlab times. Set ROSETOP_GPU_PROFILE=1.
+// GEMMs on other (CN, S) plans than planWG's (in the narrow and the wide plans alike), one GEMM
+// changed at a time, then together: the epilogues (the residual add and statistics, the folded
+// norm and GELU) take longer on fewer, fuller blocks than the plain products gemmlab times. Set
+// ROSETOP_GPU_PROFILE=1.
 func TestProfileWGPlans(t *testing.T) {
 	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
 		t.Skip("ROSETOP_GPU_PROFILE is not set")
 	}
 	needGPU(t)
 	w := testModel(gpt2Cfg, 1)
-	type plans struct{ qkv, proj, fc, fcProj wgPlan }
+	type plans = wgLayerPlans // a zero plan keeps planWG's
 	variants := []struct {
 		name string
 		p    plans
