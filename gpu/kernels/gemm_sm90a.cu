@@ -60,6 +60,25 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, int byt
 __device__ __forceinline__ void expect_tx(uint32_t bar, int bytes) {
 	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
+
+// wg_products: d = A B over nk k16 steps (NK when it is not 0: then known at compile time), A's
+// fragments by ldmatrix from X's slice at xa, B the weights' slab at wA once barW completes.
+template <int NK>
+__device__ __forceinline__ void wg_products(float (&d)[32], uint32_t xa, uint32_t wA, int nk, uint32_t barW) {
+	uint32_t a[WG_KSMAX / 16][4];
+#pragma unroll
+	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
+		if (kk < (NK ? NK : nk)) ldsm_x4(a[kk], xa + 32 * kk);
+#pragma unroll
+	for (int i = 0; i < 32; i++) d[i] = 0.f;
+	mbar_wait(barW, 0);
+	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
+		if (kk < (NK ? NK : nk)) wgmma_n64(d, a[kk], wg_desc(wA + kk * WG_BN * 32));
+	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+	asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
 #endif
 
 // wg_gemm: dynamic shared memory (gpu/wg.go wgShared), in this order: W's slab (KS x 64 halves);
@@ -134,22 +153,15 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 		rowNorm[threadIdx.x] = row_norm(stats + (size_t)(r0 + threadIdx.x) * pstride, P, K, eps);
 	mbar_wait(barX, 0);
 
-	// 3. The products: every A fragment by ldmatrix, then KS/16 wgmmas on the weights' slab.
-	uint32_t a[WG_KSMAX / 16][4];
-	const uint32_t xa = xs0 + 2 * ((16 * warp + lane % 16) * xst + (lane / 16) * 8);
-#pragma unroll
-	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
-		if (kk < KS / 16) ldsm_x4(a[kk], xa + 32 * kk);
+	// 3. The products. Slices of 384 (GPT-2) and 256 (GPT-2 medium) run with their length compiled
+	// in, so that the wgmmas issue back to back with no branch between them (bench/RESULTS.md).
 	float d[32];
-#pragma unroll
-	for (int i = 0; i < 32; i++) d[i] = 0.f;
-	mbar_wait(barW, 0);
-	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
-		if (kk < KS / 16) wgmma_n64(d, a[kk], wg_desc(wA + kk * BN * 32));
-	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-	asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+	const uint32_t xa = xs0 + 2 * ((16 * warp + lane % 16) * xst + (lane / 16) * 8);
+	switch (KS / 16) {
+	case 24: wg_products<24>(d, xa, wA, KS / 16, barW); break;
+	case 16: wg_products<16>(d, xa, wA, KS / 16, barW); break;
+	default: wg_products<0>(d, xa, wA, KS / 16, barW);
+	}
 
 	// 4. The partials: thread (warp, g, t) holds rows 16*warp + g (+8), columns 8j + 2t (+1).
 	// Rows this block owns go to its own slot, the others to their owner's slot for this block.
