@@ -80,6 +80,13 @@ func (s *state) allocBuffers() error {
 
 	s.kv.bs = o.BlockSize
 	s.kv.width = (o.MaxSeqLen + o.BlockSize - 1) / o.BlockSize
+	// The attention kernels hold a sequence's block table in dynamic shared memory beside 26 KB
+	// of their own: long contexts in small blocks need more than the default 48 KB allows.
+	for _, k := range []kernelID{kAttnPaged, kAttnContig, kAttnDecodePaged, kAttnDecodeContig} {
+		if err := s.ctx.SetMaxShared(s.k[k], 4*s.kv.width); err != nil {
+			return err
+		}
+	}
 	return s.allocMeta(T, B, int64(s.kv.width))
 }
 

@@ -348,11 +348,12 @@ extern "C" __global__ void qkv_bias_kv_write(half *__restrict__ qkv, const float
 // then L = HD/8 lanes share a position, each loading 8 dims of its key and of its value with
 // 16-byte loads. A block covers G = ATT_THREADS/L positions per lane-group step; a row is
 // ATT_UNROLL such steps (32 positions at HD 64), and ATT_BUFS rows are in flight in a ring: a row
-// is folded in while the next ones load, then reloads with the row ATT_BUFS further on. Each
+// is folded in while the next ones load, then reloads with the row ATT_BUFS further on (in a
+// decode step, past the ATT_STAGED rows that follow the ring's first ones in shared memory). Each
 // lane group keeps an online softmax (running max, sum and weighted values); the groups merge
-// through shared memory, a thread per dim. 128 threads and at most 80 registers
-// (6 blocks an SM) keep a whole batch-64 decode step (768 blocks) resident in one wave. HD is a
-// power of two from 8 to 256.
+// through shared memory, a thread per dim. 128 threads, at most 80 registers and 26 KB of shared
+// memory (6 blocks an SM) keep a whole batch-64 decode step (768 blocks) resident in one wave. HD
+// is a power of two from 8 to 256.
 // The kernel is as much issue-bound as memory-bound at batch 64, so instructions count: hence the
 // ring of rows, the copy with the 64-dim head compiled in (ATT_DISPATCH) and the merge through
 // shared memory (bench/RESULTS.md has the variants and their times).
@@ -360,6 +361,7 @@ extern "C" __global__ void qkv_bias_kv_write(half *__restrict__ qkv, const float
 #define ATT_THREADS 128
 #define ATT_UNROLL 2
 #define ATT_BUFS 2
+#define ATT_STAGED 2 // decode: rows after the ring's first ones, in shared memory (16 KB)
 
 // kv_slot is position j's cache slot: table[j / bs] * bs + j % bs when PAGED (bs = 1 << sh), else
 // base + j. Slots and their offsets in 16-byte words fit 32 bits (buffers.go maxKVSlots).
@@ -502,11 +504,35 @@ __device__ __forceinline__ void attention(half *__restrict__ out, const half *__
 	// but the token's own (ctx - 1) was cached by an earlier step, so they load before the wait,
 	// overlapping the QKV GEMM this kernel waits for.
 	uint4 ku[ATT_BUFS][U], vu[ATT_BUFS][U];
+	// FUSED: the ATT_STAGED rows after those go to shared memory by cp.async, also before the
+	// wait, so that a context of up to ATT_BUFS + ATT_STAGED rows waits for no load after it
+	// (bench/RESULTS.md: faster at 1-48 sequences, the same at 64). A thread reads back only its own
+	// slots; positions past the token's are zero, its own is stored by its lane group once
+	// computed. Only the 64-dim copy stages (the memory is static, every copy's counts).
+	constexpr int SR = FUSED && HDC ? ATT_STAGED : 0;
+	__shared__ __align__(16) uint4 staged[SR ? SR : 1][U][2][ATT_THREADS];
 	if (FUSED) {
 		unsigned base = PAGED ? 0 : (unsigned)gtable[0] * bs;
 #pragma unroll
 		for (int r = 0; r < ATT_BUFS; r++)
 			if (r == 0 || r * R < ctx) kv_row<PAGED, U>(ku[r], vu[r], kh, vh, gtable, base, r * R, ctx - 1, G, grp, sh, C8);
+#pragma unroll
+		for (int r = 0; r < (ctx > ATT_BUFS * R ? SR : 0); r++) {
+#pragma unroll
+			for (int k = 0; k < U; k++) {
+				const int j = (ATT_BUFS + r) * R + k * G + grp;
+				if (j < ctx - 1) {
+					const unsigned sl = kv_slot<PAGED>(gtable, base, j, sh) * C8;
+					const uint32_t dk = (uint32_t)__cvta_generic_to_shared(&staged[r][k][0][threadIdx.x]),
+					               dv = (uint32_t)__cvta_generic_to_shared(&staged[r][k][1][threadIdx.x]);
+					asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dk), "l"(kh + sl) : "memory");
+					asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dv), "l"(vh + sl) : "memory");
+				} else if (j > ctx - 1) {
+					staged[r][k][0][threadIdx.x] = staged[r][k][1][threadIdx.x] = make_uint4(0, 0, 0, 0);
+				}
+			}
+		}
+		asm volatile("cp.async.commit_group;" ::: "memory");
 	}
 	pdl_wait();
 	float q[8];
@@ -525,6 +551,12 @@ __device__ __forceinline__ void attention(half *__restrict__ out, const half *__
 				*reinterpret_cast<uint4 *>(vc + s) = v;
 #pragma unroll
 				for (int r = 0; r < ATT_BUFS; r++) own_kv<U>(ku[r], vu[r], k, v, r * R, G, grp, ctx);
+				const int sr = (ctx - 1) / R - ATT_BUFS;
+				if (sr >= 0 && sr < SR) {
+					const int kk = (ctx - 1) % R / G;
+					staged[sr][kk][0][threadIdx.x] = k;
+					staged[sr][kk][1][threadIdx.x] = v;
+				}
 			}
 		} else {
 			u = *reinterpret_cast<const uint4 *>(qkv + (size_t)t * 3 * C + h * HD + 8 * sub);
@@ -545,7 +577,32 @@ __device__ __forceinline__ void attention(half *__restrict__ out, const half *__
 			if (r == 0 || r * R < ctx) kv_row<PAGED, U>(ku[r], vu[r], kh, vh, table, base, r * R, ctx, G, grp, sh, C8);
 	}
 	float m = -INFINITY, l = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-	for (int j0 = 0; j0 < ctx; j0 += ATT_BUFS * R) { // uniform over the block
+	int first = 0; // the first row of the ring below
+	if (SR > 0 && ctx > ATT_BUFS * R) {
+		// The ring's rows, each reloaded with the first row past the staged ones; then the
+		// staged rows while those load.
+#pragma unroll
+		for (int r = 0; r < ATT_BUFS; r++) {
+			fold_row<U>(q, ku[r], vu[r], r * R, G, grp, L, ctx, m, l, acc);
+			const int jn = (r + ATT_BUFS + SR) * R;
+			if (jn < ctx) kv_row<PAGED, U>(ku[r], vu[r], kh, vh, table, base, jn, ctx, G, grp, sh, C8);
+		}
+		asm volatile("cp.async.wait_all;" ::: "memory");
+#pragma unroll
+		for (int r = 0; r < SR; r++) {
+			const int j = (ATT_BUFS + r) * R;
+			if (j >= ctx) break;
+			uint4 tk[U], tv[U];
+#pragma unroll
+			for (int k = 0; k < U; k++) {
+				tk[k] = staged[r][k][0][threadIdx.x];
+				tv[k] = staged[r][k][1][threadIdx.x];
+			}
+			fold_row<U>(q, tk, tv, j, G, grp, L, ctx, m, l, acc);
+		}
+		first = (ATT_BUFS + SR) * R;
+	}
+	for (int j0 = first; j0 < ctx; j0 += ATT_BUFS * R) { // uniform over the block
 #pragma unroll
 		for (int r = 0; r < ATT_BUFS; r++) {
 			int j = j0 + r * R; // the row in ku[r], vu[r]
