@@ -59,7 +59,8 @@ func (s *state) attentionBlock(p *stepPlan, l int, prog *program) {
 		if l > 0 {
 			parts = s.resParts(p, gemmFCProj)
 		}
-		s.layerGEMM(p, prog, L, gemmQKV, a.y, a.xln, gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts})
+		s.layerGEMM(p, prog, L, gemmQKV, a.y, a.xln, gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts,
+			next: L.projWg, nextBytes: C * C * 2})
 	case p.gemms == viaSmall:
 		s.layerGEMM(p, prog, L, gemmQKV, a.y, a.xln, gemmEpi{})
 	default:
@@ -76,7 +77,8 @@ func (s *state) attentionBlock(p *stepPlan, l int, prog *program) {
 	}
 	switch {
 	case p.gemms.folded():
-		s.layerGEMM(p, prog, L, gemmProj, a.x, a.att, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln})
+		s.layerGEMM(p, prog, L, gemmProj, a.x, a.att, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln,
+			next: L.fcWg, nextBytes: C * c.Inner * 2})
 		return
 	case p.gemms == viaSmall:
 		s.layerGEMM(p, prog, L, gemmProj, a.y, a.att, gemmEpi{})
@@ -96,10 +98,11 @@ func (s *state) mlpBlock(p *stepPlan, l int, prog *program) {
 	C, F, n, eps, m := c.NEmbd, c.Inner, p.rows, c.Eps, p.m
 	switch {
 	case p.gemms.folded():
-		s.layerGEMM(p, prog, L, gemmFC, a.h, a.xln,
-			gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: s.resParts(p, gemmProj)})
+		s.layerGEMM(p, prog, L, gemmFC, a.h, a.xln, gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats,
+			parts: s.resParts(p, gemmProj), next: L.fcProjWg, nextBytes: F * C * 2})
 		if !last {
-			s.layerGEMM(p, prog, L, gemmFCProj, a.x, a.h, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln})
+			s.layerGEMM(p, prog, L, gemmFCProj, a.x, a.h, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln,
+				next: w.layers[l+1].attnWg, nextBytes: 3 * C * C * 2})
 			return
 		}
 		s.layerGEMM(p, prog, L, gemmFCProj, a.y, a.h, gemmEpi{})

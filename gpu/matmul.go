@@ -59,6 +59,10 @@ type gemmEpi struct {
 	stats cu.Ptr // (rows, statStride) (mean, M2) pairs: epiLN* reads parts a row, epiRes writes out/(32 nt)
 	parts int    // epiLN*: the pairs a row of stats holds
 	x16   cu.Ptr // epiRes: y's fp16 copy, (m, out)
+	// next, nextBytes: wg_gemm's blocks prefetch these bytes into L2, a share each: the packed
+	// weights of the step's next GEMM (small_gemm ignores them).
+	next      cu.Ptr
+	nextBytes int
 }
 
 // smallGEMM appends y(m, out) = x(m, in) W through epilogue e on small_gemm, from W's packed copy

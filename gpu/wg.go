@@ -181,5 +181,5 @@ func (p *program) wgGEMM(name string, pdl bool, y, x, wp cu.Ptr, m, in, out int,
 	}
 	p.launchCluster(name, k, out/wgBN, pl.splits, smallThreads, wgShared(m, in, pl, e.kind), pdl, pl.cn, pl.splits,
 		cu.P(y), cu.P(x), cu.P(wp), cu.P(e.bias), cu.I(m), cu.I(out), cu.I(in), cu.I(pl.cn), cu.P(e.colc), cu.P(e.stats),
-		cu.I(e.parts), cu.I(statStride(C)), cu.F(eps), cu.P(e.x16))
+		cu.I(e.parts), cu.I(statStride(C)), cu.F(eps), cu.P(e.x16), cu.P(e.next), cu.I(e.nextBytes))
 }

@@ -7,6 +7,8 @@
 // block does as little as it can after the previous kernel ends:
 // - Its weights, K/S x 64 halves packed in wgmma's no-swizzle K-major order (gpu/wg.go packWG),
 //   are one bulk copy issued *before* griddepcontrol.wait.
+// - It prefetches its share of the next GEMM's weights (pf) into L2: that GEMM's blocks that can
+//   start only once this one's leave (shared memory) then copy theirs from L2, not DRAM.
 // - The CN column blocks of a cluster row share X's slice: each copies 64/CN of its rows with a
 //   bulk copy multicast to all CN.
 // - A in registers (ldmatrix), B from shared memory: KS/16 wgmma m64n64k16.
@@ -90,7 +92,8 @@ template <int EPI>
 __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__restrict__ x, const half *__restrict__ ws,
                                         const float *__restrict__ bias, int M, int N, int K, int CN,
                                         const float *__restrict__ colc, float2 *__restrict__ stats, int P, int pstride,
-                                        float eps, half *__restrict__ x16) {
+                                        float eps, half *__restrict__ x16, const unsigned char *__restrict__ pf,
+                                        int pfBytes) {
 #if __CUDA_ARCH__ >= 900
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, BN = WG_BN, q4 = WG_BN / 4;
@@ -115,6 +118,11 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 		bulk_copy(wA, ws + ((size_t)blockIdx.x * K + (size_t)split * KS) * BN, KS * BN * 2, barW);
 		expect_tx(barX, M * KS * 2);
 		expect_tx(barR, (S - 1) * own * BN * 4);
+		// The next GEMM's weights into L2, a share a block.
+		const int nb = gridDim.x * gridDim.y, share = (pfBytes / nb + 15) & ~15;
+		const int off = (blockIdx.y * gridDim.x + blockIdx.x) * share, n = min(share, pfBytes - off);
+		if (n > 0)
+			asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf + off), "r"(n) : "memory");
 	}
 	const int ncol = blockIdx.x * BN + 4 * (threadIdx.x % q4); // a thread's columns in step 5
 	float4 bv = make_float4(0.f, 0.f, 0.f, 0.f), cv = bv;
@@ -215,8 +223,8 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 
 #define WG_ARGS                                                                                                  \
 	void *y, const half *x, const half *ws, const float *bias, int M, int N, int K, int CN, const float *colc,    \
-	    float2 *stats, int P, int pstride, float eps, half *x16
-#define WG_CALL y, x, ws, bias, M, N, K, CN, colc, stats, P, pstride, eps, x16
+	    float2 *stats, int P, int pstride, float eps, half *x16, const unsigned char *pf, int pfBytes
+#define WG_CALL y, x, ws, bias, M, N, K, CN, colc, stats, P, pstride, eps, x16, pf, pfBytes
 #define WG_KERNEL(name, EPI)                                                                                     \
 	extern "C" __global__ void __launch_bounds__(128) gemm_wg##name(WG_ARGS) { wg_gemm<EPI>(WG_CALL); }
 // The folded step's epilogues (gpu/forward.go viaWG): the plain one is the last layer's MLP.
