@@ -128,7 +128,10 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 	float4 bv = make_float4(0.f, 0.f, 0.f, 0.f), cv = bv;
 	if (EPI != EPI_PLAIN) bv = __ldg(reinterpret_cast<const float4 *>(bias + ncol));
 	if (EPI == EPI_LN || EPI == EPI_LN_GELU) cv = __ldg(reinterpret_cast<const float4 *>(colc + ncol));
-	if (CN * S > 1) cluster_sync(); // every block's barriers exist before anyone copies into them
+	// Every block's barriers exist before anyone copies into them: the init fence above
+	// publishes them to the cluster, so the arrive needs no release of its own.
+	if (CN * S > 1)
+		asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;");
 
