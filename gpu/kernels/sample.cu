@@ -193,7 +193,8 @@ extern "C" __global__ void argmax_part(const float *__restrict__ logits, int V, 
 // does argmax_part's work, then counts itself done in done[b]; the row's last block to finish
 // reduces the row's chunks, writes next[b], moves the metadata on (advance), sets done[b] back to
 // 0 for the next step (the buffer starts zeroed) and, with EMBED, embeds the row's next token.
-// The fences order each block's part store before its count and the last block's loads after it.
+// The count is an acq_rel atomic: it orders each block's part store before it and the last
+// block's loads (by the same thread) after it, without a full fence.
 // The last block's tail is a chain of round trips the whole step waits for, so what does not
 // need the token loads while the chunks are reduced: the metadata, the slot's table entry, the
 // position's row of wpe and (by the other warps, into shared memory) the norm's weights; after
@@ -209,8 +210,9 @@ extern "C" __global__ void __launch_bounds__(256, 4) argmax_next(int *next, cons
 	unsigned long long m = chunk_max(logits, V, ld, b, c, chunks, best);
 	if (threadIdx.x == 0) {
 		part[b * chunks + c] = m;
-		__threadfence();
-		last = atomicAdd(done + b, 1u) == (unsigned)chunks - 1;
+		unsigned n;
+		asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(n) : "l"(done + b) : "memory");
+		last = n == (unsigned)chunks - 1;
 	}
 	__syncthreads();
 	if (!last) return;
@@ -234,8 +236,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) argmax_next(int *next, cons
 			warp_wpe(pe, nv, ewpe, pos, eC);
 			if (!move) tok = md.ids[b]; // a scratch row embeds its token as it is (ex implies ids)
 		}
-		if (threadIdx.x == 0) {
-			__threadfence();
+		if (threadIdx.x == 0) { // it counted the row's last chunk done: its acquire saw every part
 			for (int i = 0; i < chunks; i++) {
 				unsigned long long p = __ldcg(part + b * chunks + i);
 				m = p > m ? p : m;
