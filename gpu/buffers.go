@@ -80,8 +80,9 @@ func (s *state) allocBuffers() error {
 
 	s.kv.bs = o.BlockSize
 	s.kv.width = (o.MaxSeqLen + o.BlockSize - 1) / o.BlockSize
-	// The attention kernels hold a sequence's block table in dynamic shared memory beside 26 KB
-	// of their own: long contexts in small blocks need more than the default 48 KB allows.
+	// The attention kernels hold a sequence's block table in dynamic shared memory beside their
+	// static arrays (26 KB in the decode ones): long contexts in small blocks need more than the
+	// default 48 KB a block allows.
 	for _, k := range []kernelID{kAttnPaged, kAttnContig, kAttnDecodePaged, kAttnDecodeContig} {
 		if err := s.ctx.SetMaxShared(s.k[k], 4*s.kv.width); err != nil {
 			return err
