@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -264,6 +265,47 @@ func TestProfileWGPlans(t *testing.T) {
 						}
 					}
 				})
+			}
+		}
+	}
+}
+
+// TestWGPrefetchesNextWeights: in a decode step on wg_gemm, each wg_gemm's last two arguments
+// (what it prefetches into L2) are the packed weights of the step's next wg_gemm and their size,
+// and the last one prefetches nothing. Runs without a GPU, on synthetic addresses.
+func TestWGPrefetchesNextWeights(t *testing.T) {
+	c := gpt2Cfg
+	C, F := c.NEmbd, c.Inner
+	g := planLayer(C, F, 132)
+	s := launchState(c, true, caps{small: g, pdl: true, fold: folds(C, g), wg: planWGLayer(C, F), wgRows: wgMaxRows}, false)
+	s.opt.MaxBatch, s.opt.MaxTokens = 64, 256
+	setAddresses(reflect.ValueOf(s.wts), "wts")
+	setAddresses(reflect.ValueOf(&s.act), "act")
+	setAddresses(reflect.ValueOf(&s.meta), "meta")
+	bytes := [4]int{C * 3 * C * 2, C * C * 2, C * F * 2, F * C * 2} // qkv, proj, fc, fc proj
+	for _, rows := range []int{1, 33, 64} {
+		p, err := s.newPlan(rows, rows, true, graphStep, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog := s.build(&p)
+		var wgs []op
+		for _, o := range prog.ops {
+			if o.kind == opLaunch && o.k >= kWGGEMM && o.k < kWGGEMM+kernelID(len(wgEpilogues)) {
+				wgs = append(wgs, o)
+			}
+		}
+		if len(wgs) != 4*c.NLayer {
+			t.Fatalf("%d rows: %d wg_gemm launches, want %d", rows, len(wgs), 4*c.NLayer)
+		}
+		for i, o := range wgs {
+			a := prog.args[o.a0:o.a1]
+			want, wantN := cu.P(0), cu.I(0)
+			if i+1 < len(wgs) {
+				want, wantN = prog.args[wgs[i+1].a0+2], cu.I(bytes[(i+1)%4]) // the next one's ws
+			}
+			if a[len(a)-2] != want || a[len(a)-1] != wantN {
+				t.Errorf("%d rows, wg_gemm %d (%s): prefetches %v, %v; want %v, %v", rows, i, o.name, a[len(a)-2], a[len(a)-1], want, wantN)
 			}
 		}
 	}
