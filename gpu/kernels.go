@@ -74,8 +74,8 @@ const (
 	kArgmaxNext
 	kSample
 	kSmallGEMM                                         // the first of small_gemm's: 2 tiles a warp (nt) times numEpilogues (smallGEMMKernel)
-	kWGGEMM    = kSmallGEMM + 2*kernelID(numEpilogues) // the first of wg_gemm's: its epilogues (wgKernel)
-	numKernels = kWGGEMM + kernelID(len(wgEpilogues))
+	kWGGEMM    = kSmallGEMM + 2*kernelID(numEpilogues) // the first of wg_gemm's: its epilogues at 64 columns, then at 32 (wgKernel)
+	numKernels = kWGGEMM + numWGKernels
 )
 
 // kernelNames are the kernels' names in their modules, by kernelID (read-only).
@@ -85,7 +85,7 @@ var kernelNames = [numKernels]string{
 	"attention_decode_contig", "meta_copy", "tables_refresh", "spin_ns", "argmax_part", "argmax_next", "sample",
 	"gemm_small_n1", "gemm_small_n1_gelu", "gemm_small_n1_ln", "gemm_small_n1_ln_gelu", "gemm_small_n1_res",
 	"gemm_small_n2", "gemm_small_n2_gelu", "gemm_small_n2_ln", "gemm_small_n2_ln_gelu", "gemm_small_n2_res",
-	"gemm_wg", "gemm_wg_ln", "gemm_wg_ln_gelu", "gemm_wg_res",
+	"gemm_wg", "gemm_wg_ln", "gemm_wg_ln_gelu", "gemm_wg_res", "gemm_wg32_ln_gelu",
 }
 
 // module is the module k is in.

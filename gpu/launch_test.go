@@ -109,6 +109,7 @@ func TestLaunchersMatchPTX(t *testing.T) {
 		}
 	}
 	wide := foldCfg // warp-per-row norms, folded norms
+	sliceCfg := Config{NLayer: 2, NHead: 16, NEmbd: 1024, NPositions: 128, VocabSize: 1000, Inner: 4096, Eps: 1e-5}
 	paths := []struct {
 		name string
 		cfg  Config
@@ -127,6 +128,9 @@ func TestLaunchersMatchPTX(t *testing.T) {
 		{"wg_gemm", wide, caps{small: planLayer(wide.NEmbd, wide.Inner, 132), smallRows: 2, fold: true, wg: planWGLayer(wide.NEmbd, wide.Inner),
 			wgRows: 64, pdl: true}, false},
 		{"wg_gemm only", wide, caps{wg: planWGLayer(wide.NEmbd, wide.Inner), wgRows: 64, pdl: true}, false},
+		// A width past two warpgroups' K: every GEMM over K slices, in blocks of 64 columns.
+		{"wg_gemm, K sliced", sliceCfg, caps{wg: planWGLayer(sliceCfg.NEmbd, sliceCfg.Inner), wgRows: 64, pdl: true}, false},
+		{"wg_gemm, K whole", wide, caps{wg: allWhole(planWGLayer(wide.NEmbd, wide.Inner)), wgRows: 64, pdl: true}, false},
 	}
 	for _, path := range paths {
 		if path.caps.smallRows > 0 && !path.caps.small.on || path.caps.wgRows > 0 && !path.caps.wg.on {
@@ -157,4 +161,11 @@ func TestLaunchersMatchPTX(t *testing.T) {
 			t.Errorf("kernel %s is launched by no program checked here", kernelNames[k])
 		}
 	}
+}
+
+// allWhole is g with the MLP's first GEMM keeping K whole in blocks of 32 columns, in the narrow
+// and the wide plans alike.
+func allWhole(g wgGEMMs) wgGEMMs {
+	g.fc, g.wide.fc = wgPlan{cn: 1, splits: 1, bn: wgWholeBN, groups: 2}, wgPlan{cn: 1, splits: 1, bn: wgWholeBN, groups: 2}
+	return g
 }

@@ -69,7 +69,7 @@ func (s *state) open(w *Weights, narrow func(*caps)) error {
 	}
 	detail := fmt.Sprintf("%d kernels from %s; sm_90a module loaded", numKernels, ld.from)
 	if ld.wg != nil {
-		detail = fmt.Sprintf("%d kernels from %s; sm_90a module not loaded: %v", int(numKernels)-len(wgEpilogues), ld.from, ld.wg)
+		detail = fmt.Sprintf("%d kernels from %s; sm_90a module not loaded: %v", int(numKernels-numWGKernels), ld.from, ld.wg)
 	}
 	s.record("kernel module load", detail, time.Since(t0))
 	t0 = time.Now()

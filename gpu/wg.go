@@ -8,59 +8,88 @@ import (
 	"rosetop/gpu/cu"
 )
 
-// The decode GEMMs of 33-64-row steps on Hopper: gemm_sm90a.cu's wg_gemm, where its module loads.
-// A block computes 64 columns over a K slice with wgmma, its weights one bulk copy issued before
-// the PDL wait from a copy packed in wgmma's order (packWG), X's slice shared over a cluster row
-// of column blocks by multicast, and the K slices of a cluster column summed by pushing partial
-// rows into their owners' shared memory. It runs only with the norms folded into its epilogues
-// (fold.go): a layer is its four GEMMs and the attention kernel.
+// The decode GEMMs of steps of up to 64 rows on Hopper: gemm_sm90a.cu's wg_gemm, where its
+// module loads. A block computes a block of columns with wgmma, its weights bulk copies issued
+// before the PDL wait from a copy packed in wgmma's order (packWG), X's slice shared over a
+// cluster row of column blocks by multicast. Either a block takes 64 columns of a K slice, and the
+// slices of a cluster column are summed by pushing partial rows into their owners' shared memory;
+// or it takes 32 columns of all of K, split over its two warpgroups and summed in its own shared
+// memory. It runs only with the norms folded into its epilogues (fold.go): a layer is its four
+// GEMMs and the attention kernel.
 
 const (
-	wgBN       = 64  // columns a block (gemm_sm90a.cu WG_BN)
-	wgMaxSlice = 384 // the longest K slice: A's fragments in registers (WG_KSMAX)
-	wgMaxRows  = 64  // wgmma's M
-	wgMaxRow   = 4   // the widest cluster row: more column blocks share X's load (bench/RESULTS.md)
+	wgBN          = 64  // columns a block of a K-sliced plan
+	wgWholeBN     = 32  // columns a block of a plan that keeps K whole
+	wgMaxGroups   = 2   // warpgroups a block that keeps K whole (gemm_sm90a.cu: 128 threads each)
+	wgMinWhole    = 128 // the least K a warpgroup of such a block: its partial fits in its half of the slab
+	wgMaxSlice    = 384 // the longest K a warpgroup: A's fragments in registers (WG_KSMAX)
+	wgMaxRows     = 64  // wgmma's M
+	wgMaxRow      = 4   // the widest cluster row of K-sliced blocks: more share X's load (bench/RESULTS.md)
+	wgWholeRow    = 8   // ... of blocks that keep K whole
+	wgGroupThread = 128 // threads a warpgroup
 	// wgWideRows, wgWideCluster: steps of more rows take plans of clusters of at most 8 blocks,
 	// the portable size (wgGEMMs.wide).
 	wgWideRows    = 48
 	wgWideCluster = 8
 )
 
-// wgEpilogues are wg_gemm's kernels, in kernelID order from kWGGEMM (gemm_sm90a.cu WG_KERNEL).
-var wgEpilogues = [...]epilogue{epiPlain, epiLN, epiLNGELU, epiRes}
+// wgEpilogues are wg_gemm's kernels for blocks of wgBN columns, in kernelID order from kWGGEMM
+// (gemm_sm90a.cu WG_KERNEL); wgWholeEpilogues are those for blocks of wgWholeBN, after them.
+var (
+	wgEpilogues      = [...]epilogue{epiPlain, epiLN, epiLNGELU, epiRes}
+	wgWholeEpilogues = [...]epilogue{epiLNGELU}
+)
 
-// wgKernel is wg_gemm with epilogue e; ok is false for an epilogue it does not have.
-func wgKernel(e epilogue) (kernelID, bool) {
-	for i, w := range wgEpilogues {
+// numWGKernels counts wg_gemm's kernels.
+const numWGKernels = kernelID(len(wgEpilogues) + len(wgWholeEpilogues))
+
+// wgKernel is wg_gemm with epilogue e for blocks of bn columns; ok is false for an epilogue or a
+// width it does not have.
+func wgKernel(e epilogue, bn int) (kernelID, bool) {
+	k, es := kWGGEMM, wgEpilogues[:]
+	switch bn {
+	case wgBN:
+	case wgWholeBN:
+		k, es = k+kernelID(len(wgEpilogues)), wgWholeEpilogues[:]
+	default:
+		return 0, false
+	}
+	for i, w := range es {
 		if w == e {
-			return kWGGEMM + kernelID(i), true
+			return k + kernelID(i), true
 		}
 	}
 	return 0, false
 }
 
-// wgPlan is how wg_gemm runs one (N, K) shape: K in splits slices (a cluster column), clusters
-// of cn column blocks sharing X (a cluster row).
-type wgPlan struct{ cn, splits int }
+// wgPlan is how wg_gemm runs one (N, K) shape: blocks of bn columns, K in splits slices (a
+// cluster column) and each slice over groups warpgroups, clusters of cn column blocks sharing X
+// (a cluster row).
+type wgPlan struct{ cn, splits, bn, groups int }
 
-// planWG picks the fewest K slices of at most wgMaxSlice (a multiple of 16) and the widest
-// cluster row up to wgMaxRow that divides the column blocks, within maxCluster blocks a cluster
-// where the slices leave room: the rule that reached the fastest or nearly the fastest of every
-// plan of GPT-2's four GEMMs at 64 rows (bench/RESULTS.md). ok is false when N is not a multiple
-// of 64 or no slice fits.
-func planWG(N, K, maxCluster int) (p wgPlan, ok bool) {
-	if N%wgBN != 0 || N < wgBN {
+// planWG, when whole, keeps K whole in a block of wgWholeBN columns where its wgMaxGroups
+// warpgroups of wgMinWhole to wgMaxSlice K each hold it (no partial sums leave the block); else, or
+// where they cannot, it picks the fewest K slices of at most wgMaxSlice (a multiple of 16) over
+// blocks of wgBN columns. The cluster row is the widest up to wgMaxRow that divides the column
+// blocks, within maxCluster blocks a cluster: up to wgMaxRow for K slices, wgWholeRow for K whole.
+// ok is false when N is not a multiple of 64 (packWG's blocks) or no slice fits.
+func planWG(N, K, maxCluster int, whole bool) (p wgPlan, ok bool) {
+	if N%wgBN != 0 {
 		return p, false
 	}
-	for s := 1; s <= smallMaxCluster; s++ {
-		if K%(16*s) != 0 || K/s > wgMaxSlice {
-			continue
-		}
-		cn := wgMaxRow
-		for cn > 1 && (N/wgBN%cn != 0 || cn*s > maxCluster) {
+	row := func(blocks, splits, cn int) int {
+		for cn > 1 && (blocks%cn != 0 || cn*splits > maxCluster) {
 			cn /= 2
 		}
-		return wgPlan{cn: cn, splits: s}, true
+		return cn
+	}
+	if g := wgMaxGroups; whole && K%(16*g) == 0 && K/g <= wgMaxSlice && K/g >= wgMinWhole {
+		return wgPlan{cn: row(N/wgWholeBN, 1, wgWholeRow), splits: 1, bn: wgWholeBN, groups: g}, true
+	}
+	for s := 1; s <= smallMaxCluster; s++ {
+		if K%(16*s) == 0 && K/s <= wgMaxSlice {
+			return wgPlan{cn: row(N/wgBN, s, wgMaxRow), splits: s, bn: wgBN, groups: 1}, true
+		}
 	}
 	return p, false
 }
@@ -86,17 +115,19 @@ func (g *wgGEMMs) at(m int) *wgLayerPlans {
 	return &g.wgLayerPlans
 }
 
-// planWGLayer plans the four GEMMs of a layer of width C and MLP width F; they run only folded,
-// so the model must fold its norms at wg_gemm's width (fold.go).
+// planWGLayer plans the four GEMMs of a layer of width C and MLP width F. The MLP's first keeps K
+// whole past wgWideRows rows; the rest slice it (GPT-2 124M: whole is faster only there,
+// bench/RESULTS.md). They run only folded (fold.go); the GEMMs that end a residual branch take
+// blocks of 64 columns, so that the next norm combines few statistics pairs (one a block).
 func planWGLayer(C, F int) wgGEMMs {
 	var g wgGEMMs
 	var ok [4]bool
 	plan := func(maxCluster int) wgLayerPlans {
 		var p wgLayerPlans
-		p.qkv, ok[0] = planWG(3*C, C, maxCluster)
-		p.proj, ok[1] = planWG(C, C, maxCluster)
-		p.fc, ok[2] = planWG(F, C, maxCluster)
-		p.fcProj, ok[3] = planWG(C, F, maxCluster)
+		p.qkv, ok[0] = planWG(3*C, C, maxCluster, false)
+		p.proj, ok[1] = planWG(C, C, maxCluster, false)
+		p.fc, ok[2] = planWG(F, C, maxCluster, maxCluster == wgWideCluster)
+		p.fcProj, ok[3] = planWG(C, F, maxCluster, false)
 		return p
 	}
 	g.wide = plan(wgWideCluster)
@@ -110,9 +141,12 @@ func planWGLayer(C, F int) wgGEMMs {
 // rows' norms and three mbarriers.
 func wgShared(m, k int, p wgPlan, e epilogue) int {
 	ks, r := k/p.splits, (m+p.splits-1)/p.splits
-	n := ks*wgBN*2 + 64*(ks+8)*2 + p.splits*r*wgBN*4 + 64*8 + 3*8
+	n := ks*p.bn*2 + 64*(ks+8)*2 + 64*8 + 3*8
+	if p.bn == wgBN { // the partial slots: blocks that keep K whole sum theirs in their weights' slab
+		n += p.splits * r * p.bn * 4
+	}
 	if e == epiRes {
-		n += r * wgBN * 4
+		n += r * p.bn * 4
 	}
 	return n
 }
@@ -121,8 +155,9 @@ func wgShared(m, k int, p wgPlan, e epilogue) int {
 // scale is not nil) in wg_gemm's order, for the 64-column blocks [nbLo, nbHi): block nb's k16
 // step kk is 1024 halves at (nb*K/16 + kk)*1024, wgmma's no-swizzle K-major core matrices (8
 // columns x 8 k, 128 bytes): column n, row k at (n/8)*128 + (k%16/8)*64 + (n%8)*8 + k%8. So a
-// block's K slice of any length is one contiguous slab. Blocks may be packed by different
-// goroutines at once.
+// block's K slice of any length is one contiguous slab, and the half of a k16 step that a block
+// of 32 columns takes is 512 contiguous halves. Blocks may be packed by different goroutines at
+// once.
 func packWG(dst []uint16, src, scale []float32, K, N, nbLo, nbHi int) {
 	for nb := nbLo; nb < nbHi; nb++ {
 		for k := range K {
@@ -154,8 +189,8 @@ func (s *state) wgAttrs(g wgGEMMs, C, F int) (bool, error) {
 	if need > s.ctx.Info().MaxSharedOptin {
 		return false, nil
 	}
-	for i := range wgEpilogues {
-		k := s.k[kWGGEMM+kernelID(i)]
+	for i := range numWGKernels {
+		k := s.k[kWGGEMM+i]
 		if err := s.ctx.SetMaxShared(k, need); err != nil {
 			return false, err
 		}
@@ -170,16 +205,16 @@ func (s *state) wgAttrs(g wgGEMMs, C, F int) (bool, error) {
 // with plan pl (y fp32, or fp16 for the GELU epilogue; with epiRes y is the residual stream). C
 // and eps are the model's width and norm epsilon, for the folded norms. m must be 1..wgMaxRows.
 func (p *program) wgGEMM(name string, pdl bool, y, x, wp cu.Ptr, m, in, out int, pl wgPlan, e gemmEpi, C int, eps float32) {
-	k, ok := wgKernel(e.kind)
+	k, ok := wgKernel(e.kind, pl.bn)
 	switch {
 	case m < 1 || m > wgMaxRows:
 		p.fail(fmt.Errorf("gpu: wg_gemm for %d rows, want 1..%d", m, wgMaxRows))
 		return
 	case !ok:
-		p.fail(fmt.Errorf("gpu: wg_gemm has no epilogue %d", e.kind))
+		p.fail(fmt.Errorf("gpu: wg_gemm has no epilogue %d for blocks of %d columns", e.kind, pl.bn))
 		return
 	}
-	p.launchCluster(name, k, out/wgBN, pl.splits, smallThreads, wgShared(m, in, pl, e.kind), pdl, pl.cn, pl.splits,
+	p.launchCluster(name, k, out/pl.bn, pl.splits, wgGroupThread*pl.groups, wgShared(m, in, pl, e.kind), pdl, pl.cn, pl.splits,
 		cu.P(y), cu.P(x), cu.P(wp), cu.P(e.bias), cu.I(m), cu.I(out), cu.I(in), cu.I(pl.cn), cu.P(e.colc), cu.P(e.stats),
 		cu.I(e.parts), cu.I(statStride(C)), cu.F(eps), cu.P(e.x16), cu.P(e.next), cu.I(e.nextBytes))
 }

@@ -70,50 +70,75 @@ func TestPackWG(t *testing.T) {
 	}
 }
 
+// sliced and whole are wg_gemm plans: blocks of wgBN columns over K slices, and blocks of
+// wgWholeBN columns that keep K whole over their warpgroups.
+func sliced(cn, splits int) wgPlan { return wgPlan{cn: cn, splits: splits, bn: wgBN, groups: 1} }
+func whole(cn, groups int) wgPlan  { return wgPlan{cn: cn, splits: 1, bn: wgWholeBN, groups: groups} }
+
 // TestPlanWG checks the plans of GPT-2 124M's four GEMMs (the fastest or nearly the fastest of
 // every plan measured at 64 rows, bench/RESULTS.md) and the invariants of every plan.
 func TestPlanWG(t *testing.T) {
 	for _, c := range []struct {
 		N, K, cluster int
+		whole         bool
 		want          wgPlan
 	}{
-		{2304, 768, 16, wgPlan{cn: 4, splits: 2}}, // qkv: 36 x 2 blocks
-		{768, 768, 16, wgPlan{cn: 4, splits: 2}},  // attn proj: 12 x 2
-		{3072, 768, 16, wgPlan{cn: 4, splits: 2}}, // fc: 48 x 2
-		{768, 3072, 16, wgPlan{cn: 2, splits: 8}}, // fc proj: 12 x 8
-		{2304, 768, 8, wgPlan{cn: 4, splits: 2}},  // the wide plans: qkv, attn proj and fc the same
-		{768, 3072, 8, wgPlan{cn: 1, splits: 8}},  // fc proj in clusters of 8
-		{768, 4096, 8, wgPlan{cn: 1, splits: 16}}, // 16 slices: a cluster of 16 all the same
+		{2304, 768, 16, false, sliced(4, 2)}, // qkv: 36 x 2 blocks
+		{768, 768, 16, false, sliced(4, 2)},  // attn proj: 12 x 2
+		{3072, 768, 16, false, sliced(4, 2)}, // fc: 48 x 2
+		{768, 3072, 16, false, sliced(2, 8)}, // fc proj: 12 x 8
+		{2304, 768, 8, true, whole(8, 2)},    // the wide plans: qkv, 72 blocks of two warpgroups
+		{768, 768, 8, true, whole(8, 2)},     // attn proj: 24
+		{3072, 768, 8, true, whole(8, 2)},    // fc: 96
+		{768, 3072, 8, true, sliced(1, 8)},   // fc proj in clusters of 8: K too long to keep whole
+		{768, 4096, 8, false, sliced(1, 16)}, // 16 slices: a cluster of 16 all the same
+		{768, 256, 16, true, whole(8, 2)},    // two warpgroups of 128
+		{768, 3072, 16, true, sliced(2, 8)},  // K too long to keep whole
+		{1024, 1024, 16, true, sliced(4, 4)}, // GPT-2 medium: K too long for two warpgroups
+		{192, 768, 16, true, whole(2, 2)},    // 6 blocks of 32: a cluster row of 2
+		{96, 768, 16, true, wgPlan{}},        // no plan: N not a multiple of 64
 	} {
-		if p, ok := planWG(c.N, c.K, c.cluster); !ok || p != c.want {
-			t.Errorf("planWG(%d, %d, %d) = %+v, %v; want %+v", c.N, c.K, c.cluster, p, ok, c.want)
+		p, ok := planWG(c.N, c.K, c.cluster, c.whole)
+		if want := c.want.bn > 0; ok != want || p != c.want {
+			t.Errorf("planWG(%d, %d, %d, %v) = %+v, %v; want %+v", c.N, c.K, c.cluster, c.whole, p, ok, c.want)
 		}
 	}
 	for _, sh := range [][2]int{{64, 64}, {192, 128}, {384, 128}, {128, 512}, {3072, 1024}, {1024, 4096}, {4800, 1600}, {1600, 6400}} {
 		for _, cluster := range []int{wgWideCluster, smallMaxCluster} {
-			p, ok := planWG(sh[0], sh[1], cluster)
-			if !ok {
-				continue
-			}
-			blocks := sh[0] / wgBN
-			if blocks%p.cn != 0 || p.cn*p.splits > max(cluster, p.splits) || p.splits > smallMaxCluster || sh[1]%(16*p.splits) != 0 ||
-				sh[1]/p.splits > wgMaxSlice {
-				t.Errorf("planWG(%d, %d, %d) = %+v breaks the kernel's limits", sh[0], sh[1], cluster, p)
+			for _, wh := range []bool{false, true} {
+				p, ok := planWG(sh[0], sh[1], cluster, wh)
+				if !ok {
+					continue
+				}
+				blocks := sh[0] / p.bn
+				if sh[0]%p.bn != 0 || blocks%p.cn != 0 || p.cn*p.splits > max(cluster, p.splits) || p.splits > smallMaxCluster ||
+					(p.bn == wgWholeBN) != (p.groups == wgMaxGroups && p.splits == 1) || (p.bn == wgBN) != (p.groups == 1) ||
+					sh[1]%(16*p.splits*p.groups) != 0 || sh[1]/p.splits/p.groups > wgMaxSlice ||
+					(p.bn == wgWholeBN && sh[1]/p.groups < wgMinWhole) || wgShared(wgMaxRows, sh[1], p, epiRes) > 227*1024 {
+					t.Errorf("planWG(%d, %d, %d, %v) = %+v breaks the kernel's limits", sh[0], sh[1], cluster, wh, p)
+				}
 			}
 		}
 	}
-	for _, sh := range [][2]int{{96, 768}, {768, 6400}, {768, 40}} {
-		if p, ok := planWG(sh[0], sh[1], smallMaxCluster); ok {
+	for _, sh := range [][2]int{{80, 768}, {768, 6400}, {768, 40}} {
+		if p, ok := planWG(sh[0], sh[1], smallMaxCluster, true); ok {
 			t.Errorf("planWG(%d, %d) = %+v: want no plan", sh[0], sh[1], p)
 		}
 	}
 	if g := planWGLayer(768, 3072); !g.on {
 		t.Error("GPT-2 124M has no wg_gemm plans")
-	} else if g.at(wgWideRows) != &g.wgLayerPlans || g.at(wgWideRows+1) != &g.wide || g.wide.fcProj != (wgPlan{cn: 1, splits: 8}) {
+	} else if g.at(wgWideRows) != &g.wgLayerPlans || g.at(wgWideRows+1) != &g.wide || g.wide.fcProj != sliced(1, 8) ||
+		g.qkv != sliced(4, 2) || g.wide.qkv != sliced(4, 2) || g.proj != sliced(4, 2) || g.wide.proj != sliced(4, 2) ||
+		g.fc != sliced(4, 2) || g.wide.fc != whole(8, 2) {
 		t.Errorf("GPT-2 124M's plans by rows: %+v", g)
 	}
 	if g := planWGLayer(1280, 5120); g.on {
-		t.Error("a width of 1280 runs wg_gemm; its 20 parts a row are more than the epilogues combine")
+		t.Error("a width of 1280 runs wg_gemm; its embedding's 20 parts a row are more than the epilogues combine")
+	}
+	// The shared memory kept for the partials: none where they fit in the weights' slab.
+	if a, b := wgShared(64, 768, whole(4, 2), epiLN), wgShared(64, 768, sliced(4, 2), epiLN); a != 768*32*2+64*776*2+64*8+24 ||
+		b != 384*64*2+64*392*2+2*32*64*4+64*8+24 {
+		t.Errorf("wgShared: %d bytes whole, %d sliced", a, b)
 	}
 }
 
@@ -151,6 +176,9 @@ func TestWGGEMMMatchesCuBLAS(t *testing.T) {
 		{"fc proj", s.act.h, L.fcProjW, gemmFCProj, F, C, wg.fcProj},
 	} {
 		for _, m := range []int{1, 3, 16, 33, 37, 48, 64} {
+			if _, ok := wgKernel(epiPlain, wg.at(m).fc.bn); g.gemm == gemmFC && !ok {
+				continue // blocks that keep K whole: TestWGWholeMatchesSliced
+			}
 			n := m * g.out
 			pl := stepPlan{rows: m, gemms: viaWG, pdl: s.caps.pdl}
 			err := (&againstCuBLAS{x: g.x, w: g.w, dst: s.act.y, input: input, m: m, in: g.in, out: g.out, bytes: int64((n + g.out) * 4),
@@ -170,6 +198,83 @@ func TestWGGEMMMatchesCuBLAS(t *testing.T) {
 				}
 			}
 			checkRelErr(t, fmt.Sprintf("%s, %d rows (plan %+v)", g.name, m, g.p), rel, 1e-5)
+		}
+	}
+}
+
+// TestWGWholeMatchesSliced runs the MLP's first GEMM, folded norm and GELU included, on GPT-2
+// 124M's shape with blocks that keep K whole (its plan past 48 rows) and with the K-sliced plan
+// that TestWGGEMMMatchesCuBLAS checks against cuBLAS, on the same random rows and statistics: the
+// fp16 outputs must agree to rounding, and every element must be written.
+func TestWGWholeMatchesSliced(t *testing.T) {
+	needGPU(t)
+	r := openNarrow(t, gpt2Cfg, testModel(gpt2Cfg, 5), Options{MaxBatch: 64, MaxSeqLen: 256, Paged: true, MemoryFraction: 0.01})
+	defer r.Close()
+	s := r.s
+	if !s.caps.wg.on {
+		t.Skipf("wg_gemm is not used on this GPU (compute capability %d)", s.ctx.Info().CC)
+	}
+	C, F, eps := gpt2Cfg.NEmbd, gpt2Cfg.Inner, gpt2Cfg.Eps
+	whole, sliced := s.caps.wg.wide.fc, s.caps.wg.fc
+	if whole.bn != wgWholeBN || sliced.bn != wgBN {
+		t.Fatalf("plans %+v and %+v: not one whole and one sliced", whole, sliced)
+	}
+	L, a := &s.wts.layers[0], &s.act
+	rng := rand.New(rand.NewPCG(8, 8))
+	input, _ := gemmInputs(11, wgMaxRows, C)
+	parts, stride := C/wgBN, statStride(C)
+	stats := make([]float32, 2*wgMaxRows*stride)
+	for i := range wgMaxRows * parts { // each part's mean and M2 over its 64 channels
+		row, p := i/parts, i%parts
+		stats[2*(row*stride+p)], stats[2*(row*stride+p)+1] = float32(rng.NormFloat64()*0.1), float32(64*(0.5+rng.Float64()))
+	}
+	poison := make([]uint16, wgMaxRows*F)
+	for i := range poison {
+		poison[i] = 0x7e00 // fp16 NaN
+	}
+	for _, m := range []int{49, 64} {
+		var out [2][]uint16
+		for i, pl := range []wgPlan{whole, sliced} {
+			out[i] = make([]uint16, m*F)
+			err := onWorker(r, func(s *state) error {
+				for _, u := range []struct {
+					dst cu.Ptr
+					src unsafe.Pointer
+					n   int
+				}{{a.xln, unsafe.Pointer(&input[0]), m * C * 2}, {a.stats, unsafe.Pointer(&stats[0]), len(stats) * 4},
+					{a.h, unsafe.Pointer(&poison[0]), m * F * 2}} {
+					if err := s.ctx.Upload(u.dst, u.src, int64(u.n)); err != nil {
+						return err
+					}
+				}
+				var p program
+				p.wgGEMM("gemm fc", s.caps.pdl, a.h, a.xln, L.fcWg, m, C, F, pl,
+					gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: parts}, C, eps)
+				if err := s.run(&p); err != nil {
+					return err
+				}
+				if err := s.ctx.Download(unsafe.Pointer(&out[i][0]), a.h, int64(m*F*2)); err != nil {
+					return err
+				}
+				return s.ctx.Sync()
+			})
+			if err != nil {
+				t.Fatalf("%d rows, plan %+v: %v", m, pl, err)
+			}
+		}
+		var rel float64
+		for i, o := range out { // each against the other: both written
+			e, bad := relErrWritten(m*F, func(j int) float64 { return float64(halfToFloat(o[j])) },
+				func(j int) float64 { return float64(halfToFloat(out[1-i][j])) })
+			if bad >= 0 {
+				t.Fatalf("%d rows: element %d (row %d) not written by plan %d", m, bad, bad/F, i)
+			}
+			rel = max(rel, e)
+		}
+		if rel > 2e-3 {
+			t.Errorf("fc, %d rows: whole %+v against sliced %+v: relative error %.2e, want <= 2e-3", m, whole, sliced, rel)
+		} else {
+			t.Logf("fc, %d rows: whole against sliced: relative error %.2e", m, rel)
 		}
 	}
 }
@@ -205,12 +310,14 @@ func TestGEMMPathNamesRows(t *testing.T) {
 }
 
 // TestWGEdgePlansMatchReference runs prefill and teacher-forced decode steps against the float64
-// reference on a shape whose wg_gemm plans are the edge ones: a single K slice (QKV and the MLP's
-// first GEMM: no partials pushed) and 16 slices in a cluster column (the MLP's second).
+// reference on a shape whose wg_gemm plans are the edge ones: a single K slice (QKV, and the MLP's
+// first up to 48 rows: no partials pushed), K whole over two warpgroups of 128 (the MLP's first
+// past 48 rows) and 16 slices in a cluster column (the MLP's second).
 func TestWGEdgePlansMatchReference(t *testing.T) {
 	cfg := Config{NLayer: 2, NHead: 4, NEmbd: 256, NPositions: 128, VocabSize: 1000, Inner: 4096, Eps: 1e-5}
 	g := planWGLayer(cfg.NEmbd, cfg.Inner)
-	if !g.on || g.qkv != (wgPlan{cn: 4, splits: 1}) || g.fc != (wgPlan{cn: 4, splits: 1}) || g.fcProj != (wgPlan{cn: 1, splits: 16}) {
+	if !g.on || g.qkv != sliced(4, 1) || g.fc != sliced(4, 1) || g.wide.fc != whole(8, 2) || g.fcProj != sliced(1, 16) ||
+		g.wide.fcProj != sliced(1, 16) {
 		t.Fatalf("plans %+v: not the edge plans this test is for", g)
 	}
 	needGPU(t)
@@ -242,17 +349,12 @@ func TestProfileWGPlans(t *testing.T) {
 		p    plans
 	}{
 		{"planWG", plans{}},
-		{"qkv 4x4", plans{qkv: wgPlan{4, 4}}},
-		{"attn proj 4x4", plans{proj: wgPlan{4, 4}}},
-		{"attn proj 2x8", plans{proj: wgPlan{2, 8}}},
-		{"fc 4x3", plans{fc: wgPlan{4, 3}}},
-		{"fc 4x4", plans{fc: wgPlan{4, 4}}},
-		{"fc proj 1x8", plans{fcProj: wgPlan{1, 8}}},
-		{"fc proj 1x12", plans{fcProj: wgPlan{1, 12}}},
-		{"qkv 4x4, attn proj 4x4, fc 4x3", plans{qkv: wgPlan{4, 4}, proj: wgPlan{4, 4}, fc: wgPlan{4, 3}}},
-		{"attn proj 4x4, fc 4x4", plans{proj: wgPlan{4, 4}, fc: wgPlan{4, 4}}},
+		{"fc whole 8", plans{fc: whole(8, 2)}},
+		{"fc whole 4", plans{fc: whole(4, 2)}},
+		{"fc sliced 4x2", plans{fc: sliced(4, 2)}},
+		{"fc proj 1x12", plans{fcProj: sliced(1, 12)}},
 	}
-	for _, B := range []int{64, 16} {
+	for _, B := range []int{64, 48, 32, 16, 1} {
 		for round := range 2 {
 			for _, v := range variants {
 				profileGraph(t, w, B, fmt.Sprintf("round %d, %s", round, v.name), func(c *caps) {
@@ -291,7 +393,7 @@ func TestWGPrefetchesNextWeights(t *testing.T) {
 		prog := s.build(&p)
 		var wgs []op
 		for _, o := range prog.ops {
-			if o.kind == opLaunch && o.k >= kWGGEMM && o.k < kWGGEMM+kernelID(len(wgEpilogues)) {
+			if o.kind == opLaunch && o.k >= kWGGEMM && o.k < kWGGEMM+numWGKernels {
 				wgs = append(wgs, o)
 			}
 		}

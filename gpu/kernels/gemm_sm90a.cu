@@ -1,26 +1,26 @@
-// rosetop's GEMM for 33-64-row decode steps on Hopper, in sm_90a code (wgmma, bulk copies,
+// rosetop's GEMM for decode steps of up to 64 rows on Hopper, in sm_90a code (wgmma, bulk copies,
 // multicast): Y(M, N) = X(M, K) W(K, N), M <= 64, fp16 X and W, fp32 accumulation, through one of
 // gemm.cuh's epilogues. Built by scripts/gen-sm90a.sh on a machine with nvcc 12.3 or newer; the
 // runtime loads it where the driver takes the image and keeps small_gemm and cuBLAS elsewhere.
 //
 // At 64 rows the cost of a GEMM kernel is its fixed work, not its bytes (bench/RESULTS.md), so a
 // block does as little as it can after the previous kernel ends:
-// - Its weights, K/S x 64 halves packed in wgmma's no-swizzle K-major order (gpu/wg.go packWG),
-//   are one bulk copy issued *before* griddepcontrol.wait.
+// - Its weights, K/S x BN halves packed in 64-column blocks in wgmma's no-swizzle K-major order
+//   (gpu/wg.go packWG), are bulk copies issued *before* griddepcontrol.wait: one slab for 64
+//   columns, a 1 KB half of each k16 step for 32.
 // - It prefetches its share of the next GEMM's weights (pf) into L2: that GEMM's blocks that can
 //   start only once this one's leave (shared memory) then copy theirs from L2, not DRAM.
 // - The CN column blocks of a cluster row share X's slice: each copies 64/CN of its rows with a
 //   bulk copy multicast to all CN.
-// - A in registers (ldmatrix), B from shared memory: KS/16 wgmma m64n64k16.
-// - K is split over the S blocks of a cluster column. Each block pushes the rows other blocks own
-//   into their shared memory (st.async, counted on the owner's mbarrier), so that no cluster
-//   barrier follows the products; the owner sums the S partials in rank order and runs the
-//   epilogue on its rows.
-// grid (N/64, S), cluster (CN, S, 1), 128 threads (one warpgroup).
+// - A in registers (ldmatrix), B from shared memory: wgmma m64nBNk16, BN 64 or 32 columns.
+// - K is split over the W warpgroups of a block (their partials summed in its shared memory) and
+//   over the S blocks of a cluster column. Each block pushes the rows other blocks own into their
+//   shared memory (st.async, counted on the owner's mbarrier), so that no cluster barrier follows
+//   the products; the owner sums the S x W partials in order and runs the epilogue on its rows.
+// grid (N/BN, S), cluster (CN, S, 1), 128 x W threads.
 #include "gemm.cuh"
 
-#define WG_BN 64     // columns a block (gpu/wg.go wgBN)
-#define WG_KSMAX 384 // the longest K slice: 24 k16 steps of A in registers (gpu/wg.go wgMaxSlice)
+#define WG_KSMAX 384 // the longest K slice a warpgroup: 24 k16 steps of A in registers (gpu/wg.go wgMaxSlice)
 
 #if __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
@@ -53,6 +53,21 @@ __device__ __forceinline__ void wgmma_n64(float (&d)[32], const uint32_t (&a)[4]
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
 }
 
+// wgmma_n32: the same for 32 columns.
+__device__ __forceinline__ void wgmma_n32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+	             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+	             "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+	               "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+	               "+f"(d[14]), "+f"(d[15])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+
+__device__ __forceinline__ void wgmma_n(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) { wgmma_n64(d, a, desc); }
+__device__ __forceinline__ void wgmma_n(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) { wgmma_n32(d, a, desc); }
+
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, int bytes, uint32_t bar) {
 	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
 	             "l"(src), "r"(bytes), "r"(bar)
@@ -64,31 +79,35 @@ __device__ __forceinline__ void expect_tx(uint32_t bar, int bytes) {
 }
 
 // wg_products: d = A B over nk k16 steps (NK when it is not 0: then known at compile time), A's
-// fragments by ldmatrix from X's slice at xa, B the weights' slab at wA once barW completes.
-template <int NK>
-__device__ __forceinline__ void wg_products(float (&d)[32], uint32_t xa, uint32_t wA, int nk, uint32_t barW) {
+// fragments by ldmatrix from X's slice at xa, B the weights' slab of BN columns at wA once barW
+// completes.
+template <int NK, int BN>
+__device__ __forceinline__ void wg_products(float (&d)[BN / 2], uint32_t xa, uint32_t wA, int nk, uint32_t barW) {
 	uint32_t a[WG_KSMAX / 16][4];
 #pragma unroll
 	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
 		if (kk < (NK ? NK : nk)) ldsm_x4(a[kk], xa + 32 * kk);
 #pragma unroll
-	for (int i = 0; i < 32; i++) d[i] = 0.f;
+	for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
 	mbar_wait(barW, 0);
 	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
 	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
-		if (kk < (NK ? NK : nk)) wgmma_n64(d, a[kk], wg_desc(wA + kk * WG_BN * 32));
+		if (kk < (NK ? NK : nk)) wgmma_n(d, a[kk], wg_desc(wA + kk * BN * 32));
 	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 	asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
 #endif
 
-// wg_gemm: dynamic shared memory (gpu/wg.go wgShared), in this order: W's slab (KS x 64 halves);
-// X's slice (64 rows of KS + 8 halves); the partial slots (S x R rows of 64 floats, R = ceil(M/S)
-// the rows a block owns); EPI_RES: the residual's R rows (64 floats each); the owned rows' norms
-// (64 float pairs); three mbarriers (W, X, partials). ws is W packed by packWG: the slab of column
-// block nb and K slice s starts at (nb * K + s * KS) * 64 halves.
-template <int EPI>
+// wg_gemm: BN 64: one warpgroup a block, K in S slices; BN 32: K whole (S 1) over two warpgroups
+// of 128 to 384 K each, whose partials (at most 64 rows of 32 floats) go into their own halves of
+// the weights' slab once their products are done. Dynamic shared memory (gpu/wg.go wgShared), in
+// this order: W's slab (KS x BN halves); X's slice (64 rows of KS + 8 halves); BN 64: the partial
+// slots (S x R rows of BN floats, R = ceil(M/S) the rows a block owns); EPI_RES: the residual's R
+// rows (BN floats each); the owned rows' norms (64 float pairs); three mbarriers (W, X, partials).
+// ws is W packed by packWG: the slab of 64-column block nb and K slice s starts at (nb * K + s *
+// KS) * 64 halves, a k16 step of it 1024 halves, of which columns 32h.. are the 512 from 512h.
+template <int EPI, int BN>
 __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__restrict__ x, const half *__restrict__ ws,
                                         const float *__restrict__ bias, int M, int N, int K, int CN,
                                         const float *__restrict__ colc, float2 *__restrict__ stats, int P, int pstride,
@@ -96,15 +115,22 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
                                         int pfBytes) {
 #if __CUDA_ARCH__ >= 900
 	extern __shared__ __align__(128) unsigned char smem[];
-	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, BN = WG_BN, q4 = WG_BN / 4;
-	const int S = gridDim.y, split = blockIdx.y, KS = K / S, cx = blockIdx.x % CN, xst = KS + 8;
-	const int R = (M + S - 1) / S, r0 = split * R, r1 = min(M, r0 + R), own = max(r1 - r0, 0);
+	constexpr bool inSlab = BN == 32;       // K whole: the partials in the weights' slab
+	constexpr int W = inSlab ? 2 : 1, nt = 128 * W; // warpgroups, threads
+	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, q4 = BN / 4, wgi = W == 1 ? 0 : threadIdx.x / 128;
+	const int S = inSlab ? 1 : gridDim.y, split = inSlab ? 0 : blockIdx.y, KS = K / S, KW = KS / W;
+	const int cx = blockIdx.x % CN, xst = KS + 8;
+	const int R = (M + S - 1) / S, r0 = split * R, r1 = min(M, r0 + R), own = max(r1 - r0, 0), NP = S * W;
 	unsigned char *xsm = smem + KS * BN * 2;
 	float *slots = reinterpret_cast<float *>(xsm + 64 * xst * 2);
-	float *xres = slots + S * R * BN;
+	float *xres = slots + (inSlab ? 0 : NP * R * BN);
 	float2 *rowNorm = reinterpret_cast<float2 *>(xres + (EPI == EPI_RES ? R * BN : 0));
 	const uint32_t wA = (uint32_t)__cvta_generic_to_shared(smem), xs0 = (uint32_t)__cvta_generic_to_shared(xsm);
 	const uint32_t barW = (uint32_t)__cvta_generic_to_shared(rowNorm + 64), barX = barW + 8, barR = barW + 16;
+	// part(q): the slot of partial q (slice q / W, warpgroup q % W) for a block's owned rows.
+	auto part = [&](int q) {
+		return inSlab ? reinterpret_cast<float *>(smem + q * KW * BN * 2) : slots + q * R * BN;
+	};
 
 	// 1. The barriers, and the weights' bulk copy and the epilogue's vectors before the wait: they
 	// do not depend on the previous kernel.
@@ -115,23 +141,30 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		expect_tx(barW, KS * BN * 2);
-		bulk_copy(wA, ws + ((size_t)blockIdx.x * K + (size_t)split * KS) * BN, KS * BN * 2, barW);
+		if (!inSlab) bulk_copy(wA, ws + ((size_t)blockIdx.x * K + (size_t)split * KS) * BN, KS * BN * 2, barW);
 		expect_tx(barX, M * KS * 2);
-		expect_tx(barR, (S - 1) * own * BN * 4);
+		expect_tx(barR, (S - 1) * W * own * BN * 4);
 		// The next GEMM's weights into L2, a share a block.
 		const int nb = gridDim.x * gridDim.y, share = (pfBytes / nb + 15) & ~15;
 		const int off = (blockIdx.y * gridDim.x + blockIdx.x) * share, n = min(share, pfBytes - off);
 		if (n > 0)
 			asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf + off), "r"(n) : "memory");
 	}
+	if (inSlab && warp == 0 && wgi == 0) { // after thread 0's expect_tx: this half of every k16 step
+		__syncwarp();
+		const half *src = ws + (size_t)(blockIdx.x / 2) * K * 64 + (blockIdx.x % 2) * 512;
+		for (int kk = lane; kk < K / 16; kk += 32) bulk_copy(wA + kk * 1024, src + (size_t)kk * 1024, 1024, barW);
+	}
 	const int ncol = blockIdx.x * BN + 4 * (threadIdx.x % q4); // a thread's columns in step 5
 	float4 bv = make_float4(0.f, 0.f, 0.f, 0.f), cv = bv;
 	if (EPI != EPI_PLAIN) bv = __ldg(reinterpret_cast<const float4 *>(bias + ncol));
 	if (EPI == EPI_LN || EPI == EPI_LN_GELU) cv = __ldg(reinterpret_cast<const float4 *>(colc + ncol));
-	// Every block's barriers exist before anyone copies into them: the init fence above
-	// publishes them to the cluster, so the arrive needs no release of its own.
+	// Every block's barriers exist before anyone copies into them or waits on them: the init fence
+	// above publishes them to the cluster, so the arrive needs no release of its own.
 	if (CN * S > 1)
 		asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+	else
+		__syncthreads();
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;");
 
@@ -155,7 +188,7 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 	// EPI_RES: the residual stream's rows this block owns; EPI_LN*: their norms.
 	if (EPI == EPI_RES) {
 		const uint32_t xr0 = (uint32_t)__cvta_generic_to_shared(xres);
-		for (int i = threadIdx.x; i < own * q4; i += 128) {
+		for (int i = threadIdx.x; i < own * q4; i += nt) {
 			const float *src = reinterpret_cast<const float *>(y) + (size_t)(r0 + i / q4) * N + blockIdx.x * BN + 4 * (i % q4);
 			asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(xr0 + 16 * i), "l"(src) : "memory");
 		}
@@ -164,36 +197,39 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 		rowNorm[threadIdx.x] = row_norm(stats + (size_t)(r0 + threadIdx.x) * pstride, P, K, eps);
 	mbar_wait(barX, 0);
 
-	// 3. The products. Slices of 384 (GPT-2) and 256 (GPT-2 medium) run with their length compiled
-	// in, so that the wgmmas issue back to back with no branch between them (bench/RESULTS.md).
-	float d[32];
-	const uint32_t xa = xs0 + 2 * ((16 * warp + lane % 16) * xst + (lane / 16) * 8);
-	switch (KS / 16) {
-	case 24: wg_products<24>(d, xa, wA, KS / 16, barW); break;
-	case 16: wg_products<16>(d, xa, wA, KS / 16, barW); break;
-	default: wg_products<0>(d, xa, wA, KS / 16, barW);
+	// 3. The products of this warpgroup's part of the slice. Parts of 384 (GPT-2) and 256 (GPT-2
+	// medium) run with their length compiled in, so that the wgmmas issue back to back with no
+	// branch between them (bench/RESULTS.md).
+	float d[BN / 2];
+	const uint32_t xa = xs0 + 2 * ((16 * warp + lane % 16) * xst + (lane / 16) * 8 + wgi * KW), wa = wA + wgi * KW * BN * 2;
+	switch (KW / 16) {
+	case 24: wg_products<24, BN>(d, xa, wa, KW / 16, barW); break;
+	case 16: wg_products<16, BN>(d, xa, wa, KW / 16, barW); break;
+	default: wg_products<0, BN>(d, xa, wa, KW / 16, barW);
 	}
+	if (inSlab) // this warpgroup's partial overwrites the weights it has just read
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 
 	// 4. The partials: thread (warp, g, t) holds rows 16*warp + g (+8), columns 8j + 2t (+1).
 	// Rows this block owns go to its own slot, the others to their owner's slot for this block.
-	const int g = lane / 4, t = lane % 4;
-	const uint32_t slots0 = (uint32_t)__cvta_generic_to_shared(slots);
+	const int g = lane / 4, t = lane % 4, q = split * W + wgi;
+	const uint32_t slots0 = (uint32_t)__cvta_generic_to_shared(part(q));
 #pragma unroll
 	for (int h = 0; h < 2; h++) {
 		const int row = 16 * warp + g + 8 * h;
 		if (row >= M) continue;
-		const int o = row / R, slot = (split * R + row - o * R) * BN;
+		const int o = row / R, slot = (row - o * R) * BN;
 		if (o == split) {
 #pragma unroll
-			for (int j = 0; j < 8; j++)
-				*reinterpret_cast<float2 *>(slots + slot + 8 * j + 2 * t) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+			for (int j = 0; j < BN / 8; j++)
+				*reinterpret_cast<float2 *>(part(q) + slot + 8 * j + 2 * t) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
 			continue;
 		}
 		uint32_t rank = o * CN + cx, raddr, rbar;
 		asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rbar) : "r"(barR), "r"(rank));
 		asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(raddr) : "r"(slots0 + 4 * slot), "r"(rank));
 #pragma unroll
-		for (int j = 0; j < 8; j++)
+		for (int j = 0; j < BN / 8; j++)
 			asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(
 			                 raddr + 4 * (8 * j + 2 * t)),
 			             "f"(d[4 * j + 2 * h]), "f"(d[4 * j + 2 * h + 1]), "r"(rbar)
@@ -203,21 +239,21 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 	__syncthreads(); // this block's own partials, the residual's rows and the norms are in place
 	mbar_wait(barR, 0);
 
-	// 5. The owned rows: the S partials summed in rank order (the same sum every run), then the
+	// 5. The owned rows: the S x W partials summed in order (the same sum every run), then the
 	// epilogue; q4 consecutive threads share a row.
-	for (int e = threadIdx.x; e < own * q4; e += 128) {
+	for (int e = threadIdx.x; e < own * q4; e += nt) {
 		const int rr = e / q4, c = 4 * (e % q4), r = r0 + rr;
 		float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-		for (int q = 0; q < S; q++) {
-			const float4 v = *reinterpret_cast<const float4 *>(slots + (q * R + rr) * BN + c);
+		for (int p = 0; p < NP; p++) {
+			const float4 v = *reinterpret_cast<const float4 *>(part(p) + rr * BN + c);
 			s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
 		}
 		float4 xv = make_float4(0.f, 0.f, 0.f, 0.f);
 		if (EPI == EPI_RES) xv = reinterpret_cast<const float4 *>(xres)[e];
 		float2 nr = make_float2(0.f, 0.f);
 		if (EPI == EPI_LN || EPI == EPI_LN_GELU) nr = rowNorm[rr];
-		epilogue4<EPI, WG_BN>(s, y, x16, (size_t)r * N + blockIdx.x * BN + c, nr, bv, cv, xv,
-		                      stats + (size_t)r * pstride + blockIdx.x, c == 0);
+		epilogue4<EPI, BN>(s, y, x16, (size_t)r * N + blockIdx.x * BN + c, nr, bv, cv, xv,
+		                   stats + (size_t)r * pstride + blockIdx.x, c == 0);
 	}
 #else
 	__trap();
@@ -228,10 +264,13 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 	void *y, const half *x, const half *ws, const float *bias, int M, int N, int K, int CN, const float *colc,    \
 	    float2 *stats, int P, int pstride, float eps, half *x16, const unsigned char *pf, int pfBytes
 #define WG_CALL y, x, ws, bias, M, N, K, CN, colc, stats, P, pstride, eps, x16, pf, pfBytes
-#define WG_KERNEL(name, EPI)                                                                                     \
-	extern "C" __global__ void __launch_bounds__(128) gemm_wg##name(WG_ARGS) { wg_gemm<EPI>(WG_CALL); }
-// The folded step's epilogues (gpu/forward.go viaWG): the plain one is the last layer's MLP.
-WG_KERNEL(, EPI_PLAIN)
-WG_KERNEL(_ln, EPI_LN)
-WG_KERNEL(_ln_gelu, EPI_LN_GELU)
-WG_KERNEL(_res, EPI_RES)
+#define WG_KERNEL(name, EPI, BN, THREADS)                                                                        \
+	extern "C" __global__ void __launch_bounds__(THREADS) gemm_wg##name(WG_ARGS) { wg_gemm<EPI, BN>(WG_CALL); }
+// The folded step's epilogues (gpu/forward.go viaWG; the plain one is the last layer's MLP) for
+// blocks of 64 columns (one warpgroup, K sliced), and the MLP's first GEMM's for blocks of 32
+// (two, K whole) (gpu/wg.go planWGLayer).
+WG_KERNEL(, EPI_PLAIN, 64, 128)
+WG_KERNEL(_ln, EPI_LN, 64, 128)
+WG_KERNEL(_ln_gelu, EPI_LN_GELU, 64, 128)
+WG_KERNEL(_res, EPI_RES, 64, 128)
+WG_KERNEL(32_ln_gelu, EPI_LN_GELU, 32, 256)
