@@ -70,11 +70,11 @@ type wgPlan struct{ cn, splits, bn, groups int }
 // planWG, when whole, keeps K whole in a block of wgWholeBN columns where its wgMaxGroups
 // warpgroups of wgMinWhole to wgMaxSlice K each hold it (no partial sums leave the block); else, or
 // where they cannot, it picks the fewest K slices of at most wgMaxSlice (a multiple of 16) over
-// blocks of wgBN columns. The cluster row is the widest up to wgMaxRow that divides the column
-// blocks, within maxCluster blocks a cluster: up to wgMaxRow for K slices, wgWholeRow for K whole.
-// ok is false when N is not a multiple of 64 (packWG's blocks) or no slice fits.
+// blocks of wgBN columns. The cluster row is the widest that divides the column blocks, within
+// maxCluster blocks a cluster: up to wgMaxRow blocks for K slices, wgWholeRow for K whole. ok is
+// false when N is not a positive multiple of 64 (packWG's blocks) or no slice fits.
 func planWG(N, K, maxCluster int, whole bool) (p wgPlan, ok bool) {
-	if N%wgBN != 0 {
+	if N%wgBN != 0 || N < wgBN {
 		return p, false
 	}
 	row := func(blocks, splits, cn int) int {
