@@ -120,7 +120,7 @@ func TestPlanWG(t *testing.T) {
 			}
 		}
 	}
-	for _, sh := range [][2]int{{80, 768}, {768, 6400}, {768, 40}} {
+	for _, sh := range [][2]int{{80, 768}, {0, 768}, {768, 6400}, {768, 40}} {
 		if p, ok := planWG(sh[0], sh[1], smallMaxCluster, true); ok {
 			t.Errorf("planWG(%d, %d) = %+v: want no plan", sh[0], sh[1], p)
 		}
