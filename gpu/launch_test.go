@@ -130,7 +130,7 @@ func TestLaunchersMatchPTX(t *testing.T) {
 		{"wg_gemm only", wide, caps{wg: planWGLayer(wide.NEmbd, wide.Inner), wgRows: 64, pdl: true}, false},
 		// A width past two warpgroups' K: every GEMM over K slices, in blocks of 64 columns.
 		{"wg_gemm, K sliced", sliceCfg, caps{wg: planWGLayer(sliceCfg.NEmbd, sliceCfg.Inner), wgRows: 64, pdl: true}, false},
-		{"wg_gemm, K whole", wide, caps{wg: allWhole(planWGLayer(wide.NEmbd, wide.Inner)), wgRows: 64, pdl: true}, false},
+		{"wg_gemm, K whole", wide, caps{wg: fcWhole(planWGLayer(wide.NEmbd, wide.Inner)), wgRows: 64, pdl: true}, false},
 	}
 	for _, path := range paths {
 		if path.caps.smallRows > 0 && !path.caps.small.on || path.caps.wgRows > 0 && !path.caps.wg.on {
@@ -163,9 +163,10 @@ func TestLaunchersMatchPTX(t *testing.T) {
 	}
 }
 
-// allWhole is g with the MLP's first GEMM keeping K whole in blocks of 32 columns, in the narrow
+// fcWhole is g with the MLP's first GEMM keeping K whole in blocks of 32 columns, in the narrow
 // and the wide plans alike.
-func allWhole(g wgGEMMs) wgGEMMs {
-	g.fc, g.wide.fc = wgPlan{cn: 1, splits: 1, bn: wgWholeBN, groups: 2}, wgPlan{cn: 1, splits: 1, bn: wgWholeBN, groups: 2}
+func fcWhole(g wgGEMMs) wgGEMMs {
+	g.fc = wgPlan{cn: 1, splits: 1, bn: wgWholeBN}
+	g.wide.fc = g.fc
 	return g
 }

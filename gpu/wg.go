@@ -63,9 +63,17 @@ func wgKernel(e epilogue, bn int) (kernelID, bool) {
 }
 
 // wgPlan is how wg_gemm runs one (N, K) shape: blocks of bn columns, K in splits slices (a
-// cluster column) and each slice over groups warpgroups, clusters of cn column blocks sharing X
-// (a cluster row).
-type wgPlan struct{ cn, splits, bn, groups int }
+// cluster column), clusters of cn column blocks sharing X (a cluster row). Blocks of wgBN columns
+// are one warpgroup; blocks of wgWholeBN keep K whole (splits 1) over wgMaxGroups.
+type wgPlan struct{ cn, splits, bn int }
+
+// groups is the warpgroups of a block of plan p.
+func (p wgPlan) groups() int {
+	if p.bn == wgWholeBN {
+		return wgMaxGroups
+	}
+	return 1
+}
 
 // planWG, when whole, keeps K whole in a block of wgWholeBN columns where its wgMaxGroups
 // warpgroups of wgMinWhole to wgMaxSlice K each hold it (no partial sums leave the block); else, or
@@ -84,11 +92,11 @@ func planWG(N, K, maxCluster int, whole bool) (p wgPlan, ok bool) {
 		return cn
 	}
 	if g := wgMaxGroups; whole && K%(16*g) == 0 && K/g <= wgMaxSlice && K/g >= wgMinWhole {
-		return wgPlan{cn: row(N/wgWholeBN, 1, wgWholeRow), splits: 1, bn: wgWholeBN, groups: g}, true
+		return wgPlan{cn: row(N/wgWholeBN, 1, wgWholeRow), splits: 1, bn: wgWholeBN}, true
 	}
 	for s := 1; s <= smallMaxCluster; s++ {
 		if K%(16*s) == 0 && K/s <= wgMaxSlice {
-			return wgPlan{cn: row(N/wgBN, s, wgMaxRow), splits: s, bn: wgBN, groups: 1}, true
+			return wgPlan{cn: row(N/wgBN, s, wgMaxRow), splits: s, bn: wgBN}, true
 		}
 	}
 	return p, false
@@ -214,7 +222,7 @@ func (p *program) wgGEMM(name string, pdl bool, y, x, wp cu.Ptr, m, in, out int,
 		p.fail(fmt.Errorf("gpu: wg_gemm has no epilogue %d for blocks of %d columns", e.kind, pl.bn))
 		return
 	}
-	p.launchCluster(name, k, out/pl.bn, pl.splits, wgGroupThread*pl.groups, wgShared(m, in, pl, e.kind), pdl, pl.cn, pl.splits,
+	p.launchCluster(name, k, out/pl.bn, pl.splits, wgGroupThread*pl.groups(), wgShared(m, in, pl, e.kind), pdl, pl.cn, pl.splits,
 		cu.P(y), cu.P(x), cu.P(wp), cu.P(e.bias), cu.I(m), cu.I(out), cu.I(in), cu.I(pl.cn), cu.P(e.colc), cu.P(e.stats),
 		cu.I(e.parts), cu.I(statStride(C)), cu.F(eps), cu.P(e.x16), cu.P(e.next), cu.I(e.nextBytes))
 }

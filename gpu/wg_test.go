@@ -72,8 +72,8 @@ func TestPackWG(t *testing.T) {
 
 // sliced and whole are wg_gemm plans: blocks of wgBN columns over K slices, and blocks of
 // wgWholeBN columns that keep K whole over their warpgroups.
-func sliced(cn, splits int) wgPlan { return wgPlan{cn: cn, splits: splits, bn: wgBN, groups: 1} }
-func whole(cn, groups int) wgPlan  { return wgPlan{cn: cn, splits: 1, bn: wgWholeBN, groups: groups} }
+func sliced(cn, splits int) wgPlan { return wgPlan{cn: cn, splits: splits, bn: wgBN} }
+func whole(cn int) wgPlan          { return wgPlan{cn: cn, splits: 1, bn: wgWholeBN} }
 
 // TestPlanWG checks the plans of GPT-2 124M's four GEMMs (the fastest or nearly the fastest of
 // every plan measured at 64 rows, bench/RESULTS.md) and the invariants of every plan.
@@ -87,15 +87,15 @@ func TestPlanWG(t *testing.T) {
 		{768, 768, 16, false, sliced(4, 2)},  // attn proj: 12 x 2
 		{3072, 768, 16, false, sliced(4, 2)}, // fc: 48 x 2
 		{768, 3072, 16, false, sliced(2, 8)}, // fc proj: 12 x 8
-		{2304, 768, 8, true, whole(8, 2)},    // the wide plans: qkv, 72 blocks of two warpgroups
-		{768, 768, 8, true, whole(8, 2)},     // attn proj: 24
-		{3072, 768, 8, true, whole(8, 2)},    // fc: 96
+		{2304, 768, 8, true, whole(8)},       // the wide plans: qkv, 72 blocks of two warpgroups
+		{768, 768, 8, true, whole(8)},        // attn proj: 24
+		{3072, 768, 8, true, whole(8)},       // fc: 96
 		{768, 3072, 8, true, sliced(1, 8)},   // fc proj in clusters of 8: K too long to keep whole
 		{768, 4096, 8, false, sliced(1, 16)}, // 16 slices: a cluster of 16 all the same
-		{768, 256, 16, true, whole(8, 2)},    // two warpgroups of 128
+		{768, 256, 16, true, whole(8)},       // two warpgroups of 128
 		{768, 3072, 16, true, sliced(2, 8)},  // K too long to keep whole
 		{1024, 1024, 16, true, sliced(4, 4)}, // GPT-2 medium: K too long for two warpgroups
-		{192, 768, 16, true, whole(2, 2)},    // 6 blocks of 32: a cluster row of 2
+		{192, 768, 16, true, whole(2)},       // 6 blocks of 32: a cluster row of 2
 		{96, 768, 16, true, wgPlan{}},        // no plan: N not a multiple of 64
 	} {
 		p, ok := planWG(c.N, c.K, c.cluster, c.whole)
@@ -112,9 +112,9 @@ func TestPlanWG(t *testing.T) {
 				}
 				blocks := sh[0] / p.bn
 				if sh[0]%p.bn != 0 || blocks%p.cn != 0 || p.cn*p.splits > max(cluster, p.splits) || p.splits > smallMaxCluster ||
-					(p.bn == wgWholeBN) != (p.groups == wgMaxGroups && p.splits == 1) || (p.bn == wgBN) != (p.groups == 1) ||
-					sh[1]%(16*p.splits*p.groups) != 0 || sh[1]/p.splits/p.groups > wgMaxSlice ||
-					(p.bn == wgWholeBN && sh[1]/p.groups < wgMinWhole) || wgShared(wgMaxRows, sh[1], p, epiRes) > 227*1024 {
+					(p.bn != wgBN && (p.bn != wgWholeBN || p.splits != 1)) || sh[1]%(16*p.splits*p.groups()) != 0 ||
+					sh[1]/p.splits/p.groups() > wgMaxSlice || (p.bn == wgWholeBN && sh[1]/p.groups() < wgMinWhole) ||
+					wgShared(wgMaxRows, sh[1], p, epiRes) > 227*1024 {
 					t.Errorf("planWG(%d, %d, %d, %v) = %+v breaks the kernel's limits", sh[0], sh[1], cluster, wh, p)
 				}
 			}
@@ -129,14 +129,14 @@ func TestPlanWG(t *testing.T) {
 		t.Error("GPT-2 124M has no wg_gemm plans")
 	} else if g.at(wgWideRows) != &g.wgLayerPlans || g.at(wgWideRows+1) != &g.wide || g.wide.fcProj != sliced(1, 8) ||
 		g.qkv != sliced(4, 2) || g.wide.qkv != sliced(4, 2) || g.proj != sliced(4, 2) || g.wide.proj != sliced(4, 2) ||
-		g.fc != sliced(4, 2) || g.wide.fc != whole(8, 2) {
+		g.fc != sliced(4, 2) || g.wide.fc != whole(8) {
 		t.Errorf("GPT-2 124M's plans by rows: %+v", g)
 	}
 	if g := planWGLayer(1280, 5120); g.on {
 		t.Error("a width of 1280 runs wg_gemm; its embedding's 20 parts a row are more than the epilogues combine")
 	}
 	// The shared memory kept for the partials: none where they fit in the weights' slab.
-	if a, b := wgShared(64, 768, whole(4, 2), epiLN), wgShared(64, 768, sliced(4, 2), epiLN); a != 768*32*2+64*776*2+64*8+24 ||
+	if a, b := wgShared(64, 768, whole(4), epiLN), wgShared(64, 768, sliced(4, 2), epiLN); a != 768*32*2+64*776*2+64*8+24 ||
 		b != 384*64*2+64*392*2+2*32*64*4+64*8+24 {
 		t.Errorf("wgShared: %d bytes whole, %d sliced", a, b)
 	}
@@ -316,7 +316,7 @@ func TestGEMMPathNamesRows(t *testing.T) {
 func TestWGEdgePlansMatchReference(t *testing.T) {
 	cfg := Config{NLayer: 2, NHead: 4, NEmbd: 256, NPositions: 128, VocabSize: 1000, Inner: 4096, Eps: 1e-5}
 	g := planWGLayer(cfg.NEmbd, cfg.Inner)
-	if !g.on || g.qkv != sliced(4, 1) || g.fc != sliced(4, 1) || g.wide.fc != whole(8, 2) || g.fcProj != sliced(1, 16) ||
+	if !g.on || g.qkv != sliced(4, 1) || g.fc != sliced(4, 1) || g.wide.fc != whole(8) || g.fcProj != sliced(1, 16) ||
 		g.wide.fcProj != sliced(1, 16) {
 		t.Fatalf("plans %+v: not the edge plans this test is for", g)
 	}
@@ -349,8 +349,8 @@ func TestProfileWGPlans(t *testing.T) {
 		p    plans
 	}{
 		{"planWG", plans{}},
-		{"fc whole 8", plans{fc: whole(8, 2)}},
-		{"fc whole 4", plans{fc: whole(4, 2)}},
+		{"fc whole 8", plans{fc: whole(8)}},
+		{"fc whole 4", plans{fc: whole(4)}},
 		{"fc sliced 4x2", plans{fc: sliced(4, 2)}},
 		{"fc proj 1x12", plans{fcProj: sliced(1, 12)}},
 	}
