@@ -20,7 +20,7 @@ type activations struct {
 	h       cu.Ptr // fp16 (T, F) MLP hidden
 	xlast   cu.Ptr // fp16 (B, C) final-normed last rows
 	logits  cu.Ptr // fp32 (B, Vp), Vp = V rounded up to 8; the padding columns are never read
-	amax    cu.Ptr // uint64 (B, maxArgmaxChunks) argmax_part's and argmax_next's packed per-chunk maxima
+	amax    cu.Ptr // uint64 (B, max(maxArgmaxChunks, SMs)) the samplers' packed per-chunk maxima, lm_head_argmax's per block
 	done    cu.Ptr // uint32 (B) argmax_next's count of finished chunks a row: zero between steps
 	weights cu.Ptr // float64 (B, Vp) the sampler's scratch
 	stats   cu.Ptr // float2 (smallMaxRows, statStride) the folded norms' row statistics (fold.go)
@@ -57,7 +57,7 @@ func (s *state) allocBuffers() error {
 		{&s.act.y, max(Tg*max(3*C, F), fcProjSplits*splitMaxRows*C) * 4},
 		{&s.act.h, Tg * F * 2}, {&s.act.xlast, Bg * C * 2},
 		{&s.act.logits, Bg * int64(paddedVocab(int(V))) * 4},
-		{&s.act.amax, B * maxArgmaxChunks * 8}, {&s.act.done, B * 4}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
+		{&s.act.amax, B * int64(max(maxArgmaxChunks, s.ctx.Info().SMs)) * 8}, {&s.act.done, B * 4}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
 		{&s.act.stats, smallMaxRows * int64(statStride(c.NEmbd)) * 8},
 	}
 	var total int64

@@ -20,7 +20,8 @@ import (
 // EPI_LN_GELU). The row's mean and rstd come from the per-block pairs (Chan et al.'s pairwise
 // combination). A layer is then four GEMMs and the attention kernel: the step loses its 24
 // residual + norm kernels. The last layer's second MLP matrix keeps the plain epilogue, so that
-// the final norm (ln_f, of each sequence's last row) stays residual_ln_last's job.
+// the final norm (ln_f, of each sequence's last row) stays residual_ln_last's job, except where
+// the LM head folds ln_f in as well (head.go: greedy decode steps on wg_gemm).
 
 // foldParts is the width of embed_ln_warp's stats parts (gpt2.cu warp_stats: 16 lanes of 4).
 const foldParts = 64

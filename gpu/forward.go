@@ -91,7 +91,7 @@ func (s *state) attentionBlock(p *stepPlan, l int, prog *program) {
 // mlpBlock appends layer l's MLP and the residual add + the next norm: the next layer's ln_1 into
 // xln, or after the last layer ln_f of each sequence's last row into xlast (folded: the residual
 // add and the next norm's statistics in the second GEMM's epilogue, except in the last layer,
-// whose plain product goes through the final norm's kernel).
+// whose plain product goes through the final norm's kernel unless lm_head_argmax folds ln_f).
 func (s *state) mlpBlock(p *stepPlan, l int, prog *program) {
 	c, w, a := s.cfg, s.wts, &s.act
 	L, last := &w.layers[l], l+1 == c.NLayer
@@ -100,9 +100,13 @@ func (s *state) mlpBlock(p *stepPlan, l int, prog *program) {
 	case p.gemms.folded():
 		s.layerGEMM(p, prog, L, gemmFC, a.h, a.xln, gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats,
 			parts: s.resParts(p, gemmProj), next: L.fcProjWg, nextBytes: F * C * 2})
-		if !last {
+		switch {
+		case !last:
 			s.layerGEMM(p, prog, L, gemmFCProj, a.x, a.h, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln,
 				next: w.layers[l+1].attnWg, nextBytes: 3 * C * C * 2})
+			return
+		case p.head: // ln_f is folded into lm_head_argmax, which reads x in fp16 and its statistics
+			s.layerGEMM(p, prog, L, gemmFCProj, a.x, a.h, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln})
 			return
 		}
 		s.layerGEMM(p, prog, L, gemmFCProj, a.y, a.h, gemmEpi{})
@@ -175,16 +179,22 @@ func (s *state) resParts(p *stepPlan, g layerGEMM) int {
 	return C / (32 * s.caps.small.fcProj.nt)
 }
 
-// head appends the LM head on the final-normed last rows (xlast) and the sampler.
+// head appends the LM head on the final-normed last rows (xlast) and the sampler; with p.head the
+// LM head on the rows' fp16 residual stream with ln_f folded in, taking its argmax itself.
 func (s *state) head(p *stepPlan, prog *program) {
-	c := s.cfg
-	prog.gemm("gemm lm head", s.act.logits, s.act.xlast, s.wts.wteT, p.mHead, c.NEmbd, paddedVocab(c.VocabSize))
+	c, a, w := s.cfg, &s.act, s.wts
+	if p.head {
+		prog.lmHeadArgmax(p.pdl, a.amax, a.xln, w.headWg, w.headC, w.headD, a.stats, s.resParts(p, gemmFCProj), statStride(c.NEmbd),
+			c.Eps, p.rows, c.NEmbd, c.VocabSize, s.caps.headGrid)
+	} else {
+		prog.gemm("gemm lm head", a.logits, a.xlast, w.wteT, p.mHead, c.NEmbd, paddedVocab(c.VocabSize))
+	}
 	s.sampler(p, prog)
 }
 
 // sampler appends the sampler of the step's logits: argmax_next alone when every row is greedy,
-// else argmax_part then sample. In a graph it moves the device metadata on (p.advance) and,
-// greedy, embeds the next step's rows (p.embedNext).
+// else argmax_part then sample; after lm_head_argmax, argmax_parts_next. In a graph it moves the
+// device metadata on (p.advance) and, greedy, embeds the next step's rows (p.embedNext).
 func (s *state) sampler(p *stepPlan, prog *program) {
 	c, a, m, w := s.cfg, &s.act, &s.meta, s.wts
 	V, vp := c.VocabSize, paddedVocab(c.VocabSize)
@@ -200,6 +210,10 @@ func (s *state) sampler(p *stepPlan, prog *program) {
 		var e embedArgs
 		if p.embedNext {
 			e = embedArgs{x: a.x, xln: a.xln, wte: w.wte, wpe: w.wpe, lnw: w.layers[0].ln1w, lnb: w.layers[0].ln1b, C: c.NEmbd, eps: c.Eps}
+		}
+		if p.head {
+			prog.argmaxPartsNext(p.pdl, p.next, a.amax, s.caps.headGrid, p.seqs, meta, e)
+			return
 		}
 		prog.argmaxNext(p.next, a.logits, V, vp, a.amax, a.done, p.seqs, meta, e)
 		return

@@ -73,9 +73,11 @@ const (
 	kArgmaxPart
 	kArgmaxNext
 	kSample
+	kArgmaxPartsNext
 	kSmallGEMM                                         // the first of small_gemm's: 2 tiles a warp (nt) times numEpilogues (smallGEMMKernel)
 	kWGGEMM    = kSmallGEMM + 2*kernelID(numEpilogues) // the first of wg_gemm's: its epilogues at 64 columns, then at 32 (wgKernel)
-	numKernels = kWGGEMM + numWGKernels
+	kLMHead    = kWGGEMM + numWGKernels                // lm_head_argmax (head.go)
+	numKernels = kLMHead + 1
 )
 
 // kernelNames are the kernels' names in their modules, by kernelID (read-only).
@@ -83,9 +85,9 @@ var kernelNames = [numKernels]string{
 	"embed_ln", "embed_ln_warp", "residual_ln", "residual_ln_warp", "residual_ln_last", "residual_ln_last_warp",
 	"bias_gelu", "qkv_bias_kv_write", "attention_paged", "attention_contig", "attention_decode_paged",
 	"attention_decode_contig", "meta_copy", "tables_refresh", "spin_ns", "argmax_part", "argmax_next", "sample",
-	"gemm_small_n1", "gemm_small_n1_gelu", "gemm_small_n1_ln", "gemm_small_n1_ln_gelu", "gemm_small_n1_res",
+	"argmax_parts_next", "gemm_small_n1", "gemm_small_n1_gelu", "gemm_small_n1_ln", "gemm_small_n1_ln_gelu", "gemm_small_n1_res",
 	"gemm_small_n2", "gemm_small_n2_gelu", "gemm_small_n2_ln", "gemm_small_n2_ln_gelu", "gemm_small_n2_res",
-	"gemm_wg", "gemm_wg_ln", "gemm_wg_ln_gelu", "gemm_wg_res", "gemm_wg32_ln_gelu",
+	"gemm_wg", "gemm_wg_ln", "gemm_wg_ln_gelu", "gemm_wg_res", "gemm_wg32_ln_gelu", "lm_head_argmax",
 }
 
 // module is the module k is in.

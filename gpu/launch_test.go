@@ -131,6 +131,8 @@ func TestLaunchersMatchPTX(t *testing.T) {
 		// A width past two warpgroups' K: every GEMM over K slices, in blocks of 64 columns.
 		{"wg_gemm, K sliced", sliceCfg, caps{wg: planWGLayer(sliceCfg.NEmbd, sliceCfg.Inner), wgRows: 64, pdl: true}, false},
 		{"wg_gemm, K whole", wide, caps{wg: fcWhole(planWGLayer(wide.NEmbd, wide.Inner)), wgRows: 64, pdl: true}, false},
+		{"wg_gemm, LM head with its argmax", wide, caps{wg: planWGLayer(wide.NEmbd, wide.Inner), wgRows: 64, pdl: true, head: true,
+			headGrid: headBlocks(132, wide.VocabSize)}, false},
 	}
 	for _, path := range paths {
 		if path.caps.smallRows > 0 && !path.caps.small.on || path.caps.wgRows > 0 && !path.caps.wg.on {

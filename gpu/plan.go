@@ -19,6 +19,8 @@ type caps struct {
 	fold      bool       // small_gemm steps fold their norms and residual adds into the GEMMs (fold.go)
 	wg        wgGEMMs    // wg_gemm's plans (always folded); wg.on false: not used
 	wgRows    int        // steps of more rows than small_gemm's and up to this many (at most wgMaxRows) run on wg_gemm
+	head      bool       // greedy decode steps on wg_gemm take their LM head and argmax on lm_head_argmax (head.go)
+	headGrid  int        // ... in this many blocks
 	pdl       bool       // programmatic dependent launch (Hopper with cuLaunchKernelEx)
 	lt        bool       // the fc GEMM of cuBLAS steps through cuBLASLt when it loads (lt.go)
 }
@@ -85,6 +87,7 @@ type stepPlan struct {
 	// partial sums the residual add sums.
 	projSplits, fcProjSplits int
 	greedy                   bool   // every row samples greedily: argmax_next alone
+	head                     bool   // ... on wg_gemm, in a decode step: lm_head_argmax, then argmax_parts_next
 	upload                   bool   // the program starts with the metadata upload (meta_copy)
 	advance                  bool   // the sampler moves the device metadata on to the step after (graphs)
 	embedNext                bool   // ... and embeds that step's rows (a greedy graph whose norms are not folded)
@@ -114,6 +117,7 @@ func (s *state) newPlan(rows, seqs int, greedy bool, k stepKind, alt bool) (step
 		}
 	}
 	p.pdl = c.pdl && p.gemms != viaCuBLAS
+	p.head = c.head && p.gemms == viaWG && p.decode && greedy
 	p.embedNext = p.advance && greedy && rowWarp(C) && !p.gemms.folded()
 	p.embedded = k == predictedStep && p.embedNext
 	if alt {

@@ -93,7 +93,8 @@ func TestStepProgramsGolden(t *testing.T) {
 		}, false},
 		{"wg", func(c Config) caps {
 			g := planLayer(c.NEmbd, c.Inner, 132)
-			return caps{small: g, smallRows: 32, pdl: true, fold: folds(c.NEmbd, g), wg: planWGLayer(c.NEmbd, c.Inner), wgRows: 64}
+			return caps{small: g, smallRows: 32, pdl: true, fold: folds(c.NEmbd, g), wg: planWGLayer(c.NEmbd, c.Inner), wgRows: 64,
+				head: headFits(c.NEmbd), headGrid: headBlocks(132, c.VocabSize)}
 		}, false},
 		{"folded-nopdl", func(c Config) caps {
 			g := planLayer(c.NEmbd, c.Inner, 132)

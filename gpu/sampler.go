@@ -50,6 +50,14 @@ func (p *program) argmaxNext(next, logits cu.Ptr, V, ld int, part, done cu.Ptr, 
 		cu.P(done), ma[0], ma[1], ma[2], ma[3], ma[4], ma[5], ma[6], ma[7], ea[0], ea[1], ea[2], ea[3], ea[4], ea[5], ea[6], ea[7])
 }
 
+// argmaxPartsNext appends the greedy sampler of nb rows after lm_head_argmax (argmax_parts_next):
+// each row's token is the largest of its nparts packed maxima in part (nb, nparts).
+func (p *program) argmaxPartsNext(pdl bool, next, part cu.Ptr, nparts, nb int, m metaArgs, e embedArgs) {
+	ma, ea := m.args(), e.args()
+	p.launch("sample", kArgmaxPartsNext, nb, 1, 256, 0, pdl, cu.P(next), cu.P(part), cu.I(nparts), ma[0], ma[1], ma[2], ma[3],
+		ma[4], ma[5], ma[6], ma[7], ea[0], ea[1], ea[2], ea[3], ea[4], ea[5], ea[6], ea[7])
+}
+
 // argmaxPart appends each row's per-chunk maxima into part (nb, chunks) (argmax_part).
 func (p *program) argmaxPart(logits cu.Ptr, V, ld int, part cu.Ptr, nb int) {
 	p.launch("sample", kArgmaxPart, nb, argmaxChunks(nb), 256, 0, false, cu.P(logits), cu.I(V), cu.I(ld), cu.P(part))

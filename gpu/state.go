@@ -134,6 +134,7 @@ func (s *state) decideCaps(narrow func(*caps), wgLoaded bool) error {
 	c.smallRows, c.wgRows, c.pdl, c.lt = smallDefaultRows, wgMaxRows, hopper, true
 	if c.wg.on {
 		c.smallRows = 0 // wg_gemm is faster at every row count (bench/RESULTS.md)
+		c.head = headFits(s.cfg.NEmbd)
 	}
 	c.fold = folds(s.cfg.NEmbd, c.small)
 	if narrow != nil {
@@ -146,6 +147,12 @@ func (s *state) decideCaps(narrow func(*caps), wgLoaded bool) error {
 		}
 		if c.wg.on = ok; !ok && c.smallRows == 0 {
 			c.smallRows = smallDefaultRows // this device cannot hold wg_gemm's plans: small_gemm's steps again
+		}
+	}
+	if c.head = c.head && c.wg.on && headShared(s.cfg.NEmbd) <= info.MaxSharedOptin; c.head {
+		c.headGrid = headBlocks(info.SMs, s.cfg.VocabSize)
+		if err := s.ctx.SetMaxShared(s.k[kLMHead], headShared(s.cfg.NEmbd)); err != nil {
+			return err
 		}
 	}
 	c.small.on = c.small.on && c.smallRows > 0 // unused: no packed copies, no attributes
@@ -166,7 +173,7 @@ func (s *state) upload(w *Weights) error {
 	t0 := time.Now()
 	var err error
 	c := &s.caps
-	if s.wts, err = uploadWeights(s.ctx, s.cfg, w, packing{mma: c.small.on, fold: c.fold, wg: c.wg.on}); err != nil {
+	if s.wts, err = uploadWeights(s.ctx, s.cfg, w, packing{mma: c.small.on, fold: c.fold, wg: c.wg.on, head: c.head}); err != nil {
 		return fitErr(err)
 	}
 	detail := fmt.Sprintf("%d layers, %d MB", s.cfg.NLayer, s.wts.bytes>>20)
@@ -180,6 +187,9 @@ func (s *state) upload(w *Weights) error {
 	}
 	if c.fold || c.wg.on {
 		detail += " (the norms folded in)" // small_gemm's copies when c.fold; wg_gemm's always
+	}
+	if c.head {
+		detail += " and the LM head packed for lm_head_argmax (ln_f folded in)"
 	}
 	s.record("weight upload", detail, time.Since(t0))
 	return nil

@@ -68,7 +68,10 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 	if done, err := s.takeAhead(in, next, logits); done || err != nil {
 		return err
 	}
-	B, greedy := len(in.SeqLens), greedyStep(in)
+	// Where greedy decode steps take the argmax in the LM head (caps.head), which writes no
+	// logits, a step whose logits are asked for samples through argmax_part + sample (the same
+	// tokens) after the plain LM head.
+	B, greedy := len(in.SeqLens), greedyStep(in) && (logits == nil || !s.caps.head)
 	if s.opt.Graphs && len(in.Tokens) == B {
 		return s.decodeGraph(in, next, logits, greedy)
 	}

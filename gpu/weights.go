@@ -81,7 +81,11 @@ type devWeights struct {
 	wte, wpe   cu.Ptr // fp16 (V, C), (T, C)
 	wteT       cu.Ptr // fp16 (C, Vp): the LM head as a plain [in, out] GEMM operand, zero-padded
 	lnfw, lnfb cu.Ptr // fp32 (C)
-	layers     []devLayer
+	// The LM head for lm_head_argmax (head.go), zero when it is not used: gamma wte of ln_f packed
+	// by packWG in 64-column tiles (the vocabulary padded to Vh, a multiple of 64), and its
+	// folded vectors colsum(gamma wte) and beta wte (Vh).
+	headWg, headC, headD cu.Ptr
+	layers               []devLayer
 }
 
 type tensorSpec struct {
@@ -90,7 +94,7 @@ type tensorSpec struct {
 	n       int // expected elements
 	half    bool
 	name    string
-	cols    int // > 0: upload the (n/cols, cols) matrix transposed, rows padded to padRows
+	cols    int // > 0: upload the (n/cols, cols) matrix transposed, rows padded to padRows (with wg: packed by packWGT)
 	padRows int
 	mma     int       // > 0: upload the (n/mma, mma) matrix packed for small_gemm (packMMA) ...
 	wg      bool      // ... or, when wg, for wg_gemm (packWG)
@@ -102,6 +106,7 @@ type packing struct {
 	mma  bool // small_gemm's (packMMA)
 	fold bool // small_gemm's copies with the norms folded in (fold.go)
 	wg   bool // wg_gemm's (packWG), always with the norms folded in
+	head bool // lm_head_argmax's LM head (head.go), ln_f folded in
 }
 
 // uploadWeights checks every tensor's size, allocates one device buffer and copies the
@@ -158,6 +163,17 @@ func weightSpecs(cfg Config, w *Weights, d *devWeights, pk packing) ([]tensorSpe
 		// slow generic kernel.
 		{dst: &d.wteT, src: w.WTE, n: V * C, half: true, name: "wte (transposed LM head)", cols: C, padRows: paddedVocab(V)},
 		f32Spec(&d.lnfw, w.LNFW, C, "ln_f.weight"), f32Spec(&d.lnfb, w.LNFB, C, "ln_f.bias"),
+	}
+	if pk.head {
+		if len(w.LNFW) != C || len(w.LNFB) != C || len(w.WTE) != V*C {
+			return nil, fmt.Errorf("gpu: ln_f or wte has the wrong size for a model of width %d and %d tokens", C, V)
+		}
+		Vh := headTiles(V) * headTile
+		colc, dv := foldHead(w.WTE, w.LNFW, w.LNFB, V, C, Vh)
+		specs = append(specs,
+			tensorSpec{dst: &d.headWg, src: w.WTE, n: V * C, half: true, name: "wte (LM head, ln_f folded, packed for wgmma)", cols: C,
+				padRows: Vh, wg: true, scale: w.LNFW},
+			f32Spec(&d.headC, colc, Vh, "ln_f folded: colsum"), f32Spec(&d.headD, dv, Vh, "ln_f folded: beta wte"))
 	}
 	var folded []foldedLayer
 	if (pk.mma && pk.fold) || pk.wg {
@@ -241,6 +257,8 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 		s := &specs[i]
 		n, step := s.n, grain
 		switch {
+		case s.cols > 0 && s.wg: // 64-column tiles of the transposed matrix
+			n, step = s.padRows/wgBN, max(grain/(wgBN*s.cols), 1)
 		case s.cols > 0:
 			n, step = s.n/s.cols, max(grain/s.cols, 64)
 		case s.mma > 0 && s.wg: // 64-column blocks of K rows each
@@ -265,6 +283,9 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 				case !p.s.half:
 					f := unsafe.Slice((*float32)(unsafe.Pointer(&dst[0])), p.s.n)
 					copy(f[p.lo:p.hi], p.s.src[p.lo:p.hi])
+				case p.s.cols > 0 && p.s.wg:
+					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.stored())
+					packWGT(h, p.s.src, p.s.scale, p.s.cols, p.s.n/p.s.cols, p.lo, p.hi)
 				case p.s.cols > 0:
 					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.stored())
 					toHalfT(h, p.s.src, p.s.cols, p.s.padRows, p.lo, p.hi)

@@ -169,7 +169,7 @@ func wgShared(m, k int, p wgPlan, e epilogue) int {
 func packWG(dst []uint16, src, scale []float32, K, N, nbLo, nbHi int) {
 	for nb := nbLo; nb < nbHi; nb++ {
 		for k := range K {
-			row, base := src[k*N+nb*wgBN:][:wgBN], (nb*K+k/16*16)*wgBN+(k%16/8)*64+k%8
+			row, base := src[k*N+nb*wgBN:][:wgBN], wgAt(nb, K, k)
 			s := float32(1)
 			if scale != nil {
 				s = scale[k]
@@ -180,6 +180,10 @@ func packWG(dst []uint16, src, scale []float32, K, N, nbLo, nbHi int) {
 		}
 	}
 }
+
+// wgAt is where packWG puts row k of column 0 of 64-column block nb of a matrix of K rows; column
+// n is (n/8)*128 + (n%8)*8 halves further.
+func wgAt(nb, K, k int) int { return (nb*K+k/16*16)*wgBN + (k%16/8)*64 + k%8 }
 
 // wgAttrs lets each wg_gemm kernel have the dynamic shared memory its plans need at wgMaxRows
 // rows and clusters of more than 8 blocks. It reports false, setting nothing more, when this

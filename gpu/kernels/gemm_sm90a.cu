@@ -18,6 +18,7 @@
 //   shared memory (st.async, counted on the owner's mbarrier), so that no cluster barrier follows
 //   the products; the owner sums the S x W partials in order and runs the epilogue on its rows.
 // grid (N/BN, S), cluster (CN, S, 1), 128 x W threads.
+#include "argmax.cuh"
 #include "gemm.cuh"
 
 #define WG_KSMAX 384 // the longest K slice a warpgroup: 24 k16 steps of A in registers (gpu/wg.go wgMaxSlice)
@@ -274,3 +275,155 @@ WG_KERNEL(_ln, EPI_LN, 64, 128)
 WG_KERNEL(_ln_gelu, EPI_LN_GELU, 64, 128)
 WG_KERNEL(_res, EPI_RES, 64, 128)
 WG_KERNEL(32_ln_gelu, EPI_LN_GELU, 32, 256)
+
+// lm_head_argmax: the LM head of a greedy decode step on this path, with its argmax. Row r's logit
+// n is rstd_r (x_r . W'_n - mean_r colc_n) + d_n (ln_f folded into W', gpu/head.go foldHead) and
+// is never written: block b writes row r's largest logit over its columns, packed as the samplers'
+// (argmax.cuh), to part[r * gridDim.x + b], and argmax_parts_next (sample.cu) takes the largest of
+// a row's. W' is packed by packWG with K whole: tile t, columns [64t, 64t + 64), is one slab of
+// 64 x K halves. Block b takes the b-th of gridDim.x even runs of tiles and streams them through
+// two stages of shared memory, the first copy issued before the PDL wait; each tile's two K
+// halves land on mbarriers of their own, one for each warpgroup. A warpgroup multiplies its half
+// of K (A in registers, loaded once from X), and the two swap halves of the tile's columns
+// through shared memory to sum them. At most 64 rows, K / 2 <= WG_KSMAX.
+// grid (G), block 256; dynamic shared memory (gpu/head.go headShared): stage 0; stage 1, which
+// holds X's rows (K + 8 halves apart) while A loads; the swap buffers (2 tiles x 2 warpgroups x
+// 64 rows x 32 floats, swizzled); 64 row norms; five mbarriers (the stages' halves, X).
+template <int NK>
+__device__ __forceinline__ void lm_head(unsigned long long *__restrict__ part, const half *__restrict__ x,
+                                        const half *__restrict__ ws, const float *__restrict__ colc,
+                                        const float *__restrict__ dv, const float2 *__restrict__ stats, int P, int pstride,
+                                        float eps, int M, int K, int V, int tiles) {
+#if __CUDA_ARCH__ >= 900
+	extern __shared__ __align__(128) unsigned char smem[];
+	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, wgi = threadIdx.x / 128, g = lane / 4, t = lane % 4;
+	const int KW = K / 2, nk = NK ? NK : KW / 16, stage = K * 64 * 2, xst = K + 8;
+	const int t0 = (int)((long long)blockIdx.x * tiles / gridDim.x);
+	const int n = (int)((long long)(blockIdx.x + 1) * tiles / gridDim.x) - t0;
+	float *swap = reinterpret_cast<float *>(smem + 2 * stage);
+	float2 *rowNorm = reinterpret_cast<float2 *>(swap + 2 * 2 * 64 * 32);
+	const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem), xs0 = s0 + stage;
+	const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(rowNorm + 64), barX = bar0 + 32; // stage s half h: bar0 + 8(2s + h)
+	// load(j, s): thread 0 copies tile t0 + j into stage s, a K half on each of its barriers.
+	auto load = [&](int j, int s) {
+		const half *src = ws + (size_t)(t0 + j) * K * 64;
+		for (int h = 0; h < 2; h++) {
+			const uint32_t bar = bar0 + 8 * (2 * s + h);
+			expect_tx(bar, KW * 128);
+			bulk_copy(s0 + s * stage + h * KW * 128, src + (size_t)h * KW * 64, KW * 128, bar);
+		}
+	};
+	// sw: float c of row r in a swap buffer, the 8-float groups swizzled by the row so that the
+	// float2 stores and loads of a half warp (4 rows x 4 columns pairs) hit distinct banks.
+	auto sw = [](int r, int c) { return r * 32 + (c ^ (8 * (r % 4))); };
+
+	if (threadIdx.x == 0) {
+		for (int i = 0; i < 5; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * i) : "memory");
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		if (n > 0) load(0, 0);
+		expect_tx(barX, M * K * 2);
+	}
+	__syncthreads();
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;");
+	if ((int)threadIdx.x < M) {
+		bulk_copy(xs0 + 2 * threadIdx.x * xst, x + (size_t)threadIdx.x * K, K * 2, barX);
+		rowNorm[threadIdx.x] = row_norm(stats + (size_t)threadIdx.x * pstride, P, K, eps);
+	}
+	mbar_wait(barX, 0);
+	uint32_t a[WG_KSMAX / 16][4];
+	const uint32_t xa = xs0 + 2 * ((16 * warp + lane % 16) * xst + (lane / 16) * 8 + wgi * KW);
+#pragma unroll
+	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
+		if (kk < nk) ldsm_x4(a[kk], xa + 32 * kk);
+	__syncthreads(); // every warp's A and the norms are in place: stage 1 is free
+	if (threadIdx.x == 0 && n > 1) {
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		load(1, 1);
+	}
+	// Thread (warp, g, t) of warpgroup wgi holds rows 16 warp + g (+8), columns 8j + 2t (+1); it
+	// keeps j in [4 wgi, 4 wgi + 4) and sends the other four to the other warpgroup.
+	float2 nr[2];
+	unsigned long long best[2] = {0, 0};
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		const int row = 16 * warp + g + 8 * h;
+		nr[h] = row < M ? rowNorm[row] : make_float2(0.f, 0.f);
+	}
+	for (int j = 0; j < n; j++) {
+		const int s = j & 1, cb = (t0 + j) * 64 + 32 * wgi;
+		float2 cc[4], dd[4];
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			cc[q] = __ldg(reinterpret_cast<const float2 *>(colc + cb + 8 * q + 2 * t));
+			dd[q] = __ldg(reinterpret_cast<const float2 *>(dv + cb + 8 * q + 2 * t));
+		}
+		float d[32];
+#pragma unroll
+		for (int i = 0; i < 32; i++) d[i] = 0.f;
+		mbar_wait(bar0 + 8 * (2 * s + wgi), (j >> 1) & 1);
+		asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+		const uint32_t wa = s0 + s * stage + wgi * KW * 128;
+#pragma unroll
+		for (int kk = 0; kk < WG_KSMAX / 16; kk++)
+			if (kk < nk) wgmma_n64(d, a[kk], wg_desc(wa + kk * 2048));
+		asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+		asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+		float *mine = swap + (2 * s + wgi) * 2048, *theirs = swap + (2 * s + 1 - wgi) * 2048;
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int row = 16 * warp + g + 8 * h;
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				const int lo = 4 * q + 2 * h, hi = lo + 16; // j = q, j = 4 + q: registers picked, not indexed
+				*reinterpret_cast<float2 *>(mine + sw(row, 8 * q + 2 * t)) =
+				    wgi ? make_float2(d[lo], d[lo + 1]) : make_float2(d[hi], d[hi + 1]);
+			}
+		}
+		asm volatile("bar.sync 1, 256;" ::: "memory"); // both halves of every sum; stage s read by both
+		if (threadIdx.x == 0 && j + 2 < n) load(j + 2, s);
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int row = 16 * warp + g + 8 * h;
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				const int lo = 4 * q + 2 * h, hi = lo + 16, c = cb + 8 * q + 2 * t;
+				const float2 o = *reinterpret_cast<const float2 *>(theirs + sw(row, 8 * q + 2 * t));
+				const float2 k = wgi ? make_float2(d[hi], d[hi + 1]) : make_float2(d[lo], d[lo + 1]);
+				const float v0 = nr[h].y * (k.x + o.x - nr[h].x * cc[q].x) + dd[q].x;
+				const float v1 = nr[h].y * (k.y + o.y - nr[h].x * cc[q].y) + dd[q].y;
+				if (c < V) best[h] = packed_max(best[h], packed(v0, c));
+				if (c + 1 < V) best[h] = packed_max(best[h], packed(v1, c + 1));
+			}
+		}
+	}
+	// A row's best over the 4 threads that share it, then over the two warpgroups.
+#pragma unroll
+	for (int h = 0; h < 2; h++)
+		for (int o = 1; o < 4; o <<= 1) best[h] = packed_max(best[h], __shfl_xor_sync(0xffffffffu, best[h], o));
+	unsigned long long *other = reinterpret_cast<unsigned long long *>(swap);
+	__syncthreads(); // every swap buffer read
+	if (wgi == 1 && t == 0)
+		for (int h = 0; h < 2; h++) other[16 * warp + g + 8 * h] = best[h];
+	__syncthreads();
+	if (wgi == 0 && t == 0) {
+		for (int h = 0; h < 2; h++) {
+			const int row = 16 * warp + g + 8 * h;
+			if (row < M) part[(size_t)row * gridDim.x + blockIdx.x] = packed_max(best[h], other[row]);
+		}
+	}
+#else
+	__trap();
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+    lm_head_argmax(unsigned long long *part, const half *x, const half *ws, const float *colc, const float *dv,
+                   const float2 *stats, int P, int pstride, float eps, int M, int K, int V, int tiles) {
+	switch (K / 32) { // the K halves of GPT-2 (384) and GPT-2 medium's width at 512 (256) compiled in
+	case 24: lm_head<24>(part, x, ws, colc, dv, stats, P, pstride, eps, M, K, V, tiles); break;
+	case 16: lm_head<16>(part, x, ws, colc, dv, stats, P, pstride, eps, M, K, V, tiles); break;
+	default: lm_head<0>(part, x, ws, colc, dv, stats, P, pstride, eps, M, K, V, tiles);
+	}
+}

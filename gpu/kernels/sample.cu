@@ -11,15 +11,11 @@
 // probe is one pass over the vocabulary. Ties at a cut-off are resolved by id rank within the tie.
 #include <stdint.h>
 
+#include "argmax.cuh"
 #include "rows.cuh"
 
 #define SAMPLE_THREADS 1024
 #define WARP 32
-
-__device__ __forceinline__ unsigned key_of(float f) {
-	unsigned b = __float_as_uint(f);
-	return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
 
 template <typename T> __device__ __forceinline__ T warp_sum_t(T v) {
 	for (int o = WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -93,12 +89,6 @@ template <typename P> __device__ unsigned largest_key(unsigned lo, unsigned hi, 
 	return lo;
 }
 
-// packed is logit v of id i as key << 32 | ~id: the larger of two is the larger logit, the lower
-// id on ties.
-__device__ __forceinline__ unsigned long long packed(float v, int i) {
-	return (unsigned long long)key_of(v) << 32 | (0xffffffffu - (unsigned)i);
-}
-
 // chunk_max returns to thread 0 the largest logit of chunk c of row b of logits (chunks of them
 // a row, lowest id on ties) packed as key << 32 | ~id, 0 for an empty chunk: the largest packed
 // value of a row is its argmax. best holds a value per warp.
@@ -130,8 +120,6 @@ __device__ __forceinline__ unsigned long long chunk_max(const float *__restrict_
 		for (int w = 1; w < (int)(blockDim.x / WARP); w++) m = best[w] > m ? best[w] : m;
 	return m;
 }
-
-__device__ __forceinline__ int packed_id(unsigned long long m) { return (int)(0xffffffffu - (unsigned)(m & 0xffffffffu)); }
 
 // Meta is the device metadata of a decode step (gpu/meta.go), which the sampler moves on to
 // that of the step after it once row b's token tok is known, for a predicted step that may follow
@@ -189,37 +177,20 @@ extern "C" __global__ void argmax_part(const float *__restrict__ logits, int V, 
 	float *ex, half *exln, const half *ewte, const half *ewpe, const float *elnw, const float *elnb, int eC,  \
 	    float eeps
 
-// argmax_next: the whole sampler of a step whose every row is greedy, in one launch. Block (b, c)
-// does argmax_part's work, then counts itself done in done[b]; the row's last block to finish
-// reduces the row's chunks, writes next[b], moves the metadata on (advance), sets done[b] back to
-// 0 for the next step (the buffer starts zeroed) and, with EMBED, embeds the row's next token.
-// The count is an acq_rel atomic: it orders each block's part store before it and the last
-// block's loads (by the same thread) after it, without a full fence.
-// The last block's tail is a chain of round trips the whole step waits for, so what does not
-// need the token loads while the chunks are reduced: the metadata, the slot's table entry, the
-// position's row of wpe and (by the other warps, into shared memory) the norm's weights; after
-// the token, only its row of wte. Grid (B, chunks), block 256; at most 64 registers, so that 4
-// blocks an SM hold a batch-64 step's 512 blocks in one wave.
-extern "C" __global__ void __launch_bounds__(256, 4) argmax_next(int *next, const float *__restrict__ logits, int V,
-                                                                 int ld, unsigned long long *part, unsigned *done,
-                                                                 META_PARAMS, EMBED_PARAMS) {
-	__shared__ unsigned long long best[WARP];
-	__shared__ int last;
-	__shared__ __align__(16) float lnws[2 * 128 * LNW_VEC]; // the norm's weights, then its biases
-	int b = blockIdx.x, chunks = gridDim.y, c = blockIdx.y;
-	unsigned long long m = chunk_max(logits, V, ld, b, c, chunks, best);
-	if (threadIdx.x == 0) {
-		part[b * chunks + c] = m;
-		unsigned n;
-		asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(n) : "l"(done + b) : "memory");
-		last = n == (unsigned)chunks - 1;
-	}
-	__syncthreads();
-	if (!last) return;
+// row_next is the tail of a greedy row b once its packed maxima are in part (nparts of them): warp
+// 0 reduces them to the token, writes next[b], moves the metadata on (advance), sets *done back to
+// 0 when not null and, with EMBED, embeds the row's next token. The tail is a chain of round trips
+// the whole step waits for, so what does not need the token loads first: the metadata, the slot's
+// table entry, the position's row of wpe and (by the other warps, into shared memory lnws) the
+// norm's weights; after the token, only its row of wte. With WAIT the parts are the previous
+// kernel's: that first part runs before griddepcontrol.wait (it reads only metadata and weights).
+// Block 256.
+template <bool WAIT>
+__device__ __forceinline__ void row_next(int b, const unsigned long long *part, int nparts, unsigned *done, int *next,
+                                         const Meta &md, float *lnws, EMBED_PARAMS) {
 	// Warp 0: the position and slot the metadata moves on to (advance; a scratch row's stay),
-	// read by every lane before lane 0 writes them; the position's row of wpe; lane 0 the token.
-	// The other warps: the norm's weights, for warp 0.
-	Meta md = META_OF_PARAMS;
+	// read by every lane before lane 0 writes them; the position's row of wpe. The other warps:
+	// the norm's weights, for warp 0.
 	int nv = eC / 128, tok = 0, pos = 0, slot = 0;
 	bool move = false;
 	uint2 pe[LNW_VEC];
@@ -236,11 +207,18 @@ extern "C" __global__ void __launch_bounds__(256, 4) argmax_next(int *next, cons
 			warp_wpe(pe, nv, ewpe, pos, eC);
 			if (!move) tok = md.ids[b]; // a scratch row embeds its token as it is (ex implies ids)
 		}
-		if (threadIdx.x == 0) { // it counted the row's last chunk done: its acquire saw every part
-			for (int i = 0; i < chunks; i++) {
-				unsigned long long p = __ldcg(part + b * chunks + i);
-				m = p > m ? p : m;
-			}
+	}
+#if __CUDA_ARCH__ >= 900
+	if (WAIT) {
+		asm volatile("griddepcontrol.wait;" ::: "memory");
+		asm volatile("griddepcontrol.launch_dependents;");
+	}
+#endif
+	if (threadIdx.x < WARP) {
+		unsigned long long m = 0;
+		for (int i = threadIdx.x; i < nparts; i += WARP) m = packed_max(m, __ldcg(part + i));
+		for (int o = WARP / 2; o > 0; o >>= 1) m = packed_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+		if (threadIdx.x == 0) {
 			int t = packed_id(m);
 			next[b] = t;
 			if (move) {
@@ -249,7 +227,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) argmax_next(int *next, cons
 				md.slot[b] = slot;
 				md.outPos[b]++;
 			}
-			done[b] = 0;
+			if (done) *done = 0;
 		}
 	}
 	__syncthreads(); // lnws
@@ -259,6 +237,44 @@ extern "C" __global__ void __launch_bounds__(256, 4) argmax_next(int *next, cons
 	warp_embed_tok(v, pe, nv, ewte, tok, eC);
 	warp_store(v, nv, ex + (size_t)b * eC);
 	warp_ln<false>(v, nv, lnws, lnws + eC, exln + (size_t)b * eC, eC, eeps);
+}
+
+// argmax_next: the whole sampler of a step whose every row is greedy, in one launch. Block (b, c)
+// does argmax_part's work, then counts itself done in done[b]; the row's last block to finish runs
+// row_next over the row's chunks (and sets done[b] back to 0 for the next step: the buffer starts
+// zeroed). The count is an acq_rel atomic: it orders each block's part store before it and, with
+// the barrier after it, the last block's loads after it, without a full fence. Grid (B, chunks),
+// block 256; at most 64 registers, so that 4 blocks an SM hold a batch-64 step's 512 blocks in
+// one wave.
+extern "C" __global__ void __launch_bounds__(256, 4) argmax_next(int *next, const float *__restrict__ logits, int V,
+                                                                 int ld, unsigned long long *part, unsigned *done,
+                                                                 META_PARAMS, EMBED_PARAMS) {
+	__shared__ unsigned long long best[WARP];
+	__shared__ int last;
+	__shared__ __align__(16) float lnws[2 * 128 * LNW_VEC]; // the norm's weights, then its biases
+	int b = blockIdx.x, chunks = gridDim.y, c = blockIdx.y;
+	unsigned long long m = chunk_max(logits, V, ld, b, c, chunks, best);
+	if (threadIdx.x == 0) {
+		part[b * chunks + c] = m;
+		unsigned n;
+		asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(n) : "l"(done + b) : "memory");
+		last = n == (unsigned)chunks - 1;
+	}
+	__syncthreads();
+	if (!last) return;
+	row_next<false>(b, part + b * chunks, chunks, done + b, next, Meta META_OF_PARAMS, lnws, ex, exln, ewte, ewpe, elnw,
+	                elnb, eC, eeps);
+}
+
+// argmax_parts_next: the greedy sampler after an LM head that took its own argmax
+// (gemm_sm90a.cu lm_head_argmax): row_next over row b's nparts packed maxima in part (B,
+// nparts), launched with programmatic dependent launch. Grid (B), block 256.
+extern "C" __global__ void __launch_bounds__(256) argmax_parts_next(int *next, const unsigned long long *part, int nparts,
+                                                                    META_PARAMS, EMBED_PARAMS) {
+	__shared__ __align__(16) float lnws[2 * 128 * LNW_VEC];
+	const int b = blockIdx.x;
+	row_next<true>(b, part + (size_t)b * nparts, nparts, nullptr, next, Meta META_OF_PARAMS, lnws, ex, exln, ewte, ewpe,
+	               elnw, elnb, eC, eeps);
 }
 
 // sample: one block of SAMPLE_THREADS per sequence b. logits (B, ld) fp32, the first V columns

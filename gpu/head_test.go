@@ -1,0 +1,168 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+)
+
+// TestPackWGT: the transposed packing puts every element where packWG puts the same element of
+// the matrix stored the other way round, scaled alike, and leaves the padding columns zero.
+func TestPackWGT(t *testing.T) {
+	const K, N = 32, 100 // two tiles, the second 36 columns short
+	rng := rand.New(rand.NewPCG(5, 5))
+	src, scale := make([]float32, N*K), make([]float32, K)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64())
+	}
+	for k := range scale {
+		scale[k] = 1 + float32(k)/K
+	}
+	Np := headTiles(N) * headTile
+	wantSrc := make([]float32, K*Np) // (K, Np) row-major, zero past N
+	for n := range N {
+		for k := range K {
+			wantSrc[k*Np+n] = src[n*K+k]
+		}
+	}
+	want, got := make([]uint16, K*Np), make([]uint16, K*Np)
+	packWG(want, wantSrc, scale, K, Np, 0, Np/wgBN)
+	packWGT(got, src, scale, K, N, 0, 1) // the tiles in two calls, as the upload's pieces
+	packWGT(got, src, scale, K, N, 1, Np/wgBN)
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("packed element %d: %#x, want %#x", i, got[i], want[i])
+		}
+	}
+}
+
+// TestHeadPlan: GPT-2's widths up to 768 fit the kernel, wider ones keep the plain LM head; the
+// grid is a block an SM, never more than the tiles; the shared memory fits an H100's.
+func TestHeadPlan(t *testing.T) {
+	for _, c := range []struct {
+		C    int
+		fits bool
+	}{{768, true}, {512, true}, {128, true}, {1024, false}, {1280, false}, {100, false}} {
+		if got := headFits(c.C); got != c.fits {
+			t.Errorf("headFits(%d) = %v, want %v", c.C, got, c.fits)
+		}
+	}
+	if g := headBlocks(132, 50257); g != 132 || headTiles(50257) != 786 {
+		t.Errorf("GPT-2 on 132 multiprocessors: %d blocks, %d tiles; want 132, 786", g, headTiles(50257))
+	}
+	if g := headBlocks(132, 1000); g != 16 {
+		t.Errorf("a 1000-token vocabulary: %d blocks, want 16 (a tile each)", g)
+	}
+	if n := headShared(768); n > 232448 {
+		t.Errorf("headShared(768) = %d bytes, more than Hopper's 227 KB a block", n)
+	}
+}
+
+// TestWGHeadMatchesLogits runs the same greedy decode steps of a model as wide as GPT-2 124M
+// (two layers, its 50257-token vocabulary: 786 tiles, the last one partial) on StepLogits, whose
+// LM head writes the logits, and on Step, whose LM head takes its own argmax (lm_head_argmax,
+// argmax_parts_next); the first's tokens are fed to both. Each Step token must be the argmax of
+// the logits or a near tie of it (its logit within 1e-3 of the row's largest magnitude: the folded
+// norm rounds differently), and at least 95% must be the argmax. Batches of 1, 5 and 64 (the
+// wide plans), from graphs and eagerly.
+func TestWGHeadMatchesLogits(t *testing.T) {
+	needGPU(t)
+	cfg := Config{NLayer: 2, NHead: 12, NEmbd: 768, NPositions: 128, VocabSize: 50257, Inner: 3072, Eps: 1e-5}
+	w := testModel(cfg, 23)
+	for _, graphs := range []bool{false, true} {
+		r := openNarrow(t, cfg, w, Options{MaxBatch: 64, MaxSeqLen: 64, MaxTokens: 256, Paged: true, Graphs: graphs, MemoryFraction: 0.05},
+			wgOnly)
+		if !r.s.caps.head {
+			r.Close()
+			t.Skipf("lm_head_argmax is not used on this GPU (compute capability %d)", r.s.ctx.Info().CC)
+		}
+		for _, B := range []int{1, 5, 64} {
+			t.Run(fmt.Sprintf("graphs %v, batch %d", graphs, B), func(t *testing.T) {
+				same, total := headRun(t, r, cfg, B, uint64(B))
+				if same*100 < 95*total {
+					t.Errorf("%d of %d tokens are the argmax of the logits, want at least 95%%", same, total)
+				}
+				t.Logf("%d of %d tokens the argmax, the rest near ties", same, total)
+			})
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// headRun prefills B sequences of 3 random tokens, then runs 6 decode steps both ways
+// (TestWGHeadMatchesLogits); it returns how many Step tokens were the argmax, of how many.
+func headRun(t *testing.T, r *Runner, cfg Config, B int, seed uint64) (same, total int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 9))
+	tables := tablesFor(r, B)
+	V := cfg.VocabSize
+	step := func(toks [][]int32, start int32) *Step {
+		st := &Step{}
+		for i, tk := range toks {
+			addSeq(st, tk, start, tables[i], 0, 0, 0, 0)
+		}
+		return st
+	}
+	toks := make([][]int32, B)
+	for i := range toks {
+		toks[i] = []int32{int32(rng.IntN(V)), int32(rng.IntN(V)), int32(rng.IntN(V))}
+	}
+	next, fused, logits := make([]int32, B), make([]int32, B), make([]float32, B*V)
+	if err := r.StepLogits(step(toks, 0), next, logits); err != nil {
+		t.Fatal(err)
+	}
+	for pos := int32(3); pos < 9; pos++ {
+		for i := range toks {
+			toks[i] = []int32{next[i]}
+		}
+		st := step(toks, pos)
+		if err := r.StepLogits(st, next, logits); err != nil {
+			t.Fatalf("position %d, with logits: %v", pos, err)
+		}
+		if err := r.Step(st, fused); err != nil { // the same keys and values written again
+			t.Fatalf("position %d: %v", pos, err)
+		}
+		for b := range B {
+			row := logits[b*V : (b+1)*V]
+			top, scale := row[next[b]], 0.0
+			for _, v := range row {
+				scale = max(scale, math.Abs(float64(v)))
+			}
+			f := fused[b]
+			switch {
+			case f < 0 || int(f) >= V:
+				t.Fatalf("position %d row %d: token %d outside the vocabulary", pos, b, f)
+			case f == next[b]:
+				same++
+			case float64(top-row[f]) > 1e-3*scale:
+				t.Errorf("position %d row %d: token %d (logit %g), the argmax is %d (logit %g)", pos, b, f, row[f], next[b], top)
+			}
+			total++
+		}
+	}
+	return same, total
+}
+
+// TestProfileHead logs the batch-64 decode step's time by kind, then times the decode step graphs
+// at batch 64, 48, 32, 16 and 1 with the LM head taking its own argmax and with the plain LM head
+// and argmax_next, alternated over two rounds. Set ROSETOP_GPU_PROFILE=1.
+func TestProfileHead(t *testing.T) {
+	if os.Getenv("ROSETOP_GPU_PROFILE") == "" {
+		t.Skip("ROSETOP_GPU_PROFILE is not set")
+	}
+	needGPU(t)
+	w := testModel(gpt2Cfg, 1)
+	profileStepOps(t, w, 64, true)
+	for _, B := range []int{64, 48, 32, 16, 1} {
+		for round := range 2 {
+			profileGraph(t, w, B, fmt.Sprintf("round %d, lm_head_argmax", round))
+			profileGraph(t, w, B, fmt.Sprintf("round %d, plain LM head", round), func(c *caps) { c.head = false })
+		}
+	}
+}
