@@ -2,19 +2,15 @@
 
 package gpu
 
-import (
-	"runtime"
-	"sync"
-
-	"rosetop/gpu/cu"
-)
+import "rosetop/gpu/cu"
 
 // The LM head of a greedy decode step on the wg_gemm path (gemm_sm90a.cu lm_head_argmax): the
-// final norm folded into the tied embedding as into the layer GEMMs (fold.go), the logits never
-// written, each block's per-row argmax handed to argmax_parts_next (sample.cu), which takes the
-// token and moves the metadata on. The step loses the final norm's kernel and 12.9 MB of fp32
-// logits written and read back at 64 rows, and the LM head joins the PDL chain. Steps that
-// sample, prefill or return their logits keep the plain LM head and the samplers.
+// final norm folded into the tied embedding as into the layer GEMMs (fold.go), packed from the
+// uploaded wte on the device at Open (pack_head); the logits are never written, each block's
+// per-row argmax goes to argmax_parts_next (sample.cu), which takes the token and moves the
+// metadata on. The step loses the final norm's kernel and 12.9 MB of fp32 logits written and
+// read back at 64 rows, and the LM head joins the PDL chain. Steps that sample, prefill or return
+// their logits keep the plain LM head and the samplers.
 
 const (
 	headThreads = 2 * wgGroupThread // two warpgroups, each multiplying half of K
@@ -36,47 +32,22 @@ func headBlocks(sms, V int) int { return max(1, min(sms, headTiles(V))) }
 // (2 x 2 x 64 x 32 floats), 64 row norms and five mbarriers.
 func headShared(C int) int { return 2*headTile*C*2 + 2*2*64*32*4 + 64*8 + 5*8 }
 
-// packWGT is packWG for a matrix stored transposed, src (N, K) row-major (the tied LM head, wte),
-// scaled by scale[k] when not nil, for the 64-column blocks [nbLo, nbHi) of N rounded up to 64.
-// Columns past N are left as they are (zero in a fresh image).
-func packWGT(dst []uint16, src, scale []float32, K, N, nbLo, nbHi int) {
-	for nb := nbLo; nb < nbHi; nb++ {
-		for n := range min(wgBN, N-nb*wgBN) {
-			row, col := src[(nb*wgBN+n)*K:][:K], (n/8)*128+(n%8)*8
-			for k, v := range row {
-				if scale != nil {
-					v *= scale[k]
-				}
-				dst[wgAt(nb, K, k)+col] = halfBits(v)
-			}
-		}
-	}
+// packHead appends pack_head (gpt2.cu): w's LM head tensors (weightSpecs: filled on the device)
+// from the uploaded wte and ln_f of a model of width C and V tokens.
+func (p *program) packHead(w *devWeights, C, V int) {
+	Vh := headTiles(V) * headTile
+	p.launch("pack head", kPackHead, (Vh+7)/8, 1, 256, 0, false, cu.P(w.headWg), cu.P(w.headC), cu.P(w.headD), cu.P(w.wte),
+		cu.P(w.lnfw), cu.P(w.lnfb), cu.I(V), cu.I(C), cu.I(Vh))
 }
 
-// foldHead returns the final norm folded into the tied LM head wte (V, C), for the columns of the
-// padded vocabulary Vp (zero past V): colc[n] = sum_k fp16(gamma[k] wte[n][k]) (the packed
-// values, summed as stored) and d[n] = sum_k beta[k] fp16(wte[n][k]), as foldNorm does for a
-// layer's. The vocabulary is split over every core.
-func foldHead(wte, gamma, beta []float32, V, C, Vp int) (colc, d []float32) {
-	colc, d = make([]float32, Vp), make([]float32, Vp)
-	workers := runtime.GOMAXPROCS(0)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := w * V / workers; n < (w+1)*V/workers; n++ {
-				var c, b float64
-				for k, v := range wte[n*C : (n+1)*C] {
-					c += float64(halfToFloat(halfBits(gamma[k] * v)))
-					b += float64(beta[k]) * float64(halfToFloat(halfBits(v)))
-				}
-				colc[n], d[n] = float32(c), float32(b)
-			}
-		}()
+// packHead runs pack_head once, at Open, and waits for it.
+func (s *state) packHead() error {
+	var p program
+	p.packHead(s.wts, s.cfg.NEmbd, s.cfg.VocabSize)
+	if err := s.run(&p); err != nil {
+		return err
 	}
-	wg.Wait()
-	return colc, d
+	return s.ctx.Sync()
 }
 
 // lmHeadArgmax appends lm_head_argmax over m rows of x (fp16, the residual stream written by

@@ -8,34 +8,61 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+	"unsafe"
+
+	"rosetop/gpu/cu"
 )
 
-// TestPackWGT: the transposed packing puts every element where packWG puts the same element of
-// the matrix stored the other way round, scaled alike, and leaves the padding columns zero.
-func TestPackWGT(t *testing.T) {
-	const K, N = 32, 100 // two tiles, the second 36 columns short
-	rng := rand.New(rand.NewPCG(5, 5))
-	src, scale := make([]float32, N*K), make([]float32, K)
-	for i := range src {
-		src[i] = float32(rng.NormFloat64())
+// TestPackHeadMatchesHost: pack_head's LM head, downloaded, is gamma wte of ln_f in packWG's order
+// (bit for bit: one fp32 product rounded to fp16, as halfBits rounds it), zero past the
+// vocabulary, and its folded vectors are foldNorm's sums of those values (to fp32 rounding: the
+// order of the sums differs). A 1000-token vocabulary: 16 tiles, the last one 24 columns short.
+func TestPackHeadMatchesHost(t *testing.T) {
+	needGPU(t)
+	cfg := foldCfg
+	w := testModel(cfg, 31)
+	r := openNarrow(t, cfg, w, Options{MaxBatch: 4, MaxSeqLen: 64, Paged: true, MemoryFraction: 0.02}, wgOnly)
+	defer r.Close()
+	if !r.s.caps.head {
+		t.Skipf("lm_head_argmax is not used on this GPU (compute capability %d)", r.s.ctx.Info().CC)
 	}
-	for k := range scale {
-		scale[k] = 1 + float32(k)/K
+	C, V := cfg.NEmbd, cfg.VocabSize
+	Vh := headTiles(V) * headTile
+	got, colc, d := make([]uint16, Vh*C), make([]float32, Vh), make([]float32, Vh)
+	err := onWorker(r, func(s *state) error {
+		for _, b := range []struct {
+			dst   unsafe.Pointer
+			src   cu.Ptr
+			bytes int
+		}{{unsafe.Pointer(&got[0]), s.wts.headWg, Vh * C * 2}, {unsafe.Pointer(&colc[0]), s.wts.headC, Vh * 4},
+			{unsafe.Pointer(&d[0]), s.wts.headD, Vh * 4}} {
+			if err := s.ctx.Download(b.dst, b.src, int64(b.bytes)); err != nil {
+				return err
+			}
+		}
+		return s.ctx.Sync()
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	Np := headTiles(N) * headTile
-	wantSrc := make([]float32, K*Np) // (K, Np) row-major, zero past N
-	for n := range N {
-		for k := range K {
-			wantSrc[k*Np+n] = src[n*K+k]
+	// The same on the host: W (C, Vh) = the fp16 embedding transposed, zero past V.
+	W := make([]float32, C*Vh)
+	for n := range V {
+		for k := range C {
+			W[k*Vh+n] = halfToFloat(halfBits(w.WTE[n*C+k]))
 		}
 	}
-	want, got := make([]uint16, K*Np), make([]uint16, K*Np)
-	packWG(want, wantSrc, scale, K, Np, 0, Np/wgBN)
-	packWGT(got, src, scale, K, N, 0, 1) // the tiles in two calls, as the upload's pieces
-	packWGT(got, src, scale, K, N, 1, Np/wgBN)
+	want := make([]uint16, Vh*C)
+	packWG(want, W, w.LNFW, C, Vh, 0, Vh/wgBN)
 	for i := range got {
 		if got[i] != want[i] {
 			t.Fatalf("packed element %d: %#x, want %#x", i, got[i], want[i])
+		}
+	}
+	wantC, wantD := foldNorm(W, w.LNFW, w.LNFB, nil, C, Vh)
+	for n := range Vh {
+		if e := math.Abs(float64(colc[n]-wantC[n])) + math.Abs(float64(d[n]-wantD[n])); e > 1e-5*(1+math.Abs(float64(wantC[n]))+math.Abs(float64(wantD[n]))) {
+			t.Fatalf("column %d: colsum %g, beta wte %g; want %g, %g", n, colc[n], d[n], wantC[n], wantD[n])
 		}
 	}
 }

@@ -70,6 +70,7 @@ const (
 	kMetaCopy
 	kTablesRefresh
 	kSpin
+	kPackHead
 	kArgmaxPart
 	kArgmaxNext
 	kSample
@@ -84,7 +85,7 @@ const (
 var kernelNames = [numKernels]string{
 	"embed_ln", "embed_ln_warp", "residual_ln", "residual_ln_warp", "residual_ln_last", "residual_ln_last_warp",
 	"bias_gelu", "qkv_bias_kv_write", "attention_paged", "attention_contig", "attention_decode_paged",
-	"attention_decode_contig", "meta_copy", "tables_refresh", "spin_ns", "argmax_part", "argmax_next", "sample",
+	"attention_decode_contig", "meta_copy", "tables_refresh", "spin_ns", "pack_head", "argmax_part", "argmax_next", "sample",
 	"argmax_parts_next", "gemm_small_n1", "gemm_small_n1_gelu", "gemm_small_n1_ln", "gemm_small_n1_ln_gelu", "gemm_small_n1_res",
 	"gemm_small_n2", "gemm_small_n2_gelu", "gemm_small_n2_ln", "gemm_small_n2_ln_gelu", "gemm_small_n2_res",
 	"gemm_wg", "gemm_wg_ln", "gemm_wg_ln_gelu", "gemm_wg_res", "gemm_wg32_ln_gelu", "lm_head_argmax",

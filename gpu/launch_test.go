@@ -155,7 +155,8 @@ func TestLaunchersMatchPTX(t *testing.T) {
 			var other program
 			s.tablesRefresh(&other, 3)
 			other.spin(1)
-			check(path.name+": tables refresh, spin", &other)
+			other.packHead(s.wts, path.cfg.NEmbd, path.cfg.VocabSize)
+			check(path.name+": tables refresh, spin, pack head", &other)
 		}
 	}
 	for k := range numKernels {

@@ -188,10 +188,15 @@ func (s *state) upload(w *Weights) error {
 	if c.fold || c.wg.on {
 		detail += " (the norms folded in)" // small_gemm's copies when c.fold; wg_gemm's always
 	}
-	if c.head {
-		detail += " and the LM head packed for lm_head_argmax (ln_f folded in)"
-	}
 	s.record("weight upload", detail, time.Since(t0))
+	if c.head {
+		t0 = time.Now()
+		if err = s.packHead(); err != nil {
+			return err
+		}
+		Vh := headTiles(s.cfg.VocabSize) * headTile
+		s.record("LM head packing", fmt.Sprintf("ln_f folded into wte on the GPU, %d MB", Vh*s.cfg.NEmbd*2>>20), time.Since(t0))
+	}
 	return nil
 }
 

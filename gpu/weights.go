@@ -81,9 +81,9 @@ type devWeights struct {
 	wte, wpe   cu.Ptr // fp16 (V, C), (T, C)
 	wteT       cu.Ptr // fp16 (C, Vp): the LM head as a plain [in, out] GEMM operand, zero-padded
 	lnfw, lnfb cu.Ptr // fp32 (C)
-	// The LM head for lm_head_argmax (head.go), zero when it is not used: gamma wte of ln_f packed
-	// by packWG in 64-column tiles (the vocabulary padded to Vh, a multiple of 64), and its
-	// folded vectors colsum(gamma wte) and beta wte (Vh).
+	// The LM head for lm_head_argmax (head.go), zero when it is not used, filled on the device
+	// (pack_head): gamma wte of ln_f in packWG's order, K whole (the vocabulary padded to Vh, a
+	// multiple of 64), and its folded vectors colsum(gamma wte) and beta wte (Vh).
 	headWg, headC, headD cu.Ptr
 	layers               []devLayer
 }
@@ -94,11 +94,12 @@ type tensorSpec struct {
 	n       int // expected elements
 	half    bool
 	name    string
-	cols    int // > 0: upload the (n/cols, cols) matrix transposed, rows padded to padRows (with wg: packed by packWGT)
+	cols    int // > 0: upload the (n/cols, cols) matrix transposed, rows padded to padRows
 	padRows int
 	mma     int       // > 0: upload the (n/mma, mma) matrix packed for small_gemm (packMMA) ...
 	wg      bool      // ... or, when wg, for wg_gemm (packWG)
 	scale   []float32 // packed only, if not nil: row k multiplied by scale[k] first (fold.go)
+	device  bool      // filled on the device after the upload (head.go packHead): space only, no src
 }
 
 // packing is which packed copies of the layer matrices the upload adds.
@@ -121,14 +122,17 @@ func uploadWeights(ctx *cu.Context, cfg Config, w *Weights, pk packing) (*devWei
 	if err != nil {
 		return nil, err
 	}
-	var total int64
+	var total, host int64 // host: the bytes the upload fills, before the device-filled tensors
 	offs := make([]int64, len(specs))
 	for i, s := range specs {
-		if len(s.src) != s.n {
+		if !s.device && len(s.src) != s.n {
 			return nil, fmt.Errorf("gpu: weight %s has %d values, want %d", s.name, len(s.src), s.n)
 		}
 		offs[i] = total
 		total += align(int64(s.stored()) * elemSize(s.half))
+		if !s.device {
+			host = total
+		}
 	}
 	buf, err := ctx.Alloc(total, "weights")
 	if err != nil {
@@ -139,10 +143,11 @@ func uploadWeights(ctx *cu.Context, cfg Config, w *Weights, pk packing) (*devWei
 		*s.dst = buf + cu.Ptr(offs[i])
 	}
 	// The device image is built on the host by every core (fp16 conversion and the LM head's
-	// transpose dominate the cold start when done on one), then moves in one copy.
-	img := make([]byte, total)
+	// transpose dominate the cold start when done on one), then moves in one copy; the
+	// device-filled tensors at the end are not part of it.
+	img := make([]byte, host)
 	fillImage(img, specs, offs)
-	if err = ctx.Upload(buf, unsafe.Pointer(&img[0]), total); err != nil {
+	if err = ctx.Upload(buf, unsafe.Pointer(&img[0]), host); err != nil {
 		return nil, fmt.Errorf("gpu: uploading the weights: %w", err)
 	}
 	// img is pageable and the driver staged it before returning; synchronize anyway so the
@@ -164,17 +169,6 @@ func weightSpecs(cfg Config, w *Weights, d *devWeights, pk packing) ([]tensorSpe
 		{dst: &d.wteT, src: w.WTE, n: V * C, half: true, name: "wte (transposed LM head)", cols: C, padRows: paddedVocab(V)},
 		f32Spec(&d.lnfw, w.LNFW, C, "ln_f.weight"), f32Spec(&d.lnfb, w.LNFB, C, "ln_f.bias"),
 	}
-	if pk.head {
-		if len(w.LNFW) != C || len(w.LNFB) != C || len(w.WTE) != V*C {
-			return nil, fmt.Errorf("gpu: ln_f or wte has the wrong size for a model of width %d and %d tokens", C, V)
-		}
-		Vh := headTiles(V) * headTile
-		colc, dv := foldHead(w.WTE, w.LNFW, w.LNFB, V, C, Vh)
-		specs = append(specs,
-			tensorSpec{dst: &d.headWg, src: w.WTE, n: V * C, half: true, name: "wte (LM head, ln_f folded, packed for wgmma)", cols: C,
-				padRows: Vh, wg: true, scale: w.LNFW},
-			f32Spec(&d.headC, colc, Vh, "ln_f folded: colsum"), f32Spec(&d.headD, dv, Vh, "ln_f folded: beta wte"))
-	}
 	var folded []foldedLayer
 	if (pk.mma && pk.fold) || pk.wg {
 		if err := checkNorms(cfg, w); err != nil {
@@ -188,6 +182,12 @@ func weightSpecs(cfg Config, w *Weights, d *devWeights, pk packing) ([]tensorSpe
 			fl = &folded[i]
 		}
 		specs = layerSpecs(specs, cfg, &w.Layers[i], &d.layers[i], fmt.Sprintf("h.%d.", i), pk, fl)
+	}
+	if pk.head { // last: the upload stops where these begin
+		Vh := headTiles(V) * headTile
+		specs = append(specs, tensorSpec{dst: &d.headWg, n: Vh * C, half: true, name: "LM head (packed on the device)", device: true},
+			tensorSpec{dst: &d.headC, n: Vh, name: "ln_f folded into the LM head: colsum", device: true},
+			tensorSpec{dst: &d.headD, n: Vh, name: "ln_f folded into the LM head: beta wte", device: true})
 	}
 	return specs, nil
 }
@@ -255,10 +255,11 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 	const grain = 1 << 20
 	for i := range specs {
 		s := &specs[i]
+		if s.device {
+			continue
+		}
 		n, step := s.n, grain
 		switch {
-		case s.cols > 0 && s.wg: // 64-column tiles of the transposed matrix
-			n, step = s.padRows/wgBN, max(grain/(wgBN*s.cols), 1)
 		case s.cols > 0:
 			n, step = s.n/s.cols, max(grain/s.cols, 64)
 		case s.mma > 0 && s.wg: // 64-column blocks of K rows each
@@ -283,9 +284,6 @@ func fillImage(img []byte, specs []tensorSpec, offs []int64) {
 				case !p.s.half:
 					f := unsafe.Slice((*float32)(unsafe.Pointer(&dst[0])), p.s.n)
 					copy(f[p.lo:p.hi], p.s.src[p.lo:p.hi])
-				case p.s.cols > 0 && p.s.wg:
-					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.stored())
-					packWGT(h, p.s.src, p.s.scale, p.s.cols, p.s.n/p.s.cols, p.lo, p.hi)
 				case p.s.cols > 0:
 					h := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), p.s.stored())
 					toHalfT(h, p.s.src, p.s.cols, p.s.padRows, p.lo, p.hi)

@@ -705,3 +705,32 @@ extern "C" __global__ void spin_ns(unsigned long long ns) {
 		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	} while (t - t0 < ns);
 }
+
+// pack_head folds ln_f (gamma, beta) into the tied LM head for lm_head_argmax (gpu/head.go), once,
+// at Open: dst gets fp16(gamma[k] wte[n][k]) in packWG's order with K = C whole (gpu/wg.go), for
+// the Vh columns of the vocabulary padded to a multiple of 64 (zero past V); colc[n] is the sum
+// of those values and d[n] = sum_k beta[k] wte[n][k], summed in double (gpu/fold.go's vectors).
+// wte (V, C) is the uploaded fp16 embedding. A warp a column: grid ceil(Vh / 8), block 256.
+extern "C" __global__ void pack_head(half *__restrict__ dst, float *__restrict__ colc, float *__restrict__ d,
+                                     const half *__restrict__ wte, const float *__restrict__ gamma,
+                                     const float *__restrict__ beta, int V, int C, int Vh) {
+	const int lane = threadIdx.x % 32, n = blockIdx.x * 8 + threadIdx.x / 32;
+	if (n >= Vh) return;
+	half *col = dst + (size_t)(n / 64) * C * 64 + (n % 64 / 8) * 128 + (n % 8) * 8;
+	double c = 0., b = 0.;
+	for (int k = lane; k < C; k += 32) {
+		const float w = n < V ? __half2float(wte[(size_t)n * C + k]) : 0.f;
+		const half g = __float2half_rn(gamma[k] * w);
+		col[(k / 16) * 1024 + (k % 16 / 8) * 64 + k % 8] = g;
+		c += (double)__half2float(g);
+		b += (double)beta[k] * w;
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		c += __shfl_xor_sync(0xffffffffu, c, o);
+		b += __shfl_xor_sync(0xffffffffu, b, o);
+	}
+	if (lane == 0) {
+		colc[n] = (float)c;
+		d[n] = (float)b;
+	}
+}
