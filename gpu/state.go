@@ -188,14 +188,18 @@ func (s *state) upload(w *Weights) error {
 	if c.fold || c.wg.on {
 		detail += " (the norms folded in)" // small_gemm's copies when c.fold; wg_gemm's always
 	}
+	head := 0 // bytes of the LM head packed on the GPU, not uploaded
+	if c.head {
+		head = headTiles(s.cfg.VocabSize) * headTile * s.cfg.NEmbd * 2
+		detail += fmt.Sprintf(", %d MB of them the LM head packed on the GPU next", head>>20)
+	}
 	s.record("weight upload", detail, time.Since(t0))
 	if c.head {
 		t0 = time.Now()
 		if err = s.packHead(); err != nil {
 			return err
 		}
-		Vh := headTiles(s.cfg.VocabSize) * headTile
-		s.record("LM head packing", fmt.Sprintf("ln_f folded into wte on the GPU, %d MB", Vh*s.cfg.NEmbd*2>>20), time.Since(t0))
+		s.record("LM head packing", fmt.Sprintf("ln_f folded into wte for lm_head_argmax, %d MB", head>>20), time.Since(t0))
 	}
 	return nil
 }
