@@ -277,10 +277,10 @@ WG_KERNEL(_res, EPI_RES, 64, 128)
 WG_KERNEL(32_ln_gelu, EPI_LN_GELU, 32, 256)
 
 // lm_head_argmax: the LM head of a greedy decode step on this path, with its argmax. Row r's logit
-// n is rstd_r (x_r . W'_n - mean_r colc_n) + d_n (ln_f folded into W', gpu/head.go foldHead) and
-// is never written: block b writes row r's largest logit over its columns, packed as the samplers'
+// n is rstd_r (x_r . W'_n - mean_r colc_n) + d_n (ln_f folded into W' at Open, gpt2.cu pack_head)
+// and is never written: block b writes row r's largest logit over its columns, packed as the samplers'
 // (argmax.cuh), to part[r * gridDim.x + b], and argmax_parts_next (sample.cu) takes the largest of
-// a row's. W' is packed by packWG with K whole: tile t, columns [64t, 64t + 64), is one slab of
+// a row's. W' is in packWG's order with K whole: tile t, columns [64t, 64t + 64), is one slab of
 // 64 x K halves. Block b takes the b-th of gridDim.x even runs of tiles and streams them through
 // two stages of shared memory, the first copy issued before the PDL wait; each tile's two K
 // halves land on mbarriers of their own, one for each warpgroup. A warpgroup multiplies its half
