@@ -2,7 +2,11 @@
 
 package gpu
 
-import "rosetop/gpu/cu"
+import (
+	"fmt"
+
+	"rosetop/gpu/cu"
+)
 
 // The LM head of a greedy decode step on the wg_gemm path (gemm_sm90a.cu lm_head_argmax): the
 // final norm folded into the tied embedding as into the layer GEMMs (fold.go), packed from the
@@ -55,6 +59,14 @@ func (s *state) packHead() error {
 // part (m, blocks) gets each block's per-row argmax. wp, colc and d are the folded head
 // (devWeights.head*), C the width, V the vocabulary.
 func (p *program) lmHeadArgmax(pdl bool, part, x, wp, colc, d, stats cu.Ptr, parts, pstride int, eps float32, m, C, V, blocks int) {
+	switch {
+	case m < 1 || m > wgMaxRows:
+		p.fail(fmt.Errorf("gpu: lm_head_argmax for %d rows, want 1..%d", m, wgMaxRows))
+		return
+	case !headFits(C):
+		p.fail(fmt.Errorf("gpu: lm_head_argmax for width %d, want a multiple of 32 up to %d", C, 2*wgMaxSlice))
+		return
+	}
 	p.launch("lm head + argmax", kLMHead, blocks, 1, headThreads, headShared(C), pdl, cu.P(part), cu.P(x), cu.P(wp), cu.P(colc),
 		cu.P(d), cu.P(stats), cu.I(parts), cu.I(pstride), cu.F(eps), cu.I(m), cu.I(C), cu.I(V), cu.I(headTiles(V)))
 }
