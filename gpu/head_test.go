@@ -87,6 +87,12 @@ func TestHeadPlan(t *testing.T) {
 	if n := headShared(768); n > 232448 {
 		t.Errorf("headShared(768) = %d bytes, more than Hopper's 227 KB a block", n)
 	}
+	for _, c := range []struct{ m, C int }{{65, 768}, {0, 768}, {64, 1024}} {
+		var p program
+		if p.lmHeadArgmax(false, 0, 0, 0, 0, 0, 0, 12, 24, 1e-5, c.m, c.C, 50257, 132); p.err == nil || len(p.ops) != 0 {
+			t.Errorf("%d rows of width %d: launched (%v), want an error", c.m, c.C, p.err)
+		}
+	}
 }
 
 // TestWGHeadMatchesLogits runs the same greedy decode steps of a model as wide as GPT-2 124M
