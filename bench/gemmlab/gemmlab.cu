@@ -38,7 +38,7 @@
 		}                                                                  \
 	} while (0)
 
-constexpr int BN = WG_BN;
+constexpr int BN = 64; // gpu/wg.go wgBN
 constexpr int KSMAX = WG_KSMAX;
 
 // engineShared is a gemm_wg block's dynamic shared memory at 64 rows, plain epilogue (gpu/wg.go
@@ -287,7 +287,8 @@ int main(int argc, char **argv) {
 			cudaLaunchAttribute at[2];
 			config(cfg, at, dim3(s.N / BN, p.S), p.CN, p.S, engineShared(KS, p.S), pdl);
 			CK(cudaLaunchKernelEx(&cfg, gemm_wg, (void *)y, (const half *)xin(s), (const half *)pw[l], (const float *)nullptr, M,
-			                      s.N, s.K, p.CN, (const float *)nullptr, (float2 *)nullptr, 1, 1, 1e-5f, (half *)nullptr));
+			                      s.N, s.K, p.CN, (const float *)nullptr, (float2 *)nullptr, 1, 1, 1e-5f, (half *)nullptr,
+			                      (const unsigned char *)nullptr, 0));
 		};
 		float us = timeGraph([&] {
 			for (int l = 0; l < LAYERS; l++) one(l, dy[l], true);

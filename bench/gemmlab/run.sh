@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # run.sh: builds bench/gemmlab on the GPU machine (nvcc 12 or newer: wgmma needs sm_90a) and runs
 # it at 64 rows, then at the rows given; GEMMLAB_SWEEP=1 times every wg_gemm plan at each.
-# Usage: bench/gemmlab/run.sh [ROWS...]
+# "run.sh chain [ROWS...]" builds and runs chain.cu instead (the persistent chain against PDL).
+# Usage: bench/gemmlab/run.sh [chain] [ROWS...]
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH=/usr/local/cuda/bin:$PATH
 out=${TMPDIR:-/tmp}/gemmlab
-nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -diag-suppress 177,1886 -o "$out" gemmlab.cu -lcublas
+flags=(-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -diag-suppress 177,1886)
+if [[ ${1:-} == chain ]]; then
+	shift
+	nvcc "${flags[@]}" -o "$out-chain" chain.cu
+	for m in 64 "$@"; do timeout 120 "$out-chain" "$m"; done
+	exit
+fi
+nvcc "${flags[@]}" -o "$out" gemmlab.cu -lcublas
 for m in 64 "$@"; do "$out" "$m" ${GEMMLAB_SWEEP:+sweep}; done
