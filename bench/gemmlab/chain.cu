@@ -17,6 +17,7 @@
 // (a consumer that read X too early would disagree with the buffer it was checked against).
 // Build and run on the GPU machine: bench/gemmlab/run.sh chain [ROWS...].
 #include "../../gpu/kernels/gemm_sm90a.cu"
+#include "lab.cuh"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,15 +26,6 @@
 #include <cuda_runtime.h>
 #include <functional>
 #include <vector>
-
-#define CK(x)                                                                                   \
-	do {                                                                                        \
-		cudaError_t e_ = (x);                                                                   \
-		if (e_ != cudaSuccess) {                                                                \
-			fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-			exit(1);                                                                            \
-		}                                                                                       \
-	} while (0)
 
 constexpr int G = 24, C = 768, F = 3072, KS = 384, NBLK = 96, CL = 8, XST = KS + 8;
 constexpr int SLAB = KS * 64 * 2, XBYTES = 64 * XST * 2, SLOTS = 64 * 64 * 4;
@@ -210,32 +202,6 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(128, 1) chain_persi
 #endif
 }
 
-static uint16_t h16(float v) {
-	half h = __float2half(v);
-	uint16_t u;
-	memcpy(&u, &h, 2);
-	return u;
-}
-static float f16(uint16_t u) {
-	half h;
-	memcpy(&h, &u, 2);
-	return __half2float(h);
-}
-
-// pack_wg: gpu/wg.go packWG's order: per (column block nb, K slice s of KS), KS x 64 halves: k16
-// step kk, n8 group nc, k half kc and row n % 8 hold 8 consecutive k.
-static void pack_wg(uint16_t *dst, const uint16_t *W, int K, int N, int ks) {
-	for (int nb = 0; nb < N / 64; nb++)
-		for (int s = 0; s < K / ks; s++) {
-			uint16_t *base = dst + ((size_t)nb * K + (size_t)s * ks) * 64;
-			for (int k = 0; k < ks; k++)
-				for (int n = 0; n < 64; n++) {
-					size_t off = (size_t)(k / 16) * 1024 + (n / 8) * 128 + ((k % 16) / 8) * 64 + (n % 8) * 8 + (k % 8);
-					base[off] = W[(size_t)(s * ks + k) * N + nb * 64 + n];
-				}
-		}
-}
-
 int main(int argc, char **argv) {
 	const int M = argc > 1 ? atoi(argv[1]) : 64;
 	if (M < 1 || M > 64) {
@@ -262,7 +228,7 @@ int main(int argc, char **argv) {
 		// scaled so that a row's outputs keep about the inputs' magnitude through the chain
 		for (auto &v : Wh[g]) v = h16(3.4f * frand() / sqrtf((float)K));
 		std::vector<uint16_t> P((size_t)K * N);
-		pack_wg(P.data(), Wh[g].data(), K, N, KS);
+		pack_wg(P.data(), Wh[g].data(), K, N);
 		half *w;
 		CK(cudaMalloc(&w, P.size() * 2));
 		CK(cudaMemcpy(w, P.data(), P.size() * 2, cudaMemcpyHostToDevice));
@@ -335,28 +301,7 @@ int main(int argc, char **argv) {
 			                      (half *)nullptr, pf, pf ? C * F * 2 : 0));
 		}
 	};
-	auto timeGraph = [&](std::function<void()> body) {
-		cudaGraph_t gr;
-		cudaGraphExec_t ge;
-		CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-		body();
-		CK(cudaStreamEndCapture(st, &gr));
-		CK(cudaGraphInstantiateWithFlags(&ge, gr, 0));
-		for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(ge, st));
-		cudaEvent_t a, e;
-		CK(cudaEventCreate(&a));
-		CK(cudaEventCreate(&e));
-		const int reps = 100;
-		CK(cudaEventRecord(a, st));
-		for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, st));
-		CK(cudaEventRecord(e, st));
-		CK(cudaEventSynchronize(e));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, a, e));
-		CK(cudaGraphExecDestroy(ge));
-		CK(cudaGraphDestroy(gr));
-		return ms * 1000.f / reps;
-	};
+	auto timeGraph = [&](std::function<void()> body) { return time_graph(st, 100, body); };
 
 	for (int v = 0; v < 2; v++) {
 	ldg = v == 1;

@@ -11,6 +11,7 @@
 // ROWS sweep" times gemm_wg on every valid (CN, S) plan.
 #include "../../gpu/kernels/gemm.cu"
 #include "../../gpu/kernels/gemm_sm90a.cu"
+#include "lab.cuh"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,14 +22,6 @@
 #include <functional>
 #include <vector>
 
-#define CK(x)                                                                                   \
-	do {                                                                                        \
-		cudaError_t e_ = (x);                                                                   \
-		if (e_ != cudaSuccess) {                                                                \
-			fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-			exit(1);                                                                            \
-		}                                                                                       \
-	} while (0)
 #define CB(x)                                                              \
 	do {                                                                   \
 		cublasStatus_t s_ = (x);                                           \
@@ -52,18 +45,6 @@ struct Shape {
 static const Shape shapes[4] = {{"qkv", 2304, 768, 4}, {"proj", 768, 768, 12}, {"fc", 3072, 768, 3}, {"fcproj", 768, 3072, 12}};
 constexpr int LAYERS = 24;
 
-static uint16_t h16(float v) {
-	half h = __float2half(v);
-	uint16_t u;
-	memcpy(&u, &h, 2);
-	return u;
-}
-static float f16(uint16_t u) {
-	half h;
-	memcpy(&h, &u, 2);
-	return __half2float(h);
-}
-
 // pack_mma: gpu/mma.go packMMA's order (small_gemm's B fragments).
 static void pack_mma(uint16_t *dst, const uint16_t *W, int K, int N) {
 	const int KT = K / 32, rows[8] = {0, 1, 8, 9, 16, 17, 24, 25};
@@ -74,21 +55,6 @@ static void pack_mma(uint16_t *dst, const uint16_t *W, int K, int N) {
 				uint16_t *out = dst + ((size_t)(nb * KT + kp) * 32 + l) * 8;
 				for (int e = 0; e < 8; e++) out[e] = W[(size_t)(k0 + rows[e]) * N + col];
 			}
-}
-
-// pack_wg: per (column block nb, K slice s), KS x 64 halves: k16 step kk, n8 group nc, k half kc
-// and row n%8 hold 8 consecutive k at ((kk * 8 + nc) * 2 + kc) * 64 + (n%8) * 8.
-static void pack_wg(uint16_t *dst, const uint16_t *W, int K, int N, int S) {
-	const int KS = K / S;
-	for (int nb = 0; nb < N / BN; nb++)
-		for (int s = 0; s < S; s++) {
-			uint16_t *base = dst + ((size_t)nb * S + s) * KS * BN;
-			for (int k = 0; k < KS; k++)
-				for (int n = 0; n < BN; n++) {
-					size_t off = (size_t)(k / 16) * BN * 16 + (n / 8) * 128 + ((k % 16) / 8) * 64 + (n % 8) * 8 + (k % 8);
-					base[off] = W[(size_t)(s * KS + k) * N + nb * BN + n];
-				}
-		}
 }
 
 int main(int argc, char **argv) {
@@ -180,30 +146,7 @@ int main(int argc, char **argv) {
 		                      (const float *)nullptr, M, s.N, s.K, KS / 32, (const float *)nullptr, (float2 *)nullptr, 1, 1,
 		                      1e-5f, (half *)nullptr));
 	};
-	auto timeGraph = [&](std::function<void()> body) {
-		cudaGraph_t g;
-		cudaGraphExec_t ge;
-		CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-		body();
-		CK(cudaStreamEndCapture(st, &g));
-		CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
-		for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(ge, st));
-		cudaEvent_t a, b;
-		CK(cudaEventCreate(&a));
-		CK(cudaEventCreate(&b));
-		const int reps = 50;
-		CK(cudaEventRecord(a, st));
-		for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, st));
-		CK(cudaEventRecord(b, st));
-		CK(cudaEventSynchronize(b));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, a, b));
-		CK(cudaGraphExecDestroy(ge));
-		CK(cudaGraphDestroy(g));
-		CK(cudaEventDestroy(a));
-		CK(cudaEventDestroy(b));
-		return ms * 1000.f / reps;
-	};
+	auto timeGraph = [&](std::function<void()> body) { return time_graph(st, 50, body); };
 	// check compares y (M x N) with layer 0's double-precision product; it returns the error
 	// relative to the largest |reference| (NaN stays NaN).
 	auto check = [&](int si, const float *dev) {
@@ -277,7 +220,7 @@ int main(int argc, char **argv) {
 		std::vector<uint16_t> W(n), P(n);
 		for (int l = 0; l < LAYERS; l++) {
 			CK(cudaMemcpy(W.data(), row[p.si][l], n * 2, cudaMemcpyDeviceToHost));
-			pack_wg(P.data(), W.data(), s.K, s.N, p.S);
+			pack_wg(P.data(), W.data(), s.K, s.N);
 			CK(cudaMalloc(&pw[l], n * 2));
 			CK(cudaMemcpy(pw[l], P.data(), n * 2, cudaMemcpyHostToDevice));
 		}

@@ -1,0 +1,71 @@
+// lab.cuh: what gemmlab.cu and chain.cu share: CUDA error checks, fp16 conversions on the host,
+// packWG's weight order and a graph timer.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#define CK(x)                                                                                   \
+	do {                                                                                        \
+		cudaError_t e_ = (x);                                                                   \
+		if (e_ != cudaSuccess) {                                                                \
+			fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+			exit(1);                                                                            \
+		}                                                                                       \
+	} while (0)
+
+static uint16_t h16(float v) {
+	half h = __float2half(v);
+	uint16_t u;
+	memcpy(&u, &h, 2);
+	return u;
+}
+
+static float f16(uint16_t u) {
+	half h;
+	memcpy(&h, &u, 2);
+	return __half2float(h);
+}
+
+// pack_wg: gpu/wg.go packWG's order of W (K x N, row-major): column block nb of 64 is K x 64
+// halves from nb K 64 on, a k16 step 1024 of them: n8 group nc, k half kc and row n % 8 hold 8
+// consecutive k at (nc * 2 + kc) * 64 + (n % 8) * 8. A K slice of a multiple of 16 is a run of it.
+static void pack_wg(uint16_t *dst, const uint16_t *W, int K, int N) {
+	for (int nb = 0; nb < N / 64; nb++)
+		for (int k = 0; k < K; k++)
+			for (int n = 0; n < 64; n++) {
+				const size_t off = (size_t)nb * K * 64 + (size_t)(k / 16) * 1024 + (n / 8) * 128 + ((k % 16) / 8) * 64 +
+				                   (n % 8) * 8 + (k % 8);
+				dst[off] = W[(size_t)k * N + nb * 64 + n];
+			}
+}
+
+// time_graph captures body on st into a graph, replays it 3 times, then reps times back to back,
+// and returns the microseconds a replay.
+static float time_graph(cudaStream_t st, int reps, const std::function<void()> &body) {
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+	body();
+	CK(cudaStreamEndCapture(st, &g));
+	CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
+	for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(ge, st));
+	cudaEvent_t a, b;
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	CK(cudaEventRecord(a, st));
+	for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, st));
+	CK(cudaEventRecord(b, st));
+	CK(cudaEventSynchronize(b));
+	float ms;
+	CK(cudaEventElapsedTime(&ms, a, b));
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	return ms * 1000.f / reps;
+}
