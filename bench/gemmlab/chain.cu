@@ -7,8 +7,9 @@
 //   64 columns and a 384-long K slice; block b takes tile b of each. A block's weight slabs are
 //   double-buffered in shared memory (GEMM g + 2's copy issued once g's products are done), so a
 //   weight copy is never on the path. A GEMM's K slice waits only for the blocks that write it: an
-//   owner block, having written its rows of a column block, adds 1 to its slice's counter
-//   (release), and a block spins on the counter of its next slice (acquire) before copying X.
+//   owner block, having written its rows of a column block, adds 1 to its slice's counter after
+//   a __threadfence, and a block spins on the counter of its next slice (acquire loads) before
+//   copying X.
 //   The S slices of a column block sum in the owners' shared memory as in wg_gemm (st.async),
 //   a cluster barrier between a GEMM's sums and the next one's pushes. A variant loads X with
 //   every thread's 16-byte loads instead of bulk copies; then both print where a GEMM's time
