@@ -282,20 +282,9 @@ int main(int argc, char **argv) {
 	auto pdl = [&](int n) {
 		for (int g = 0; g < n; g++) {
 			const int K = g % 2 ? F : C, N = g % 2 ? C : F, S = K / KS, CN = g % 2 ? 1 : 4;
-			cudaLaunchConfig_t cfg = {};
+			cudaLaunchConfig_t cfg;
 			cudaLaunchAttribute at[2];
-			cfg.gridDim = dim3(N / 64, S);
-			cfg.blockDim = dim3(128);
-			cfg.stream = st;
-			cfg.dynamicSmemBytes = KS * 64 * 2 + 64 * XST * 2 + S * ((64 + S - 1) / S) * 64 * 4 + 64 * 8 + 24;
-			at[0].id = cudaLaunchAttributeClusterDimension;
-			at[0].val.clusterDim.x = CN;
-			at[0].val.clusterDim.y = S;
-			at[0].val.clusterDim.z = 1;
-			at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-			at[1].val.programmaticStreamSerializationAllowed = 1;
-			cfg.attrs = at;
-			cfg.numAttrs = 2;
+			launch_config(cfg, at, st, dim3(N / 64, S), CN, S, wg_shared(KS, S), true);
 			const unsigned char *pf = g + 1 < n ? (const unsigned char *)wS[g + 1] : nullptr;
 			CK(cudaLaunchKernelEx(&cfg, gemm_wg, (void *)yf[g], (const half *)(g % 2 ? ch.y[0] : x0), (const half *)wS[g],
 			                      (const float *)nullptr, M, N, K, CN, (const float *)nullptr, (float2 *)nullptr, 1, 1, 1e-5f,

@@ -34,9 +34,6 @@
 constexpr int BN = 64; // gpu/wg.go wgBN
 constexpr int KSMAX = WG_KSMAX;
 
-// engineShared is a gemm_wg block's dynamic shared memory at 64 rows, plain epilogue (gpu/wg.go
-// wgShared).
-int engineShared(int KS, int S) { return KS * BN * 2 + 64 * (KS + 8) * 2 + S * ((64 + S - 1) / S) * BN * 4 + 64 * 8 + 24; }
 
 struct Shape {
 	const char *name;
@@ -114,21 +111,6 @@ int main(int argc, char **argv) {
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)prop.sharedMemPerBlockOptin));
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 	}
-	auto config = [&](cudaLaunchConfig_t &cfg, cudaLaunchAttribute *at, dim3 grid, int cx, int cy, int smem, bool pdl) {
-		cfg = {};
-		cfg.gridDim = grid;
-		cfg.blockDim = dim3(128);
-		cfg.stream = st;
-		cfg.dynamicSmemBytes = smem;
-		at[0].id = cudaLaunchAttributeClusterDimension;
-		at[0].val.clusterDim.x = cx;
-		at[0].val.clusterDim.y = cy;
-		at[0].val.clusterDim.z = 1;
-		at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-		at[1].val.programmaticStreamSerializationAllowed = 1;
-		cfg.attrs = at;
-		cfg.numAttrs = pdl ? 2 : 1;
-	};
 	auto cublas = [&](int si, int l, float *y) {
 		const Shape &s = shapes[si];
 		float one = 1.f, zero = 0.f;
@@ -140,7 +122,7 @@ int main(int argc, char **argv) {
 		const int KS = s.K / s.S, rows = (M + 15) / 16 * 16;
 		cudaLaunchConfig_t cfg;
 		cudaLaunchAttribute at[2];
-		config(cfg, at, dim3(s.N / 64, s.S), 1, s.S,
+		launch_config(cfg, at, st, dim3(s.N / 64, s.S), 1, s.S,
 		       std::max(rows * (KS + 8) * 2, rows * (64 + 4) * 4) + 512 + (M + s.S - 1) / s.S * 64 * 4, pdl);
 		CK(cudaLaunchKernelEx(&cfg, gemm_small_n2, (void *)y, (const half *)xin(s), (const uint4 *)mma[si][l],
 		                      (const float *)nullptr, M, s.N, s.K, KS / 32, (const float *)nullptr, (float2 *)nullptr, 1, 1,
@@ -228,7 +210,7 @@ int main(int argc, char **argv) {
 		auto one = [&](int l, float *y, bool pdl) {
 			cudaLaunchConfig_t cfg;
 			cudaLaunchAttribute at[2];
-			config(cfg, at, dim3(s.N / BN, p.S), p.CN, p.S, engineShared(KS, p.S), pdl);
+			launch_config(cfg, at, st, dim3(s.N / BN, p.S), p.CN, p.S, wg_shared(KS, p.S), pdl);
 			CK(cudaLaunchKernelEx(&cfg, gemm_wg, (void *)y, (const half *)xin(s), (const half *)pw[l], (const float *)nullptr, M,
 			                      s.N, s.K, p.CN, (const float *)nullptr, (float2 *)nullptr, 1, 1, 1e-5f, (half *)nullptr,
 			                      (const unsigned char *)nullptr, 0));

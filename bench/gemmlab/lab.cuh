@@ -44,6 +44,29 @@ static void pack_wg(uint16_t *dst, const uint16_t *W, int K, int N) {
 			}
 }
 
+// wg_shared is a gemm_wg block's dynamic shared memory at 64 rows, K slices of KS over S
+// blocks, plain epilogue (gpu/wg.go wgShared).
+static int wg_shared(int KS, int S) { return KS * 64 * 2 + 64 * (KS + 8) * 2 + S * ((64 + S - 1) / S) * 64 * 4 + 64 * 8 + 24; }
+
+// launch_config fills cfg for a launch of grid blocks of 128 threads on st with smem bytes of
+// dynamic shared memory in clusters of (cx, cy), after the kernel before it with PDL when pdl.
+static void launch_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute (&at)[2], cudaStream_t st, dim3 grid, int cx, int cy,
+                          int smem, bool pdl) {
+	cfg = {};
+	cfg.gridDim = grid;
+	cfg.blockDim = dim3(128);
+	cfg.stream = st;
+	cfg.dynamicSmemBytes = smem;
+	at[0].id = cudaLaunchAttributeClusterDimension;
+	at[0].val.clusterDim.x = cx;
+	at[0].val.clusterDim.y = cy;
+	at[0].val.clusterDim.z = 1;
+	at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[1].val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = pdl ? 2 : 1;
+}
+
 // time_graph captures body on st into a graph, replays it 3 times, then reps times back to back,
 // and returns the microseconds a replay.
 static float time_graph(cudaStream_t st, int reps, const std::function<void()> &body) {
