@@ -141,7 +141,8 @@ func (m *Model) compose() {
 	if l.tooSmall {
 		msg := m.pt.Warn.Render(fmt.Sprintf("rosetop needs at least %d×%d", MinWidth, MinHeight)) + "\n" +
 			m.pt.Muted.Render(fmt.Sprintf("this terminal is %d×%d · q quits", m.w, m.h))
-		m.frame = lipgloss.Place(m.w, m.h, lipgloss.Center, lipgloss.Center, msg)
+		// Placed, then fitted: the message itself is wider or taller than the tiniest terminals.
+		m.frame = fitLines(lipgloss.Place(m.w, m.h, lipgloss.Center, lipgloss.Center, msg), m.w, m.h)
 		return
 	}
 	col := func(ids ...paneID) string {
