@@ -53,6 +53,7 @@ func TestDisconnect(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/completions", strings.NewReader(`{"prompt": "Hi", "max_tokens": 50}`))
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := h.client.Do(req)
 			if err == nil {
 				resp.Body.Close()
