@@ -111,9 +111,25 @@ func New(cfg Config) (*Client, error) {
 		c.auth = "Bearer " + string(cfg.APIKey)
 	}
 	c.transport = newTransport(cfg)
-	c.http = &http.Client{Transport: c.transport}
+	c.http = &http.Client{Transport: c.transport, CheckRedirect: keepMethod}
 	return c, nil
 }
+
+// keepMethod follows a redirect only where it keeps the request's method (307 and 308, or
+// any for a GET): a 301, 302 or 303 would turn the POST into a GET without its body, and the
+// server's answer to that GET would hide the redirect. Those are answered as they came.
+func keepMethod(req *http.Request, via []*http.Request) error {
+	if req.Method != via[0].Method {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	return nil
+}
+
+// maxRedirects is net/http's own limit.
+const maxRedirects = 10
 
 func orDefault[T int | time.Duration](v, d T) T {
 	if v == 0 {
@@ -224,11 +240,21 @@ func (c *Client) Do(ctx context.Context, r Request, onChunk func(Chunk)) (Result
 		res.End = c.clock.Now()
 		return res, res.Failure
 	}
+	if mediaType(resp.Header) == "application/json" {
+		res.Failure = c.notAStream(resp)
+		res.End = c.clock.Now()
+		return res, res.Failure
+	}
 	sr := newStreamReader(c, watch.body(resp.Body), &res, r.MaxTokens, onChunk)
 	f, readErr := sr.run()
 	res.End = c.clock.Now()
 	if readErr != nil {
 		f = c.classify(ctx, rctx, readErr, true)
+	}
+	if f != nil && f.Reason == ReasonStreamCut && len(res.Chunks) == 0 && sr.sse.Events == 0 {
+		if ct := resp.Header.Get("Content-Type"); mediaType(resp.Header) != "text/event-stream" {
+			f.Detail = c.detail(fmt.Sprintf("%s; the body is not an event stream (Content-Type %q)", f.Detail, ct))
+		}
 	}
 	sr.finish(c.cfg.Tokenizer)
 	if f != nil {
@@ -274,10 +300,38 @@ func (c *Client) classify(parent, rctx context.Context, err error, inBody bool) 
 
 func (c *Client) durationDetail(d time.Duration) string { return "after " + d.String() }
 
-// statusFailure records a non-200 answer with the start of its body.
+// statusFailure records a non-200 answer with the start of its body, and where a redirect
+// that was not followed points.
 func (c *Client) statusFailure(resp *http.Response) *Failure {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
-	return &Failure{Reason: ReasonStatus, Status: resp.StatusCode, Detail: c.detail(string(b))}
+	detail := string(b)
+	if loc, err := resp.Location(); err == nil && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		detail = fmt.Sprintf("redirected to %s, which a %s does not follow: give the endpoint as the server's new address",
+			redactURL(loc.String()), resp.Request.Method)
+	}
+	return &Failure{Reason: ReasonStatus, Status: resp.StatusCode, Detail: c.detail(detail)}
+}
+
+// maxJSONReply bounds the JSON body read from a server that answered without streaming.
+const maxJSONReply = 64 << 10
+
+// notAStream records a 200 whose body is one JSON document instead of an event stream: an error
+// object's message where it holds one (ReasonServerError), else malformed framing.
+func (c *Client) notAStream(resp *http.Response) *Failure {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxJSONReply))
+	var ch chunk
+	if decodeChunk(bytes.TrimSpace(b), &ch) {
+		if msg, ok := ch.errorMessage(); ok {
+			return &Failure{Reason: ReasonServerError, Detail: c.detail(msg)}
+		}
+	}
+	return &Failure{Reason: ReasonMalformedSSE, Detail: c.detail("the server answered with one JSON document (Content-Type application/json), not an event stream: " + string(b))}
+}
+
+// mediaType is the Content-Type header's media type, lower case, without parameters.
+func mediaType(h http.Header) string {
+	t, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.ToLower(strings.TrimSpace(t))
 }
 
 // detail makes s fit a one-line message: no control characters, at most maxDetail bytes, and
@@ -289,10 +343,13 @@ func (c *Client) detail(s string) string {
 	return clip(oneLine(s), maxDetail)
 }
 
-// oneLine folds runs of spaces and control characters into one space.
+// oneLine folds runs of spaces, control characters (C0, DEL and C1, whose CSI and OSC a
+// terminal obeys) and bidirectional overrides (which reorder what a terminal shows) into one
+// space, and bytes that are not UTF-8 into U+FFFD.
 func oneLine(s string) string {
-	return strings.Join(strings.FieldsFunc(s, func(r rune) bool {
-		return r <= ' ' || r == 0x7f
+	return strings.Join(strings.FieldsFunc(strings.ToValidUTF8(s, "\uFFFD"), func(r rune) bool {
+		return r <= ' ' || (r >= 0x7f && r <= 0x9f) || r == 0x200e || r == 0x200f ||
+			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 	}), " ")
 }
 

@@ -219,4 +219,25 @@ func TestWatcherBrokenPage(t *testing.T) {
 	if snap.Waiting != 4 || snap.Running != 12 || snap.Preemptions != 7 {
 		t.Errorf("step from a good page: %+v", snap)
 	}
+	// TTFT counts past uint64 (which the text parser turns into anything) and a sum past
+	// float64: no admissions or latencies are made of them.
+	const name = "vllm:time_to_first_token_seconds"
+	for i, page := range []string{
+		"# TYPE " + name + " histogram\n" + name + "_bucket{le=\"1\"} 1e30\n" + name + "_bucket{le=\"+Inf\"} 1e30\n" + name + "_count 1e30\n" + name + "_sum 1\n",
+		"# TYPE " + name + " histogram\n" + name + "_bucket{le=\"1\",a=\"1\"} 1\n" + name + "_count{a=\"1\"} 1\n" + name + "_sum{a=\"1\"} 1e308\n" +
+			name + "_bucket{le=\"1\",a=\"2\"} 1\n" + name + "_count{a=\"2\"} 1\n" + name + "_sum{a=\"2\"} 1e308\n",
+	} {
+		s, err := ParseSnapshot(strings.NewReader(page), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &watcher{window: time.Minute}
+		w.add(Snapshot{At: time.Second, Kind: KindVLLM, TTFT: hist(1, 0, inf, 0)}, nil)
+		w.add(s, nil)
+		w.fill(&snap)
+		d := w.latest().Latency[0].Dist
+		if snap.Admitted < 0 || snap.Admitted > 2 || d.N < 0 || math.IsInf(d.Mean, 0) || math.IsInf(d.P50, 0) {
+			t.Errorf("page %d: %d admitted, TTFT %+v", i, snap.Admitted, d)
+		}
+	}
 }

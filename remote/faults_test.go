@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 const (
@@ -69,6 +71,22 @@ func TestFaults(t *testing.T) {
 			reason: ReasonServerError, sentinel: ErrServer, chunks: 1, detail: "upstream reset"},
 		{name: "done before any chunk", sc: script{steps: []step{{write: ": ping\n\n"}, {write: done}}},
 			reason: ReasonNoChunks, sentinel: ErrMalformed},
+		{name: "llama.cpp error field mid-stream", sc: script{steps: []step{{write: tok1}, {write: "error: {\"code\":500,\"message\":\"out of KV cache\",\"type\":\"server_error\"}\n\n"}, {write: done}}},
+			reason: ReasonServerError, sentinel: ErrServer, chunks: 1, detail: "out of KV cache"},
+		{name: "llama.cpp error field first", sc: script{steps: []step{{write: "error: {\"code\":400,\"message\":\"the request exceeds the available context size\",\"type\":\"exceed_context_size_error\"}\n\n"}, {write: done}}},
+			reason: ReasonServerError, sentinel: ErrServer, detail: "the request exceeds the available context size"},
+		{name: "error event with an error object", sc: script{steps: []step{{write: "event: error\ndata: {\"error\": {\"message\": \"engine dead\"}}\n\n"}}},
+			reason: ReasonServerError, sentinel: ErrServer, detail: "engine dead"},
+		{name: "200 with a JSON error", sc: script{header: map[string]string{"Content-Type": "application/json"}, steps: []step{{write: `{"error": {"message": "model is loading", "code": 503}}`}}},
+			reason: ReasonServerError, sentinel: ErrServer, detail: "model is loading"},
+		{name: "200 with a whole JSON reply", sc: script{header: map[string]string{"Content-Type": "application/json; charset=utf-8"}, steps: []step{{write: `{"choices": [{"text": "hi", "finish_reason": "length"}]}`}}},
+			reason: ReasonMalformedSSE, sentinel: ErrMalformed, detail: "not an event stream: {\"choices\""},
+		{name: "200 with an html page", sc: script{header: map[string]string{"Content-Type": "text/html"}, steps: []step{{write: nginxHTML}}},
+			reason: ReasonStreamCut, sentinel: ErrStreamCut, detail: `not an event stream (Content-Type "text/html")`},
+		{name: "302 not followed", sc: script{status: 302, header: map[string]string{"Location": "/v2/completions"}, steps: []step{{write: "Found"}}},
+			reason: ReasonStatus, status: 302, sentinel: ErrStatus, detail: "/v2/completions, which a POST does not follow"},
+		{name: "500 with invalid UTF-8 and terminal controls", sc: script{status: 500, steps: []step{{write: "bad \xff\xfe byte, \u009b31m C1 CSI, \u202e bidi override"}}},
+			reason: ReasonStatus, status: 500, sentinel: ErrStatus, detail: "bad \ufffd byte, 31m C1 CSI, bidi override"},
 		{name: "more chunks than max tokens allow", sc: script{steps: []step{{write: strings.Repeat(tok1, 2*1+slackChunks+1)}, {write: done}}}, max: 1,
 			reason: ReasonOverflow, sentinel: ErrMalformed, chunks: 2*1 + slackChunks},
 	}
@@ -91,8 +109,8 @@ func TestFaults(t *testing.T) {
 			if tt.status != 0 && (f.Status != tt.status || res.Status != tt.status) {
 				t.Errorf("status %d / %d, want %d", f.Status, res.Status, tt.status)
 			}
-			if !strings.Contains(f.Detail, tt.detail) || len(f.Detail) > maxDetail+3 || strings.ContainsAny(f.Detail, "\r\n") {
-				t.Errorf("detail %q: want one line of at most %d bytes containing %q", f.Detail, maxDetail, tt.detail)
+			if !strings.Contains(f.Detail, tt.detail) || len(f.Detail) > maxDetail+3 || !printable(f.Detail) {
+				t.Errorf("detail %q: want one printable line of at most %d bytes containing %q", f.Detail, maxDetail, tt.detail)
 			}
 			if len(res.Chunks) != tt.chunks {
 				t.Errorf("%d chunks recorded, want %d", len(res.Chunks), tt.chunks)
@@ -101,6 +119,38 @@ func TestFaults(t *testing.T) {
 				t.Errorf("multi-line error %q", err)
 			}
 		})
+	}
+}
+
+// printable reports whether s is valid UTF-8 without control characters or bidi overrides.
+func printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool {
+		return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+	})
+}
+
+// TestRedirect: a 307 keeps the POST and its body and is followed; the stream it leads to is
+// read as usual.
+func TestRedirect(t *testing.T) {
+	var moved atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/completions" {
+			http.Redirect(w, r, "/new/v1/completions", http.StatusTemporaryRedirect)
+			return
+		}
+		if b, _ := io.ReadAll(r.Body); r.Method != http.MethodPost || !strings.Contains(string(b), `"prompt":"Hello"`) {
+			http.Error(w, "want the POST's body", http.StatusBadRequest)
+			return
+		}
+		moved.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, tok1+fin1+done)
+	}))
+	defer srv.Close()
+	c := newTestClient(t, srv.URL, Config{})
+	res, err := do(t, c, request(Completions), nil)
+	if err != nil || res.Text != "ab" || moved.Load() != 1 {
+		t.Fatalf("%v, text %q, %d requests at the new address", err, res.Text, moved.Load())
 	}
 }
 

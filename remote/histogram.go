@@ -55,13 +55,14 @@ func (h *Histogram) add(o Histogram) {
 }
 
 // Sub is the observations made between prev and h, two scrapes of the same histogram: bucket
-// by bucket, h minus prev. If the server restarted in between (a count went down), it is h
-// alone, as Prometheus's increase() treats a counter reset. Unknown if either is.
+// by bucket, h minus prev. If the server restarted in between (a count or the sum went down:
+// the histograms read observe durations and token counts, never negative), it is h alone, as
+// Prometheus's increase() treats a counter reset. Unknown if either is.
 func (h Histogram) Sub(prev Histogram) Histogram {
 	if !h.Known || !prev.Known {
 		return Histogram{}
 	}
-	if h.Count < prev.Count {
+	if h.Count < prev.Count || h.Sum < prev.Sum {
 		return h
 	}
 	out := Histogram{Known: true, Buckets: make([]Bucket, len(h.Buckets)), Count: h.Count - prev.Count, Sum: h.Sum - prev.Sum}
@@ -82,6 +83,14 @@ func (h Histogram) Sub(prev Histogram) Histogram {
 // observations, fewer than two buckets, no +Inf bucket, q outside [0, 1], or q = 0 when the
 // first bucket is empty.
 func (h Histogram) Quantile(q float64) (float64, bool) {
+	v, ok := h.quantile(q)
+	if !ok || math.IsNaN(v) || math.IsInf(v, 0) { // a bound of -Inf
+		return 0, false
+	}
+	return v, true
+}
+
+func (h Histogram) quantile(q float64) (float64, bool) {
 	n := len(h.Buckets)
 	if !h.Known || !(q >= 0 && q <= 1) || n < 2 || !math.IsInf(h.Buckets[n-1].UpperBound, 1) {
 		return 0, false
@@ -116,12 +125,16 @@ func (h Histogram) Quantile(q float64) (float64, bool) {
 	return start + (end-start)*(rank/count), true
 }
 
-// Mean is Sum/Count; ok is false with no observations.
+// Mean is Sum/Count; ok is false with no observations or a sum past float64's range.
 func (h Histogram) Mean() (float64, bool) {
 	if !h.Known || h.Count <= 0 {
 		return 0, false
 	}
-	return h.Sum / h.Count, true
+	m := h.Sum / h.Count
+	if math.IsNaN(m) || math.IsInf(m, 0) {
+		return 0, false
+	}
+	return m, true
 }
 
 // sortBuckets orders buckets by upper bound and merges buckets with the same bound by adding

@@ -42,6 +42,8 @@ func TestQuantile(t *testing.T) {
 		{"q above 1", hist(0.1, 10, inf, 10), 1.5, 0, false},
 		{"q NaN", hist(0.1, 10, inf, 10), math.NaN(), 0, false},
 		{"unknown", Histogram{}, 0.5, 0, false},
+		{"-Inf first bound", hist(-inf, 5, inf, 10), 0.25, 0, false},
+		{"rank in the +Inf bucket after a -Inf bound", hist(-inf, 5, inf, 10), 0.9, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,11 +79,29 @@ func TestHistogramSub(t *testing.T) {
 	if r := restarted.Sub(cur); r.Count != 3 || r.Buckets[2].Count != 3 {
 		t.Errorf("after a restart: %+v", r)
 	}
+	// So does a restart followed by more observations than before: only the sum went down.
+	busy := hist(0.1, 20, 0.5, 60, inf, 80)
+	busy.Sum = 5
+	if r := busy.Sub(cur); r.Count != 80 || r.Sum != 5 || r.Buckets[0].Count != 20 {
+		t.Errorf("after a restart and 80 observations: %+v", r)
+	}
 	if u := cur.Sub(Histogram{}); u.Known {
 		t.Error("delta against an unknown histogram is known")
 	}
 	if m, ok := d.Mean(); !ok || m != 8.0/30 {
 		t.Errorf("mean %v %v", m, ok)
+	}
+}
+
+// TestMeanOverflow: series whose sums add past float64's range have no mean, not +Inf.
+func TestMeanOverflow(t *testing.T) {
+	one := hist(1, 2, inf, 2)
+	one.Sum = math.MaxFloat64
+	var h Histogram
+	h.add(one)
+	h.add(one)
+	if m, ok := h.Mean(); ok {
+		t.Fatalf("mean %v of a sum past float64", m)
 	}
 }
 

@@ -244,8 +244,8 @@ func sampleOf(m *dto.Metric, how combine) (float64, bool) {
 	return 0, false
 }
 
-// histogramOf sums a histogram family's series. A series with a count or bound that is not a
-// number is left out.
+// histogramOf sums a histogram family's series. A series with a bound that is not a number,
+// or a count that is not one of 0..maxCount, is left out.
 func histogramOf(fam *dto.MetricFamily) Histogram {
 	var h Histogram
 	for _, m := range fam.GetMetric() {
@@ -270,12 +270,12 @@ func seriesOf(dh *dto.Histogram) (Histogram, bool) {
 			c = b.GetCumulativeCountFloat()
 		}
 		ub := b.GetUpperBound()
-		if math.IsNaN(ub) || math.IsNaN(c) || math.IsInf(c, 0) {
+		if math.IsNaN(ub) || !isCount(c) {
 			return Histogram{}, false
 		}
 		h.Buckets = append(h.Buckets, Bucket{UpperBound: ub, Count: c})
 	}
-	if math.IsNaN(h.Count) || math.IsInf(h.Count, 0) || math.IsNaN(h.Sum) || math.IsInf(h.Sum, 0) {
+	if !isCount(h.Count) || math.IsNaN(h.Sum) || math.IsInf(h.Sum, 0) {
 		return Histogram{}, false
 	}
 	h.Buckets = sortBuckets(h.Buckets)
@@ -284,3 +284,7 @@ func seriesOf(dh *dto.Histogram) (Histogram, bool) {
 	}
 	return h, true
 }
+
+// isCount reports whether c can be a number of observations: 0..maxCount (a text page's count
+// past uint64 arrives as whatever the conversion made of it).
+func isCount(c float64) bool { return c >= 0 && c <= maxCount }

@@ -34,8 +34,8 @@ type sseReader struct {
 	single  []byte // the current event's data when aliased is set (it points into buf)
 	aliased bool   // the current event's data is one field still in buf
 	typ     string // the current event's type
-	// Comments counts `:` lines (keep-alives) seen so far.
-	Comments int
+	// Comments counts `:` lines (keep-alives) seen so far, Events the events dispatched.
+	Comments, Events int
 }
 
 // newSSEReader returns a reader over r with a read buffer of bufSize bytes and lines of at most
@@ -91,6 +91,11 @@ func (s *sseReader) field(line []byte) error {
 		return s.addData(value)
 	case "event":
 		s.typ = string(value)
+	case "error":
+		// llama.cpp servers of 2024-2025 send a failure as an `error: {json}` line, then
+		// [DONE]: it reads as an error event.
+		s.typ = "error"
+		return s.addData(value)
 	}
 	// id, retry and unknown fields carry nothing a completion stream needs.
 	return nil
@@ -118,6 +123,7 @@ func (s *sseReader) dispatch() sseEvent {
 		ev.Data = s.single
 	}
 	s.dataSet, s.aliased, s.single, s.typ = false, false, nil, ""
+	s.Events++
 	return ev
 }
 

@@ -47,6 +47,7 @@ func TestSSE(t *testing.T) {
 		{"only one space is stripped", "data:  two\n\n", []ev{{"", " two"}}, 0},
 		{"field without colon", "data\n\n", []ev{{"", ""}}, 0},
 		{"event type", "event: error\ndata: boom\n\ndata: ok\n\n", []ev{{"error", "boom"}, {"", "ok"}}, 0},
+		{"error field (llama.cpp)", "error: {\"message\":\"m\"}\n\ndata: [DONE]\n\n", []ev{{"error", `{"message":"m"}`}, {"", "[DONE]"}}, 0},
 		{"event type without data is dropped", "event: x\n\ndata: y\n\n", []ev{{"", "y"}}, 0},
 		{"comments", ":\n\n: ping\ndata: a\n\n:keep-alive\n\n", []ev{{"", "a"}}, 3},
 		{"ignored fields", "id: 1\nretry: 10\nfoo: bar\ndata: a\n\n", []ev{{"", "a"}}, 0},

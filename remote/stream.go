@@ -90,7 +90,7 @@ func (s *streamReader) event(ev sseEvent) *Failure {
 	at := s.c.clock.Now()
 	data := bytes.TrimSpace(ev.Data)
 	if ev.Type == "error" {
-		return &Failure{Reason: ReasonServerError, Detail: s.c.detail(string(data))}
+		return &Failure{Reason: ReasonServerError, Detail: s.c.detail(errorText(data, &s.chunk))}
 	}
 	if bytes.Equal(data, doneMarker) {
 		s.done = true
@@ -117,6 +117,21 @@ func (s *streamReader) event(ev sseEvent) *Failure {
 		return nil
 	}
 	return s.choices(at, prevUsage)
+}
+
+// errorText is the message of an error event's data: the error object's message where the data
+// is one ({"error": ...}, or llama.cpp's {"code", "message", "type"}), else the data as it is.
+func errorText(data []byte, c *chunk) string {
+	if !decodeChunk(data, c) {
+		return string(data)
+	}
+	if msg, ok := c.errorMessage(); ok && msg != "" {
+		return msg
+	}
+	if c.message != "" {
+		return c.message
+	}
+	return string(data)
 }
 
 // choices records a chunk that carried choices: the TTFT/ITL/E2EL points of vLLM bench serve.

@@ -25,7 +25,12 @@ func TestErrors(t *testing.T) {
 		{"malformed JSON", "POST", "/v1/completions", `{"prompt": "Hi",`, 400, typeInvalid, "", "", "malformed JSON"},
 		{"not an object", "POST", "/v1/completions", `[1, 2]`, 400, typeInvalid, "", "", "JSON object"},
 		{"null body", "POST", "/v1/completions", `null`, 400, typeInvalid, "", "", "JSON object"},
-		{"wrong type", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": "ten"}`, 400, typeInvalid, "max_tokens", "", "max_tokens"},
+		{"wrong type", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": "ten"}`, 400, typeInvalid, "max_tokens", "", "'max_tokens' must be an integer, got string"},
+		{"fraction for an integer", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 2.5}`, 400, typeInvalid, "max_tokens", "", "'max_tokens' must be an integer, got number 2.5"},
+		{"integer past int64", "POST", "/v1/completions", `{"prompt": "Hi", "seed": 18446744073709551615}`, 400, typeInvalid, "seed", "", "'seed' must be an integer in [-9223372036854775808, 9223372036854775807]"},
+		{"string for a number", "POST", "/v1/completions", `{"prompt": "Hi", "temperature": "hot"}`, 400, typeInvalid, "temperature", "", "'temperature' must be a number, got string"},
+		{"string for messages", "POST", "/v1/chat/completions", `{"messages": "Hi"}`, 400, typeInvalid, "messages", "", "'messages' must be an array, got string"},
+		{"bool for stream_options", "POST", "/v1/completions", `{"prompt": "Hi", "stream": true, "stream_options": true}`, 400, typeInvalid, "stream_options", "", "'stream_options' must be an object, got bool"},
 		{"no prompt", "POST", "/v1/completions", `{}`, 400, typeInvalid, "prompt", "", "prompt is required"},
 		{"empty prompt", "POST", "/v1/completions", `{"prompt": ""}`, 400, typeInvalid, "prompt", "", "empty"},
 		{"batch of prompts", "POST", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, typeInvalid, "prompt", "", "2 prompts"},
@@ -33,6 +38,7 @@ func TestErrors(t *testing.T) {
 		{"negative token id", "POST", "/v1/completions", `{"prompt": [-1]}`, 400, typeInvalid, "prompt", "", "-1"},
 		{"prompt over the context", "POST", "/v1/completions", `{"prompt": "` + long + `", "max_tokens": 1}`, 400, typeInvalid, "prompt", "context_length_exceeded", "maximum context length is 64"},
 		{"max_tokens over the context", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 64}`, 400, typeInvalid, "prompt", "context_length_exceeded", "65 tokens"},
+		{"max_tokens past int32", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 99999999999999}`, 400, typeInvalid, "prompt", "context_length_exceeded", "you requested 100000000000000 tokens (1 in the prompt, 99999999999999 in the completion)"},
 		{"messages over the context", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "` + long + `"}]}`, 400, typeInvalid, "messages", "context_length_exceeded", "in the messages"},
 		{"max_tokens 0", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 0}`, 400, typeInvalid, "max_tokens", "", "at least 1"},
 		{"max_completion_tokens 0", "POST", "/v1/chat/completions", chat(`, "max_completion_tokens": 0`), 400, typeInvalid, "max_completion_tokens", "", "at least 1"},
@@ -74,40 +80,86 @@ func TestErrors(t *testing.T) {
 				body = c.body
 			}
 			resp := h.do(context.Background(), c.method, c.path, body)
-			defer resp.Body.Close()
-			raw, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var e struct {
-				Error map[string]*string `json:"error"`
-			}
-			if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
-				t.Fatalf("body %q: not an error object (%v)", raw, err)
-			}
-			for _, k := range []string{"message", "type", "param", "code"} {
-				if _, ok := e.Error[k]; !ok {
-					t.Fatalf("error %s lacks %q", raw, k)
-				}
-			}
-			str := func(p *string) string {
-				if p == nil {
-					return ""
-				}
-				return *p
-			}
-			msg := str(e.Error["message"])
-			if resp.StatusCode != c.status || str(e.Error["type"]) != c.typ || str(e.Error["param"]) != c.param ||
-				str(e.Error["code"]) != c.code || !strings.Contains(msg, c.msg) || strings.Contains(msg, "\n") {
-				t.Fatalf("%d %s; want %d, type %s, param %q, code %q, a one-line message with %q", resp.StatusCode, raw, c.status, c.typ, c.param, c.code, c.msg)
-			}
-			if resp.Header.Get("Content-Type") != "application/json" {
-				t.Fatalf("Content-Type %q", resp.Header.Get("Content-Type"))
-			}
-			if c.status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
-				t.Fatalf("405 without Allow")
-			}
+			checkError(t, resp, c.status, c.typ, c.param, c.code, c.msg)
 		})
+	}
+}
+
+// TestContentType: a generation request must say its body is JSON (parameters and case aside),
+// as vLLM requires; anything else is a 400 before the body is parsed.
+func TestContentType(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	for _, c := range []struct {
+		ctype, path, msg string
+		status           int
+	}{
+		{"application/x-www-form-urlencoded", "/v1/completions", `Only 'application/json' is allowed, not Content-Type "application/x-www-form-urlencoded"`, 400},
+		{"text/plain", "/v1/chat/completions", `not Content-Type "text/plain"`, 400},
+		{"", "/v1/completions", "the request has no Content-Type", 400},
+		{"application/json-seq", "/v1/completions", `not Content-Type "application/json-seq"`, 400},
+		{"Application/JSON; charset=utf-8", "/v1/completions", "", 200},
+	} {
+		body := `{"prompt": "Hi", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}`
+		req, err := http.NewRequest(http.MethodPost, h.url+c.path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ctype != "" {
+			req.Header.Set("Content-Type", c.ctype)
+		}
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.status == http.StatusOK {
+			var r gotReply
+			err := json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || err != nil || r.Usage.CompletionTokens != 2 {
+				t.Fatalf("Content-Type %q: %d %+v %v; want a reply of 2 tokens", c.ctype, resp.StatusCode, r, err)
+			}
+			continue
+		}
+		checkError(t, resp, c.status, typeInvalid, "", "", c.msg)
+	}
+}
+
+// checkError reads resp and fails t unless it is OpenAI's error object with the status, type,
+// param and code given ("": null) and a one-line message containing msg.
+func checkError(t *testing.T, resp *http.Response, status int, typ, param, code, msg string) {
+	t.Helper()
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		Error map[string]*string `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
+		t.Fatalf("body %q: not an error object (%v)", raw, err)
+	}
+	for _, k := range []string{"message", "type", "param", "code"} {
+		if _, ok := e.Error[k]; !ok {
+			t.Fatalf("error %s lacks %q", raw, k)
+		}
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	got := str(e.Error["message"])
+	if resp.StatusCode != status || str(e.Error["type"]) != typ || str(e.Error["param"]) != param ||
+		str(e.Error["code"]) != code || !strings.Contains(got, msg) || strings.Contains(got, "\n") {
+		t.Fatalf("%d %s; want %d, type %s, param %q, code %q, a one-line message with %q", resp.StatusCode, raw, status, typ, param, code, msg)
+	}
+	if resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("Content-Type %q", resp.Header.Get("Content-Type"))
+	}
+	if status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
+		t.Fatalf("405 without Allow")
 	}
 }
 

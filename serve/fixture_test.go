@@ -43,6 +43,7 @@ type testEngine struct {
 	records   []*sched.Record
 	closed    bool
 	held      bool // the dispatcher waits: the loop stops within a step
+	holdAt    int  // engineOpts.holdAt; read-only
 }
 
 type engineOpts struct {
@@ -50,6 +51,7 @@ type engineOpts struct {
 	paused              bool
 	metrics             *Metrics
 	script              func(pos int) int32 // a scripted model instead of the CPU engine: the token at each position
+	holdAt              int                 // hold the dispatcher (see hold) once this many steps have run; 0: never
 }
 
 func newTestEngine(t testing.TB, o engineOpts) *testEngine {
@@ -73,7 +75,7 @@ func newTestEngine(t testing.TB, o engineOpts) *testEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	te := &testEngine{t: t, model: model, eng: e, s: s, metrics: o.metrics, streams: map[sched.RequestID]*testStream{},
+	te := &testEngine{t: t, model: model, eng: e, s: s, metrics: o.metrics, holdAt: o.holdAt, streams: map[sched.RequestID]*testStream{},
 		start: make(chan struct{}),
 		m: Model{ID: "tiny-gpt2", MaxSeqLen: o.maxSeqLen, VocabSize: min(tok.VocabSize(), model.Config.VocabSize),
 			Tokenizer: tok, EOS: tok.EOS(), Created: time.Unix(1700000000, 0)}}
@@ -149,6 +151,7 @@ func (te *testEngine) dispatch(o *sched.StepOutput) {
 	te.last = o.Snapshot
 	if o.Snapshot.Kind != sched.StepIdle {
 		te.steps++
+		te.held = te.held || te.steps == te.holdAt
 	}
 	te.cond.Broadcast()
 	for _, e := range o.Events {

@@ -13,6 +13,10 @@ import (
 // generate handles a completions or chat completions request: parse, admit, submit, then answer
 // with the whole reply or a stream.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo, parse func([]byte, *Model) (*job, *apiError)) {
+	if e := checkJSON(r); e != nil {
+		s.writeError(w, e)
+		return
+	}
 	body, e := s.readBody(w, r)
 	if e != nil {
 		s.writeError(w, e)
@@ -46,6 +50,19 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo,
 	if g.rec != nil && g.rec.Times.FirstToken > 0 {
 		info.ttft = g.rec.Times.FirstToken - g.rec.Times.SubmitStart
 	}
+}
+
+// checkJSON answers a 400 unless the request says its body is JSON, with vLLM's message: a
+// form or text body (curl -d sends one) is not parsed as if it were.
+func checkJSON(r *http.Request) *apiError {
+	ct := r.Header.Get("Content-Type")
+	if mt, _, _ := strings.Cut(ct, ";"); strings.EqualFold(strings.TrimSpace(mt), "application/json") {
+		return nil
+	}
+	if ct == "" {
+		return badRequest("", "", "Unsupported Media Type: Only 'application/json' is allowed; the request has no Content-Type (send Content-Type: application/json)")
+	}
+	return badRequest("", "", "Unsupported Media Type: Only 'application/json' is allowed, not Content-Type %.60q", ct)
 }
 
 // admit answers 503 while shutting down and 429 past Options.MaxQueue waiting requests.

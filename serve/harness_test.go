@@ -27,6 +27,12 @@ type harness struct {
 
 func newHarness(t testing.TB, eo engineOpts, so Options) *harness {
 	t.Helper()
+	return newHarnessConns(t, eo, so, nil)
+}
+
+// newHarnessConns is newHarness with accepted connections passed to setup (when not nil) first.
+func newHarnessConns(t testing.TB, eo engineOpts, so Options, setup func(net.Conn)) *harness {
+	t.Helper()
 	if eo.maxBatch == 0 {
 		eo.maxBatch = 4
 	}
@@ -42,7 +48,7 @@ func newHarness(t testing.TB, eo engineOpts, so Options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := &notifyListener{Listener: tcp, closed: make(chan struct{})}
+	ln := &notifyListener{Listener: tcp, closed: make(chan struct{}), setup: setup}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
@@ -62,11 +68,20 @@ func newHarness(t testing.TB, eo engineOpts, so Options) *harness {
 	return h
 }
 
-// notifyListener tells when it is closed.
+// notifyListener tells when it is closed, and passes each accepted connection to setup.
 type notifyListener struct {
 	net.Listener
 	once   sync.Once
 	closed chan struct{}
+	setup  func(net.Conn) // nil: none
+}
+
+func (l *notifyListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil && l.setup != nil {
+		l.setup(c)
+	}
+	return c, err
 }
 
 func (l *notifyListener) Close() error {

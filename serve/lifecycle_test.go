@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -53,6 +55,7 @@ func TestDisconnect(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/completions", strings.NewReader(`{"prompt": "Hi", "max_tokens": 50}`))
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := h.client.Do(req)
 			if err == nil {
 				resp.Body.Close()
@@ -71,6 +74,31 @@ func TestDisconnect(t *testing.T) {
 			t.Fatalf("reason %s after %d tokens, KV blocks used %d; want cancelled before any, 0", r.Reason, len(r.Output), snap.KVUsed)
 		}
 	})
+}
+
+// TestSlowClient: a streaming client that stops reading holds its handler no longer than one
+// write's WriteTimeout: its request is then cancelled and its KV blocks return.
+func TestSlowClient(t *testing.T) {
+	small := func(c net.Conn) { c.(*net.TCPConn).SetWriteBuffer(4096) } // the stream backs up soon
+	// The engine holds after 300 steps, far more tokens than the buffers take, until the
+	// request is cancelled.
+	eo := engineOpts{maxSeqLen: 1024, script: func(int) int32 { return 262 }, holdAt: 300}
+	h := newHarnessConns(t, eo, Options{WriteTimeout: 50 * time.Millisecond}, small)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := `{"prompt": "Hi", "max_tokens": 1000, "ignore_eos": true, "stream": true}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: rosetop\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// The client reads nothing from here on.
+	h.te.waitFor(func() bool { return h.te.cancels == 1 })
+	h.te.resume()
+	snap, recs := h.te.waitIdle()
+	if r := recs[0]; r.Reason != sched.FinishCancelled || len(r.Output) >= 1000 || snap.KVUsed != 0 {
+		t.Fatalf("reason %s after %d tokens, KV blocks used %d; want cancelled early, 0", r.Reason, len(r.Output), snap.KVUsed)
+	}
 }
 
 // TestOverload: past --max-queue waiting requests a request is answered 429 with Retry-After;

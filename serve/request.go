@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 
 	"rosetop/engine"
@@ -96,11 +97,48 @@ func decodeBody(body []byte, v any) *apiError {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			field := strings.TrimPrefix(te.Field, "common.") // the embedded struct's fields are top-level
-			return badRequest(field, "", "'%s' must be of type %s, got %s", field, te.Type, te.Value)
+			return badRequest(field, "", "'%s' must be %s, got %s", field, jsonType(te.Type, te.Value), te.Value)
 		}
 		return badRequest("", "", "malformed JSON: %v", err)
 	}
 	return nil
+}
+
+// jsonType names the JSON value a Go type decodes from, for a client who never saw the Go type;
+// got is what the body held (encoding/json's "number 2.5", "string", ...). An integer's range is
+// named when got was a whole number outside it.
+func jsonType(t reflect.Type, got string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n, ok := strings.CutPrefix(got, "number "); ok && !strings.ContainsAny(n, ".eE") {
+			return "an integer in " + intRange(t)
+		}
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a JSON value of another type"
+}
+
+// intRange is the range of an integer type, as "[lo, hi]".
+func intRange(t reflect.Type) string {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		return fmt.Sprintf("[0, %d]", uint64(math.MaxUint64)>>(64-bits))
+	}
+	return fmt.Sprintf("[%d, %d]", int64(math.MinInt64)>>(64-bits), int64(math.MaxInt64)>>(64-bits))
 }
 
 // build validates the common fields against the prompt (its ids, already checked) and fills j.
@@ -145,7 +183,7 @@ func (c *common) lengths(j *job, m *Model, n int, maxTokens *int, maxParam strin
 		}
 	}
 	if room := m.MaxSeqLen - n; maxNew > room || room < 1 {
-		asked := n + min(maxNew, math.MaxInt32) // no overflow on an absurd max_tokens
+		asked := n + min(maxNew, math.MaxInt-n) // no overflow on an absurd max_tokens
 		p := j.promptParam()
 		return 0, 0, badRequest(p, "context_length_exceeded",
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
