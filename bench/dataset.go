@@ -47,6 +47,9 @@ var DatasetKinds = []string{"random", "sharegpt", "jsonl"}
 const (
 	maxLineBytes   = 16 << 20 // one JSONL line
 	maxDatasetRows = 1 << 20  // rows kept from one file
+	// maxRequestTokens bounds a request's prompt and output lengths, more than any model's
+	// context: a length sizes the prompt built for it.
+	maxRequestTokens = 1 << 24
 )
 
 // source names the dataset as the command line gave it, for errors.
@@ -69,10 +72,10 @@ func (d *Dataset) validate(n int) error {
 	switch d.Kind {
 	case "random":
 		switch {
-		case d.InputLen < 1:
-			return bad("--input-len must be >= 1, got %d", d.InputLen)
-		case d.OutputLen < 1:
-			return bad("--output-len must be >= 1, got %d", d.OutputLen)
+		case d.InputLen < 1 || d.InputLen > maxRequestTokens:
+			return bad("--input-len must be from 1 to %d, got %d", maxRequestTokens, d.InputLen)
+		case d.OutputLen < 1 || d.OutputLen > maxRequestTokens:
+			return bad("--output-len must be from 1 to %d, got %d", maxRequestTokens, d.OutputLen)
 		case !(d.RangeRatio >= 0 && d.RangeRatio < 1):
 			return bad("--range-ratio must be in [0, 1), got %v", d.RangeRatio)
 		}
@@ -80,8 +83,15 @@ func (d *Dataset) validate(n int) error {
 		if len(d.rows) == 0 {
 			return bad("%s: no rows loaded", d.source())
 		}
-		if d.OutputLen < 0 {
-			return bad("--output-len must be >= 0, got %d", d.OutputLen)
+		if d.OutputLen < 0 || d.OutputLen > maxRequestTokens {
+			return bad("--output-len must be from 0 to %d, got %d", maxRequestTokens, d.OutputLen)
+		}
+		if d.Kind == "jsonl" && d.OutputLen == 0 {
+			for _, r := range d.rows {
+				if r.outputLen == 0 {
+					return bad("%s: line %d has no \"output_len\": give --output-len N for the lines without one", d.source(), r.line)
+				}
+			}
 		}
 		if d.Kind == "trace" && n > len(d.rows) {
 			return bad("%s: --num-requests %d is more than the trace's %d requests", d.source(), n, len(d.rows))
@@ -163,7 +173,8 @@ func parseShareGPT(r io.Reader) ([]datasetRow, error) {
 }
 
 // parseJSONL reads one {"prompt": TEXT, "output_len": N} object per line; blank lines are
-// skipped, other fields ignored.
+// skipped, other fields ignored. output_len may be left out (vLLM's custom dataset has prompts
+// alone) when --output-len gives it (validate).
 func parseJSONL(r io.Reader) ([]datasetRow, error) {
 	var rows []datasetRow
 	err := eachLine(r, func(n int, line []byte) error {
@@ -177,12 +188,16 @@ func parseJSONL(r io.Reader) ([]datasetRow, error) {
 		switch {
 		case row.Prompt == nil || *row.Prompt == "":
 			return fmt.Errorf("line %d: no \"prompt\" text", n)
-		case row.OutputLen == nil || *row.OutputLen < 1:
-			return fmt.Errorf("line %d: \"output_len\" must be an integer >= 1", n)
+		case row.OutputLen != nil && (*row.OutputLen < 1 || *row.OutputLen > maxRequestTokens):
+			return fmt.Errorf("line %d: \"output_len\" must be an integer from 1 to %d", n, maxRequestTokens)
 		case len(rows) >= maxDatasetRows:
 			return fmt.Errorf("more than %d lines: split the file", maxDatasetRows)
 		}
-		rows = append(rows, datasetRow{prompt: *row.Prompt, outputLen: *row.OutputLen, line: n})
+		var outputLen int // 0: --output-len's
+		if row.OutputLen != nil {
+			outputLen = *row.OutputLen
+		}
+		rows = append(rows, datasetRow{prompt: *row.Prompt, outputLen: outputLen, line: n})
 		return nil
 	})
 	if err != nil {

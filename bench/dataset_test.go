@@ -93,7 +93,8 @@ func TestParseJSONL(t *testing.T) {
 		{"no prompt", `{"output_len": 2}`, 0, `line 1: no "prompt"`},
 		{"empty prompt", `{"prompt": "", "output_len": 2}`, 0, `no "prompt"`},
 		{"zero output", `{"prompt": "x", "output_len": 0}`, 0, `"output_len" must be`},
-		{"no output", `{"prompt": "x"}`, 0, `"output_len" must be`},
+		{"no output: vLLM's custom dataset", `{"prompt": "x"}`, 1, ""},
+		{"huge output", `{"prompt": "x", "output_len": 9223372036854775807}`, 0, `"output_len" must be an integer from 1 to`},
 		{"string output", `{"prompt": "x", "output_len": "5"}`, 0, "line 1"},
 		{"fractional output", `{"prompt": "x", "output_len": 2.5}`, 0, "line 1"},
 	}
@@ -110,6 +111,45 @@ func TestParseJSONL(t *testing.T) {
 				t.Fatalf("%d rows, err %v; want %d", len(rows), err, c.rows)
 			}
 		})
+	}
+}
+
+// A JSONL file in vLLM's custom dataset shape (prompts alone) runs when --output-len gives
+// the lengths the lines leave out, and names the first such line when it does not.
+func TestJSONLOutputLenFromFlag(t *testing.T) {
+	path := writeTemp(t, "custom.jsonl", "{\"prompt\": \"What is the capital of India?\", \"output_len\": 3}\n{\"prompt\": \"What is the capital of Iran?\"}\n")
+	d, err := LoadDataset("jsonl", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.validate(2); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), path+": line 2 has no \"output_len\"") {
+		t.Fatalf("no --output-len: err %v, want line 2 named", err)
+	}
+	d.OutputLen = 5
+	if err := d.validate(2); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := d.sample(4, gpt2Model(t, 1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.maxNew != 5 {
+			t.Errorf("%q: output %d, want --output-len's 5", r.text, r.maxNew)
+		}
+	}
+}
+
+// Lengths from flags beyond any context are refused before a prompt is built for them.
+func TestValidateBoundsLengths(t *testing.T) {
+	for _, d := range []*Dataset{
+		{Kind: "random", InputLen: 1 << 40, OutputLen: 1},
+		{Kind: "random", InputLen: 1, OutputLen: 1 << 40},
+		{Kind: "jsonl", Path: "x", OutputLen: 1 << 40, rows: []datasetRow{{prompt: "a", outputLen: 1, line: 1}}},
+	} {
+		if err := d.validate(1); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "must be from") {
+			t.Errorf("%+v: err %v, want a bound named", d, err)
+		}
 	}
 }
 
@@ -232,7 +272,7 @@ func FuzzParseJSONL(f *testing.F) {
 			return
 		}
 		for _, r := range rows {
-			if r.prompt == "" || r.outputLen < 1 {
+			if r.prompt == "" || r.outputLen < 0 || r.outputLen > maxRequestTokens {
 				t.Fatalf("accepted row %+v", r)
 			}
 		}

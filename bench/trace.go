@@ -59,10 +59,10 @@ func parseTrace(r io.Reader) ([]datasetRow, error) {
 			return fmt.Errorf("line %d: not a trace line %s", n, want)
 		case t.Timestamp == nil || !(*t.Timestamp >= 0) || math.IsInf(*t.Timestamp, 0) || *t.Timestamp > maxTraceMs:
 			return fmt.Errorf("line %d: \"timestamp\" must be a number of ms from 0 to %d", n, maxTraceMs)
-		case t.InputLength == nil || *t.InputLength < 1:
-			return fmt.Errorf("line %d: \"input_length\" must be an integer >= 1", n)
-		case t.OutputLength == nil || *t.OutputLength < 1:
-			return fmt.Errorf("line %d: \"output_length\" must be an integer >= 1", n)
+		case t.InputLength == nil || *t.InputLength < 1 || *t.InputLength > maxRequestTokens:
+			return fmt.Errorf("line %d: \"input_length\" must be an integer from 1 to %d", n, maxRequestTokens)
+		case t.OutputLength == nil || *t.OutputLength < 1 || *t.OutputLength > maxRequestTokens:
+			return fmt.Errorf("line %d: \"output_length\" must be an integer from 1 to %d", n, maxRequestTokens)
 		case len(rows) > 0 && *t.Timestamp < rows[len(rows)-1].atMs:
 			return fmt.Errorf("line %d: timestamp %g is before the previous line's %g (a trace is in arrival order)", n, *t.Timestamp, rows[len(rows)-1].atMs)
 		case len(rows) >= maxDatasetRows:

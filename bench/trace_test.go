@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -34,6 +35,14 @@ func TestParseTrace(t *testing.T) {
 		{"zero input", `{"timestamp": 0, "input_length": 0, "output_length": 2}`, 0, `"input_length"`},
 		{"no output", `{"timestamp": 0, "input_length": 3}`, 0, `"output_length"`},
 		{"string length", `{"timestamp": 0, "input_length": "3", "output_length": 2}`, 0, "line 1"},
+		{"huge input", `{"timestamp": 0, "input_length": 9223372036854775807, "output_length": 1}`, 0, `line 1: "input_length" must be an integer from 1 to`},
+		{"huge output", `{"timestamp": 0, "input_length": 1, "output_length": 9223372036854775807}`, 0, `line 1: "output_length" must be an integer from 1 to`},
+		{"too long for an int", `{"timestamp": 0, "input_length": 1e30, "output_length": 1}`, 0, "line 1"},
+		{"NaN timestamp", `{"timestamp": NaN, "input_length": 1, "output_length": 1}`, 0, "line 1: not a trace line"},
+		{"null timestamp", `{"timestamp": null, "input_length": 1, "output_length": 1}`, 0, `line 1: "timestamp"`},
+		{"huge timestamp", `{"timestamp": 1e300, "input_length": 1, "output_length": 1}`, 0, `line 1: "timestamp" must be`},
+		{"an array", `[0, 1, 1]`, 0, "line 1: not a trace line"},
+		{"binary", "\x00\xff\xfe", 0, "line 1: not a trace line"},
 		{"out of order", "{\"timestamp\": 5, \"input_length\": 3, \"output_length\": 2}\n{\"timestamp\": 4, \"input_length\": 3, \"output_length\": 2}", 0, "line 2: timestamp 4 is before"},
 		{"bad hash ids", `{"timestamp": 0, "input_length": 3, "output_length": 2, "hash_ids": ["a"]}`, 0, "line 1"},
 	}
@@ -92,6 +101,15 @@ func TestSampleTraceSharesBlocks(t *testing.T) {
 	}
 	if _, err := d.sample(4, gpt2Model(t, 256)); err == nil || !strings.Contains(err.Error(), "line 1: input_length 600") {
 		t.Errorf("256 positions: err %v, want line 1 named", err)
+	}
+}
+
+// A trace whose lengths sum past the model's positions is refused, however large they are: a
+// remote server that gives no max_model_len leaves the limit at 2^31 positions.
+func TestSampleTraceRefusesLongRequests(t *testing.T) {
+	d := &Dataset{Kind: "trace", Path: "t.jsonl", rows: []datasetRow{{inputLen: maxRequestTokens, outputLen: maxRequestTokens, line: 1}}}
+	if _, err := d.sample(1, gpt2Model(t, 1<<24)); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("err %v, want line 1 named", err)
 	}
 }
 
@@ -239,7 +257,7 @@ func FuzzParseTrace(f *testing.F) {
 			return
 		}
 		for i, r := range rows {
-			if r.inputLen < 1 || r.outputLen < 1 || r.atMs < 0 || r.atMs > maxTraceMs || (i > 0 && r.atMs < rows[i-1].atMs) {
+			if r.inputLen < 1 || r.outputLen < 1 || r.inputLen > maxRequestTokens || r.outputLen > maxRequestTokens || r.atMs < 0 || r.atMs > maxTraceMs || (i > 0 && r.atMs < rows[i-1].atMs) {
 				t.Fatalf("accepted row %+v", r)
 			}
 		}

@@ -2,6 +2,7 @@ package record
 
 import (
 	"sort"
+	"unsafe"
 
 	"rosetop/bench"
 )
@@ -41,7 +42,7 @@ func encSLOs(e *enc, s []bench.SLO) {
 }
 
 func decSLOs(d *dec) []bench.SLO {
-	n := d.count()
+	n := d.count(unsafe.Sizeof(bench.SLO{}))
 	if n == 0 {
 		return nil
 	}
@@ -69,7 +70,10 @@ func encCounts(e *enc, m map[string]int) {
 }
 
 func decCounts(d *dec) map[string]int {
-	n := d.count()
+	n := d.count(2 * unsafe.Sizeof(struct { // a map takes about twice its entries
+		k string
+		v int
+	}{}))
 	if n == 0 {
 		return nil
 	}

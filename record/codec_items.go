@@ -2,6 +2,7 @@ package record
 
 import (
 	"math"
+	"unsafe"
 
 	"rosetop/bench"
 )
@@ -20,7 +21,7 @@ func encLatency(e *enc, rows []bench.LatencyRow) {
 }
 
 func decLatency(d *dec) []bench.LatencyRow {
-	n := d.count()
+	n := d.count(unsafe.Sizeof(bench.LatencyRow{}))
 	if n == 0 {
 		return nil
 	}
@@ -47,7 +48,7 @@ func encCompare(e *enc, cs []bench.Comparison) {
 }
 
 func decCompare(d *dec) []bench.Comparison {
-	n := d.count()
+	n := d.count(unsafe.Sizeof(bench.Comparison{}))
 	if n == 0 {
 		return nil
 	}
@@ -120,13 +121,13 @@ func decServer(d *dec) *bench.ServerPanel {
 	m := &p.ServerMetrics
 	m.Kind, m.Source, m.Note, m.At = r.string(), r.string(), r.string(), r.dur()
 	m.Waiting, m.Running, m.KVUsage, m.Window = gauge(&r), gauge(&r), gauge(&r), r.dur()
-	if n := r.count(); n > 0 {
+	if n := r.count(unsafe.Sizeof(bench.ServerLatency{})); n > 0 {
 		m.Latency = make([]bench.ServerLatency, n)
 		for i := range m.Latency {
 			m.Latency[i] = latency(&r)
 		}
 	}
-	if n := r.count(); n > 0 {
+	if n := r.count(unsafe.Sizeof(bench.ServerRow{})); n > 0 {
 		p.Rows = make([]bench.ServerRow, n)
 		for i := range p.Rows {
 			rr := r.record()
@@ -214,10 +215,10 @@ func decRequestITL(d *dec) bench.RequestITL {
 	return q
 }
 
-// runBudget is how many values a frame may hold in runs: a run's length is not bounded by the
-// bytes it takes, so a frame gets a budget in proportion to its size (lockstep decoding packs
-// a batch's values into one run: tens of values a byte).
-func runBudget(payload int) int { return 256*payload + 4096 }
+// frameBudget is how many bytes a frame's lists may take decoded: in proportion to its size,
+// as values in runs pack tens to a byte (lockstep decoding puts a batch's values in one run),
+// and at most maxViewBytes.
+func frameBudget(payload int) int { return min(8*(256*payload+4096), maxViewBytes) }
 
 // encRuns writes values as their count, then runs of equal ones (by their bits): run length,
 // value (msValue).
@@ -258,11 +259,9 @@ func (d *dec) msValue() float64 {
 // run of zero or past the count, is malformed.
 func decRuns(d *dec) []float64 {
 	n := d.uvarint()
-	if d.runs == nil || n > uint64(*d.runs) {
-		d.fail(errShort)
+	if !d.charge(n, 8) {
 		return nil
 	}
-	*d.runs -= int(n)
 	var out []float64
 	for uint64(len(out)) < n && d.err == nil {
 		run := d.uvarint()

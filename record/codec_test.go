@@ -159,7 +159,7 @@ func TestSpecialValues(t *testing.T) {
 			e.float(tc.v)
 			e.msValue(tc.v)
 			e.time(time.Time{})
-			d := dec{b: e.b, runs: new(int)}
+			d := dec{b: e.b, budget: new(int)}
 			if got := d.float(); math.Float64bits(got) != math.Float64bits(tc.v) {
 				t.Errorf("float %v came back as %v", tc.v, got)
 			}
@@ -211,15 +211,15 @@ func TestRunBudget(t *testing.T) {
 		name string
 		n    int
 		ok   bool
-	}{{"a lockstep ring", 512, true}, {"the budget of a small frame", runBudget(16), true}, {"a bomb", 1 << 30, false}}
+	}{{"a lockstep ring", 512, true}, {"the budget of a small frame", frameBudget(16) / 8, true}, {"a bomb", 1 << 30, false}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var e enc
 			e.uvarint(uint64(tc.n)) // one run of n equal values
 			e.uvarint(uint64(tc.n))
 			e.msValue(1.5)
-			budget := runBudget(16)
-			d := dec{b: e.b, runs: &budget}
+			budget := frameBudget(16)
+			d := dec{b: e.b, budget: &budget}
 			got := decRuns(&d)
 			if ok := d.err == nil; ok != tc.ok || (ok && len(got) != tc.n) {
 				t.Fatalf("%d values in one run: %d decoded, err %v; want ok=%v", tc.n, len(got), d.err, tc.ok)

@@ -3,9 +3,15 @@ package record
 import (
 	"fmt"
 	"time"
+	"unsafe"
 
 	"rosetop/bench"
 )
+
+// maxViewBytes bounds what a view's lists take decoded, far above what bench publishes (rings of
+// hundreds of items; a long request's latencies the most): a frame that would make a larger view
+// is corrupt, however few bytes it takes.
+const maxViewBytes = 64 << 20
 
 // viewDecoder rebuilds views from view frames, each against the previous one. A decoded view
 // shares what did not change with the one before it; nothing it holds is written again.
@@ -23,8 +29,8 @@ type viewDecoder struct {
 
 // decode returns the view of one view frame's payload.
 func (vd *viewDecoder) decode(payload []byte) (*bench.View, error) {
-	budget := runBudget(len(payload))
-	d := dec{b: payload, runs: &budget}
+	budget := frameBudget(len(payload))
+	d := dec{b: payload, budget: &budget}
 	v := &bench.View{}
 	if vd.prev != nil {
 		*v = *vd.prev
@@ -32,7 +38,7 @@ func (vd *viewDecoder) decode(payload []byte) (*bench.View, error) {
 	v.Now = d.dur()
 	for d.more() {
 		id := sectionID(d.uvarint())
-		body := dec{b: d.bytes(d.uvarint()), runs: d.runs}
+		body := dec{b: d.bytes(d.uvarint()), budget: d.budget}
 		if d.err != nil {
 			break
 		}
@@ -85,6 +91,9 @@ func (vd *viewDecoder) decode(payload []byte) (*bench.View, error) {
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, d.err)
 	}
+	if n := viewBytes(v); n > maxViewBytes {
+		return nil, fmt.Errorf("%w: a view whose lists take %d bytes, more than %d", ErrCorrupt, n, maxViewBytes)
+	}
 	vd.prev = v
 	return v, nil
 }
@@ -99,7 +108,8 @@ func (d *dec) size() (int, bool) {
 func decList[T any](d *dec, s *series[T], item func(d *dec) T) ([]T, bool) {
 	drop, ok1 := d.size()
 	keep, ok2 := d.size()
-	n := d.count()
+	var zero T
+	n := d.count(unsafe.Sizeof(zero))
 	if !ok1 || !ok2 {
 		return nil, false
 	}
@@ -148,7 +158,7 @@ func decTimelines(d *dec, state *[][]series[bench.Point], prev []bench.Timeline)
 			s := &(*state)[i][j]
 			drop, ok1 := d.size()
 			keep, ok2 := d.size()
-			n := d.count()
+			n := d.count(unsafe.Sizeof(bench.Point{}))
 			old := s.list()
 			if !ok1 || !ok2 || drop > len(old) || keep > len(old)-drop {
 				return nil, false
@@ -173,12 +183,12 @@ func decTimelines(d *dec, state *[][]series[bench.Point], prev []bench.Timeline)
 
 // decShape reads the timelines' names, widths and spans (their points left empty).
 func decShape(d *dec) []bench.Timeline {
-	n := d.count()
+	n := d.count(unsafe.Sizeof(bench.Timeline{}) + unsafe.Sizeof([]series[bench.Point]{}))
 	out := make([]bench.Timeline, n)
 	for i := range out {
 		r := d.record()
 		out[i].Name = r.string()
-		tracks := r.count()
+		tracks := r.count(unsafe.Sizeof(bench.Track{}) + unsafe.Sizeof(series[bench.Point]{}))
 		out[i].Tracks = make([]bench.Track, tracks)
 		for j := range out[i].Tracks {
 			out[i].Tracks[j] = bench.Track{Width: r.dur(), Span: r.dur()}
@@ -206,4 +216,36 @@ func (vd *viewDecoder) checkpoint() viewDecoder {
 	c.admissions, c.itl, c.slow, c.steady = vd.admissions.sealed(), vd.itl.sealed(), vd.slow.sealed(), vd.steady.sealed()
 	c.ledger, c.events, c.markers = vd.ledger.sealed(), vd.events.sealed(), vd.markers.sealed()
 	return c
+}
+
+// viewBytes is what v's lists take: what maxViewBytes bounds.
+func viewBytes(v *bench.View) int {
+	n := 0
+	list := func(items int, size uintptr) { n += items * int(size) }
+	for _, tls := range [...][]bench.Timeline{v.Queue, v.P99} {
+		list(len(tls), unsafe.Sizeof(bench.Timeline{}))
+		for _, tl := range tls {
+			list(len(tl.Tracks), unsafe.Sizeof(bench.Track{}))
+			for _, tr := range tl.Tracks {
+				list(len(tr.Points), unsafe.Sizeof(bench.Point{}))
+			}
+		}
+	}
+	list(len(v.Admissions), unsafe.Sizeof(bench.Admission{}))
+	list(len(v.Latency), unsafe.Sizeof(bench.LatencyRow{}))
+	list(len(v.ITL), 8)
+	list(len(v.SlowITL), unsafe.Sizeof(bench.RequestITL{}))
+	for _, r := range v.SlowITL {
+		list(len(r.ITL), 8)
+	}
+	list(len(v.Steady), unsafe.Sizeof(bench.Summary{}))
+	list(len(v.Compare), unsafe.Sizeof(bench.Comparison{}))
+	list(len(v.Ledger), unsafe.Sizeof(bench.LedgerEntry{}))
+	list(len(v.Events), unsafe.Sizeof(bench.LogEvent{}))
+	list(len(v.Markers), unsafe.Sizeof(bench.Marker{}))
+	if v.Server != nil {
+		list(len(v.Server.Latency), unsafe.Sizeof(bench.ServerLatency{}))
+		list(len(v.Server.Rows), unsafe.Sizeof(bench.ServerRow{}))
+	}
+	return n
 }

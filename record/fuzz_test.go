@@ -20,7 +20,7 @@ func frameEnds(t testing.TB, data []byte) (ends []int64, views []int) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rec, err := read(f)
+	rec, err := read(f, maxCheckpointBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

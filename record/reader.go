@@ -21,6 +21,11 @@ import (
 // decodes at most this many frames.
 const checkpointEvery = 128
 
+// maxCheckpointBytes bounds what the views of the kept decoders take in all (viewBytes): past
+// it a checkpoint repeats the one before (a seek decodes further), so that a recording of many
+// large views cannot make Open hold gigabytes.
+const maxCheckpointBytes = 512 << 20
+
 // ErrNoEnd is a recording without its end frame: the session that wrote it was killed or
 // crashed. Everything before is whole.
 var ErrNoEnd = errors.New("no end mark: the recording was not closed (the session was killed or crashed)")
@@ -40,8 +45,14 @@ type Recording struct {
 	frames  []frameRef      // view frames, in order
 	keys    []KeyPress      // in order
 	events  []time.Duration // the times of the view frames where events first showed, ascending
-	checks  []viewDecoder   // checks[i] has decoded frames[:i*checkpointEvery]
+	checks  []checkpoint    // checks[i] is at or before frame i*checkpointEvery
 	lastNow time.Duration
+}
+
+// checkpoint is a decoder that has decoded frames[:at].
+type checkpoint struct {
+	at int
+	vd viewDecoder
 }
 
 // frameRef locates a view frame's payload.
@@ -70,7 +81,7 @@ func Open(path string) (*Recording, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	rec, err := read(f)
+	rec, err := read(f, maxCheckpointBytes)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -90,7 +101,8 @@ func (r *Recording) Length() time.Duration { return r.lastNow }
 // Keys are the key presses recorded, in order.
 func (r *Recording) Keys() []KeyPress { return r.keys }
 
-func read(f *os.File) (*Recording, error) {
+// read opens a recording from f, its checkpoints' views taking at most keep bytes.
+func read(f *os.File, keep int) (*Recording, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -116,16 +128,18 @@ func read(f *os.File) (*Recording, error) {
 	if err := json.Unmarshal(payload, &rec.Meta); err != nil {
 		return nil, fmt.Errorf("%w: its header does not decode: %v", ErrCorrupt, err)
 	}
-	rec.Stop = rec.scan(fr)
+	rec.Stop = rec.scan(fr, keep)
 	return rec, nil
 }
 
-// scan reads the frames after the header; it returns why they stop (see Recording.Stop).
-func (r *Recording) scan(fr *frameReader) error {
+// scan reads the frames after the header, keeping checkpoints whose views take at most keep
+// bytes in all; it returns why the frames stop (see Recording.Stop).
+func (r *Recording) scan(fr *frameReader, keep int) error {
 	var vd viewDecoder
 	var runs runLog
 	var maxEvent time.Duration = -1
 	ended := false
+	kept := 0
 	for {
 		off := fr.off
 		kind, payload, err := fr.next()
@@ -139,7 +153,16 @@ func (r *Recording) scan(fr *frameReader) error {
 		switch kind {
 		case kindView:
 			if len(r.frames)%checkpointEvery == 0 {
-				r.checks = append(r.checks, vd.checkpoint())
+				size := 0
+				if vd.prev != nil {
+					size = viewBytes(vd.prev)
+				}
+				if n := len(r.checks); n > 0 && kept+size > keep {
+					r.checks = append(r.checks, r.checks[n-1])
+				} else {
+					kept += size
+					r.checks = append(r.checks, checkpoint{at: len(r.frames), vd: vd.checkpoint()})
+				}
 			}
 			v, err := vd.decode(payload)
 			if err != nil {
@@ -204,8 +227,8 @@ func (c *Cursor) View(i int) (*bench.View, error) {
 	if c.at == i+1 {
 		return c.vd.prev, nil
 	}
-	if k := i / checkpointEvery; i+1 < c.at || k*checkpointEvery > c.at {
-		c.vd, c.at = c.r.checks[k].checkpoint(), k*checkpointEvery
+	if cp := &c.r.checks[i/checkpointEvery]; i+1 < c.at || cp.at > c.at {
+		c.vd, c.at = cp.vd.checkpoint(), cp.at
 	}
 	for c.at <= i {
 		fr := c.r.frames[c.at]

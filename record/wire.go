@@ -12,6 +12,9 @@ import (
 // crafted to pass the checksum. Decoders turn it into ErrCorrupt.
 var errShort = errors.New("field runs past the end of its record")
 
+// errTooLarge is a frame whose lists decode to more than its budget (frameBudget).
+var errTooLarge = errors.New("lists larger than a view holds")
+
 // enc appends the wire's primitives to a byte slice.
 type enc struct{ b []byte }
 
@@ -75,9 +78,9 @@ func (e *enc) record(fill func(e *enc)) {
 type dec struct {
 	b   []byte
 	err error
-	// runs is what is left of the frame's budget of values written in runs (decRuns), shared by
-	// the decoders of its records; nil: no values in runs may be read.
-	runs *int
+	// budget is what is left of the frame's budget of bytes its lists may take decoded
+	// (frameBudget), shared by the decoders of its records; nil: no list may be read.
+	budget *int
 }
 
 func (d *dec) more() bool { return d.err == nil && len(d.b) > 0 }
@@ -154,22 +157,37 @@ func (d *dec) record() dec {
 	if len(d.b) == 0 {
 		return dec{}
 	}
-	r := dec{b: d.bytes(d.uvarint()), runs: d.runs}
+	r := dec{b: d.bytes(d.uvarint()), budget: d.budget}
 	if d.err != nil {
 		r.err = d.err
 	}
 	return r
 }
 
-// count reads a list length, bounded by what is left: every item takes at least one byte, so a
-// corrupt count cannot size an allocation beyond the frame.
-func (d *dec) count() int {
+// count reads a list length, bounded by what is left (every item takes at least one byte), and
+// charges the list, n items of size bytes each, to the frame's budget: an item of one byte may
+// decode to hundreds, so the bytes left alone do not bound what the list takes.
+func (d *dec) count(size uintptr) int {
 	n := d.uvarint()
 	if n > uint64(len(d.b)) {
 		d.fail(errShort)
 		return 0
 	}
+	if !d.charge(n, size) {
+		return 0
+	}
 	return int(n)
+}
+
+// charge takes n items of size bytes from the frame's budget; false, and the decoder failed,
+// when it has not that much left.
+func (d *dec) charge(n uint64, size uintptr) bool {
+	if d.budget == nil || n > uint64(*d.budget)/uint64(max(size, 1)) {
+		d.fail(errTooLarge)
+		return false
+	}
+	*d.budget -= int(n * uint64(max(size, 1)))
+	return true
 }
 
 // done folds a record decoder's error into its parent's.

@@ -45,12 +45,14 @@ type Recorder struct {
 	stop   chan struct{}              // closed by Close
 	done   chan struct{}              // closed when the goroutine has returned
 	once   sync.Once
-	w      *writer // owned by the goroutine; read by Close after done
+	w      *writer // owned by the goroutine; read by Close and Empty after done
 	err    error   // w.close's; read after done
 }
 
-// Create starts a recording at path: the file is replaced at once (atomically, by a file
-// holding the format's first bytes) and then only appended to, a frame a write.
+// Create starts a recording at path. It is made beside path and swapped in (atomically) when its
+// header is written with the first view, then only appended to, a frame a write: until then,
+// and when the session ends without a view (a model that did not load), path keeps what it
+// held, and once swapped in it replays up to its last whole frame whenever the process stops.
 func Create(path string, opts Options) (*Recorder, error) {
 	if opts.Meta.Tick <= 0 {
 		opts.Meta.Tick = DefaultTick
@@ -100,6 +102,13 @@ func (r *Recorder) Close() error {
 	return r.err
 }
 
+// Empty reports, after Close, that the session ended before its first view: nothing was
+// recorded, and the file at the path is as it was before Create.
+func (r *Recorder) Empty() bool {
+	<-r.done
+	return !r.w.started
+}
+
 func (r *Recorder) loop() {
 	defer close(r.done)
 	var tick <-chan time.Time
@@ -140,7 +149,8 @@ func (r *Recorder) loop() {
 // writer appends frames to a recording file. Owned by one goroutine.
 type writer struct {
 	path    string
-	f       *os.File
+	p       *atomicfile.Pending // swapped in over path with the header
+	f       *os.File            // p's file
 	meta    Meta
 	ve      viewEncoder
 	last    *bench.View // the last view written
@@ -152,11 +162,16 @@ type writer struct {
 }
 
 func newWriter(path string, meta Meta) (*writer, error) {
-	f, err := atomicfile.Replace(path, fileStart(Version))
+	p, err := atomicfile.Begin(path)
 	if err != nil {
 		return nil, err
 	}
-	return &writer{path: path, f: f, meta: meta}, nil
+	w := &writer{path: path, p: p, f: p.File, meta: meta}
+	if _, err := w.f.Write(fileStart(Version)); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return w, nil
 }
 
 // view writes v unless it is nil or the view written last; the header goes first.
@@ -191,6 +206,9 @@ func (w *writer) header(v *bench.View) {
 		return
 	}
 	w.write(kindMeta, b)
+	if w.err == nil {
+		w.err = w.p.Commit() // the file replaces path now that it replays
+	}
 	w.started = true
 }
 
@@ -225,16 +243,18 @@ func (w *writer) write(kind byte, payload []byte) {
 }
 
 // close writes the end frame, syncs and closes the file; the error names the file and says
-// how far the recording got.
+// how far the recording got. A recording with no view is dropped: path keeps what it held.
 func (w *writer) close() error {
-	if w.started {
-		w.write(kindEnd, nil)
+	if !w.started && w.err == nil {
+		w.p.Close()
+		return nil
 	}
+	w.write(kindEnd, nil)
 	err := w.err
 	if fi, serr := w.f.Stat(); err == nil && serr == nil && fi.Mode().IsRegular() {
 		err = w.f.Sync() // a pipe or a device (--record /dev/null) has nothing to sync
 	}
-	if cerr := w.f.Close(); err == nil {
+	if cerr := w.p.Close(); err == nil { // removed if never swapped in (its header did not write)
 		err = cerr
 	}
 	if err != nil {

@@ -199,3 +199,54 @@ func TestRecorderToFIFO(t *testing.T) {
 		t.Fatalf("%d views, stop %v: want the whole recording", back.Frames(), back.Stop)
 	}
 }
+
+// A recording replaces the file at its path only once its header is written with the first
+// view: a session stopped before (killed while loading, or a model that failed to load) leaves
+// the previous recording whole, and one killed after leaves a recording that replays.
+func TestCreateKeepsOldUntilFirstView(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	path, _ := writeSynth(t, dir, 20, 1)
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(when string) {
+		t.Helper()
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != string(old) {
+			t.Fatalf("%s: the previous recording changed (%d bytes, err %v)", when, len(got), err)
+		}
+	}
+
+	r, err := Create(path, Options{Meta: Meta{Command: "bench"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("before the first view")
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	same("after a session with no view")
+	if !r.Empty() {
+		t.Fatal("Empty() = false for a session with no view")
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Fatalf("%d entries in the directory, want the recording alone", len(es))
+	}
+
+	w, err := newWriter(path, Meta{Command: "bench"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.f.Close()
+	w.view(NewSynth(2).Next())
+	rec, err := Open(path) // as a kill would leave it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if rec.Frames() != 1 || !errors.Is(rec.Stop, ErrNoEnd) {
+		t.Fatalf("after the first view: %d views, stop %v; want 1 and ErrNoEnd", rec.Frames(), rec.Stop)
+	}
+}

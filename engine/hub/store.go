@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"rosetop/internal/atomicfile"
 )
 
 // save writes body into part (or a new temporary file when part is "") from offset off, checks
@@ -138,23 +140,14 @@ func place(blob, snap, name string) error {
 	return os.Rename(blob, final)
 }
 
-// writeAtomic replaces path with data through a temporary file and a rename.
+// writeAtomic replaces path with data (atomicfile: synced before the rename, so a crash leaves
+// the old file or the new one, never an empty one), making its directory first.
 func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	})
 }

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -250,5 +251,44 @@ func TestFromDirNotADirectory(t *testing.T) {
 				t.Errorf("FromDir(%s) error = %v, want one naming the path", path, err)
 			}
 		})
+	}
+}
+
+// nested finds a special token inside another wherever it lies (prefix, middle, suffix), names
+// the first in sorted order, and passes tokens that only share bytes; it works on a file's worth
+// of tokens (a hundred thousand) without comparing every pair.
+func TestNestedSpecials(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		tokens       []string
+		inner, outer string
+	}{
+		{"none", []string{EndOfText, "<|fim|>", "<|fim_end|"}, "", ""},
+		{"a prefix", []string{EndOfText, "<|endoftext|>!"}, EndOfText, "<|endoftext|>!"},
+		{"a suffix", []string{"b", "ab"}, "b", "ab"},
+		{"in the middle", []string{"<|x|>", "[<|x|>]", "z"}, "<|x|>", "[<|x|>]"},
+		{"the first in order", []string{"c", "xcx", "a", "yay"}, "a", "yay"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			special := map[string]int{}
+			for i, s := range tc.tokens {
+				special[s] = i
+			}
+			inner, outer, ok := nested(special)
+			if ok != (tc.inner != "") || inner != tc.inner || outer != tc.outer {
+				t.Fatalf("nested = %q inside %q (%v), want %q inside %q", inner, outer, ok, tc.inner, tc.outer)
+			}
+		})
+	}
+	many := map[string]int{}
+	for i := range 100_000 {
+		many[fmt.Sprintf("<|extra_%d|>", i)] = i
+	}
+	if inner, outer, ok := nested(many); ok {
+		t.Fatalf("%q inside %q among distinct tokens", inner, outer)
+	}
+	many["extra_77|"] = -1
+	if inner, outer, ok := nested(many); !ok || inner != "extra_77|" || !strings.Contains(outer, "extra_77|") {
+		t.Fatalf("nested = %q inside %q (%v), want extra_77| found", inner, outer, ok)
 	}
 }

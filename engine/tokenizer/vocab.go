@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"index/suffixarray"
 	"slices"
 	"strings"
 	"sync"
@@ -75,14 +76,45 @@ func (s *source) resolveSpecial() (map[string]int, error) {
 	if _, ok := special[EndOfText]; !ok {
 		return nil, s.bad(s.vocabFile, "no %s token", EndOfText)
 	}
-	for a := range special {
-		for b := range special {
-			if a != b && strings.Contains(b, a) {
-				return nil, s.bad(s.vocabFile, "special token %q lies inside %q (unsupported)", a, b)
+	if a, b, ok := nested(special); ok {
+		return nil, s.bad(s.vocabFile, "special token %q lies inside %q (unsupported)", a, b)
+	}
+	return special, nil
+}
+
+// nested finds a special token lying inside another, in time near-linear in their bytes (a
+// file may list a million): the tokens, each after a 0xff byte (which valid UTF-8, and so a
+// token from JSON, never holds), are indexed as one text, where a token found twice is also
+// inside another. The first such token in sorted order is reported.
+func nested(special map[string]int) (inner, outer string, ok bool) {
+	texts := make([]string, 0, len(special))
+	for text := range special {
+		texts = append(texts, text)
+	}
+	slices.Sort(texts)
+	var all []byte
+	starts := make([]int, len(texts)) // where each token begins in all
+	for i, text := range texts {
+		all = append(all, 0xff)
+		starts[i] = len(all)
+		all = append(all, text...)
+	}
+	index := suffixarray.New(all)
+	for _, a := range texts {
+		if strings.IndexByte(a, 0xff) >= 0 {
+			continue // not valid UTF-8: never from JSON
+		}
+		for _, at := range index.Lookup([]byte(a), 2) {
+			j, found := slices.BinarySearch(starts, at)
+			if !found {
+				j-- // inside the token that starts before at
+			}
+			if texts[j] != a {
+				return a, texts[j], true
 			}
 		}
 	}
-	return special, nil
+	return "", "", false
 }
 
 // tokenTable returns each id's raw bytes and the rank table (raw bytes -> id, special tokens left

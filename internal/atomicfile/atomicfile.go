@@ -61,19 +61,43 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 }
 
 // Replace creates or replaces path with a file holding head and returns it open for writing at
-// its end: a file that grows after it is created (a recording, appended to as it is made) is
-// swapped in whole with its first bytes, so path never holds a part of them.
-func Replace(path string, head []byte) (f *os.File, err error) {
+// its end: a file that grows after it is created is swapped in whole with its first bytes, so
+// path never holds a part of them.
+func Replace(path string, head []byte) (*os.File, error) {
+	p, err := Begin(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.Write(head); err != nil {
+		p.Close()
+		return nil, err
+	}
+	if err := p.Commit(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p.File, nil
+}
+
+// Pending is a file being made to replace path: written beside it, and swapped in by Commit,
+// after which it stays open and writes go on into it (a recording, appended to as it is made).
+// Until Commit, path holds what it held, and a Pending closed before it is removed. A target
+// that is a stream (see Write) is written in place from the start: Commit does nothing.
+type Pending struct {
+	*os.File
+	path      string // the target, its symlinks followed
+	stream    bool   // File is the target itself
+	committed bool
+}
+
+// Begin starts a Pending for path.
+func Begin(path string) (*Pending, error) {
 	path = resolve(path)
 	if f, ok, err := openStream(path); ok {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := f.Write(head); err != nil {
-			f.Close()
-			return nil, err
-		}
-		return f, nil
+		return &Pending{File: f, path: path, stream: true}, nil
 	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
@@ -83,25 +107,36 @@ func Replace(path string, head []byte) (f *os.File, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+	return &Pending{File: tmp, path: path}, nil
+}
+
+// Commit syncs what was written and renames the file over path; the file stays open.
+func (p *Pending) Commit() error {
+	if p.stream || p.committed {
+		return nil
+	}
+	if err := p.Sync(); err != nil {
+		return err
+	}
+	if err := p.Chmod(0o644 &^ umask()); err != nil {
+		return err
+	}
+	if err := os.Rename(p.Name(), p.path); err != nil {
+		return err
+	}
+	p.committed = true
+	return nil
+}
+
+// Close closes the file and, before Commit, removes it: path keeps what it held.
+func (p *Pending) Close() error {
+	err := p.File.Close()
+	if !p.stream && !p.committed {
+		if rerr := os.Remove(p.Name()); err == nil {
+			err = rerr
 		}
-	}()
-	if _, err := tmp.Write(head); err != nil {
-		return nil, err
 	}
-	if err := tmp.Sync(); err != nil {
-		return nil, err
-	}
-	if err := tmp.Chmod(0o644 &^ umask()); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return nil, err
-	}
-	return tmp, nil
+	return err
 }
 
 // Check reports, before any work is done, whether Write(path, ...) can succeed: the directory

@@ -35,6 +35,53 @@ func TestWriteKeepsOldOnFailure(t *testing.T) {
 	}
 }
 
+// A Pending leaves the target as it was until Commit, is removed when closed before it, and
+// after it is the target, taking further writes.
+func TestPending(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.rec")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	entries := func() int {
+		es, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(es)
+	}
+	p, err := Begin(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p, "never committed")
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "old" || entries() != 1 {
+		t.Fatalf("closed before Commit: the target holds %q, %d entries; want \"old\" alone", got, entries())
+	}
+	p, err = Begin(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	io.WriteString(p, "head")
+	if got, _ := os.ReadFile(path); string(got) != "old" {
+		t.Fatalf("before Commit the target holds %q, want \"old\"", got)
+	}
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(p, "+more")
+	if got, _ := os.ReadFile(path); string(got) != "head+more" || entries() != 1 {
+		t.Fatalf("after Commit the target holds %q, %d entries; want \"head+more\" alone", got, entries())
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644&^umask() {
+		t.Fatalf("after Commit: %v, %v; want mode 0644 less the umask", fi, err)
+	}
+}
+
 func TestWriteReplacesAndMode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.csv")
 	for _, content := range []string{"one", "two"} {
