@@ -60,25 +60,6 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 	return os.Rename(tmp.Name(), path)
 }
 
-// Replace creates or replaces path with a file holding head and returns it open for writing at
-// its end: a file that grows after it is created is swapped in whole with its first bytes, so
-// path never holds a part of them.
-func Replace(path string, head []byte) (*os.File, error) {
-	p, err := Begin(path)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := p.Write(head); err != nil {
-		p.Close()
-		return nil, err
-	}
-	if err := p.Commit(); err != nil {
-		p.Close()
-		return nil, err
-	}
-	return p.File, nil
-}
-
 // Pending is a file being made to replace path: written beside it, and swapped in by Commit,
 // after which it stays open and writes go on into it (a recording, appended to as it is made).
 // Until Commit, path holds what it held, and a Pending closed before it is removed. A target

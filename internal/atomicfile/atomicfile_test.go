@@ -126,34 +126,11 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// Replace swaps in a whole new file holding head, readable at once, and appends go after head.
-func TestReplace(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "out.rec")
-	if err := os.WriteFile(path, []byte("an older, longer file"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Replace(path, []byte("head\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(path); string(got) != "head\n" {
-		t.Fatalf("after Replace the file holds %q, want the head alone", got)
-	}
-	if _, err := f.Write([]byte("frame\n")); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(path); string(got) != "head\nframe\n" {
-		t.Fatalf("after a write the file holds %q", got)
-	}
-	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 1 {
-		t.Fatalf("the directory holds %d entries, want the file alone (no temporary left)", len(entries))
-	}
-	if _, err := Replace(filepath.Join(t.TempDir(), "missing", "x.rec"), nil); err == nil {
-		t.Fatal("Replace into a missing directory succeeded")
+// Begin refuses a path whose directory does not exist.
+func TestBeginMissingDirectory(t *testing.T) {
+	if p, err := Begin(filepath.Join(t.TempDir(), "missing", "x.rec")); err == nil {
+		p.Close()
+		t.Fatal("Begin into a missing directory succeeded")
 	}
 }
 
@@ -182,7 +159,7 @@ func TestWriteThroughSymlink(t *testing.T) {
 }
 
 // TestWriteToFIFO: a FIFO is written in place as a stream (it stays a FIFO and its reader gets
-// the data); one that no process reads is an error, not a hang. Write and Replace alike.
+// the data); one that no process reads is an error, not a hang. Write and Begin alike.
 func TestWriteToFIFO(t *testing.T) {
 	for _, replace := range []bool{false, true} {
 		fifo := filepath.Join(t.TempDir(), "out.fifo")
@@ -196,14 +173,23 @@ func TestWriteToFIFO(t *testing.T) {
 			if !replace {
 				return Write(fifo, func(w io.Writer) error { _, err := io.WriteString(w, "streamed"); return err })
 			}
-			f, err := Replace(fifo, []byte("stream"))
+			p, err := Begin(fifo)
 			if err != nil {
 				return err
 			}
-			if _, err := io.WriteString(f, "ed"); err != nil {
+			if _, err := io.WriteString(p, "stream"); err != nil {
+				p.Close()
 				return err
 			}
-			return f.Close()
+			if err := p.Commit(); err != nil {
+				p.Close()
+				return err
+			}
+			if _, err := io.WriteString(p, "ed"); err != nil {
+				p.Close()
+				return err
+			}
+			return p.Close()
 		}
 		if err := write(); err == nil || !strings.Contains(err.Error(), "no process reads") {
 			t.Errorf("replace %v: no reader: err = %v, want a FIFO that no process reads", replace, err)
