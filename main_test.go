@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -261,6 +262,33 @@ func TestEveryErrorPrinted(t *testing.T) {
 	for _, l := range lines {
 		if !strings.Contains(l, "directory "+dir+" does not exist") {
 			t.Errorf("line %q does not say the directory is missing", l)
+		}
+	}
+}
+
+// TestTaggedErrorPrintedWhole: an error that wraps sentinels beside its cause (a model not in the
+// hub cache is also a model not found) prints as its own one line, not as its sentinels' texts;
+// errors.Join still prints a line for each error.
+func TestTaggedErrorPrintedWhole(t *testing.T) {
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	code, _, stderr := runCLI(t, "generate", "--model", "openai-community/gpt2")
+	if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "rosetop: model openai-community/gpt2 is not in the Hugging Face cache") {
+		t.Errorf("exit %d, stderr %q; want exit 2 and the one line naming the model", code, stderr)
+	}
+	a, b := errors.New("a failed"), errors.New("b failed")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: model x: %w", a, b), "rosetop: a failed: model x: b failed\n"},
+		{errors.Join(a, fmt.Errorf("%w: c", b)), "rosetop: a failed\nrosetop: b failed: c\n"},
+		{errors.Join(errors.Join(a), nil, b), "rosetop: a failed\nrosetop: b failed\n"},
+	} {
+		var out strings.Builder
+		printErrors(&out, tc.err)
+		if out.String() != tc.want {
+			t.Errorf("printErrors(%q) = %q, want %q", tc.err, out.String(), tc.want)
 		}
 	}
 }
