@@ -51,10 +51,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // would overwrite each other.
 func checkOutputs(o options) error {
 	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}, {"save-trace", o.SaveTrace}, {"record", o.RecordPath}}
+	if o.SaveTrace != "" && o.RepeatRuns > 1 {
+		// Several measured runs write FILE-runK.jsonl each (FILE itself when only one finishes).
+		for k := 1; k <= o.RepeatRuns; k++ {
+			paths = append(paths, struct{ flag, path string }{"save-trace", bench.RunTracePath(o.SaveTrace, k)})
+		}
+	}
 	seen := map[string]string{}
+	failed := map[string]bool{} // flags already refused: one line each
 	var errs []error
 	for _, p := range paths {
-		if p.path == "" {
+		if p.path == "" || failed[p.flag] {
 			continue
 		}
 		abs, err := filepath.Abs(p.path)
@@ -64,11 +71,13 @@ func checkOutputs(o options) error {
 		}
 		if other, ok := seen[abs]; ok {
 			errs = append(errs, usageError{fmt.Errorf("--%s and --%s name the same file %s: give each its own", other, p.flag, p.path)})
+			failed[p.flag] = true
 			continue
 		}
 		seen[abs] = p.flag
 		if err := atomicfile.Check(p.path); err != nil {
 			errs = append(errs, usageError{fmt.Errorf("--%s %s: cannot write there: %w", p.flag, p.path, err)})
+			failed[p.flag] = true
 		}
 	}
 	return errors.Join(errs...)

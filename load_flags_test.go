@@ -240,3 +240,33 @@ func TestSaveTraceAndReplayCLI(t *testing.T) {
 	}
 	t.Logf("replayed due times within %.3f ms of the recorded run's submit offsets", worst)
 }
+
+// TestSaveTraceRunFiles: with several measured runs --save-trace writes FILE-runK.jsonl, so those
+// are the paths checked before the run: one taken by a directory or by another output is refused,
+// exit 2, before anything runs or is written.
+func TestSaveTraceRunFiles(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.jsonl")
+	if err := os.Mkdir(filepath.Join(dir, "t-run2.jsonl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := []string{"bench", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0", "--repeat-runs", "2", "--save-trace", trace}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"a directory", nil, "--save-trace " + filepath.Join(dir, "t-run2.jsonl") + ": cannot write there: "},
+		{"another output", []string{"--json", filepath.Join(dir, "t-run1.jsonl")}, "--json and --save-trace name the same file " + filepath.Join(dir, "t-run1.jsonl")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append(run, tc.extra...)...)
+			if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, nothing run, one line with %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 1 {
+		t.Errorf("files written before the run: %v", names)
+	}
+}
