@@ -136,6 +136,20 @@ func TestHelpAndVersion(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
 	}
+	// help CMD prints CMD's flags on stdout; --version is version.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "bench"}, "-num-requests"}, {[]string{"help", "sweep"}, "-out-dir"}, {[]string{"help", "generate"}, "-max-new-tokens"},
+		{[]string{"help", "serve"}, "-port"}, {[]string{"help", "replay"}, "-summary"}, {[]string{"help", "version"}, "Usage:"},
+		{[]string{"--version"}, "rosetop "},
+	} {
+		code, stdout, stderr := runCLI(t, tc.args...)
+		if code != 0 || !strings.Contains(stdout, tc.want) || stderr != "" {
+			t.Errorf("%v: exit %d, stdout %.60q, stderr %q; want exit 0 and %q on stdout", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
 }
 
 // TestFindTerminal: the dashboard draws on stdin/stderr when they are the terminal, else on the
@@ -220,7 +234,8 @@ func TestBenchDefaults(t *testing.T) {
 // TestCLIMessages: the command line's answers to a new user's slips and questions: one line,
 // a suggestion, the same exit status from every command for the same mistake.
 func TestCLIMessages(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "no-model")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-model")
 	tests := []struct {
 		name   string
 		args   []string
@@ -233,12 +248,19 @@ func TestCLIMessages(t *testing.T) {
 		{"missing model in generate", []string{"generate", "--model", missing}, exitUsage, []string{"does not exist"}},
 		{"missing model in bench", []string{"bench", "--model", missing}, exitUsage, []string{"does not exist"}},
 		{"random weights said", []string{"generate", "--device", "cpu", "--max-new-tokens", "4"}, 0, []string{"random weights", "tokens/s", "time to first token"}},
+		{"empty command", []string{""}, exitUsage, []string{`unknown command ""`}},
+		{"version with arguments", []string{"version", "--json"}, exitUsage, []string{`version takes no arguments, got "--json"`}},
+		{"help of no command", []string{"help", "bnech"}, exitUsage, []string{`help takes a command`, `got "bnech"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr)
+			}
+			if code == exitUsage { // the error is the last line, after any progress
+				lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+				stderr = lines[len(lines)-1]
 			}
 			for _, want := range tc.stderr {
 				if !strings.Contains(stderr, want) {
