@@ -251,6 +251,9 @@ func TestCLIMessages(t *testing.T) {
 		{"empty command", []string{""}, exitUsage, []string{`unknown command ""`}},
 		{"version with arguments", []string{"version", "--json"}, exitUsage, []string{`version takes no arguments, got "--json"`}},
 		{"help of no command", []string{"help", "bnech"}, exitUsage, []string{`help takes a command`, `got "bnech"`}},
+		{"dataset a directory", []string{"bench", "--dataset", "sharegpt", "--dataset-path", dir}, exitUsage, []string{"--dataset-path " + dir + ": a directory, not a file"}},
+		{"trace a directory", []string{"bench", "--replay", dir}, exitUsage, []string{"--replay " + dir + ": a directory, not a file"}},
+		{"serve on an address not here", []string{"serve", "--device", "cpu", "--host", "192.0.2.1", "--port", "0"}, exitUsage, []string{"--host 192.0.2.1 --port 0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
