@@ -270,3 +270,42 @@ func TestSaveTraceRunFiles(t *testing.T) {
 		t.Errorf("files written before the run: %v", names)
 	}
 }
+
+// TestOutputOverInput: an output naming the dataset or trace the run reads (through a link too)
+// is refused before the run, and the input is left as it was.
+func TestOutputOverInput(t *testing.T) {
+	dir := t.TempDir()
+	data, trace := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "in.trace")
+	lines := map[string]string{data: `{"prompt": "Hello there", "output_len": 2}` + "\n",
+		trace: `{"timestamp": 0, "input_length": 4, "output_length": 2, "hash_ids": [1]}` + "\n"}
+	for p, l := range lines {
+		if err := os.WriteFile(p, []byte(l), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "link.trace")
+	if err := os.Symlink(trace, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"json over the dataset", []string{"--dataset", "jsonl", "--dataset-path", data, "--json", data}, "--json " + data + " is the --dataset-path file this run reads"},
+		{"trace over the trace", []string{"--replay", trace, "--save-trace", trace}, "--save-trace " + trace + " is the --replay file this run reads"},
+		{"csv over a link to the trace", []string{"--replay", trace, "--csv", link}, "--csv " + link + " is the --replay file this run reads"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"bench", "--warmup-runs", "0", "--num-requests", "1", "--max-new-tokens", "2"}, tc.args...)...)
+			if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+	for p, l := range lines {
+		if b, _ := os.ReadFile(p); string(b) != l {
+			t.Errorf("%s was changed: %q", p, b)
+		}
+	}
+}
