@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 
 	"rosetop/bench"
@@ -48,13 +50,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // checkOutputs refuses, before anything runs, output files that could not be written or that
-// would overwrite each other.
+// would overwrite each other or an input file.
 func checkOutputs(o options) error {
+	inputs := []struct{ flag, path string }{{"dataset-path", o.DatasetPath}, {"replay", o.Replay}}
 	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}, {"save-trace", o.SaveTrace}, {"record", o.RecordPath}}
+	if o.SaveTrace != "" && o.RepeatRuns > 1 {
+		// Several measured runs write FILE-runK.jsonl each (FILE itself when only one finishes).
+		for k := 1; k <= o.RepeatRuns; k++ {
+			paths = append(paths, struct{ flag, path string }{"save-trace", bench.RunTracePath(o.SaveTrace, k)})
+		}
+	}
 	seen := map[string]string{}
+	failed := map[string]bool{} // flags already refused: one line each
 	var errs []error
 	for _, p := range paths {
-		if p.path == "" {
+		if p.path == "" || failed[p.flag] {
 			continue
 		}
 		abs, err := filepath.Abs(p.path)
@@ -64,12 +74,32 @@ func checkOutputs(o options) error {
 		}
 		if other, ok := seen[abs]; ok {
 			errs = append(errs, usageError{fmt.Errorf("--%s and --%s name the same file %s: give each its own", other, p.flag, p.path)})
+			failed[p.flag] = true
 			continue
 		}
 		seen[abs] = p.flag
+		if in := slices.IndexFunc(inputs, func(in struct{ flag, path string }) bool { return in.path != "" && sameFile(in.path, p.path) }); in >= 0 {
+			errs = append(errs, usageError{fmt.Errorf("--%s %s is the --%s file this run reads: give the output another path", p.flag, p.path, inputs[in].flag)})
+			failed[p.flag] = true
+			continue
+		}
 		if err := atomicfile.Check(p.path); err != nil {
 			errs = append(errs, usageError{fmt.Errorf("--%s %s: cannot write there: %w", p.flag, p.path, err)})
+			failed[p.flag] = true
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sameFile reports whether paths a and b name one file: the same file when both exist (through
+// links too), else the same absolute path.
+func sameFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(fa, fb)
+	}
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
 }

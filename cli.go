@@ -44,15 +44,36 @@ func oneLine(err error) string {
 // printErrors writes err as "rosetop: ..." lines, one for each error joined in it (errors.Join:
 // a JSON export and a CSV export can both fail), so that none is lost.
 func printErrors(w io.Writer, err error) {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if e != nil {
-				printErrors(w, e)
-			}
+	if parts := joined(err); parts != nil {
+		for _, e := range parts {
+			printErrors(w, e)
 		}
 		return
 	}
 	fmt.Fprintf(w, "rosetop: %v\n", printable(oneLine(err)))
+}
+
+// joined returns the errors that errors.Join put together in err, or nil. An error that wraps
+// several only to carry sentinels beside its cause (fmt.Errorf with two %w, a tagged error) has
+// a message of its own, which is what must be printed: it is joined only when its message is
+// its parts' messages, a line each.
+func joined(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return nil
+	}
+	var parts []error
+	var msgs []string
+	for _, e := range j.Unwrap() {
+		if e != nil {
+			parts = append(parts, e)
+			msgs = append(msgs, e.Error())
+		}
+	}
+	if len(parts) == 0 || err.Error() != strings.Join(msgs, "\n") {
+		return nil
+	}
+	return parts
 }
 
 // version is the binary's version, commit and commit date, from the build information Go

@@ -67,6 +67,9 @@ const (
 	maxBatch       = 4096
 	maxRuns        = 10_000
 	maxPromptBytes = 4 << 20 // the prompt text after --prompt-repeats
+	// maxUniqueBytes bounds the prompt text of a run with --unique-prompts, where each request
+	// holds (and tokenizes) its own copy.
+	maxUniqueBytes = 128 << 20
 	maxIntervalMs  = 3_600_000
 	maxRate        = 1e6
 	minRate        = 1e-3
@@ -101,7 +104,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	floatVar(fs, &o.SubmitIntervalMs, "submit-interval-ms", 0, maxIntervalMs, "submit interval in ms (0: burst)")
 	fs.StringVar(&o.SubmitSchedule, "submit-schedule", o.SubmitSchedule, "relative (sleep the interval after each submit) | absolute (target t0 + i*interval)")
 	fs.Var(rateFlag{&o.RequestRate}, "request-rate", fmt.Sprintf("Poisson arrivals at R requests/s (%g to %g), seeded by --seed; 0 or inf: off", minRate, maxRate))
-	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of arrivals and sampling")
+	uint64Var(fs, &o.Seed, "seed", "seed of arrivals and sampling")
 	floatVar(fs, &o.Temperature, "temperature", 0, 100, "sampling temperature (0: greedy)")
 	intVar(fs, &o.TopK, "top-k", 0, 1<<24, "top-k sampling (0: off)")
 	floatVar(fs, &o.TopP, "top-p", 0, 1, "top-p sampling (0 or 1: off)")
@@ -213,13 +216,18 @@ func parseFlagSet(fs *flag.FlagSet, args []string, stderr io.Writer, usage func(
 
 // validate checks what the flags' own bounds cannot: choices and relations between flags.
 func (o options) validate() error {
+	promptBytes := len(o.Prompt) * o.PromptRepeats
+	ownPrompts := o.UniquePrompts && o.dataset == nil
 	checks := []struct {
 		bad bool
 		msg string
 	}{
 		{o.Device != "auto" && o.Device != "cpu" && o.Device != "cuda", fmt.Sprintf("--device: unknown device %q (valid: auto, cpu, cuda)", o.Device)},
 		{o.SubmitSchedule != "relative" && o.SubmitSchedule != "absolute", fmt.Sprintf("--submit-schedule: unknown schedule %q (valid: relative, absolute)", o.SubmitSchedule)},
-		{len(o.Prompt)*o.PromptRepeats > maxPromptBytes, fmt.Sprintf("--prompt-repeats %d makes a prompt of %d bytes, more than the limit of %d", o.PromptRepeats, len(o.Prompt)*o.PromptRepeats, maxPromptBytes)},
+		{o.Prompt == "" && o.dataset == nil, `--prompt "": empty (a request needs a prompt of at least one token)`},
+		{promptBytes > maxPromptBytes, fmt.Sprintf("--prompt-repeats %d makes a prompt of %d bytes, more than the limit of %d", o.PromptRepeats, promptBytes, maxPromptBytes)},
+		{ownPrompts && promptBytes*o.NumRequests > maxUniqueBytes, fmt.Sprintf("--unique-prompts gives each of --num-requests %d its own copy of a %d-byte prompt: %d bytes, more than the limit of %d (fewer requests or a shorter prompt)",
+			o.NumRequests, promptBytes, promptBytes*o.NumRequests, maxUniqueBytes)},
 		{o.RequestRate > 0 && !math.IsInf(o.RequestRate, 1) && o.SubmitIntervalMs > 0, fmt.Sprintf("--request-rate %g and --submit-interval-ms %g both set the arrivals: give one", o.RequestRate, o.SubmitIntervalMs)},
 	}
 	for _, ch := range checks {

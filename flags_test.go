@@ -55,7 +55,15 @@ func TestParseOptionsBadInput(t *testing.T) {
 		{"undefined flag", []string{"--frobnicate"}, "unknown flag --frobnicate (see -h for the flags)"},
 		{"misspelt flag", []string{"--modle", "gpt2"}, "unknown flag --modle (did you mean --model?)"},
 		{"misspelt long flag", []string{"--max-new-token", "3"}, "did you mean --max-new-tokens?"},
-		{"not a number", []string{"--num-requests", "many"}, "--num-requests many: not an integer"},
+		{"not a number", []string{"--num-requests", "many"}, "--num-requests many: not an integer from 1 to 100000"},
+		{"float not a number", []string{"--temperature", "warm"}, "--temperature warm: not a number from 0 to 100"},
+		{"seed negative", []string{"--seed", "-1"}, "--seed -1: not an integer from 0 to 18446744073709551615"},
+		{"seed empty", []string{"--seed", ""}, `--seed "": not an integer from 0 to`},
+		{"seed past uint64", []string{"--seed", "18446744073709551616"}, "--seed 18446744073709551616: not an integer from 0 to"},
+		{"bool not a bool", []string{"--paged-attn=maybe"}, "--paged-attn=maybe: not a boolean (true or false"},
+		{"empty prompt", []string{"--prompt", ""}, `--prompt "": empty`},
+		{"unique prompts past the bound", []string{"--unique-prompts", "--prompt-repeats", "800000", "--num-requests", "50"},
+			"--unique-prompts gives each of --num-requests 50 its own copy of a 4000000-byte prompt"},
 		{"positional", []string{"extra"}, `unexpected argument "extra"`},
 	}
 	for _, tc := range cases {
@@ -173,7 +181,7 @@ func TestEveryNumericFlag(t *testing.T) {
 	n := 0
 	fs.VisitAll(func(f *flag.Flag) {
 		switch f.Value.(type) {
-		case intFlag, floatFlag, rateFlag:
+		case intFlag, floatFlag, rateFlag, uint64Flag:
 		default:
 			return
 		}
@@ -228,10 +236,22 @@ func FuzzParseOptions(f *testing.F) {
 			t.Errorf("%q: accepted, but the session refuses it: %v", args, err)
 		}
 		w := cfg.Workload
-		if w.NumRequests > maxRequests || w.MaxNewTokens > maxNewTokens || cfg.Sched.MaxBatch > maxBatch || len(w.Prompt)*w.PromptRepeats > maxPromptBytes {
+		promptBytes := len(w.Prompt) * w.PromptRepeats
+		if w.NumRequests > maxRequests || w.MaxNewTokens > maxNewTokens || cfg.Sched.MaxBatch > maxBatch || promptBytes > maxPromptBytes ||
+			(w.UniquePrompts && promptBytes*w.NumRequests > maxUniqueBytes) {
 			t.Errorf("%q: a size past its bound was accepted: %+v", args, w)
 		}
 	})
+}
+
+// TestSeedFlag: --seed parses as the other integer flags do, to its full uint64 range.
+func TestSeedFlag(t *testing.T) {
+	for in, want := range map[string]uint64{"7": 7, " 7 ": 7, "0x10": 16, "18446744073709551615": math.MaxUint64} {
+		o, err := parseOptions([]string{"--seed", in}, io.Discard)
+		if err != nil || o.Seed != want {
+			t.Errorf("--seed %q: %d, %v; want %d", in, o.Seed, err, want)
+		}
+	}
 }
 
 // TestSecondsFlags: a flag in seconds takes a number or a duration.

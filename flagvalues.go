@@ -47,12 +47,35 @@ func (f intFlag) Set(s string) error {
 		if errors.Is(err, strconv.ErrRange) {
 			return fmt.Errorf("must be an integer from %d to %d", f.lo, f.hi)
 		}
-		return fmt.Errorf("not an integer")
+		return fmt.Errorf("not an integer from %d to %d", f.lo, f.hi)
 	}
 	if v < int64(f.lo) || v > int64(f.hi) {
 		return fmt.Errorf("must be from %d to %d", f.lo, f.hi)
 	}
 	*f.p = int(v)
+	return nil
+}
+
+// uint64Flag is a uint64 flag (a seed) that parses as intFlag does, with its kind of message.
+type uint64Flag struct{ p *uint64 }
+
+func uint64Var(fs *flag.FlagSet, p *uint64, name, usage string) {
+	fs.Var(uint64Flag{p}, name, fmt.Sprintf("%s [0..%d]", usage, uint64(math.MaxUint64)))
+}
+
+func (f uint64Flag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatUint(*f.p, 10)
+}
+
+func (f uint64Flag) Set(s string) error {
+	v, err := strconv.ParseUint(strings.TrimSpace(s), 0, 64)
+	if err != nil {
+		return fmt.Errorf("not an integer from 0 to %d", uint64(math.MaxUint64))
+	}
+	*f.p = v
 	return nil
 }
 
@@ -90,7 +113,7 @@ func (f floatFlag) Set(s string) error {
 		v, err = d.Seconds(), nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%w from %g to %g", err, f.lo, f.hi)
 	}
 	if v < f.lo || v > f.hi {
 		if f.seconds {
@@ -142,18 +165,23 @@ func (f rateFlag) Set(s string) error {
 }
 
 // invalidValue matches the flag package's message for a value its Set refused.
-var invalidValue = regexp.MustCompile(`^invalid (?:value|boolean value) ("(?:[^"\\]|\\.)*") for flag -([^:]+): (.*)$`)
+var invalidValue = regexp.MustCompile(`^invalid (value|boolean value) ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]+): (.*)$`)
 
 // withSuggestion rewrites the flag package's parse error as one line that names the flag as the
 // user typed it (--name), adding "did you mean" for a misspelt flag name.
 func withSuggestion(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if m := invalidValue.FindStringSubmatch(msg); m != nil {
-		v, err := strconv.Unquote(m[1])
+		v, err := strconv.Unquote(m[2])
 		if err != nil || v == "" || strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '"' }) {
-			v = m[1]
+			v = m[2]
 		}
-		return printable(fmt.Sprintf("--%s %s: %s", m[2], v, m[3]))
+		why := m[4]
+		if m[1] == "boolean value" {
+			why = "not a boolean (true or false: --" + m[3] + " alone is true)"
+			return printable(fmt.Sprintf("--%s=%s: %s", m[3], v, why))
+		}
+		return printable(fmt.Sprintf("--%s %s: %s", m[3], v, why))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return fmt.Sprintf("--%s needs a value", strings.Trim(strconv.Quote(name), `"`))

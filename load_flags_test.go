@@ -240,3 +240,72 @@ func TestSaveTraceAndReplayCLI(t *testing.T) {
 	}
 	t.Logf("replayed due times within %.3f ms of the recorded run's submit offsets", worst)
 }
+
+// TestSaveTraceRunFiles: with several measured runs --save-trace writes FILE-runK.jsonl, so those
+// are the paths checked before the run: one taken by a directory or by another output is refused,
+// exit 2, before anything runs or is written.
+func TestSaveTraceRunFiles(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.jsonl")
+	if err := os.Mkdir(filepath.Join(dir, "t-run2.jsonl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := []string{"bench", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0", "--repeat-runs", "2", "--save-trace", trace}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"a directory", nil, "--save-trace " + filepath.Join(dir, "t-run2.jsonl") + ": cannot write there: "},
+		{"another output", []string{"--json", filepath.Join(dir, "t-run1.jsonl")}, "--json and --save-trace name the same file " + filepath.Join(dir, "t-run1.jsonl")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append(run, tc.extra...)...)
+			if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, nothing run, one line with %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 1 {
+		t.Errorf("files written before the run: %v", names)
+	}
+}
+
+// TestOutputOverInput: an output naming the dataset or trace the run reads (through a link too)
+// is refused before the run, and the input is left as it was.
+func TestOutputOverInput(t *testing.T) {
+	dir := t.TempDir()
+	data, trace := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "in.trace")
+	lines := map[string]string{data: `{"prompt": "Hello there", "output_len": 2}` + "\n",
+		trace: `{"timestamp": 0, "input_length": 4, "output_length": 2, "hash_ids": [1]}` + "\n"}
+	for p, l := range lines {
+		if err := os.WriteFile(p, []byte(l), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "link.trace")
+	if err := os.Symlink(trace, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"json over the dataset", []string{"--dataset", "jsonl", "--dataset-path", data, "--json", data}, "--json " + data + " is the --dataset-path file this run reads"},
+		{"trace over the trace", []string{"--replay", trace, "--save-trace", trace}, "--save-trace " + trace + " is the --replay file this run reads"},
+		{"csv over a link to the trace", []string{"--replay", trace, "--csv", link}, "--csv " + link + " is the --replay file this run reads"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"bench", "--warmup-runs", "0", "--num-requests", "1", "--max-new-tokens", "2"}, tc.args...)...)
+			if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+	for p, l := range lines {
+		if b, _ := os.ReadFile(p); string(b) != l {
+			t.Errorf("%s was changed: %q", p, b)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"rosetop/bench"
@@ -50,18 +51,20 @@ func main() {
 
 // run dispatches the subcommand and turns errors into one line on stderr and an exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd, rest := "", args
+	cmd, rest := "dashboard", args
 	if len(args) > 0 {
 		switch a := args[0]; {
 		case a == "-h" || a == "-help" || a == "--help":
-			cmd, rest = "help", nil
+			cmd, rest = "help", args[1:]
+		case a == "-version" || a == "--version":
+			cmd, rest = "version", args[1:]
 		case !strings.HasPrefix(a, "-"):
 			cmd, rest = a, args[1:]
 		}
 	}
 	var err error
 	switch cmd {
-	case "", "dashboard":
+	case "dashboard":
 		err = runDashboard(ctx, rest, stdin, stdout, stderr)
 	case "bench":
 		err = runBench(ctx, rest, stdout, stderr)
@@ -74,9 +77,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "replay":
 		err = runReplay(ctx, rest, stdin, stdout, stderr)
 	case "help":
+		if len(rest) == 1 && slices.Contains(commands, rest[0]) && rest[0] != "help" && rest[0] != "version" {
+			return run(ctx, []string{rest[0], "-h"}, stdin, stdout, stdout) // help CMD: CMD's flags, on stdout
+		}
+		if len(rest) > 0 && !(len(rest) == 1 && slices.Contains(commands, rest[0])) {
+			err = badFlag("help takes a command, one of %s; got %q", strings.Join(commands, ", "), strings.Join(rest, " "))
+			break
+		}
 		usage(stdout)
 		return 0
 	case "version":
+		if len(rest) > 0 {
+			err = badFlag("version takes no arguments, got %q", strings.Join(rest, " "))
+			break
+		}
 		fmt.Fprintln(stdout, "rosetop", version())
 		return 0
 	default:
@@ -131,7 +145,8 @@ Usage:
   rosetop generate [flags]   print one prompt's continuation
   rosetop replay FILE        play back a dashboard recorded with --record FILE (any command takes
                              it): seek, pause, speed; --summary prints its runs headless
-  rosetop help | version
+  rosetop help [COMMAND]     the usage, or one command's flags
+  rosetop version
 
 'rosetop bench -h', 'rosetop sweep -h' and 'rosetop generate -h' list every flag (the dashboard
 takes the bench flags).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -135,6 +136,20 @@ func TestHelpAndVersion(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
 	}
+	// help CMD prints CMD's flags on stdout; --version is version.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "bench"}, "-num-requests"}, {[]string{"help", "sweep"}, "-out-dir"}, {[]string{"help", "generate"}, "-max-new-tokens"},
+		{[]string{"help", "serve"}, "-port"}, {[]string{"help", "replay"}, "-summary"}, {[]string{"help", "version"}, "Usage:"},
+		{[]string{"--version"}, "rosetop "},
+	} {
+		code, stdout, stderr := runCLI(t, tc.args...)
+		if code != 0 || !strings.Contains(stdout, tc.want) || stderr != "" {
+			t.Errorf("%v: exit %d, stdout %.60q, stderr %q; want exit 0 and %q on stdout", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
 }
 
 // TestFindTerminal: the dashboard draws on stdin/stderr when they are the terminal, else on the
@@ -219,7 +234,8 @@ func TestBenchDefaults(t *testing.T) {
 // TestCLIMessages: the command line's answers to a new user's slips and questions: one line,
 // a suggestion, the same exit status from every command for the same mistake.
 func TestCLIMessages(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "no-model")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-model")
 	tests := []struct {
 		name   string
 		args   []string
@@ -232,12 +248,22 @@ func TestCLIMessages(t *testing.T) {
 		{"missing model in generate", []string{"generate", "--model", missing}, exitUsage, []string{"does not exist"}},
 		{"missing model in bench", []string{"bench", "--model", missing}, exitUsage, []string{"does not exist"}},
 		{"random weights said", []string{"generate", "--device", "cpu", "--max-new-tokens", "4"}, 0, []string{"random weights", "tokens/s", "time to first token"}},
+		{"empty command", []string{""}, exitUsage, []string{`unknown command ""`}},
+		{"version with arguments", []string{"version", "--json"}, exitUsage, []string{`version takes no arguments, got "--json"`}},
+		{"help of no command", []string{"help", "bnech"}, exitUsage, []string{`help takes a command`, `got "bnech"`}},
+		{"dataset a directory", []string{"bench", "--dataset", "sharegpt", "--dataset-path", dir}, exitUsage, []string{"--dataset-path " + dir + ": a directory, not a file"}},
+		{"trace a directory", []string{"bench", "--replay", dir}, exitUsage, []string{"--replay " + dir + ": a directory, not a file"}},
+		{"serve on an address not here", []string{"serve", "--device", "cpu", "--host", "192.0.2.1", "--port", "0"}, exitUsage, []string{"--host 192.0.2.1 --port 0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stderr %q", code, tc.code, stderr)
+			}
+			if code == exitUsage { // the error is the last line, after any progress
+				lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+				stderr = lines[len(lines)-1]
 			}
 			for _, want := range tc.stderr {
 				if !strings.Contains(stderr, want) {
@@ -261,6 +287,33 @@ func TestEveryErrorPrinted(t *testing.T) {
 	for _, l := range lines {
 		if !strings.Contains(l, "directory "+dir+" does not exist") {
 			t.Errorf("line %q does not say the directory is missing", l)
+		}
+	}
+}
+
+// TestTaggedErrorPrintedWhole: an error that wraps sentinels beside its cause (a model not in the
+// hub cache is also a model not found) prints as its own one line, not as its sentinels' texts;
+// errors.Join still prints a line for each error.
+func TestTaggedErrorPrintedWhole(t *testing.T) {
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	code, _, stderr := runCLI(t, "generate", "--model", "openai-community/gpt2")
+	if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "rosetop: model openai-community/gpt2 is not in the Hugging Face cache") {
+		t.Errorf("exit %d, stderr %q; want exit 2 and the one line naming the model", code, stderr)
+	}
+	a, b := errors.New("a failed"), errors.New("b failed")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: model x: %w", a, b), "rosetop: a failed: model x: b failed\n"},
+		{errors.Join(a, fmt.Errorf("%w: c", b)), "rosetop: a failed\nrosetop: b failed: c\n"},
+		{errors.Join(errors.Join(a), nil, b), "rosetop: a failed\nrosetop: b failed\n"},
+	} {
+		var out strings.Builder
+		printErrors(&out, tc.err)
+		if out.String() != tc.want {
+			t.Errorf("printErrors(%q) = %q, want %q", tc.err, out.String(), tc.want)
 		}
 	}
 }

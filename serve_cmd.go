@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"syscall"
 	"time"
 
 	"rosetop/bench"
@@ -124,7 +125,12 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	// connections made while it loads wait in the listen backlog until it serves.
 	ln, err := net.Listen("tcp", net.JoinHostPort(so.host, strconv.Itoa(so.port)))
 	if err != nil {
-		return fmt.Errorf("--host %s --port %d: %w", so.host, so.port, err)
+		err = fmt.Errorf("--host %s --port %d: %w", printable(so.host), so.port, err)
+		var dns *net.DNSError
+		if (errors.As(err, &dns) && dns.IsNotFound) || errors.Is(err, syscall.EADDRNOTAVAIL) { // no such host here: bad input
+			return usageError{err}
+		}
+		return err // the port is taken or not ours to take: the machine's state
 	}
 	serving := false
 	defer func() {

@@ -170,12 +170,21 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return parseErr(err)
 	}
+	if err := checkOutputs(o); err != nil { // --cpuprofile: parseSweep refuses the other files
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return usageError{fmt.Errorf("--out-dir %s: %w", dir, err)}
 	}
 	if err := atomicfile.Check(filepath.Join(dir, "sweep.json")); err != nil {
 		return usageError{fmt.Errorf("--out-dir %s: cannot write there: %w", dir, err)}
 	}
+	return withCPUProfile(o.CPUProfilePath, func() error { return sweepPoints(ctx, o, ax, dir, stdout, stderr) })
+}
+
+// sweepPoints runs the points in turn, then prints the table and writes the files of those
+// that finished.
+func sweepPoints(ctx context.Context, o options, ax sweepAxis, dir string, stdout, stderr io.Writer) error {
 	tool := toolInfo()
 	sw := sweepResult{Axis: ax.flag, AxisName: ax.name, Goodput: bench.FormatGoodput(o.slos), Version: tool.Version, Commit: tool.Commit}
 	bar := newProgressBar(stderr, len(ax.values))

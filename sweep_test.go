@@ -290,3 +290,24 @@ func FuzzSweepList(f *testing.F) {
 		}
 	})
 }
+
+// TestSweepCPUProfile: sweep takes --cpuprofile as bench does: a profile of the whole sweep, and
+// a path that cannot be written refused before the out dir is made.
+func TestSweepCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	prof, out := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "out")
+	sweep := []string{"sweep", "--concurrency", "1", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0", "--out-dir", out}
+	code, _, stderr := runCLI(t, append(sweep, "--cpuprofile", filepath.Join(dir, "no", "cpu.prof"))...)
+	if code != exitUsage || !strings.Contains(stderr, "--cpuprofile "+filepath.Join(dir, "no", "cpu.prof")+": cannot write there") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 naming --cpuprofile", code, stderr)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--out-dir made before the refusal: %v", err)
+	}
+	if code, _, stderr := runCLI(t, append(sweep, "--cpuprofile", prof)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("%s is not a gzip-compressed profile: %v", prof, err)
+	}
+}
