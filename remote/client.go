@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Tokenizer counts output tokens when the server reports no usage; *tokenizer.Tokenizer is one.
@@ -159,7 +160,8 @@ func newTransport(cfg Config) *http.Transport {
 // normalizeBase checks an API root and trims its trailing slash.
 func normalizeBase(raw string) (string, error) {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	// A URL holds no white space: one in raw is a pasting slip, not a path to escape.
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.ContainsFunc(raw, unicode.IsSpace) {
 		return "", fmt.Errorf("%w: endpoint %q: want an http or https URL like http://host:8000/v1",
 			ErrConfig, redactURL(raw))
 	}
@@ -194,6 +196,7 @@ var (
 	errFirstByte       = errors.New("no first byte in time")
 	errStall           = errors.New("stream stalled")
 	errRequestDeadline = errors.New("request deadline")
+	errMetaDeadline    = errors.New("metadata request deadline")
 	errDrain           = errors.New("body still open after [DONE]")
 )
 
@@ -283,6 +286,8 @@ func (c *Client) classify(parent, rctx context.Context, err error, inBody bool) 
 			return &Failure{Reason: ReasonTimeout, Phase: PhaseStall, Detail: c.durationDetail(c.cfg.StallTimeout)}
 		case errRequestDeadline:
 			return &Failure{Reason: ReasonTimeout, Phase: PhaseRequest, Detail: c.durationDetail(c.cfg.RequestTimeout)}
+		case errMetaDeadline:
+			return &Failure{Reason: ReasonTimeout, Phase: PhaseRequest, Detail: c.durationDetail(c.metaDeadline())}
 		}
 	}
 	if errors.Is(err, ErrMalformed) {
@@ -299,6 +304,9 @@ func (c *Client) classify(parent, rctx context.Context, err error, inBody bool) 
 }
 
 func (c *Client) durationDetail(d time.Duration) string { return "after " + d.String() }
+
+// metaDeadline bounds a metadata request (GET /models): the shorter of metaTimeout and a request's.
+func (c *Client) metaDeadline() time.Duration { return min(metaTimeout, c.cfg.RequestTimeout) }
 
 // statusFailure records a non-200 answer with the start of its body, and where a redirect
 // that was not followed points.
@@ -363,7 +371,7 @@ type ModelCard struct {
 
 // ModelCards lists the models the server serves (GET {base}/models), in its order.
 func (c *Client) ModelCards(ctx context.Context) ([]ModelCard, error) {
-	mctx, cancel := context.WithTimeoutCause(ctx, min(metaTimeout, c.cfg.RequestTimeout), errRequestDeadline)
+	mctx, cancel := context.WithTimeoutCause(ctx, c.metaDeadline(), errMetaDeadline)
 	defer cancel()
 	req, err := http.NewRequestWithContext(mctx, http.MethodGet, c.base+"/models", nil)
 	if err != nil {

@@ -234,7 +234,7 @@ func TestRequestValidation(t *testing.T) {
 			t.Errorf("request %d: error %v, want ErrConfig", i, err)
 		}
 	}
-	for _, u := range []string{"", "localhost:8000", "ftp://h/v1", "http://user:pw@h/v1", "http:///v1"} {
+	for _, u := range []string{"", "localhost:8000", "ftp://h/v1", "http://user:pw@h/v1", "http:///v1", "http://h/v1 x", " http://h/v1"} {
 		if _, err := New(Config{BaseURL: u}); !errors.Is(err, ErrConfig) || strings.Contains(err.Error(), "pw") {
 			t.Errorf("New(%q): %v", u, err)
 		}
@@ -340,5 +340,16 @@ func TestMissingUsage(t *testing.T) {
 				t.Errorf("usage missing %v, output %d from %v; want true, %d from %v", res.UsageMissing, res.OutputTokens, res.Tokens, tt.output, tt.from)
 			}
 		})
+	}
+}
+
+// A metadata request's timeout names its own deadline, not a completion request's.
+func TestMetaDeadlineNamed(t *testing.T) {
+	c := newTestClient(t, "http://127.0.0.1:1", Config{RequestTimeout: time.Hour})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errMetaDeadline)
+	f := c.classify(context.Background(), ctx, context.DeadlineExceeded, false)
+	if f.Reason != ReasonTimeout || f.Detail != "after "+metaTimeout.String() {
+		t.Fatalf("classify = %+v; want a timeout after %v", f, metaTimeout)
 	}
 }
