@@ -22,6 +22,8 @@ type remoteOptions struct {
 	APIKey          remote.Secret `json:"-"`
 	ExtraBody       string        `json:"extra_body,omitempty"`
 	RequestTimeoutS float64       `json:"request_timeout_s,omitempty"`
+	FirstByteS      float64       `json:"first_byte_timeout_s,omitempty"`
+	StallS          float64       `json:"stall_timeout_s,omitempty"`
 	MetricsURL      string        `json:"metrics_url,omitempty"`
 	Tokenizer       string        `json:"tokenizer,omitempty"`
 }
@@ -29,7 +31,7 @@ type remoteOptions struct {
 // The flags that only mean something with --endpoint, and those that mean nothing with it:
 // the server runs its own engine and scheduler.
 var (
-	remoteOnlyFlags = []string{"api", "api-key", "extra-body", "request-timeout", "metrics-url", "tokenizer"}
+	remoteOnlyFlags = []string{"api", "api-key", "extra-body", "request-timeout", "first-byte-timeout", "stall-timeout", "metrics-url", "tokenizer"}
 	engineOnlyFlags = []string{"device", "paged-attn", "cuda-graph", "capture-ahead", "gpu-memory-fraction", "threads",
 		"tokenize-workers", "no-prefix-cache", "max-batch-size", "prefill-max-batch-size", "prefill-max-tokens", "policy",
 		"burst-quiet-us", "max-seq-len", "nvtx", "stream-interval", "prefill-max-batch-sizes"}
@@ -42,6 +44,8 @@ func remoteFlags(fs *flag.FlagSet, o *remoteOptions) {
 	fs.Var(secretFlag{&o.APIKey}, "api-key", "--endpoint: bearer token (default $OPENAI_API_KEY); never printed or exported")
 	fs.StringVar(&o.ExtraBody, "extra-body", o.ExtraBody, `--endpoint: a JSON object merged into every request body, e.g. '{"top_k": 1}'`)
 	secondsVar(fs, &o.RequestTimeoutS, "request-timeout", 0, 86400, "--endpoint: seconds one request may take (0: 600)")
+	secondsVar(fs, &o.FirstByteS, "first-byte-timeout", 0, 86400, "--endpoint: seconds from a request to its first byte of reply (0: only --request-timeout bounds it)")
+	secondsVar(fs, &o.StallS, "stall-timeout", 0, 86400, "--endpoint: seconds a stream may go without a byte (0: only --request-timeout bounds it)")
 	fs.StringVar(&o.MetricsURL, "metrics-url", o.MetricsURL, "--endpoint: the server's Prometheus page (default: /metrics on the endpoint's host)")
 	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "--endpoint: tokenizer counting what the server does not (GPT-2 BPE format: a Hugging Face directory or id; default GPT-2's)")
 }
@@ -143,8 +147,10 @@ func (o options) provider() (bench.Provider, error) {
 	}
 	cfg := remote.Config{
 		BaseURL: o.Endpoint, APIKey: key, Extra: extra,
-		RequestTimeout: time.Duration(o.RequestTimeoutS * float64(time.Second)),
-		MaxConns:       max(remote.DefaultMaxConns, min(o.NumRequests, 1024)),
+		RequestTimeout:   time.Duration(o.RequestTimeoutS * float64(time.Second)),
+		FirstByteTimeout: time.Duration(o.FirstByteS * float64(time.Second)),
+		StallTimeout:     time.Duration(o.StallS * float64(time.Second)),
+		MaxConns:         max(remote.DefaultMaxConns, min(o.NumRequests, 1024)),
 	}
 	return remote.NewProvider(remote.ProviderOptions{Client: cfg, API: api, Model: o.Model, MetricsURL: o.MetricsURL, Tokenizer: o.Tokenizer})
 }

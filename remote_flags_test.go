@@ -32,6 +32,8 @@ func TestRemoteFlagErrors(t *testing.T) {
 		{"endpoint with credentials", []string{"--endpoint", "http://user:pw@h/v1"}, "put credentials in --api-key"},
 		{"endpoint with a query", []string{"--endpoint", "http://h/v1?key=secret"}, "without a query or fragment"},
 		{"request timeout negative", []string{"--endpoint", ep, "--request-timeout", "-1"}, "--request-timeout -1: must be from 0"},
+		{"stall timeout without endpoint", []string{"--stall-timeout", "5"}, "--stall-timeout: only with --endpoint"},
+		{"first byte timeout NaN", []string{"--endpoint", ep, "--first-byte-timeout", "NaN"}, "--first-byte-timeout NaN"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,5 +155,25 @@ func TestSweepEndpoint(t *testing.T) {
 	code, _, stderr = runCLI(t, "sweep", "--endpoint", srv.URL+"/v1", "--prefill-max-batch-sizes", "1,2", "--out-dir", dir)
 	if code != exitUsage || !strings.Contains(stderr, "--prefill-max-batch-sizes means nothing with --endpoint") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestStallTimeout: --stall-timeout ends a stream that stops sending, and the report says so;
+// the other requests complete.
+func TestStallTimeout(t *testing.T) {
+	srv, err := remotetest.NewServer(remotetest.Options{Faults: func(n int) remotetest.Fault {
+		if n == 1 {
+			return remotetest.Stall
+		}
+		return remotetest.OK
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	code, stdout, stderr := runCLI(t, "bench", "--endpoint", srv.URL+"/v1", "--num-requests", "3", "--max-new-tokens", "4",
+		"--warmup-runs", "0", "--stall-timeout", "0.05")
+	if code != 0 || !strings.Contains(stdout, "Requests: 2\n") || !strings.Contains(stdout, "Failed: 1 (timeout (stall): 1)\n") {
+		t.Fatalf("exit %d; want 2 requests done and 1 stall timeout in the report:\n%s\n%s", code, stdout, stderr)
 	}
 }
