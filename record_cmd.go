@@ -52,6 +52,10 @@ func closeRecording(rec *record.Recorder, o options, stderr io.Writer) error {
 	if err := rec.Close(); err != nil {
 		return err
 	}
+	if rec.Empty() {
+		fmt.Fprintf(stderr, "rosetop: nothing recorded before the end: %s left as it was\n", o.RecordPath)
+		return nil
+	}
 	if fi, err := os.Stat(o.RecordPath); err == nil && !fi.Mode().IsRegular() {
 		fmt.Fprintf(stderr, "rosetop: wrote the recording to %s\n", o.RecordPath) // a pipe or a device
 		return nil

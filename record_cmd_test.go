@@ -38,6 +38,7 @@ func TestReplayCommand(t *testing.T) {
 		{"two files", []string{"replay", "a.rec", "b.rec"}, 2, "got 2"},
 		{"a speed off the steps", []string{"replay", "--speed", "3", "testdata/recordings/cpu-tiny-v1.rec"}, 2, "--speed 3: want 0.25, 0.5, 1, 2, 4, 8 or 16"},
 		{"a directory", []string{"replay", "--summary", dir}, 2, "rosetop replay " + dir + ": a directory, not a file"},
+		{"a device", []string{"replay", "--summary", os.DevNull}, 2, os.DevNull + ": not a rosetop recording: a device, not a regular file"},
 		{"an unknown flag", []string{"replay", "--sumary", "x.rec"}, 2, "unknown flag --sumary (did you mean --summary?)"},
 		{"summary", []string{"replay", "--summary", "testdata/recordings/cpu-tiny-v1.rec"}, 0, "engine 2: tiny-gpt2 (embedded)"},
 		{"summary, the flag after the file", []string{"replay", "testdata/recordings/cpu-tiny-v1.rec", "--summary"}, 0, "=== rosetop recording: dashboard"},
@@ -61,5 +62,22 @@ func TestReplayCommand(t *testing.T) {
 				t.Fatalf("stderr %q, want one line with %q", stderr, tc.want)
 			}
 		})
+	}
+}
+
+// A run that fails before its first view records nothing: the file at --record keeps what it
+// held, and nothing claims it was written.
+func TestRecordKeptOnEarlyFailure(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.rec")
+	if err := os.WriteFile(path, []byte("an older recording"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "bench", "--model", filepath.Join(dir, "no-such-model")+"/", "--num-requests", "2", "--record", path)
+	if code == 0 || strings.Contains(stderr, "wrote") || !strings.Contains(stderr, path+" left as it was") {
+		t.Fatalf("exit %d, stderr %q; want a failure that says %s was left as it was", code, stderr, path)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "an older recording" {
+		t.Fatalf("%s now holds %q", path, got)
 	}
 }

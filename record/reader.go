@@ -107,6 +107,9 @@ func read(f *os.File, keep int) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !st.Mode().IsRegular() { // a pipe or a device: replay seeks through the file
+		return nil, fmt.Errorf("%w: a %s, not a regular file", ErrNotRecording, kindOf(st.Mode()))
+	}
 	if st.Size() == 0 {
 		return nil, fmt.Errorf("%w, not a rosetop recording", ErrEmpty)
 	}
@@ -326,4 +329,19 @@ func (fr *frameReader) next() (kind byte, payload []byte, err error) {
 func uvarintLen(v uint64) int {
 	var b [binary.MaxVarintLen64]byte
 	return binary.PutUvarint(b[:], v)
+}
+
+// kindOf names a file mode that is not a regular file's.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
