@@ -85,10 +85,16 @@ type floatFlag struct {
 	p       *float64
 	lo, hi  float64
 	seconds bool
+	open    bool // lo itself is refused
 }
 
 func floatVar(fs *flag.FlagSet, p *float64, name string, lo, hi float64, usage string) {
 	fs.Var(floatFlag{p: p, lo: lo, hi: hi}, name, fmt.Sprintf("%s [%g..%g]", usage, lo, hi))
+}
+
+// positiveVar is floatVar for a value above lo (a shape or a speed: 0 means nothing).
+func positiveVar(fs *flag.FlagSet, p *float64, name string, lo, hi float64, usage string) {
+	fs.Var(floatFlag{p: p, lo: lo, hi: hi, open: true}, name, fmt.Sprintf("%s (%g..%g]", usage, lo, hi))
 }
 
 // secondsVar is floatVar for a time in seconds: "30", "0.5", "90s" and "2m" all parse.
@@ -114,6 +120,9 @@ func (f floatFlag) Set(s string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("%w from %g to %g", err, f.lo, f.hi)
+	}
+	if f.open && (v <= f.lo || v > f.hi) {
+		return fmt.Errorf("must be above %g and at most %g", f.lo, f.hi)
 	}
 	if v < f.lo || v > f.hi {
 		if f.seconds {

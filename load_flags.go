@@ -49,7 +49,7 @@ func defaultLoadOptions() loadOptions {
 // bindLoadFlags binds o's flags to fs.
 func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 	fs.StringVar(&o.Goodput, "goodput", o.Goodput, "latency targets in ms, e.g. ttft:200,tpot:50,e2el:2000: a request is good when it meets every one (vLLM's goodput); reports request goodput and SLO attainment")
-	floatVar(fs, &o.Burstiness, "burstiness", 0, maxBurstiness, "with --request-rate: gamma-distributed gaps of this shape (1: Poisson; < 1 burstier, > 1 more even), as vLLM's --burstiness")
+	positiveVar(fs, &o.Burstiness, "burstiness", 0, maxBurstiness, "with --request-rate: gamma-distributed gaps of this shape (1: Poisson; < 1 burstier, > 1 more even), as vLLM's --burstiness")
 	secondsVar(fs, &o.RampUpS, "ramp-up-s", 0, maxRampUpS, "with --request-rate: the rate rises linearly from 0 to the rate over the run's first S seconds")
 	intVar(fs, &o.MaxConcurrency, "max-concurrency", 0, maxRequests, "most requests in flight: a request due while this many are submitted and unfinished waits for one to finish (0: no limit)")
 	fs.StringVar(&o.Dataset, "dataset", o.Dataset, "where prompts come from instead of --prompt: random (vLLM's: --input-len, --output-len, --range-ratio), sharegpt or jsonl (--dataset-path FILE)")
@@ -58,7 +58,7 @@ func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 	intVar(fs, &o.OutputLen, "output-len", 0, maxNewTokens, "--dataset random: mean output tokens (0: --max-new-tokens); sharegpt, jsonl: every request's (0: the row's)")
 	floatVar(fs, &o.RangeRatio, "range-ratio", 0, 0.999, "--dataset random: lengths uniform in [len*(1-R), len*(1+R)]")
 	fs.StringVar(&o.Replay, "replay", o.Replay, "replay a Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids): its arrival times and lengths")
-	floatVar(fs, &o.ReplaySpeed, "replay-speed", 0, maxReplaySpeed, "--replay: play the trace this many times faster")
+	positiveVar(fs, &o.ReplaySpeed, "replay-speed", 0, maxReplaySpeed, "--replay: play the trace this many times faster")
 	fs.StringVar(&o.SaveTrace, "save-trace", o.SaveTrace, "write each measured run as a Mooncake-format JSONL trace to FILE (FILE-runK.jsonl when there are several)")
 	fs.StringVar(&o.ResultFormat, "result-format", o.ResultFormat, "--json's format: rosetop (config, runs, per-request records) | vllm (vllm bench serve --save-result's keys, one object per measured run)")
 	fs.BoolVar(&o.SaveDetailed, "save-detailed", o.SaveDetailed, "--result-format vllm: add the per-request arrays (input_lens, ttfts, itls, ...)")
@@ -70,14 +70,13 @@ func (o *options) applyLoad(set map[string]bool) error {
 	l := &o.loadOptions
 	rate := o.RequestRate > 0 && !math.IsInf(o.RequestRate, 1)
 	promptFlags := set["prompt"] || set["prompt-repeats"] || set["unique-prompts"]
+	sweep := set["request-rates"] || set["concurrency"] || set["prefill-max-batch-sizes"] // rosetop sweep's axes
 	checks := []struct {
 		bad bool
 		msg string
 	}{
-		{set["burstiness"] && !(l.Burstiness > 0), fmt.Sprintf("--burstiness %g: must be > 0", l.Burstiness)},
 		{set["burstiness"] && !rate, "--burstiness shapes the gaps of --request-rate: give a rate"},
 		{l.RampUpS > 0 && !rate, "--ramp-up-s ramps --request-rate up: give a rate"},
-		{set["replay-speed"] && !(l.ReplaySpeed > 0), fmt.Sprintf("--replay-speed %g: must be > 0", l.ReplaySpeed)},
 		{set["replay-speed"] && l.Replay == "", "--replay-speed needs --replay FILE"},
 		{l.Replay != "" && l.Dataset != "", "--replay and --dataset both set the prompts: give one"},
 		{l.Replay != "" && (set["request-rate"] || set["submit-interval-ms"] || set["submit-schedule"]), "--replay sets the arrivals: drop --request-rate, --submit-interval-ms and --submit-schedule"},
@@ -86,6 +85,7 @@ func (o *options) applyLoad(set map[string]bool) error {
 		{l.Dataset != "random" && (set["input-len"] || set["range-ratio"]), "--input-len and --range-ratio shape --dataset random"},
 		{l.Dataset == "" && set["output-len"], "--output-len needs --dataset"},
 		{l.ResultFormat != "rosetop" && l.ResultFormat != "vllm", fmt.Sprintf("--result-format: unknown format %q (valid: rosetop, vllm)", l.ResultFormat)},
+		{sweep && (set["result-format"] || set["save-detailed"]), "--result-format and --save-detailed shape rosetop bench's --json: rosetop sweep writes its own files to --out-dir"},
 		{l.ResultFormat == "vllm" && o.JSONPath == "", "--result-format vllm is the format of --json FILE: give --json"},
 		{l.SaveDetailed && l.ResultFormat != "vllm", "--save-detailed adds vLLM's per-request arrays: give --result-format vllm"},
 	}

@@ -236,6 +236,8 @@ func TestSweepBadInput(t *testing.T) {
 		{"rate with a rate", []string{"--request-rates", "1,2", "--request-rate", "3"}, "--request-rates and --request-rate both set"},
 		{"with --json", []string{"--concurrency", "1", "--json", filepath.Join(dir, "x.json")}, "drop --json"},
 		{"bad goodput", []string{"--concurrency", "1", "--goodput", "ttft"}, "--goodput"},
+		{"vllm result format", []string{"--concurrency", "1", "--result-format", "vllm"}, "rosetop sweep writes its own files to --out-dir"},
+		{"save detailed", []string{"--request-rates", "1", "--save-detailed"}, "--result-format and --save-detailed shape rosetop bench's --json"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
