@@ -138,6 +138,9 @@ func Check(path string) error {
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".check-*")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() { // a file system that makes no files (/proc)
+			return fmt.Errorf("directory %s takes no new files", dir)
+		}
 		return fmt.Errorf("directory %s does not exist", dir)
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("directory %s is not writable", dir)

@@ -223,3 +223,14 @@ func TestWriteToFIFO(t *testing.T) {
 		}
 	}
 }
+
+// A directory that exists but makes no files (procfs answers ENOENT) is not called missing.
+func TestCheckProcfs(t *testing.T) {
+	if fi, err := os.Stat("/proc/self"); err != nil || !fi.IsDir() {
+		t.Skip("no procfs here")
+	}
+	// root meets procfs's ENOENT, another user its permissions first
+	if err := Check("/proc/rosetop-check.json"); err == nil || strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("Check in /proc = %v, want a directory that takes no new files or is not writable", err)
+	}
+}
