@@ -179,7 +179,7 @@ func waitWithProgress(s *Session, stderr io.Writer) error {
 		case <-tick.C:
 			s.mu.Lock()
 			if rs := s.cur; rs != nil {
-				p := rs.status(s.clock.Now(), s.cfg.Workload.MaxNewTokens)
+				p := rs.status(s.clock.Now())
 				eta := ""
 				if p.ETA > 0 {
 					eta = fmt.Sprintf(", about %s left", p.ETA.Round(time.Second))
@@ -187,7 +187,7 @@ func waitWithProgress(s *Session, stderr io.Writer) error {
 				fmt.Fprintf(stderr, "rosetop: %s: %d/%d requests finished, %d/%d tokens%s\n", rs.info.Label, p.Finished, p.Requests, p.Tokens, p.MaxTokens, eta)
 				if p.ETA > longRun && !rs.hinted {
 					rs.hinted = true
-					fmt.Fprintln(stderr, "rosetop: --num-requests and --max-new-tokens make runs shorter")
+					fmt.Fprintf(stderr, "rosetop: %s make runs shorter\n", s.wl.shorter())
 				}
 			}
 			s.mu.Unlock()

@@ -89,7 +89,7 @@ func TestUniqueMarkers(t *testing.T) {
 	}
 	spec := testConfig().Workload
 	spec.UniquePrompts, spec.NumRequests, spec.PromptRepeats = true, 300, 3
-	w, err := buildPromptWorkload(spec, tok, tok.VocabSize())
+	w, err := buildPromptWorkload(spec, ModelInfo{Codec: tok, Vocab: tok.VocabSize(), MaxPositions: 1024}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

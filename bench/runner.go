@@ -22,6 +22,7 @@ type runState struct {
 	start     time.Duration // session clock at its start
 	hinted    bool          // the "this run will take minutes" note was logged
 	n         int
+	maxTokens int               // the output tokens of all its requests, each run to its length
 	ids       []sched.RequestID // request i's id, in submission order
 	targets   []time.Duration
 	hasTarget []bool
@@ -170,7 +171,7 @@ func (s *Session) prewarm(g *generation) error {
 
 // runOne submits the workload once and waits for every request to finish.
 func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, first bool) (outcome, error) {
-	rs := &runState{n: s.cfg.Workload.NumRequests, engine: g.index, start: s.clock.Now(), records: map[sched.RequestID]*sched.Record{}, progress: make(chan struct{}, 1)}
+	rs := &runState{n: s.cfg.Workload.NumRequests, maxTokens: s.wl.totalNew, engine: g.index, start: s.clock.Now(), records: map[sched.RequestID]*sched.Record{}, progress: make(chan struct{}, 1)}
 	rs.info = runInfo{Label: pr.label, Index: pr.index, Warmup: pr.warmup}
 	s.mu.Lock()
 	rs.hdr = s.reportHeader(g.info)
@@ -236,11 +237,11 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 }
 
 // status is how far the run has got at now; nil for no run.
-func (rs *runState) status(now time.Duration, maxNew int) *RunProgress {
+func (rs *runState) status(now time.Duration) *RunProgress {
 	if rs == nil {
 		return nil
 	}
-	p := &RunProgress{Finished: len(rs.records), Requests: rs.n, Tokens: rs.tokens, MaxTokens: rs.n * maxNew, Elapsed: now - rs.start}
+	p := &RunProgress{Finished: len(rs.records), Requests: rs.n, Tokens: rs.tokens, MaxTokens: rs.maxTokens, Elapsed: now - rs.start}
 	if p.Tokens > 0 && p.MaxTokens > p.Tokens {
 		p.ETA = time.Duration(float64(p.Elapsed) * float64(p.MaxTokens-p.Tokens) / float64(p.Tokens))
 	}
@@ -253,13 +254,13 @@ const longRun = 2 * time.Minute
 // noteLongRun logs once on the dashboard, a few seconds into a run that will take minutes, what
 // makes it shorter (bench notes it on stderr); the caller holds s.mu.
 func (s *Session) noteLongRun(rs *runState, now time.Duration) {
-	p := rs.status(now, s.cfg.Workload.MaxNewTokens)
+	p := rs.status(now)
 	if s.opts.headless || rs.hinted || p.Elapsed < 3*time.Second || p.ETA < longRun {
 		return
 	}
 	rs.hinted = true
-	s.logf(LogInfo, "%s will take about %s more on %s: --num-requests and --max-new-tokens make runs shorter",
-		rs.info.Label, p.ETA.Round(time.Second), s.info.DeviceDetail)
+	s.logf(LogInfo, "%s will take about %s more on %s: %s make runs shorter",
+		rs.info.Label, p.ETA.Round(time.Second), s.info.DeviceDetail, s.wl.shorter())
 }
 
 // waitRun waits until the run is complete or interrupted.

@@ -138,16 +138,12 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	model := s.prov.Model()
 	s.seqs = cfg.MaxSeqLen
 	if !opts.External {
-		wl, err := buildWorkload(cfg.Workload, model)
+		wl, err := buildWorkload(cfg.Workload, model, cfg.MaxSeqLen)
 		if err != nil {
 			s.prov.Close()
 			return nil, err
 		}
 		s.wl = wl
-		if err := wl.fits(cfg.MaxSeqLen, model.MaxPositions); err != nil {
-			s.prov.Close()
-			return nil, err
-		}
 		if s.seqs == 0 {
 			s.seqs = wl.longestTotal
 		}
@@ -253,7 +249,7 @@ func (s *Session) header(now time.Duration) Header {
 		DeviceNote: s.info.DeviceNote, Job: s.cfg.Job, Paged: s.info.Paged, CUDAGraph: s.info.CUDAGraph,
 		Schedule: s.arr.label(), IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
 		PrefillMaxBatch: cfg.PrefillMaxBatch, Phase: s.phase, RunLabel: s.runLabel, Paused: s.paused,
-		Elapsed: now, Run: s.cur.status(now, s.cfg.Workload.MaxNewTokens), SLOs: s.cfg.Goodput, Remote: s.info.Remote,
+		Elapsed: now, Run: s.cur.status(now), SLOs: s.cfg.Goodput, Remote: s.info.Remote,
 		Concurrency: s.concurrency,
 	}
 }

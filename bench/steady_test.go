@@ -282,12 +282,12 @@ func TestSummaryTable(t *testing.T) {
 
 // TestRunProgress: a planned run's progress has an ETA from its token rate.
 func TestRunProgress(t *testing.T) {
-	rs := &runState{n: 4, start: time.Second, tokens: 64, records: map[sched.RequestID]*sched.Record{1: {}}}
-	p := rs.status(5*time.Second, 64)
+	rs := &runState{n: 4, maxTokens: 256, start: time.Second, tokens: 64, records: map[sched.RequestID]*sched.Record{1: {}}}
+	p := rs.status(5 * time.Second)
 	if p.Finished != 1 || p.MaxTokens != 256 || p.Elapsed != 4*time.Second || p.ETA != 12*time.Second {
 		t.Errorf("progress %+v, want 1/4 finished, 64/256 tokens in 4 s: 12 s left", p)
 	}
-	if (*runState)(nil).status(0, 1) != nil {
+	if (*runState)(nil).status(0) != nil {
 		t.Error("no run: progress not nil")
 	}
 }
@@ -344,8 +344,8 @@ func TestColdSlower(t *testing.T) {
 // TestLongRunNoted: a few seconds into a planned run that will take minutes, the dashboard's
 // events say so once, with what makes runs shorter.
 func TestLongRunNoted(t *testing.T) {
-	s := &Session{live: newLiveState(30 * time.Second), clock: newFakeClock(0), cfg: testConfig(requests(64, 256)), info: ServerInfo{DeviceDetail: "cpu (2 threads)"}}
-	rs := &runState{n: 64, info: runInfo{Label: "warmup 1/1"}, records: map[sched.RequestID]*sched.Record{}}
+	s := &Session{live: newLiveState(30 * time.Second), clock: newFakeClock(0), cfg: testConfig(requests(64, 256)), info: ServerInfo{DeviceDetail: "cpu (2 threads)"}, wl: &workload{maxNew: 256}}
+	rs := &runState{n: 64, maxTokens: 64 * 256, info: runInfo{Label: "warmup 1/1"}, records: map[sched.RequestID]*sched.Record{}}
 	for i, at := range []time.Duration{time.Second, 4 * time.Second, 8 * time.Second} {
 		rs.tokens = 64 * (i + 1) // 64 tokens every few seconds: 16384 take minutes
 		s.noteLongRun(rs, at)
