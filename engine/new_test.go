@@ -123,3 +123,22 @@ func TestPrewarmCPU(t *testing.T) {
 		t.Errorf("Prewarm: %v, ledger %d -> %d entries", err, n, e.Ledger.Len())
 	}
 }
+
+// A CPU KV pool larger than the machine's memory is refused before it is allocated.
+func TestNewRefusesKVPoolPastMemory(t *testing.T) {
+	mem := machineMemory()
+	if mem == 0 {
+		t.Skip("this system does not say how much memory it has")
+	}
+	m := smallModel(t, smallConfig(), 1)
+	perSeq := uint64(m.Config.NPositions) * uint64(m.Config.NLayer) * 2 * uint64(m.Config.NEmbd) * 4
+	batch := int(mem/perSeq) + 1
+	e, err := New(m, Options{Device: "cpu", MaxBatch: batch})
+	if err == nil {
+		e.Close()
+		t.Fatalf("New with a %d-sequence KV pool succeeded on a machine of %d bytes", batch, mem)
+	}
+	if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "more than this machine's") {
+		t.Fatalf("New error = %q, want a KV pool past the machine's memory, wrapping ErrBadOptions", err)
+	}
+}
