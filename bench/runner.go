@@ -242,8 +242,20 @@ func (rs *runState) status(now time.Duration) *RunProgress {
 		return nil
 	}
 	p := &RunProgress{Finished: len(rs.records), Requests: rs.n, Tokens: rs.tokens, MaxTokens: rs.maxTokens, Elapsed: now - rs.start}
-	if p.Tokens > 0 && p.MaxTokens > p.Tokens {
-		p.ETA = time.Duration(float64(p.Elapsed) * float64(p.MaxTokens-p.Tokens) / float64(p.Tokens))
+	// Two rates, the lower estimate kept: output tokens (right when requests end together, as
+	// in a batch that decodes to one length) and finished requests (right when prompts, not
+	// outputs, take the time). Tokens count once a hundredth of them came: a first token after a
+	// long prefill says nothing yet.
+	left := func(done, total int) time.Duration {
+		return time.Duration(float64(p.Elapsed) * float64(total-done) / float64(done))
+	}
+	if p.Tokens > 0 && p.MaxTokens > p.Tokens && 100*p.Tokens >= p.MaxTokens {
+		p.ETA = left(p.Tokens, p.MaxTokens)
+	}
+	if p.Finished > 0 && p.Requests > p.Finished {
+		if r := left(p.Finished, p.Requests); p.ETA == 0 || r < p.ETA {
+			p.ETA = r
+		}
 	}
 	return p
 }

@@ -280,12 +280,22 @@ func TestSummaryTable(t *testing.T) {
 	}
 }
 
-// TestRunProgress: a planned run's progress has an ETA from its token rate.
+// TestRunProgress: a planned run's progress has an ETA from its token or request rate.
 func TestRunProgress(t *testing.T) {
 	rs := &runState{n: 4, maxTokens: 256, start: time.Second, tokens: 64, records: map[sched.RequestID]*sched.Record{1: {}}}
 	p := rs.status(5 * time.Second)
 	if p.Finished != 1 || p.MaxTokens != 256 || p.Elapsed != 4*time.Second || p.ETA != 12*time.Second {
 		t.Errorf("progress %+v, want 1/4 finished, 64/256 tokens in 4 s: 12 s left", p)
+	}
+	// Long prompts, short outputs: one token after a long prefill gives no estimate; then the
+	// finished requests' rate gives one where the tokens' would say hours.
+	rs = &runState{n: 100, maxTokens: 400, start: 0, tokens: 1, records: map[sched.RequestID]*sched.Record{}}
+	if p := rs.status(10 * time.Second); p.ETA != 0 {
+		t.Errorf("one token of 400 in 10 s: ETA %v, want none yet", p.ETA)
+	}
+	rs.tokens, rs.records[1], rs.records[2] = 3, &sched.Record{}, &sched.Record{}
+	if p := rs.status(10 * time.Second); p.ETA != 490*time.Second {
+		t.Errorf("2 of 100 requests in 10 s (3 of 400 tokens): ETA %v, want 490 s", p.ETA)
 	}
 	if (*runState)(nil).status(0) != nil {
 		t.Error("no run: progress not nil")

@@ -94,7 +94,7 @@ type RunProgress struct {
 	Finished, Requests int           // requests finished, of the run's
 	Tokens, MaxTokens  int           // output tokens so far, of at most Requests x max new tokens
 	Elapsed            time.Duration // since the run started
-	ETA                time.Duration // left at the token rate so far; 0 until a token came
+	ETA                time.Duration // left at the token or request rate so far (the lower); 0: no estimate yet
 }
 
 // QueuePoint is the queue depth after one step.
