@@ -39,9 +39,14 @@ func (s *Session) startEngine(index int) (*generation, error) {
 		return nil, err
 	}
 	info := srv.Info()
+	// The knobs tuned while the engine was being built are the ones it starts with: they are
+	// read again, and set with s.srv under one lock, so that no Do falls between.
+	s.mu.Lock()
+	knobs = s.knobs
 	knobs.MaxBatch = min(knobs.MaxBatch, info.MaxBatch)
 	knobs.PrefillMaxBatch = min(knobs.PrefillMaxBatch, knobs.MaxBatch)
 	if err := srv.SetConfig(knobs); err != nil {
+		s.mu.Unlock()
 		srv.Close()
 		return nil, fmt.Errorf("scheduler config: %w", err)
 	}
@@ -57,7 +62,6 @@ func (s *Session) startEngine(index int) (*generation, error) {
 		g.loopErr = srv.Run(ctx, g.out)
 	}()
 	go s.record(g)
-	s.mu.Lock()
 	s.srv, s.info, s.knobs = srv, info, knobs
 	s.live.cold = nil
 	s.live.steady = newRing[Summary](steadyCap)
