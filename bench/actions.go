@@ -11,6 +11,10 @@ import (
 // ErrNeedsGPU is returned by Do(ActToggleGraph) on an engine that runs on the CPU.
 var ErrNeedsGPU = errors.New("CUDA Graph needs a GPU")
 
+// ErrSessionEnded is returned by Do once the session has ended (Close, or its engine failed):
+// no action would take effect.
+var ErrSessionEnded = errors.New("the session has ended: actions no longer apply")
+
 // intervalSteps are the submit intervals (ms) the dashboard's -/+ keys step through.
 var intervalSteps = [...]float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
 
@@ -34,6 +38,9 @@ var ErrExternalLoad = errors.New("the load is external: clients decide when requ
 
 // do applies a; the caller holds s.mu.
 func (s *Session) do(a Action) (string, error) {
+	if s.phase == PhaseDone {
+		return "", ErrSessionEnded
+	}
 	if r := s.info.Remote; r != nil {
 		if err := refuseRemote(a, r); err != nil {
 			return "", err

@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -75,5 +78,27 @@ func TestKnobsTunedDuringRebuildKept(t *testing.T) {
 	s.mu.Unlock()
 	if cfg.MaxBatch != 4 || cfg.PrefillMaxBatch != 3 {
 		t.Errorf("new engine's scheduler runs max batch %d, prefill max batch %d; want 4 and 3", cfg.MaxBatch, cfg.PrefillMaxBatch)
+	}
+}
+
+// Once the session has ended, every action is refused: none would take effect, and a restart
+// said "restarting engine" with no engine to restart.
+func TestActionsAfterEndRefused(t *testing.T) {
+	s, _ := newTinySession(t, cpuEngine(2), testConfig(requests(4, 4), runs(1, 1)))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := s.View().Header
+	for a := ActTogglePaged; a <= ActConcurrencyUp; a++ {
+		if msg, err := s.Do(a); !errors.Is(err, ErrSessionEnded) {
+			t.Errorf("Do(%d) after Close = %q, %v; want ErrSessionEnded", a, msg, err)
+		}
+	}
+	if after := s.View().Header; after.MaxBatch != before.MaxBatch || after.Paused != before.Paused || after.Concurrency != before.Concurrency {
+		t.Errorf("a refused action changed the header: %+v -> %+v", before, after)
+	}
+	var b bytes.Buffer
+	if err := s.Report(&b); err != nil || !strings.Contains(b.String(), "=== rosetop session:") {
+		t.Errorf("Report after the refusals: %v\n%s", err, b.String())
 	}
 }

@@ -164,10 +164,10 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 		defer close(s.done)
 		defer cancel()
 		s.err = s.loop(runCtx, g)
+		s.setPhase(PhaseDone, "done") // from here Do refuses every action
 		if err := s.prov.Close(); err != nil && s.err == nil {
 			s.err = err
 		}
-		s.setPhase(PhaseDone, "done")
 	}()
 	if opts.Started != nil {
 		opts.Started(s)
