@@ -289,3 +289,56 @@ func TestRunRestoresOnFailure(t *testing.T) {
 		t.Errorf("after the failure (%v) the terminal was left on the alternate screen or without a cursor: %q", err, s[max(0, len(s)-64):])
 	}
 }
+
+// Bubble Tea runs each command on its own goroutine, in no set order: a key pressed while the
+// previous key's action is still running waits for it, so the Session gets the actions in the
+// order they were typed ({ then } used to reach it as } then {, refused at the capacity, then {).
+func TestActionsReachSessionInOrder(t *testing.T) {
+	f := newFakeSession(testView())
+	m := sized(t, f, "none", 120, 40)
+	var pending []tea.Cmd // commands not run yet
+	for _, k := range []string{"{", "}", "[", "]"} {
+		tm, cmd := m.Update(keyMsg(k))
+		m = tm.(Model)
+		if cmd != nil {
+			pending = append(pending, cmd)
+		}
+	}
+	// Run the newest command first, as Bubble Tea's goroutines may, feeding each result back.
+	for len(pending) > 0 {
+		cmd := pending[len(pending)-1]
+		pending = pending[:len(pending)-1]
+		tm, next := m.Update(cmd())
+		m = tm.(Model)
+		if next != nil {
+			pending = append(pending, next)
+		}
+	}
+	want := []bench.Action{bench.ActMaxBatchDown, bench.ActMaxBatchUp, bench.ActPrefillBatchDown, bench.ActPrefillBatchUp}
+	if got := f.Actions(); !slices.Equal(got, want) {
+		t.Fatalf("the Session got %v, want %v (the keys' order)", got, want)
+	}
+	if !strings.Contains(m.View(), "✓ prefill max batch 16") {
+		t.Errorf("the status line does not show the last key's result")
+	}
+}
+
+// Keys pressed while the Session does not answer wait up to maxQueued; past that they are
+// refused and the status line says so, instead of queueing without bound.
+func TestQueuedActionsBounded(t *testing.T) {
+	m := sized(t, newFakeSession(testView()), "none", 120, 40)
+	cmds := 0
+	for range maxQueued + 3 {
+		tm, cmd := m.Update(keyMsg("{"))
+		m = tm.(Model)
+		if cmd != nil {
+			cmds++
+		}
+	}
+	if cmds != 1 || len(m.queued) != maxQueued {
+		t.Fatalf("%d commands, %d queued; want 1 running and %d waiting", cmds, len(m.queued), maxQueued)
+	}
+	if !strings.Contains(m.View(), "key ignored") {
+		t.Error("the status line does not say the key was ignored")
+	}
+}

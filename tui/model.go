@@ -25,6 +25,9 @@ type tickID struct{ _ int }
 
 type tickMsg struct{ id *tickID }
 
+// maxQueued bounds the actions of keys pressed while an earlier one is still running.
+const maxQueued = 64
+
 // actionMsg carries a Session.Do result back into Update.
 type actionMsg struct {
 	a   bench.Action
@@ -49,10 +52,12 @@ type Model struct {
 	view     *bench.View // latest view read from s
 	flash    string      // the last key result shown in the status line ("" none)
 	flashErr bool
-	flashN   int           // ticks left
-	last     string        // the last key result, kept for the idle status line ("" none yet)
-	lastErr  bool          // last was a refusal
-	lastAt   time.Duration // session clock when last came back
+	flashN   int            // ticks left
+	last     string         // the last key result, kept for the idle status line ("" none yet)
+	lastErr  bool           // last was a refusal
+	lastAt   time.Duration  // session clock when last came back
+	acting   bool           // a Session.Do is running; further keys' actions wait in queued
+	queued   []bench.Action // actions of keys pressed while acting, oldest first
 	ch       *charts
 	cache    *paneCache // the table panes as last drawn; shared by copies, touched only in Update
 	lay      layout
@@ -95,7 +100,8 @@ func (m Model) tick() tea.Cmd {
 }
 
 // doAction runs Session.Do off the Update goroutine (an engine restart may take a while); the
-// closure captures only the session and the action, never the model.
+// closure captures only the session and the action, never the model. Bubble Tea runs commands
+// concurrently, so act sends one action at a time.
 func doAction(s Session, a bench.Action) tea.Cmd {
 	return func() tea.Msg {
 		msg, err := s.Do(a)
@@ -130,6 +136,12 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setFlash(actionName(msg.a), false)
 		}
 		m.refresh(true)
+		if len(m.queued) > 0 {
+			a := m.queued[0]
+			m.queued = m.queued[1:]
+			return m, doAction(m.s, a)
+		}
+		m.acting = false
 	case tea.KeyMsg:
 		return m.key(msg)
 	}
@@ -180,9 +192,25 @@ func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	}
 	for _, ka := range actions {
 		if keyMatches(k, ka.b) {
-			return m, doAction(m.s, ka.a)
+			return m.act(ka.a)
 		}
 	}
+	return m, nil
+}
+
+// act sends a to the Session, or queues it behind the action still running: the Session gets
+// the actions in the order the keys were pressed.
+func (m Model) act(a bench.Action) (tea.Model, tea.Cmd) {
+	if !m.acting {
+		m.acting = true
+		return m, doAction(m.s, a)
+	}
+	if len(m.queued) >= maxQueued {
+		m.setFlash(fmt.Sprintf("key ignored: %d actions are waiting for the session", len(m.queued)), true)
+		m.refresh(true)
+		return m, nil
+	}
+	m.queued = append(m.queued[:len(m.queued):len(m.queued)], a) // copies: earlier Models keep theirs
 	return m, nil
 }
 
