@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"rosetop/sched"
 )
 
 // gatedProvider holds every engine build after the first until the test lets it go: building
@@ -100,5 +103,153 @@ func TestActionsAfterEndRefused(t *testing.T) {
 	var b bytes.Buffer
 	if err := s.Report(&b); err != nil || !strings.Contains(b.String(), "=== rosetop session:") {
 		t.Errorf("Report after the refusals: %v\n%s", err, b.String())
+	}
+}
+
+// serveBuilds lets every held engine build go on until stop is closed, first doing acts from
+// inside the first k rebuilds (a restart among them asks for the next); acted is closed after
+// the k-th.
+func serveBuilds(t *testing.T, s *Session, gp *gatedProvider, stop <-chan struct{}, acted chan<- struct{}, k int, acts ...Action) {
+	for {
+		select {
+		case <-gp.building:
+			if k > 0 {
+				for _, a := range acts {
+					if _, err := s.Do(a); errors.Is(err, ErrSessionEnded) {
+						t.Errorf("Do(%d) during a rebuild: %v", a, err)
+					}
+				}
+				if k--; k == 0 {
+					close(acted)
+				}
+			}
+			gp.release <- struct{}{}
+		case <-stop:
+			return
+		}
+	}
+}
+
+// checkEveryRequestOnce checks the session's kept runs: every request an engine took is in
+// exactly one run of that engine with its record (the scheduler numbers them 1, 2, ... per
+// engine), each run's summary counts its requests, and a full steady window holds NumRequests.
+func checkEveryRequestOnce(t *testing.T, s *Session, n int) (engines int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[int]map[sched.RequestID]string{}
+	for _, res := range s.results {
+		ids := seen[res.engine]
+		if ids == nil {
+			ids = map[sched.RequestID]string{}
+			seen[res.engine] = ids
+		}
+		ended := 0
+		for _, r := range res.reqs {
+			if r.Record == nil {
+				t.Errorf("%s (engine %d): request %d has no record", res.sum.Label, res.engine, r.Index)
+				continue
+			}
+			if where, dup := ids[r.Record.ID]; dup {
+				t.Errorf("engine %d: request %d filed in %q and in %q", res.engine, r.Record.ID, where, res.sum.Label)
+			}
+			ids[r.Record.ID] = res.sum.Label
+			ended++
+		}
+		if sum := res.sum; sum.Requests+sum.Cancelled+sum.Failed != ended {
+			t.Errorf("%s (engine %d): %d completed + %d cancelled + %d failed, of %d requests", sum.Label, res.engine, sum.Requests, sum.Cancelled, sum.Failed, ended)
+		}
+		if res.live && !res.sum.Partial && len(res.reqs) != n {
+			t.Errorf("%s (engine %d): a full window of %d requests, want %d", res.sum.Label, res.engine, len(res.reqs), n)
+		}
+	}
+	for e, ids := range seen {
+		for id := sched.RequestID(1); id <= sched.RequestID(len(ids)); id++ {
+			if _, ok := ids[id]; !ok {
+				t.Errorf("engine %d: request %d of %d is in no run", e, id, len(ids))
+			}
+		}
+		engines = max(engines, e)
+	}
+	return engines
+}
+
+// Actions fired together from several goroutines, while requests are in flight and while
+// engines are being rebuilt, lose and double-count no request, and the session still settles
+// into its steady state and closes with its summary.
+func TestActionStormKeepsEveryRequest(t *testing.T) {
+	const n = 8
+	gp := newGatedProvider(cpuEngine(2))
+	s, published := newTinySession(t, gp, testConfig(requests(n, 8), runs(1, 1), func(c *Config) { c.Sched.MaxBatch, c.Sched.PrefillMaxBatch = 8, 8 }))
+	stop, acted, served := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(served)
+		serveBuilds(t, s, gp, stop, acted, 3, ActTogglePaged, ActMaxBatchDown, ActRestart, ActConcurrencyDown, ActTogglePause, ActTogglePause)
+	}()
+	waitFor(t, s, published, "requests in flight", func(v *View) bool {
+		return v.Header.Run != nil && v.Header.Run.Tokens > 0 || v.Header.Phase == PhaseLive
+	})
+
+	storm := [][]Action{
+		{ActTogglePaged, ActTogglePaged, ActMaxBatchDown, ActMaxBatchDown, ActMaxBatchDown, ActMaxBatchDown, ActMaxBatchDown, ActRestart, ActMaxBatchUp, ActMaxBatchUp},
+		{ActPrefillBatchDown, ActPrefillBatchDown, ActPrefillBatchDown, ActPrefillBatchDown, ActPrefillBatchDown, ActPrefillBatchDown, ActPrefillBatchDown, ActPrefillBatchDown, ActPrefillBatchUp, ActPrefillBatchUp},
+		{ActTogglePause, ActRestart, ActTogglePause, ActToggleSchedule, ActIntervalUp, ActIntervalDown, ActIntervalDown, ActToggleSchedule, ActToggleGraph},
+		{ActConcurrencyDown, ActConcurrencyDown, ActConcurrencyDown, ActConcurrencyDown, ActConcurrencyUp, ActTogglePaged, ActConcurrencyUp, ActConcurrencyDown},
+	}
+	var wg sync.WaitGroup
+	for _, acts := range storm {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, a := range acts {
+				if _, err := s.Do(a); errors.Is(err, ErrSessionEnded) {
+					t.Errorf("Do(%d): %v", a, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	<-acted // each of the three rebuilds asked for the next: the storm rebuilt the engine at least 4 times
+	// A known state, whatever order the storm ran in: arrivals running, no interval, the batch
+	// sizes at the engine's capacity.
+	if s.View().Header.Paused {
+		s.Do(ActTogglePause)
+	}
+	for _, a := range []Action{ActIntervalDown, ActMaxBatchUp, ActConcurrencyDown} {
+		for i := 0; i < 32; i++ {
+			if _, err := s.Do(a); err != nil {
+				break
+			}
+		}
+	}
+	for range 3 { // concurrency 1 -> 8
+		if _, err := s.Do(ActConcurrencyUp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := waitFor(t, s, published, "a steady window on the last engine", func(v *View) bool {
+		return v.Header.Phase == PhaseLive && v.Live.Windows >= 1 && !v.Header.Paused
+	})
+	if h := v.Header; h.MaxBatch != 8 || h.PrefillMaxBatch < 1 || h.PrefillMaxBatch > 8 || h.Concurrency != 8 {
+		t.Errorf("header %+v: want max batch 8, a prefill max batch in 1..8 and concurrency 8", h)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	close(stop)
+	<-served
+	engines := checkEveryRequestOnce(t, s, n)
+	var b bytes.Buffer
+	if err := s.Report(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "=== rosetop session:") || !strings.Contains(b.String(), fmt.Sprintf("engine %d: ", engines)) {
+		t.Errorf("the summary table lacks the session or engine %d:\n%s", engines, b.String())
+	}
+	gp.mu.Lock()
+	builds := gp.builds
+	gp.mu.Unlock()
+	if engines != builds {
+		t.Errorf("runs on %d engines, %d built", engines, builds)
 	}
 }
