@@ -253,3 +253,41 @@ func TestActionStormKeepsEveryRequest(t *testing.T) {
 		t.Errorf("runs on %d engines, %d built", engines, builds)
 	}
 }
+
+// Quitting while an engine is being rebuilt ends the session once the build returns: no run
+// starts on the new engine (it filed an empty "cut short" cold run), and the summary keeps the
+// run the restart interrupted.
+func TestQuitDuringRebuild(t *testing.T) {
+	gp := newGatedProvider(cpuEngine(2))
+	s, published := newTinySession(t, gp, testConfig(requests(4, 8), runs(1, 1)))
+	waitFor(t, s, published, "requests in flight", func(v *View) bool {
+		return v.Header.Run != nil && v.Header.Run.Tokens > 0 || v.Header.Phase == PhaseLive
+	})
+	if _, err := s.Do(ActRestart); err != nil {
+		t.Fatal(err)
+	}
+	<-gp.building
+	s.stop() // q: what Close does first
+	gp.release <- struct{}{}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	checkEveryRequestOnce(t, s, 4)
+	s.mu.Lock()
+	for _, res := range s.results {
+		if res.engine != 1 {
+			t.Errorf("%s ran on engine %d, built after the quit", res.sum.Label, res.engine)
+		}
+	}
+	s.mu.Unlock()
+	var b bytes.Buffer
+	if err := s.Report(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "engine 1: ") || strings.Contains(b.String(), "engine 2: ") {
+		t.Errorf("summary table, want engine 1's runs only:\n%s", b.String())
+	}
+	if _, err := s.Do(ActTogglePaged); !errors.Is(err, ErrSessionEnded) {
+		t.Errorf("Do after the quit: %v, want ErrSessionEnded", err)
+	}
+}

@@ -100,7 +100,7 @@ func (s *Session) loop(ctx context.Context, g *generation) error {
 			s.mu.Unlock()
 			return err
 		}
-		if why != runRestart {
+		if why != runRestart || ctx.Err() != nil { // a quit with a restart pending builds nothing
 			return ctx.Err()
 		}
 		s.setPhase(PhaseStarting, "restarting engine")
@@ -123,6 +123,9 @@ func (s *Session) loop(ctx context.Context, g *generation) error {
 func (s *Session) runEngine(ctx context.Context, g *generation) (outcome, error) {
 	cold := false // the previous run was a cold one
 	for k := 0; ; k++ {
+		if ctx.Err() != nil { // stopped between runs, or while this engine was being built
+			return runStopped, nil
+		}
 		pr, ok := s.plan(g, k)
 		if !ok {
 			return runComplete, nil
