@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"rosetop/sched"
 )
@@ -290,4 +291,76 @@ func TestQuitDuringRebuild(t *testing.T) {
 	if _, err := s.Do(ActTogglePaged); !errors.Is(err, ErrSessionEnded) {
 		t.Errorf("Do after the quit: %v, want ErrSessionEnded", err)
 	}
+}
+
+// Pause, then a restart, then quit: the submitter waiting for the resume and the cold run
+// waiting for requests both end, and what ran is kept.
+func TestPauseRestartQuit(t *testing.T) {
+	gp := newGatedProvider(cpuEngine(2))
+	s, published := newTinySession(t, gp, testConfig(requests(6, 8), runs(1, 1), func(c *Config) {
+		c.Arrivals = Arrivals{Schedule: "absolute", Interval: time.Millisecond}
+	}))
+	waitFor(t, s, published, "a first token", func(v *View) bool {
+		return v.Header.Run != nil && v.Header.Run.Tokens > 0 || v.Header.Phase == PhaseLive
+	})
+	for _, a := range []Action{ActTogglePause, ActRestart} {
+		if _, err := s.Do(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-gp.building
+	gp.release <- struct{}{}
+	waitFor(t, s, published, "engine 2's cold run, paused", func(v *View) bool {
+		return v.Header.RunLabel == "cold run (engine 2)" && v.Header.Paused
+	})
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	checkEveryRequestOnce(t, s, 6)
+	var b bytes.Buffer
+	if err := s.Report(&b); err != nil || !strings.Contains(b.String(), "engine 1: ") {
+		t.Errorf("summary table (%v):\n%s", err, b.String())
+	}
+}
+
+// The batch sizes driven to their ends and back, again and again while requests flow, stop
+// with a refusal at each end and keep the engine's scheduler and the header in step.
+func TestBatchSizesToTheirEnds(t *testing.T) {
+	s, published := newTinySession(t, cpuEngine(2), testConfig(requests(8, 8), runs(1, 1), func(c *Config) { c.Sched.MaxBatch, c.Sched.PrefillMaxBatch = 16, 16 }))
+	waitFor(t, s, published, "the steady state", func(v *View) bool { return v.Header.Phase == PhaseLive })
+	steps := 0
+	drive := func(a Action, wantMax, wantPrefill int) {
+		t.Helper()
+		for i := 0; ; i++ {
+			if _, err := s.Do(a); err != nil {
+				break
+			}
+			if steps++; i > 64 {
+				t.Fatalf("Do(%d) never refused", a)
+			}
+		}
+		h := s.View().Header
+		s.mu.Lock()
+		cfg := s.srv.(*inProcServer).Config()
+		s.mu.Unlock()
+		if h.MaxBatch != wantMax || h.PrefillMaxBatch != wantPrefill || cfg.MaxBatch != wantMax || cfg.PrefillMaxBatch != wantPrefill {
+			t.Fatalf("after Do(%d) to its end: header %d/%d, scheduler %d/%d; want %d/%d", a, h.MaxBatch, h.PrefillMaxBatch, cfg.MaxBatch, cfg.PrefillMaxBatch, wantMax, wantPrefill)
+		}
+	}
+	for range 3 {
+		drive(ActMaxBatchDown, 1, 1)      // 4 steps
+		drive(ActPrefillBatchUp, 1, 1)    // refused at once
+		drive(ActMaxBatchUp, 16, 16)      // 4, the prefill max batch following
+		drive(ActPrefillBatchDown, 16, 1) // 15
+		drive(ActMaxBatchUp, 16, 1)       // refused at once
+		drive(ActPrefillBatchUp, 16, 16)  // 15
+	}
+	if want := 3 * (4 + 4 + 15 + 15); steps != want {
+		t.Errorf("%d steps taken, want %d", steps, want)
+	}
+	waitFor(t, s, published, "a steady window after the tuning", func(v *View) bool { return v.Live.Windows >= 1 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkEveryRequestOnce(t, s, 8)
 }
