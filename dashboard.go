@@ -40,7 +40,7 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		if err != nil {
 			return errors.Join(err, sess.Close())
 		}
-		runErr := tui.Run(ctx, tapped(sess, rec), tui.Options{Input: term.in, Output: term.out, AltScreen: true})
+		runErr := tui.Run(ctx, tapped(sess, rec), term.options())
 		closeErr := sess.Close()
 		recErr := closeRecording(rec, o, stderr)
 		repErr := sess.Report(stdout)

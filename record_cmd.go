@@ -148,7 +148,7 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return err
 	}
 	defer term.close()
-	runErr := tui.Run(ctx, rp, tui.Options{Input: term.in, Output: term.out, AltScreen: true})
+	runErr := tui.Run(ctx, rp, term.options())
 	if note := record.StopNote(rec); note != "" {
 		fmt.Fprintf(stderr, "rosetop: %s: %s\n", path, note)
 	}

@@ -196,7 +196,7 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	var runErr error
 	if term != nil {
-		runErr = tui.Run(ctx, tapped(sess, rec), tui.Options{Input: term.in, Output: term.out, AltScreen: true})
+		runErr = tui.Run(ctx, tapped(sess, rec), term.options())
 		stopServing() // q on the dashboard stops the server as a signal would
 	}
 	serveErr := <-served

@@ -5,7 +5,10 @@ import (
 	"io"
 	"os"
 
+	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/term"
+
+	"rosetop/tui"
 )
 
 // errNoTerminal: the dashboard was asked for where no terminal can show it.
@@ -17,15 +20,24 @@ var errNoTerminal = errors.New("the dashboard needs a terminal, and there is non
 type dashTerminal struct {
 	in    io.Reader
 	out   io.Writer
+	theme string       // resolved when the terminal is found (see findTerminal)
 	close func() error // closes what was opened here
 }
 
+// options are the dashboard's tui options on t.
+func (t dashTerminal) options() tui.Options {
+	return tui.Options{Input: t.in, Output: t.out, AltScreen: true, Theme: t.theme}
+}
+
 // findTerminal picks the dashboard's terminal; devTTY opens the controlling terminal. Without
-// one it returns errNoTerminal, as a usage error (exit 2).
+// one it returns errNoTerminal, as a usage error (exit 2). It picks the theme too, before a
+// model loads: asking the terminal for its background reads its input and drops the keys typed
+// meanwhile (a q pressed during a slow load).
 func findTerminal(stdin io.Reader, stderr io.Writer, devTTY func() (*os.File, error)) (dashTerminal, error) {
 	t := dashTerminal{in: stdin, out: stderr, close: func() error { return nil }}
 	inOK, outOK := isTerminal(stdin), isTerminal(stderr)
 	if inOK && outOK {
+		t.theme = tui.ResolveTheme("", lipgloss.NewRenderer(t.out))
 		return t, nil
 	}
 	tty, err := devTTY()
@@ -39,6 +51,7 @@ func findTerminal(stdin io.Reader, stderr io.Writer, devTTY func() (*os.File, er
 		t.out = tty
 	}
 	t.close = tty.Close
+	t.theme = tui.ResolveTheme("", lipgloss.NewRenderer(t.out))
 	return t, nil
 }
 
