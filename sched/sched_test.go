@@ -600,3 +600,81 @@ func TestMassCancelWaiting(t *testing.T) {
 	}
 	h.s.Close()
 }
+
+// TestRandomWorkloads runs random workloads under random settings, every knob at once: paged and
+// contiguous pools down to a few blocks (preemption), the prefix cache, steps ahead, EOS with
+// MinNewTokens, cancellations, settings changed between steps and a failing engine step. After
+// every step the harness checks its invariants; at the end every request has ended exactly once,
+// finished ones with the reference tokens, and the pool is empty.
+func TestRandomWorkloads(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(1234, seed))
+		o := pagedOptions(3+rng.IntN(40), Config{})
+		o.PrefixCache = rng.IntN(2) == 0
+		if rng.IntN(4) == 0 {
+			o = Options{Layout: engine.KVLayout{BlockSize: 16 + rng.IntN(30), NumBlocks: 1 + rng.IntN(6)}}
+		}
+		o.EOS, o.MaxSeqLen = 7, 2+rng.IntN(60)
+		randConfig := func() Config {
+			c := Config{MaxBatch: 1 + rng.IntN(8), Policy: Policy(rng.IntN(3))}
+			c.PrefillMaxBatch = 1 + rng.IntN(c.MaxBatch)
+			if rng.IntN(2) == 0 {
+				c.PrefillMaxTokens = 1 + rng.IntN(30)
+			}
+			return c
+		}
+		o.Config = randConfig()
+		h := newHarness(t, o)
+		h.s.maxAhead = rng.IntN(4)
+		h.be.model = func(seq []int32) int32 {
+			if tok := nextToken(seq); tok%13 != 0 {
+				return tok
+			}
+			return 7 // EOS
+		}
+		failAt := -1
+		if rng.IntN(5) == 0 {
+			failAt = 1 + rng.IntN(30)
+		}
+		h.be.fail = func(call int) bool { return call == failAt }
+		shared := [][]int32{prompt(1, 40), prompt(2, 40), prompt(3, 40)} // prefixes to hit
+		submitted := 0
+		for step := 0; submitted < 40 || len(h.records) < len(h.order); step++ {
+			if submitted < 40 && rng.IntN(2) == 0 {
+				submitted++
+				p := shared[rng.IntN(3)][:1+rng.IntN(30)]
+				if rng.IntN(2) == 0 {
+					p = prompt(int32(100+submitted), 1+rng.IntN(30))
+				}
+				r := Request{Tokens: p, MaxNewTokens: 1 + rng.IntN(30), StopOnEOS: rng.IntN(2) == 0}
+				r.MinNewTokens = rng.IntN(r.MaxNewTokens + 1)
+				if len(p)+r.MaxNewTokens <= h.s.seqCap {
+					h.submit(r)
+				} else if _, err := h.s.Submit(r); !errors.Is(err, ErrBadRequest) {
+					t.Fatalf("seed %d: a request past the longest sequence: %v", seed, err)
+				}
+			}
+			if len(h.order) > 0 && rng.IntN(8) == 0 {
+				h.s.Cancel(h.order[rng.IntN(len(h.order))])
+			}
+			if rng.IntN(15) == 0 {
+				if err := h.s.SetConfig(randConfig()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := h.s.Step()
+			if err != nil && !errors.Is(err, errFake) {
+				t.Fatalf("seed %d: Step: %v", seed, err)
+			}
+			h.check(out)
+			if t.Failed() || step > 20000 {
+				t.Fatalf("seed %d, step %d: %d of %d requests finished; options %+v", seed, step, len(h.records), len(h.order), o)
+			}
+		}
+		h.drain(10)
+		h.checkOutputs()
+		if t.Failed() {
+			t.Fatalf("seed %d: options %+v", seed, o)
+		}
+	}
+}
