@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -143,5 +145,59 @@ func TestComparisonsSeeNonFinite(t *testing.T) {
 		if d := relDiff(c.got, want); (d > 1e-5) != c.bad {
 			t.Errorf("%s: relDiff = %g", c.name, d)
 		}
+	}
+}
+
+// TestStepBoundsScratch: a batch whose scratch would pass the backend's bound runs as several
+// forward passes over runs of its sequences; each sequence samples exactly what it samples in one
+// pass, and the scratch never holds more than a pass's tokens and rows.
+func TestStepBoundsScratch(t *testing.T) {
+	m := tinyModel(t)
+	idx := []int{2, 0, 1} // 12, 1 and 5 prompt tokens
+	const steps = 16
+	want, _ := run(t, newTestBackend(t, m, true, 3, 64, 0), idx, steps, true)
+	c := newTestBackend(t, m, true, 3, 64, 0)
+	perTok := 4 * (6*c.cfg.NEmbd + innerDim(c.cfg) + 2)
+	perRow := 4 * (c.cfg.NEmbd + c.cfg.VocabSize + 1)
+	for _, bound := range []struct {
+		name           string
+		bytes          int
+		maxTok, maxRow int
+	}{
+		{"a sequence per pass", 1, 12, 1},
+		{"two sequences per pass", 13*perTok + 2*perRow, 13, 2},
+	} {
+		t.Run(bound.name, func(t *testing.T) {
+			c := newTestBackend(t, m, true, 3, 64, 0)
+			c.stepBytes = bound.bytes
+			got, _ := run(t, c, idx, steps, true)
+			for j := range idx {
+				if !slices.Equal(got[j], want[j]) {
+					t.Errorf("sequence %d: %v in bounded passes, %v in one", j, got[j], want[j])
+				}
+			}
+			if c.capTok > bound.maxTok || c.capRow > bound.maxRow {
+				t.Errorf("scratch for %d tokens and %d rows, want at most %d and %d", c.capTok, c.capRow, bound.maxTok, bound.maxRow)
+			}
+		})
+	}
+}
+
+// TestStepBoundedBadBatch: a bad sequence in a batch run as several passes fails the step,
+// named by its index in the batch, before any pass writes a KV entry.
+func TestStepBoundedBadBatch(t *testing.T) {
+	c := newTestBackend(t, tinyModel(t), true, 2, 64, 0)
+	c.stepBytes = 1
+	tables := blockTables(c.layout, 2, 64, 3)
+	b := Batch{Seqs: []SeqStep{
+		{ID: 1, Tokens: batchPrompts[2], Blocks: tables[0]},
+		{ID: 2, Tokens: []int32{int32(c.cfg.VocabSize)}, Blocks: tables[1]},
+	}}
+	err := c.Step(&b, make([]int32, 2))
+	if !errors.Is(err, ErrBadBatch) || !strings.Contains(err.Error(), "sequence 1 ") {
+		t.Fatalf("Step: %v, want ErrBadBatch naming sequence 1", err)
+	}
+	if i := slices.IndexFunc(c.kv, func(v float32) bool { return v != 0 }); i >= 0 {
+		t.Fatalf("KV pool written at %d by a failed step", i)
 	}
 }

@@ -31,7 +31,12 @@ type CPUBackend struct {
 	packed []packedLayer
 	head   packedMat
 
-	// Per-token scratch, grown when a batch has more tokens than any before (n = tokens of the step).
+	// stepBytes bounds the scratch of one forward pass (stepScratchBytes; tests lower it): Step
+	// runs a batch that needs more as several passes over consecutive runs of its sequences.
+	stepBytes int
+	part      Batch // one such run of a batch's sequences (Seqs only), reused
+
+	// Per-token scratch, grown when a pass has more tokens than any before (n = tokens of the pass).
 	capTok int
 	x      []float32 // (n, C) residual stream
 	xn     []float32 // (n, C) layer-norm output
@@ -79,14 +84,15 @@ func newCPUBackend(m *Model, layout KVLayout, threads int) (*CPUBackend, error) 
 		return nil, fmt.Errorf("cpu backend: KV pool of %d floats is too large", kvLen)
 	}
 	c := &CPUBackend{
-		cfg:     cfg,
-		w:       m.Weights,
-		layout:  layout,
-		kv:      make([]float32, kvLen),
-		pool:    newWorkerPool(threads),
-		scores:  make([][]float32, threads),
-		samples: make([]SampleScratch, threads),
-		k:       pickKernels(),
+		cfg:       cfg,
+		w:         m.Weights,
+		layout:    layout,
+		kv:        make([]float32, kvLen),
+		pool:      newWorkerPool(threads),
+		scores:    make([][]float32, threads),
+		samples:   make([]SampleScratch, threads),
+		k:         pickKernels(),
+		stepBytes: stepScratchBytes,
 	}
 	for i := range c.scores {
 		c.scores[i] = make([]float32, cfg.NPositions)
@@ -206,18 +212,60 @@ func (c *CPUBackend) Close() error {
 	return nil
 }
 
-// Step implements Backend.
+// stepScratchBytes is the most scratch memory one forward pass of Step may use, unless a single
+// sequence needs more. Without a bound the scratch would follow the largest batch ever run: a
+// prefill of the whole KV pool needs 5/n_layer times the pool itself on top of it.
+const stepScratchBytes = 256 << 20
+
+// Step implements Backend. A batch whose scratch would exceed c.stepBytes runs as several forward
+// passes, each over as many consecutive sequences as fit (at least one); a sequence computes the
+// same bits in any batch (cpu_kernels.go), so the tokens do not depend on the split.
 func (c *CPUBackend) Step(b *Batch, next []int32) error {
 	if len(next) < len(b.Seqs) {
 		return fmt.Errorf("%w: next has room for %d tokens, the batch has %d sequences", ErrBadBatch, len(next), len(b.Seqs))
 	}
-	if err := c.forward(b, false); err != nil {
-		return err
+	end := c.passEnd(b.Seqs, 0)
+	if end < len(b.Seqs) {
+		// Checked whole first: a bad sequence fails the step before any pass writes KV entries.
+		for i := range b.Seqs {
+			if err := c.checkSeq(i, &b.Seqs[i]); err != nil {
+				return err
+			}
+		}
 	}
-	c.samp.b, c.samp.next = b, next
-	c.pool.run(&c.samp, len(b.Seqs), 1)
-	c.samp.b, c.samp.next = nil, nil
-	return nil
+	for lo := 0; ; lo, end = end, c.passEnd(b.Seqs, end) {
+		part := b
+		if end-lo < len(b.Seqs) {
+			part = &c.part
+			part.Seqs = b.Seqs[lo:end]
+		}
+		err := c.forward(part, false)
+		if err == nil {
+			c.samp.b, c.samp.next = part, next[lo:end]
+			c.pool.run(&c.samp, end-lo, 1)
+			c.samp.b, c.samp.next = nil, nil
+		}
+		c.part.Seqs = nil // the caller's slice is not kept
+		if err != nil || end == len(b.Seqs) {
+			return err
+		}
+	}
+}
+
+// passEnd returns the end of the forward pass that starts at seqs[lo]: the most sequences from
+// there whose scratch (see grow) fits c.stepBytes, and at least one.
+func (c *CPUBackend) passEnd(seqs []SeqStep, lo int) int {
+	perTok := 4 * (6*c.cfg.NEmbd + innerDim(c.cfg) + 2)
+	perRow := 4 * (c.cfg.NEmbd + c.cfg.VocabSize + 1)
+	used, end := 0, lo
+	for end < len(seqs) {
+		used += len(seqs[end].Tokens)*perTok + perRow
+		if used > c.stepBytes && end > lo {
+			break
+		}
+		end++
+	}
+	return end
 }
 
 // Logits runs b like Step (writing its KV entries) but returns logits instead of sampling: of

@@ -48,6 +48,10 @@ func (s *Scheduler) takeInbox(quiet time.Duration) {
 			s.finishWaiting(q, FinishCancelled, nil, now)
 		}
 	}
+	if l.waitingDone {
+		l.waiting.removeDone()
+		l.waitingDone = false
+	}
 	l.dropFinished()
 }
 

@@ -45,15 +45,15 @@ func nextToken(seq []int32) int32 {
 	return int32(32 + h%95)
 }
 
-// reference is what a request must produce: the model run without any scheduler.
-func reference(prompt []int32, maxNew int, eos int32, stopOnEOS bool, model func([]int32) int32) []int32 {
+// reference is what request r must produce: the model run without any scheduler.
+func reference(prompt []int32, r Request, eos int32, model func([]int32) int32) []int32 {
 	seq := slices.Clone(prompt)
 	var out []int32
-	for len(out) < maxNew {
+	for len(out) < r.MaxNewTokens {
 		t := model(seq)
 		out = append(out, t)
 		seq = append(seq, t)
-		if stopOnEOS && t == eos {
+		if r.StopOnEOS && t == eos && len(out) >= r.MinNewTokens {
 			break
 		}
 	}
@@ -425,7 +425,7 @@ func (h *harness) checkOutputs() {
 		if r.Reason != FinishLength && r.Reason != FinishEOS {
 			continue
 		}
-		want := reference(h.prompts[id], q.MaxNewTokens, h.s.eos, q.StopOnEOS, h.model())
+		want := reference(h.prompts[id], q, h.s.eos, h.model())
 		if !slices.Equal(r.Output, want) {
 			h.t.Errorf("request %d (%d preemptions): output %v, want %v", id, r.Preemptions, r.Output, want)
 		}

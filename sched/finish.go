@@ -51,11 +51,13 @@ func (s *Scheduler) finish(q *request, reason FinishReason, err error, now time.
 	l.finished++
 }
 
-// finishWaiting ends a request that holds no blocks.
+// finishWaiting ends a request of the waiting queue (it holds no blocks). It stays in the queue,
+// done, until takeInbox removes every such request in one pass.
 func (s *Scheduler) finishWaiting(q *request, reason FinishReason, err error, now time.Duration) {
-	if s.loop.waiting.remove(q) && !q.ready {
+	if !q.ready {
 		s.loop.tokenizing--
 	}
+	s.loop.waitingDone = true
 	s.finish(q, reason, err, now)
 }
 

@@ -46,20 +46,20 @@ func (q *deque) popFront() *request {
 	return r
 }
 
-// remove deletes r, keeping the order of the others; O(n), for cancellations only.
-func (q *deque) remove(r *request) bool {
+// removeDone deletes the finished requests, keeping the order of the others: one pass, however
+// many there are (a mass cancellation ends thousands of waiting requests in one step).
+func (q *deque) removeDone() {
+	mask, k := len(q.buf)-1, 0
 	for i := range q.n {
-		if q.at(i) != r {
-			continue
+		if r := q.at(i); !r.done {
+			q.buf[(q.head+k)&mask] = r
+			k++
 		}
-		for j := i; j < q.n-1; j++ {
-			q.buf[(q.head+j)&(len(q.buf)-1)] = q.at(j + 1)
-		}
-		q.buf[(q.head+q.n-1)&(len(q.buf)-1)] = nil
-		q.n--
-		return true
 	}
-	return false
+	for i := k; i < q.n; i++ {
+		q.buf[(q.head+i)&mask] = nil
+	}
+	q.n = k
 }
 
 // grow makes room for one more element.

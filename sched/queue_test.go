@@ -32,13 +32,13 @@ func TestDeque(t *testing.T) {
 			q.pushFront(reqs[1])
 			q.pushFront(reqs[0])
 		}, []RequestID{0, 1, 5}},
-		{"pop and remove keep order", func(q *deque) {
+		{"pop and removeDone keep order", func(q *deque) {
 			for _, r := range reqs[:6] {
 				q.pushBack(r)
 			}
 			q.popFront()
-			q.remove(reqs[3])
-			q.remove(reqs[30]) // absent
+			reqs[3].done, reqs[30].done = true, true // 30 is absent
+			q.removeDone()
 		}, []RequestID{1, 2, 4, 5}},
 		{"wraps and grows", func(q *deque) {
 			for _, r := range reqs[:20] {
@@ -49,11 +49,16 @@ func TestDeque(t *testing.T) {
 				q.pushBack(r)
 			}
 			q.pushFront(reqs[0])
-			q.remove(reqs[39])
-		}, append([]RequestID{0}, seqIDs(20, 39)...)},
+			reqs[21].done, reqs[22].done, reqs[39].done = true, true, true
+			q.removeDone()
+			q.pushBack(reqs[1])
+		}, append(append([]RequestID{0, 20}, seqIDs(23, 39)...), 1)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			for _, r := range reqs {
+				r.done = false
+			}
 			var q deque
 			c.ops(&q)
 			if got := ids(&q); !slices.Equal(got, c.want) {

@@ -2,10 +2,13 @@ package sched
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"rosetop/engine"
@@ -521,5 +524,157 @@ func TestParsePolicy(t *testing.T) {
 				t.Fatalf("error %v does not name --policy", err)
 			}
 		})
+	}
+}
+
+// TestMassCancelWaiting cancels thousands of waiting requests in one step: the head of the queue
+// still tokenizing, prompts queued for the tokenize worker and tokenized ones. Exactly those end,
+// in that step, as cancelled; the tokenizing count follows; the others keep their order.
+func TestMassCancelWaiting(t *testing.T) {
+	tok := &byteTokenizer{gates: map[string]chan struct{}{"stuck": make(chan struct{})}}
+	o := pagedOptions(64, Config{MaxBatch: 2, PrefillMaxBatch: 2})
+	o.Tokenizer, o.TokenizeWorkers = tok, 1
+	h := newHarness(t, o)
+	add := func(r Request) RequestID {
+		id := must(h.s.Submit(r))
+		h.order, h.reqs[id] = append(h.order, id), r
+		h.prompts[id] = r.Tokens
+		for _, c := range []byte(r.Text) { // byteTokenizer's ids, without its gate
+			h.prompts[id] = append(h.prompts[id], int32(c))
+		}
+		return id
+	}
+	stuck := add(Request{Text: "stuck", MaxNewTokens: 2}) // holds the only worker and the queue's head
+	const n = 3000
+	for i := range n {
+		r := Request{Tokens: prompt(int32(1+i%90), 3), MaxNewTokens: 2}
+		if i%2 == 0 {
+			r = Request{Text: fmt.Sprintf("t%d", i), MaxNewTokens: 2}
+		}
+		add(r)
+	}
+	if s := h.step().Snapshot; s.Waiting != n+1 || s.Tokenizing != n/2+1 || s.Admitted != 0 {
+		t.Fatalf("before the cancels: %+v", s)
+	}
+	cancelled := map[RequestID]bool{stuck: true}
+	h.s.Cancel(stuck)
+	for i, id := range h.order[1:] {
+		if i%3 != 0 {
+			cancelled[id] = true
+			h.s.Cancel(id)
+		}
+	}
+	out := h.step()
+	kept, keptText := 0, 0
+	for i := range n {
+		if i%3 == 0 {
+			kept++
+			if i%2 == 0 {
+				keptText++
+			}
+		}
+	}
+	if s := out.Snapshot; len(out.Finished) != len(cancelled) || s.Waiting != kept || s.Tokenizing != keptText || s.Admitted != 0 {
+		t.Fatalf("after the cancels: %d finished (want %d), %+v; want %d waiting, %d tokenizing", len(out.Finished), len(cancelled), s, kept, keptText)
+	}
+	for _, id := range out.Finished {
+		if !cancelled[id] || h.records[id].Reason != FinishCancelled {
+			t.Fatalf("request %d ended %s in the cancel step", id, h.records[id].Reason)
+		}
+	}
+	close(tok.gates["stuck"])
+	for len(h.records) < len(h.order) {
+		h.step()
+		runtime.Gosched() // the worker tokenizes the rest meanwhile
+	}
+	h.drain(10)
+	h.checkOutputs()
+	var last time.Duration
+	for _, id := range h.order {
+		if r := h.records[id]; !cancelled[id] {
+			if r.Reason != FinishLength || r.Times.Admitted < last {
+				t.Fatalf("request %d: %s, admitted at %v after a later request at %v", id, r.Reason, r.Times.Admitted, last)
+			}
+			last = r.Times.Admitted
+		}
+	}
+	h.s.Close()
+}
+
+// TestRandomWorkloads runs random workloads under random settings, every knob at once: paged and
+// contiguous pools down to a few blocks (preemption), the prefix cache, steps ahead, EOS with
+// MinNewTokens, cancellations, settings changed between steps and a failing engine step. After
+// every step the harness checks its invariants; at the end every request has ended exactly once,
+// finished ones with the reference tokens, and the pool is empty.
+func TestRandomWorkloads(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(1234, seed))
+		o := pagedOptions(3+rng.IntN(40), Config{})
+		o.PrefixCache = rng.IntN(2) == 0
+		if rng.IntN(4) == 0 {
+			o = Options{Layout: engine.KVLayout{BlockSize: 16 + rng.IntN(30), NumBlocks: 1 + rng.IntN(6)}}
+		}
+		o.EOS, o.MaxSeqLen = 7, 2+rng.IntN(60)
+		randConfig := func() Config {
+			c := Config{MaxBatch: 1 + rng.IntN(8), Policy: Policy(rng.IntN(3))}
+			c.PrefillMaxBatch = 1 + rng.IntN(c.MaxBatch)
+			if rng.IntN(2) == 0 {
+				c.PrefillMaxTokens = 1 + rng.IntN(30)
+			}
+			return c
+		}
+		o.Config = randConfig()
+		h := newHarness(t, o)
+		h.s.maxAhead = rng.IntN(4)
+		h.be.model = func(seq []int32) int32 {
+			if tok := nextToken(seq); tok%13 != 0 {
+				return tok
+			}
+			return 7 // EOS
+		}
+		failAt := -1
+		if rng.IntN(5) == 0 {
+			failAt = 1 + rng.IntN(30)
+		}
+		h.be.fail = func(call int) bool { return call == failAt }
+		shared := [][]int32{prompt(1, 40), prompt(2, 40), prompt(3, 40)} // prefixes to hit
+		submitted := 0
+		for step := 0; submitted < 40 || len(h.records) < len(h.order); step++ {
+			if submitted < 40 && rng.IntN(2) == 0 {
+				submitted++
+				p := shared[rng.IntN(3)][:1+rng.IntN(30)]
+				if rng.IntN(2) == 0 {
+					p = prompt(int32(100+submitted), 1+rng.IntN(30))
+				}
+				r := Request{Tokens: p, MaxNewTokens: 1 + rng.IntN(30), StopOnEOS: rng.IntN(2) == 0}
+				r.MinNewTokens = rng.IntN(r.MaxNewTokens + 1)
+				if len(p)+r.MaxNewTokens <= h.s.seqCap {
+					h.submit(r)
+				} else if _, err := h.s.Submit(r); !errors.Is(err, ErrBadRequest) {
+					t.Fatalf("seed %d: a request past the longest sequence: %v", seed, err)
+				}
+			}
+			if len(h.order) > 0 && rng.IntN(8) == 0 {
+				h.s.Cancel(h.order[rng.IntN(len(h.order))])
+			}
+			if rng.IntN(15) == 0 {
+				if err := h.s.SetConfig(randConfig()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := h.s.Step()
+			if err != nil && !errors.Is(err, errFake) {
+				t.Fatalf("seed %d: Step: %v", seed, err)
+			}
+			h.check(out)
+			if t.Failed() || step > 20000 {
+				t.Fatalf("seed %d, step %d: %d of %d requests finished; options %+v", seed, step, len(h.records), len(h.order), o)
+			}
+		}
+		h.drain(10)
+		h.checkOutputs()
+		if t.Failed() {
+			t.Fatalf("seed %d: options %+v", seed, o)
+		}
 	}
 }

@@ -17,6 +17,8 @@ type loopState struct {
 	nextSeq engine.SeqID           // last SeqID handed out
 	// tokenizing counts waiting requests whose prompt is still with a tokenize worker.
 	tokenizing int
+	// waitingDone: a waiting request has finished (finishWaiting) and is still in waiting.
+	waitingDone bool
 
 	steps, preemptions, finished uint64 // totals for the snapshot
 
