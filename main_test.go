@@ -253,6 +253,7 @@ func TestCLIMessages(t *testing.T) {
 		{"help of no command", []string{"help", "bnech"}, exitUsage, []string{`help takes a command`, `got "bnech"`}},
 		{"dataset a directory", []string{"bench", "--dataset", "sharegpt", "--dataset-path", dir}, exitUsage, []string{"--dataset-path " + dir + ": a directory, not a file"}},
 		{"trace a directory", []string{"bench", "--replay", dir}, exitUsage, []string{"--replay " + dir + ": a directory, not a file"}},
+		{"max seq len past the model", []string{"bench", "--device", "cpu", "--max-seq-len", "5000"}, exitUsage, []string{"--max-seq-len 5000: the model has", "positions (n_positions)"}},
 		{"serve on an address not here", []string{"serve", "--device", "cpu", "--host", "192.0.2.1", "--port", "0"}, exitUsage, []string{"--host 192.0.2.1 --port 0"}},
 	}
 	for _, tc := range tests {

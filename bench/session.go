@@ -136,6 +136,10 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 		return nil, err
 	}
 	model := s.prov.Model()
+	if cfg.MaxSeqLen > model.MaxPositions {
+		s.prov.Close()
+		return nil, &ConfigError{msg: fmt.Sprintf("--max-seq-len %d: the model has %d positions (n_positions)", cfg.MaxSeqLen, model.MaxPositions)}
+	}
 	s.seqs = cfg.MaxSeqLen
 	if !opts.External {
 		wl, err := buildWorkload(cfg.Workload, model, cfg.MaxSeqLen)
