@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -23,6 +24,10 @@ func TestReplayCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	cut := write("cut.rec", rec[:len(rec)/2])
+	fifo := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -38,7 +43,10 @@ func TestReplayCommand(t *testing.T) {
 		{"two files", []string{"replay", "a.rec", "b.rec"}, 2, "got 2"},
 		{"a speed off the steps", []string{"replay", "--speed", "3", "testdata/recordings/cpu-tiny-v1.rec"}, 2, "--speed 3: want 0.25, 0.5, 1, 2, 4, 8 or 16"},
 		{"a directory", []string{"replay", "--summary", dir}, 2, "rosetop replay " + dir + ": a directory, not a file"},
-		{"a device", []string{"replay", "--summary", os.DevNull}, 2, os.DevNull + ": not a rosetop recording: a device, not a regular file"},
+		{"a device", []string{"replay", "--summary", os.DevNull}, 2, os.DevNull + ": not a regular file: it is a character device"},
+		{"a FIFO with no writer (no hang)", []string{"replay", "--summary", fifo}, 2, fifo + ": not a regular file: it is a named pipe (FIFO)"},
+		{"a FIFO as a trace (no hang)", []string{"bench", "--replay", fifo}, 2, "--replay " + fifo + ": not a regular file: it is a named pipe (FIFO)"},
+		{"a FIFO as a dataset (no hang)", []string{"bench", "--dataset", "jsonl", "--dataset-path", fifo, "--output-len", "4"}, 2, fifo + ": not a regular file: it is a named pipe (FIFO)"},
 		{"an unknown flag", []string{"replay", "--sumary", "x.rec"}, 2, "unknown flag --sumary (did you mean --summary?)"},
 		{"summary", []string{"replay", "--summary", "testdata/recordings/cpu-tiny-v1.rec"}, 0, "engine 2: tiny-gpt2 (embedded)"},
 		{"summary, the flag after the file", []string{"replay", "testdata/recordings/cpu-tiny-v1.rec", "--summary"}, 0, "=== rosetop recording: dashboard"},

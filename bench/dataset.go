@@ -8,9 +8,10 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"unicode/utf8"
+
+	"rosetop/internal/regular"
 )
 
 // Dataset is where a workload's requests come from instead of the prompt flags: vLLM's random
@@ -123,7 +124,7 @@ func readRows(path string, parse func(io.Reader) ([]datasetRow, error)) ([]datas
 	if path == "" {
 		return nil, errors.New("no file given")
 	}
-	f, err := os.Open(path)
+	f, _, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
 		return nil, err
 	}

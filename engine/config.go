@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"rosetop/engine/internal/regular"
+	"rosetop/internal/regular"
 )
 
 // configJSON is the subset of a Hugging Face GPT-2 config.json rosetop reads. Pointers tell a

@@ -13,9 +13,9 @@ import (
 	"syscall"
 
 	"rosetop/engine/hub"
-	"rosetop/engine/internal/regular"
 	"rosetop/engine/safetensors"
 	"rosetop/engine/tokenizer"
+	"rosetop/internal/regular"
 )
 
 // LoadOptions configure LoadModel.

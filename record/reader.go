@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"os"
 	"sort"
 	"time"
 
 	"rosetop/bench"
+	"rosetop/internal/regular"
 )
 
 // checkpointEvery is how many view frames apart Open keeps a decoder to seek from: a seek
@@ -73,13 +73,9 @@ type KeyPress struct {
 // file open for the views (Close). A file that is not a recording, or from a newer version,
 // is an error; a recording cut short or damaged after its header opens, with Stop saying where.
 func Open(path string) (*Recording, error) {
-	f, err := os.Open(path)
+	f, _, err := regular.Open(path) // a FIFO or a device would block or never end: replay seeks
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path comes first: "x.rec: no such file or directory"
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err) // regular's errors carry no path
 	}
 	rec, err := read(f, maxCheckpointBytes)
 	if err != nil {
@@ -106,9 +102,6 @@ func read(f *os.File, keep int) (*Recording, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !st.Mode().IsRegular() { // a pipe or a device: replay seeks through the file
-		return nil, fmt.Errorf("%w: a %s, not a regular file", ErrNotRecording, kindOf(st.Mode()))
 	}
 	if st.Size() == 0 {
 		return nil, fmt.Errorf("%w, not a rosetop recording", ErrEmpty)
@@ -329,19 +322,4 @@ func (fr *frameReader) next() (kind byte, payload []byte, err error) {
 func uvarintLen(v uint64) int {
 	var b [binary.MaxVarintLen64]byte
 	return binary.PutUvarint(b[:], v)
-}
-
-// kindOf names a file mode that is not a regular file's.
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }

@@ -15,7 +15,7 @@ import (
 	"sort"
 	"unsafe"
 
-	"rosetop/engine/internal/regular"
+	"rosetop/internal/regular"
 )
 
 // Sentinel errors; every error this package returns wraps one of them.

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"rosetop/engine/internal/regular"
+	"rosetop/internal/regular"
 )
 
 // FromDir returns the tokenizer of a Hugging Face model directory: tokenizer.json when present
