@@ -1,6 +1,7 @@
 // Package regular opens and reads files that must be regular files: model files, datasets,
 // traces and recordings named by a user, which may turn out to be a named pipe that blocks
-// forever, a device that never ends or a directory. It refuses anything else before reading a byte, and caps what ReadFile reads.
+// forever, a device that never ends or a directory. It refuses anything else before reading a
+// byte, and caps what ReadFile reads.
 //
 // Errors carry no path (the caller names the file in its own prefix); they wrap ErrNotRegular,
 // ErrTooLarge or the underlying fs error (fs.ErrNotExist and the like).
