@@ -2,7 +2,6 @@ package record
 
 import (
 	"errors"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -106,16 +105,5 @@ func TestCheckpointsBounded(t *testing.T) {
 			t.Fatalf("checkpoint %d at frame %d: kept beyond the bound", i, cp.at)
 		}
 	}
-	c := rec.NewCursor()
-	r := rand.New(rand.NewPCG(5, 6))
-	for range 40 {
-		i := r.IntN(n)
-		got, err := c.View(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := viewDiff(views[i], got); d != "" {
-			t.Fatalf("view %d after a seek: %s", i, d)
-		}
-	}
+	checkSeeks(t, rec.NewCursor(), views, 5, 40)
 }

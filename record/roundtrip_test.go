@@ -70,9 +70,16 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("view %d: %s", i, d)
 		}
 	}
-	r := rand.New(rand.NewPCG(2, 3))
-	for range 200 {
-		i := r.IntN(n)
+	checkSeeks(t, c, views, 2, 200)
+}
+
+// checkSeeks moves c to seeks random views (from a generator seeded with seed) and fails t
+// unless each decodes to views' own.
+func checkSeeks(t *testing.T, c *Cursor, views []*bench.View, seed uint64, seeks int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	for range seeks {
+		i := r.IntN(len(views))
 		got, err := c.View(i)
 		if err != nil {
 			t.Fatal(err)
