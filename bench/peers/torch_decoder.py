@@ -13,7 +13,7 @@ Workload as decode-heavy: --batch sequences of --new-tokens tokens after a 2-tok
 steps included). Before timing, the first step's logits are checked against transformers'
 forward pass on the same weights.
 
-  python3 bench/peers/torch_decoder.py [--batch 64] [--new-tokens 256] [--runs 3] [--eager] [--compile]
+  python3 bench/peers/torch_decoder.py [--batch 64] [--new-tokens 256] [--runs 3] [--eager] [--compile [--compile-mode M]]
 
 Prints one JSON object: tokens_per_s (median of the runs), step_ms, the runs, the check.
 """
@@ -152,6 +152,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eager", action="store_true", help="no CUDA graphs: every step launched from Python")
     p.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
+    p.add_argument("--compile-mode", default="max-autotune-no-cudagraphs",
+                   help="torch.compile's mode (default: max-autotune-no-cudagraphs, whose autotuning takes minutes per bucket; 'default' compiles in seconds)")
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = True
     hf = build(a.seed)
@@ -165,8 +167,8 @@ def main():
     mode = "eager" if a.eager else "cuda-graph"
     with torch.no_grad():
         if a.compile:
-            step = torch.compile(dec.step, mode="max-autotune-no-cudagraphs", dynamic=False)
-            mode += "+compile"
+            step = torch.compile(dec.step, mode=a.compile_mode, dynamic=False)
+            mode += "+compile(" + a.compile_mode + ")"
         if not a.eager:
             dec.capture(step)
         dec.run(prompts, a.new_tokens, not a.eager, step)  # warm-up run
