@@ -251,8 +251,8 @@ func TestCLIMessages(t *testing.T) {
 		{"empty command", []string{""}, exitUsage, []string{`unknown command ""`}},
 		{"version with arguments", []string{"version", "--json"}, exitUsage, []string{`version takes no arguments, got "--json"`}},
 		{"help of no command", []string{"help", "bnech"}, exitUsage, []string{`help takes a command`, `got "bnech"`}},
-		{"dataset a directory", []string{"bench", "--dataset", "sharegpt", "--dataset-path", dir}, exitUsage, []string{"--dataset-path " + dir + ": a directory, not a file"}},
-		{"trace a directory", []string{"bench", "--replay", dir}, exitUsage, []string{"--replay " + dir + ": a directory, not a file"}},
+		{"dataset a directory", []string{"bench", "--dataset", "sharegpt", "--dataset-path", dir}, exitUsage, []string{"--dataset-path " + dir + ": not a regular file: it is a directory"}},
+		{"trace a directory", []string{"bench", "--replay", dir}, exitUsage, []string{"--replay " + dir + ": not a regular file: it is a directory"}},
 		{"max seq len past the model", []string{"bench", "--device", "cpu", "--max-seq-len", "5000"}, exitUsage, []string{"--max-seq-len 5000: the model has", "positions (n_positions)"}},
 		{"serve on an address not here", []string{"serve", "--device", "cpu", "--host", "192.0.2.1", "--port", "0"}, exitUsage, []string{"--host 192.0.2.1 --port 0"}},
 	}

@@ -42,7 +42,7 @@ func TestReplayCommand(t *testing.T) {
 		{"no file", []string{"replay"}, 2, "rosetop replay takes one recording, got 0"},
 		{"two files", []string{"replay", "a.rec", "b.rec"}, 2, "got 2"},
 		{"a speed off the steps", []string{"replay", "--speed", "3", "testdata/recordings/cpu-tiny-v1.rec"}, 2, "--speed 3: want 0.25, 0.5, 1, 2, 4, 8 or 16"},
-		{"a directory", []string{"replay", "--summary", dir}, 2, "rosetop replay " + dir + ": a directory, not a file"},
+		{"a directory", []string{"replay", "--summary", dir}, 2, dir + ": not a regular file: it is a directory"},
 		{"a device", []string{"replay", "--summary", os.DevNull}, 2, os.DevNull + ": not a regular file: it is a character device"},
 		{"a FIFO with no writer (no hang)", []string{"replay", "--summary", fifo}, 2, fifo + ": not a regular file: it is a named pipe (FIFO)"},
 		{"a FIFO as a trace (no hang)", []string{"bench", "--replay", fifo}, 2, "--replay " + fifo + ": not a regular file: it is a named pipe (FIFO)"},
