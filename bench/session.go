@@ -152,7 +152,7 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 			s.seqs = wl.longestTotal
 		}
 	}
-	if s.seqs == 0 || s.seqs > model.MaxPositions {
+	if s.seqs == 0 { // an external load with no --max-seq-len: the model's own
 		s.seqs = model.MaxPositions
 	}
 	g, err := s.startEngine(1)
