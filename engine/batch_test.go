@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -199,5 +200,46 @@ func TestStepBoundedBadBatch(t *testing.T) {
 	}
 	if i := slices.IndexFunc(c.kv, func(v float32) bool { return v != 0 }); i >= 0 {
 		t.Fatalf("KV pool written at %d by a failed step", i)
+	}
+}
+
+// TestStepStops: a Step whose Batch.Stop is set returns ErrStopped before writing any KV entry,
+// in one pass and split into passes (each pass sees the caller's Stop); a Stop left unset
+// changes nothing the batch computes.
+func TestStepStops(t *testing.T) {
+	m := tinyModel(t)
+	idx := []int{2, 0, 1}
+	want, _ := run(t, newTestBackend(t, m, true, 3, 64, 0), idx, 2, true)
+	for _, passBytes := range []int{0, 1} {
+		c := newTestBackend(t, m, true, 3, 64, 0)
+		if passBytes > 0 {
+			c.stepBytes = passBytes
+		}
+		tables := blockTables(c.layout, len(idx), 64, 3)
+		var stop atomic.Bool
+		stop.Store(true)
+		b := Batch{Stop: &stop}
+		for j, i := range idx {
+			b.Seqs = append(b.Seqs, SeqStep{ID: SeqID(i), Tokens: batchPrompts[i], Blocks: tables[j], Sample: batchSampling[i]})
+		}
+		if err := c.Step(&b, make([]int32, len(idx))); !errors.Is(err, ErrStopped) {
+			t.Fatalf("pass bound %d: Step with Stop set: %v, want ErrStopped", passBytes, err)
+		}
+		if i := slices.IndexFunc(c.kv, func(v float32) bool { return v != 0 }); i >= 0 {
+			t.Fatalf("pass bound %d: KV pool written at %d by a stopped step", passBytes, i)
+		}
+		if c.part.Stop != nil {
+			t.Fatalf("pass bound %d: the backend kept the caller's Stop", passBytes)
+		}
+		stop.Store(false)
+		next := make([]int32, len(idx))
+		if err := c.Step(&b, next); err != nil {
+			t.Fatalf("pass bound %d: Step with Stop clear: %v", passBytes, err)
+		}
+		for j := range idx {
+			if next[j] != want[j][0] {
+				t.Errorf("pass bound %d: sequence %d sampled %d, want %d", passBytes, j, next[j], want[j][0])
+			}
+		}
 	}
 }

@@ -34,7 +34,7 @@ type CPUBackend struct {
 	// stepBytes bounds the scratch of one forward pass (stepScratchBytes; tests lower it): Step
 	// runs a batch that needs more as several passes over consecutive runs of its sequences.
 	stepBytes int
-	part      Batch // one such run of a batch's sequences (Seqs only), reused
+	part      Batch // one such run of a batch's sequences (Seqs and Stop only), reused
 
 	// Per-token scratch, grown when a pass has more tokens than any before (n = tokens of the pass).
 	capTok int
@@ -219,7 +219,8 @@ const stepScratchBytes = 256 << 20
 
 // Step implements Backend. A batch whose scratch would exceed c.stepBytes runs as several forward
 // passes, each over as many consecutive sequences as fit (at least one); a sequence computes the
-// same bits in any batch (cpu_kernels.go), so the tokens do not depend on the split.
+// same bits in any batch (cpu_kernels.go), so the tokens do not depend on the split. A set
+// b.Stop returns ErrStopped at the next layer's start or middle.
 func (c *CPUBackend) Step(b *Batch, next []int32) error {
 	if len(next) < len(b.Seqs) {
 		return fmt.Errorf("%w: next has room for %d tokens, the batch has %d sequences", ErrBadBatch, len(next), len(b.Seqs))
@@ -237,7 +238,7 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 		part := b
 		if end-lo < len(b.Seqs) {
 			part = &c.part
-			part.Seqs = b.Seqs[lo:end]
+			part.Seqs, part.Stop = b.Seqs[lo:end], b.Stop
 		}
 		err := c.forward(part, false)
 		if err == nil {
@@ -245,7 +246,7 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 			c.pool.run(&c.samp, end-lo, 1)
 			c.samp.b, c.samp.next = nil, nil
 		}
-		c.part.Seqs = nil // the caller's slice is not kept
+		c.part.Seqs, c.part.Stop = nil, nil // the caller's are not kept
 		if err != nil || end == len(b.Seqs) {
 			return err
 		}

@@ -18,6 +18,9 @@ func (c *CPUBackend) forward(b *Batch, all bool) error {
 	}
 	c.embed(b, n)
 	for l := range c.w.Layers {
+		if b.stopped() {
+			return ErrStopped
+		}
 		lw, pw := &c.w.Layers[l], &c.packed[l]
 		c.norm(c.xn, c.x, lw.LN1W, lw.LN1B, n, nil)
 		c.matmul(c.qkv, c.xn, &pw.attn, lw.AttnB, n, epiStore)
@@ -26,6 +29,9 @@ func (c *CPUBackend) forward(b *Batch, all bool) error {
 		c.pool.run(&c.attn, n*c.cfg.NHead, 1)
 		c.attn.b = nil
 		c.matmul(c.x, c.att, &pw.attnProj, lw.AttnProjB, n, epiResidual)
+		if b.stopped() { // a layer of a long prefill takes seconds on few cores: check twice
+			return ErrStopped
+		}
 		c.norm(c.xn, c.x, lw.LN2W, lw.LN2B, n, nil)
 		c.matmul(c.fc, c.xn, &pw.fc, lw.FCB, n, epiGELU)
 		c.matmul(c.x, c.fc, &pw.fcProj, lw.FCProjB, n, epiResidual)

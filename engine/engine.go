@@ -10,8 +10,10 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,7 +54,17 @@ type Batch struct {
 	// CUDA backend queues them on the device); a step that turns out different still runs
 	// correctly. 0: no hint.
 	Repeats int
+	// Stop, when the caller sets it during Step (from any goroutine), says no sequence's result
+	// is wanted any more: a backend may then return ErrStopped early, with some of the batch's KV
+	// entries written and others not. The CPU backend checks it between layers; nil: never.
+	Stop *atomic.Bool
 }
+
+// ErrStopped: a Step returned early because its Batch.Stop was set.
+var ErrStopped = errors.New("step stopped: its results are no longer wanted")
+
+// stopped reports whether the caller has asked the step to stop.
+func (b *Batch) stopped() bool { return b.Stop != nil && b.Stop.Load() }
 
 // Tokens counts the tokens the batch runs.
 func (b *Batch) Tokens() int {

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"testing"
@@ -138,8 +139,15 @@ func runReal(t *testing.T, name string, be engine.Backend, layout engine.KVLayou
 		t.Fatalf("%s: %v", name, err)
 	}
 	defer s.Close()
+	return runRealOn(t, name, s, reqs)
+}
+
+// runRealOn is runReal on the scheduler s.
+func runRealOn(t *testing.T, name string, s *Scheduler, reqs []Request) ([][]int32, Snapshot, int) {
+	t.Helper()
 	ids := make([]RequestID, len(reqs))
 	for i, r := range reqs {
+		var err error
 		if ids[i], err = s.Submit(r); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -170,4 +178,123 @@ func runReal(t *testing.T, name string, be engine.Backend, layout engine.KVLayou
 		res[i] = out[id]
 	}
 	return res, snap, cached
+}
+
+// TestCancelStopsCall runs the CPU backend with requests cancelled during its calls: when every
+// request of a call is cancelled, the backend stops (engine.ErrStopped) and they end cancelled
+// in that step with their blocks released; when one is left, the call runs to its end and the
+// others end at the next step. Either way the same prompts then give an undisturbed run's tokens.
+func TestCancelStopsCall(t *testing.T) {
+	m, err := engine.LoadTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	newEngine := func() *engine.Engine {
+		e, err := engine.New(m, engine.Options{Device: "cpu", Paged: true, MaxBatch: 4, MaxSeqLen: 64, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	reqs := realRequests(m)[:4]
+	e := newEngine()
+	want, _, _ := runReal(t, "undisturbed", e.Backend, e.Layout, m.Tokenizer.EOS(), reqs, 0, true)
+
+	for _, c := range []struct {
+		name    string
+		call    int   // the backend call (1: the prefill of reqs[0] and reqs[1], 2: their decode)
+		cancel  []int // which of the two are cancelled during it
+		stopped bool
+	}{
+		{"prefill, both cancelled", 1, []int{0, 1}, true},
+		{"prefill, one cancelled", 1, []int{0}, false},
+		{"decode, both cancelled", 2, []int{1, 0}, true},
+		{"decode, one cancelled", 2, []int{1}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEngine() // a zeroed pool: no earlier run's entries to hide a stale block
+			be := &hookBackend{Backend: e.Backend}
+			s, err := New(Options{Backend: be, Layout: e.Layout, PrefixCache: true, MaxSeqLen: 64, EOS: m.Tokenizer.EOS(),
+				Clock: newFakeClock(), BatchLimit: 4, Config: Config{MaxBatch: 4, PrefillMaxBatch: 2}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var ids [2]RequestID
+			for i := range ids {
+				if ids[i], err = s.Submit(reqs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			be.hook = func(call int) {
+				if call == c.call {
+					for _, i := range c.cancel {
+						s.Cancel(ids[i])
+					}
+				}
+			}
+			ended := map[RequestID]FinishReason{}
+			var stepOut StepOutput // the step of call c.call
+			captured := false
+			for len(ended) < len(ids) {
+				o, err := s.Step()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !captured && be.calls >= c.call {
+					stepOut, captured = o, true
+				}
+				for _, ev := range o.Events {
+					if ev.Kind == EventFinished {
+						ended[ev.ID] = ev.Record.Reason
+					}
+				}
+			}
+			if got := errors.Is(be.errs[c.call-1], engine.ErrStopped); got != c.stopped {
+				t.Fatalf("call %d returned %v: stopped %v, want %v", c.call, be.errs[c.call-1], got, c.stopped)
+			}
+			if c.stopped && (len(stepOut.Finished) != 2 || stepOut.Snapshot.KVUsed != 0) {
+				t.Fatalf("the stopping step finished %v with %d blocks in use: want both requests and none", stepOut.Finished, stepOut.Snapshot.KVUsed)
+			}
+			for k, i := range []int{0, 1} {
+				wantReason := FinishLength
+				if slices.Contains(c.cancel, i) {
+					wantReason = FinishCancelled
+				}
+				if ended[ids[k]] != wantReason {
+					t.Errorf("request %d ended %s, want %s", i, ended[ids[k]], wantReason)
+				}
+			}
+			be.hook = nil
+			got, snap, _ := runRealOn(t, "afterwards", s, reqs)
+			for i := range reqs {
+				if !slices.Equal(got[i], want[i]) {
+					t.Errorf("request %d afterwards: %v, want %v", i, got[i], want[i])
+				}
+			}
+			if snap.KVUsed != 0 {
+				t.Errorf("%d blocks in use at the end", snap.KVUsed)
+			}
+		})
+	}
+}
+
+// hookBackend runs hook inside each call, before the engine, and keeps each call's error.
+type hookBackend struct {
+	engine.Backend
+	hook  func(call int)
+	calls int
+	errs  []error
+}
+
+func (h *hookBackend) Step(b *engine.Batch, next []int32) error {
+	h.calls++
+	if h.hook != nil {
+		h.hook(h.calls)
+	}
+	err := h.Backend.Step(b, next)
+	h.errs = append(h.errs, err)
+	return err
 }

@@ -95,6 +95,12 @@ type Scheduler struct {
 	tokDone []tokResult // tokenize results not yet taken by the loop
 	nextID  RequestID   // last RequestID handed out
 	closed  bool        // Close was called
+	// inCall holds the requests of the backend call in progress that no Cancel has named since
+	// the call's step took its cancellations; when Cancel removes the last, it sets stop.
+	inCall []RequestID
+	// stop is the call in progress's engine.Batch.Stop: set under mu by Cancel, reset by the
+	// loop before each call, read by the backend.
+	stop atomic.Bool
 
 	workerWG sync.WaitGroup // tokenize workers
 
@@ -258,13 +264,32 @@ func (s *Scheduler) tooLong(prompt, maxNew int) error {
 	return fmt.Errorf("%w: prompt of %d tokens + --max-new-tokens %d exceeds the longest sequence: %s", ErrBadRequest, prompt, maxNew, limit)
 }
 
-// Cancel ends request id with FinishCancelled at the next step boundary, releasing its KV blocks.
-// Unknown and already finished ids are ignored. Safe from any goroutine, at any time.
+// Cancel ends request id with FinishCancelled at the next step boundary, releasing its KV blocks;
+// when every request of the backend call in progress has been cancelled, the call may stop early
+// (engine.Batch.Stop). Unknown and already finished ids are ignored. Safe from any goroutine, at
+// any time.
 func (s *Scheduler) Cancel(id RequestID) {
 	s.mu.Lock()
 	s.cancels = append(s.cancels, id)
+	s.uncall(id)
 	s.mu.Unlock()
 	s.poke()
+}
+
+// uncall removes id from the call in progress's requests and sets stop when none is left; the
+// caller holds s.mu.
+func (s *Scheduler) uncall(id RequestID) {
+	for i, c := range s.inCall {
+		if c == id {
+			last := len(s.inCall) - 1
+			s.inCall[i] = s.inCall[last]
+			s.inCall = s.inCall[:last]
+			if last == 0 {
+				s.stop.Store(true)
+			}
+			return
+		}
+	}
 }
 
 // SetConfig validates c and applies it from the next step. Safe from any goroutine.

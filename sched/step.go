@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -118,11 +119,12 @@ func (s *Scheduler) runPrefill(st *stepStats) error {
 	next := l.nextBuf(len(b.Seqs))
 	st.prefillRan = true
 	start := s.markAdmitted()
-	if err := s.backend.Step(b, next); err != nil {
-		return err
-	}
+	ran, err := s.call(b, next, l.pre)
 	end := s.clock.Now()
 	st.prefillTime = end - start
+	if !ran {
+		return err
+	}
 	for i, q := range l.pre {
 		s.advance(q, next[i], end)
 	}
@@ -165,11 +167,13 @@ func (s *Scheduler) runDecode(cfg Config, n int, st *stepStats) error {
 	st.decodeRan = true
 	start := s.clock.Now()
 	b.Repeats = s.repeats(cfg, n)
-	if err := s.backend.Step(b, next); err != nil {
+	ran, err := s.call(b, next, l.running[:n])
+	end := s.clock.Now()
+	st.decodeTime = end - start
+	if !ran {
 		return err
 	}
-	end := s.clock.Now()
-	st.decodeTime, st.decodeTokens = end-start, n
+	st.decodeTokens = n
 	for i, q := range l.running[:n] {
 		s.advance(q, next[i], end)
 	}
@@ -197,11 +201,13 @@ func (s *Scheduler) runMixed(n int, st *stepStats) error {
 	next := l.nextBuf(len(b.Seqs))
 	st.prefillRan, st.decodeRan, st.mixed = true, true, true
 	start := s.markAdmitted()
-	if err := s.backend.Step(b, next); err != nil {
+	ran, err := s.call(b, next, l.running[:n], l.pre)
+	end := s.clock.Now()
+	st.prefillTime, st.decodeTime = end-start, end-start
+	if !ran {
 		return err
 	}
-	end := s.clock.Now()
-	st.prefillTime, st.decodeTime, st.decodeTokens = end-start, end-start, n
+	st.decodeTokens = n
 	for i, q := range l.running[:n] {
 		s.advance(q, next[i], end)
 	}
@@ -209,6 +215,41 @@ func (s *Scheduler) runMixed(n int, st *stepStats) error {
 		s.advance(q, next[n+i], end)
 	}
 	return nil
+}
+
+// call runs b on the backend; groups are its requests in b's order. It reports whether the call
+// ran: not when it failed (the error), nor when every request was cancelled during it and the
+// backend stopped early (engine.ErrStopped): their KV entries are then partly written, so they
+// finish here, as cancelled, before any later step could read them.
+func (s *Scheduler) call(b *engine.Batch, next []int32, groups ...[]*request) (bool, error) {
+	s.mu.Lock()
+	s.inCall = s.inCall[:0]
+	for _, g := range groups {
+		for _, q := range g {
+			s.inCall = append(s.inCall, q.id)
+		}
+	}
+	s.stop.Store(false)
+	for _, id := range s.cancels { // cancelled after this step took its cancellations
+		s.uncall(id)
+	}
+	s.mu.Unlock()
+	b.Stop = &s.stop
+	err := s.backend.Step(b, next)
+	b.Stop = nil
+	s.mu.Lock()
+	s.inCall = s.inCall[:0]
+	s.mu.Unlock()
+	if errors.Is(err, engine.ErrStopped) {
+		now := s.clock.Now()
+		for _, g := range groups {
+			for _, q := range g {
+				s.finish(q, FinishCancelled, nil, now)
+			}
+		}
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // repeats is the decode batch's hint (engine.Batch.Repeats): how many of the following steps
