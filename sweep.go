@@ -30,7 +30,7 @@ type sweepAxis struct {
 // sweepAxes are the settings rosetop sweep can sweep, each with the flag it replaces.
 func sweepAxes() []sweepAxis {
 	return []sweepAxis{
-		{flag: "request-rates", name: "request rate (req/s)", apply: func(o *options, v float64) { o.RequestRate, o.SubmitIntervalMs = v, 0 }},
+		{flag: "request-rates", name: "request rate (req/s)", apply: func(o *options, v float64) { o.RequestRate, o.SubmitIntervalMs = requestRate(v), 0 }},
 		{flag: "concurrency", name: "max concurrency (requests)", apply: func(o *options, v float64) { o.MaxConcurrency = int(v) }},
 		{flag: "prefill-max-batch-sizes", name: "prefill max batch size (requests)", apply: func(o *options, v float64) { o.PrefillMaxBatch = int(v) }},
 	}
@@ -102,7 +102,7 @@ type sweepFlags struct {
 
 func bindSweepFlags(fs *flag.FlagSet, o *options, sf *sweepFlags) {
 	sf.lists = map[string]*[]float64{"request-rates": new([]float64), "concurrency": new([]float64), "prefill-max-batch-sizes": new([]float64)}
-	fs.Var(listFlag{values: sf.lists["request-rates"], lo: minRate, hi: maxRate, onSet: func(v float64) { o.RequestRate = v }},
+	fs.Var(listFlag{values: sf.lists["request-rates"], lo: minRate, hi: maxRate, onSet: func(v float64) { o.RequestRate = requestRate(v) }},
 		"request-rates", "sweep --request-rate over these rates (req/s), e.g. 1,2,4,8")
 	fs.Var(listFlag{values: sf.lists["concurrency"], lo: 1, hi: maxRequests, integer: true},
 		"concurrency", "sweep --max-concurrency over these limits, e.g. 1,4,16,64")
