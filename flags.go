@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"runtime"
 	"strings"
 	"time"
@@ -18,46 +17,46 @@ import (
 // options is the command line of `rosetop` and `rosetop bench`: every flag's target. Its JSON
 // is the "config" object of a --json export.
 type options struct {
-	Model             string  `json:"model"`
-	Device            string  `json:"device"` // auto | cpu | cuda
-	Job               string  `json:"job,omitempty"`
-	Prompt            string  `json:"prompt"`
-	PromptRepeats     int     `json:"prompt_repeats"`
-	UniquePrompts     bool    `json:"unique_prompts"`
-	NumRequests       int     `json:"num_requests"`
-	MaxNewTokens      int     `json:"max_new_tokens"`
-	MaxBatch          int     `json:"max_batch_size"`
-	PrefillMaxBatch   int     `json:"prefill_max_batch_size"` // 0: = MaxBatch
-	PrefillMaxTokens  int     `json:"prefill_max_tokens"`     // 0: no limit
-	Policy            string  `json:"policy"`                 // decode-first | prefill-first | mixed
-	BurstQuietUs      float64 `json:"burst_quiet_us"`         // 0: off
-	SubmitIntervalMs  float64 `json:"submit_interval_ms"`
-	SubmitSchedule    string  `json:"submit_schedule"` // relative | absolute
-	RequestRate       float64 `json:"request_rate"`    // Poisson arrivals per second; 0 or +Inf: off
-	Seed              uint64  `json:"seed"`
-	Temperature       float64 `json:"temperature"`
-	TopK              int     `json:"top_k"`
-	TopP              float64 `json:"top_p"`
-	NoStopOnEOS       bool    `json:"no_stop_on_eos"`
-	NoPrefixCache     bool    `json:"no_prefix_cache"`
-	Paged             bool    `json:"paged_attn"`
-	CUDAGraph         bool    `json:"cuda_graph"`
-	CaptureAhead      bool    `json:"capture_ahead"`
-	GPUMemoryFraction float64 `json:"gpu_memory_fraction"`
-	Threads           int     `json:"threads"`
-	MaxSeqLen         int     `json:"max_seq_len"` // 0: longest prompt + max new tokens
-	NVTX              bool    `json:"nvtx"`
-	Pretok            bool    `json:"pretok"`
-	TokenizeWorkers   int     `json:"tokenize_workers"`
-	StreamInterval    int     `json:"stream_interval"`
-	WarmupRuns        int     `json:"warmup_runs"`
-	RepeatRuns        int     `json:"repeat_runs"`
-	JSONPath          string  `json:"-"`
-	CSVPath           string  `json:"-"`
-	CPUProfilePath    string  `json:"-"`
-	RecordPath        string  `json:"-"`
-	loadOptions               // load_flags.go
-	remoteOptions             // remote_flags.go
+	Model             string      `json:"model"`
+	Device            string      `json:"device"` // auto | cpu | cuda
+	Job               string      `json:"job,omitempty"`
+	Prompt            string      `json:"prompt"`
+	PromptRepeats     int         `json:"prompt_repeats"`
+	UniquePrompts     bool        `json:"unique_prompts"`
+	NumRequests       int         `json:"num_requests"`
+	MaxNewTokens      int         `json:"max_new_tokens"`
+	MaxBatch          int         `json:"max_batch_size"`
+	PrefillMaxBatch   int         `json:"prefill_max_batch_size"` // 0: = MaxBatch
+	PrefillMaxTokens  int         `json:"prefill_max_tokens"`     // 0: no limit
+	Policy            string      `json:"policy"`                 // decode-first | prefill-first | mixed
+	BurstQuietUs      float64     `json:"burst_quiet_us"`         // 0: off
+	SubmitIntervalMs  float64     `json:"submit_interval_ms"`
+	SubmitSchedule    string      `json:"submit_schedule"` // relative | absolute
+	RequestRate       requestRate `json:"request_rate"`    // Poisson arrivals per second; 0 or +Inf: off
+	Seed              uint64      `json:"seed"`
+	Temperature       float64     `json:"temperature"`
+	TopK              int         `json:"top_k"`
+	TopP              float64     `json:"top_p"`
+	NoStopOnEOS       bool        `json:"no_stop_on_eos"`
+	NoPrefixCache     bool        `json:"no_prefix_cache"`
+	Paged             bool        `json:"paged_attn"`
+	CUDAGraph         bool        `json:"cuda_graph"`
+	CaptureAhead      bool        `json:"capture_ahead"`
+	GPUMemoryFraction float64     `json:"gpu_memory_fraction"`
+	Threads           int         `json:"threads"`
+	MaxSeqLen         int         `json:"max_seq_len"` // 0: longest prompt + max new tokens
+	NVTX              bool        `json:"nvtx"`
+	Pretok            bool        `json:"pretok"`
+	TokenizeWorkers   int         `json:"tokenize_workers"`
+	StreamInterval    int         `json:"stream_interval"`
+	WarmupRuns        int         `json:"warmup_runs"`
+	RepeatRuns        int         `json:"repeat_runs"`
+	JSONPath          string      `json:"-"`
+	CSVPath           string      `json:"-"`
+	CPUProfilePath    string      `json:"-"`
+	RecordPath        string      `json:"-"`
+	loadOptions                   // load_flags.go
+	remoteOptions                 // remote_flags.go
 }
 
 // Bounds of the size flags: nothing is allocated from a flag before it is checked against them.
@@ -228,7 +227,7 @@ func (o options) validate() error {
 		{promptBytes > maxPromptBytes, fmt.Sprintf("--prompt-repeats %d makes a prompt of %d bytes, more than the limit of %d", o.PromptRepeats, promptBytes, maxPromptBytes)},
 		{ownPrompts && promptBytes*o.NumRequests > maxUniqueBytes, fmt.Sprintf("--unique-prompts gives each of --num-requests %d its own copy of a %d-byte prompt: %d bytes, more than the limit of %d (fewer requests or a shorter prompt)",
 			o.NumRequests, promptBytes, promptBytes*o.NumRequests, maxUniqueBytes)},
-		{o.RequestRate > 0 && !math.IsInf(o.RequestRate, 1) && o.SubmitIntervalMs > 0, fmt.Sprintf("--request-rate %g and --submit-interval-ms %g both set the arrivals: give one", o.RequestRate, o.SubmitIntervalMs)},
+		{o.RequestRate.poisson() && o.SubmitIntervalMs > 0, fmt.Sprintf("--request-rate %g and --submit-interval-ms %g both set the arrivals: give one", o.RequestRate, o.SubmitIntervalMs)},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -248,8 +247,8 @@ func (o options) validate() error {
 func (o options) sessionConfig() bench.Config {
 	policy, _ := sched.ParsePolicy(o.Policy) // validate refuses an unknown one first
 	arr := bench.Arrivals{Schedule: o.SubmitSchedule, Interval: time.Duration(o.SubmitIntervalMs * float64(time.Millisecond)), Seed: o.Seed}
-	if o.RequestRate > 0 && !math.IsInf(o.RequestRate, 1) {
-		arr = bench.Arrivals{Schedule: "poisson", Rate: o.RequestRate, Seed: o.Seed}
+	if o.RequestRate.poisson() {
+		arr = bench.Arrivals{Schedule: "poisson", Rate: float64(o.RequestRate), Seed: o.Seed}
 	}
 	return o.withLoad(bench.Config{
 		Job: o.Job,

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -260,6 +261,27 @@ func TestSecondsFlags(t *testing.T) {
 		o, err := parseOptions([]string{"--request-rate", "4", "--ramp-up-s", in}, io.Discard)
 		if err != nil || o.RampUpS != want {
 			t.Errorf("--ramp-up-s %q: %v s, %v; want %v s", in, o.RampUpS, err, want)
+		}
+	}
+}
+
+// TestRequestRateInfJSON: `bench --request-rate inf --json` writes its config (JSON has no
+// infinity: "inf", as vLLM writes it) and a finite rate stays a number.
+func TestRequestRateInfJSON(t *testing.T) {
+	for rate, want := range map[string]any{"inf": "inf", "Infinity": "inf", "2.5": 2.5} {
+		path := filepath.Join(t.TempDir(), "b.json")
+		code, _, stderr := runCLI(t, "bench", "--request-rate", rate, "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0", "--json", path)
+		if code != 0 {
+			t.Fatalf("--request-rate %s: exit %d: %s", rate, code, stderr)
+		}
+		var rep struct {
+			Config struct {
+				RequestRate any `json:"request_rate"`
+			} `json:"config"`
+		}
+		readJSON(t, path, &rep)
+		if rep.Config.RequestRate != want {
+			t.Errorf("--request-rate %s: config.request_rate %#v, want %#v", rate, rep.Config.RequestRate, want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -146,20 +147,35 @@ func parseFinite(s string) (float64, error) {
 	return v, nil
 }
 
+// requestRate is --request-rate's value: 0 or +Inf (off: the interval schedule, every request
+// at once by default), else Poisson arrivals at this rate. JSON has no infinity: +Inf is written
+// "inf", as vLLM writes its result's request_rate.
+type requestRate float64
+
+// poisson says whether the rate sets the arrivals (finite and above 0).
+func (r requestRate) poisson() bool { return r > 0 && !math.IsInf(float64(r), 1) }
+
+func (r requestRate) MarshalJSON() ([]byte, error) {
+	if math.IsInf(float64(r), 1) {
+		return []byte(`"inf"`), nil
+	}
+	return json.Marshal(float64(r))
+}
+
 // rateFlag is --request-rate: 0 or inf (off: the interval schedule), else a finite rate in
 // [minRate, maxRate].
-type rateFlag struct{ p *float64 }
+type rateFlag struct{ p *requestRate }
 
 func (f rateFlag) String() string {
 	if f.p == nil {
 		return "0"
 	}
-	return strconv.FormatFloat(*f.p, 'g', -1, 64)
+	return strconv.FormatFloat(float64(*f.p), 'g', -1, 64)
 }
 
 func (f rateFlag) Set(s string) error {
 	if v, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && math.IsInf(v, 1) {
-		*f.p = v
+		*f.p = requestRate(v)
 		return nil
 	}
 	v, err := parseFinite(s)
@@ -169,7 +185,7 @@ func (f rateFlag) Set(s string) error {
 	if v != 0 && (v < minRate || v > maxRate) {
 		return fmt.Errorf("must be 0, inf, or from %g to %g requests/s", minRate, maxRate)
 	}
-	*f.p = v
+	*f.p = requestRate(v)
 	return nil
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -67,7 +66,7 @@ func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 // the flags given explicitly), parses the targets and loads the dataset or trace file.
 func (o *options) applyLoad(set map[string]bool) error {
 	l := &o.loadOptions
-	rate := o.RequestRate > 0 && !math.IsInf(o.RequestRate, 1)
+	rate := o.RequestRate.poisson()
 	promptFlags := set["prompt"] || set["prompt-repeats"] || set["unique-prompts"]
 	sweep := set["request-rates"] || set["concurrency"] || set["prefill-max-batch-sizes"] // rosetop sweep's axes
 	checks := []struct {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,7 +31,7 @@ type sweepAxis struct {
 // sweepAxes are the settings rosetop sweep can sweep, each with the flag it replaces.
 func sweepAxes() []sweepAxis {
 	return []sweepAxis{
-		{flag: "request-rates", name: "request rate (req/s)", apply: func(o *options, v float64) { o.RequestRate, o.SubmitIntervalMs = v, 0 }},
+		{flag: "request-rates", name: "request rate (req/s)", apply: func(o *options, v float64) { o.RequestRate, o.SubmitIntervalMs = requestRate(v), 0 }},
 		{flag: "concurrency", name: "max concurrency (requests)", apply: func(o *options, v float64) { o.MaxConcurrency = int(v) }},
 		{flag: "prefill-max-batch-sizes", name: "prefill max batch size (requests)", apply: func(o *options, v float64) { o.PrefillMaxBatch = int(v) }},
 	}
@@ -46,13 +47,16 @@ var sweepReplaces = map[string][]string{
 // maxSweepPoints bounds a sweep's list.
 const maxSweepPoints = 64
 
-// listFlag is a sweep list: comma-separated numbers, each within the axis's range, none twice.
-// Set checks the whole list as it parses it, so a bad list is a flag error naming it.
+// listFlag is a sweep list: comma-separated numbers, each within the axis's range, none twice,
+// kept in the order given. With inf, the list may also hold inf (any case, as strconv.ParseFloat
+// reads it), which is +Inf. Set checks the whole list as it parses it, so a bad list is a flag
+// error naming it.
 type listFlag struct {
 	values  *[]float64
 	lo, hi  float64
 	integer bool
-	onSet   func(first float64) // lets the bench flags' checks see a point's value
+	inf     bool
+	onSet   func(v float64) // lets the bench flags' checks see a point's value: the first finite one, else +Inf
 }
 
 func (f listFlag) String() string {
@@ -75,12 +79,18 @@ func (f listFlag) Set(s string) error {
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
 		v, err := parseFinite(p)
+		isInf := false
+		if x, perr := strconv.ParseFloat(p, 64); perr == nil && math.IsInf(x, 1) {
+			v, err, isInf = x, nil, true
+		}
 		switch {
+		case isInf && !f.inf:
+			return fmt.Errorf("%q is not a number from %g to %g (only --request-rates takes inf)", p, f.lo, f.hi)
 		case err != nil:
 			return fmt.Errorf("%q is not a number", p)
-		case f.integer && v != math.Trunc(v):
+		case !isInf && f.integer && v != math.Trunc(v):
 			return fmt.Errorf("%q is not an integer", p)
-		case v < f.lo || v > f.hi:
+		case !isInf && (v < f.lo || v > f.hi):
 			return fmt.Errorf("%s must be from %g to %g", p, f.lo, f.hi)
 		case slices.Contains(out, v):
 			return fmt.Errorf("%s is listed twice", p)
@@ -89,7 +99,11 @@ func (f listFlag) Set(s string) error {
 	}
 	*f.values = out
 	if f.onSet != nil {
-		f.onSet(out[0])
+		first := math.Inf(1)
+		if i := slices.IndexFunc(out, func(v float64) bool { return !math.IsInf(v, 1) }); i >= 0 {
+			first = out[i]
+		}
+		f.onSet(first)
 	}
 	return nil
 }
@@ -102,8 +116,8 @@ type sweepFlags struct {
 
 func bindSweepFlags(fs *flag.FlagSet, o *options, sf *sweepFlags) {
 	sf.lists = map[string]*[]float64{"request-rates": new([]float64), "concurrency": new([]float64), "prefill-max-batch-sizes": new([]float64)}
-	fs.Var(listFlag{values: sf.lists["request-rates"], lo: minRate, hi: maxRate, onSet: func(v float64) { o.RequestRate = v }},
-		"request-rates", "sweep --request-rate over these rates (req/s), e.g. 1,2,4,8")
+	fs.Var(listFlag{values: sf.lists["request-rates"], lo: minRate, hi: maxRate, inf: true, onSet: func(v float64) { o.RequestRate = requestRate(v) }},
+		"request-rates", "sweep --request-rate over these rates (req/s), e.g. 1,2,4,8,inf (inf: every request at once, as --request-rate inf)")
 	fs.Var(listFlag{values: sf.lists["concurrency"], lo: 1, hi: maxRequests, integer: true},
 		"concurrency", "sweep --max-concurrency over these limits, e.g. 1,4,16,64")
 	fs.Var(listFlag{values: sf.lists["prefill-max-batch-sizes"], lo: 1, hi: maxBatch, integer: true},

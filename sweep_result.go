@@ -43,22 +43,41 @@ func (n num) text() string {
 	return strconv.FormatFloat(float64(n), 'f', 2, 64)
 }
 
+// axisValue is a point's setting. JSON has no infinity: --request-rates' inf is written "inf",
+// as vLLM writes an infinite request_rate, and read back as +Inf.
+type axisValue float64
+
+func (v axisValue) MarshalJSON() ([]byte, error) {
+	if math.IsInf(float64(v), 1) {
+		return []byte(`"inf"`), nil
+	}
+	return json.Marshal(float64(v))
+}
+
+func (v *axisValue) UnmarshalJSON(b []byte) error {
+	if string(b) == `"inf"` {
+		*v = axisValue(math.Inf(1))
+		return nil
+	}
+	return json.Unmarshal(b, (*float64)(v))
+}
+
 // sweepPoint is one row of the sweep: the medians over the point's measured runs.
 type sweepPoint struct {
-	Value       float64 `json:"value"`
-	Label       string  `json:"label"`
-	File        string  `json:"file"` // the point's rosetop JSON, beside sweep.json
-	Runs        int     `json:"runs"`
-	RequestRate num     `json:"request_throughput"` // completed requests/s
-	Throughput  num     `json:"output_throughput"`  // output tokens/s
-	TTFTP50     num     `json:"ttft_p50_ms"`
-	TTFTP99     num     `json:"ttft_p99_ms"`
-	TPOTP50     num     `json:"tpot_p50_ms"`
-	TPOTP99     num     `json:"tpot_p99_ms"`
-	ITLP99      num     `json:"itl_p99_ms"`
-	E2ELP99     num     `json:"e2el_p99_ms"`
-	Goodput     num     `json:"request_goodput"`    // null without --goodput
-	Attainment  num     `json:"slo_attainment_pct"` // null without --goodput
+	Value       axisValue `json:"value"` // a number, or "inf"
+	Label       string    `json:"label"` // as the table prints Value
+	File        string    `json:"file"`  // the point's rosetop JSON, beside sweep.json
+	Runs        int       `json:"runs"`
+	RequestRate num       `json:"request_throughput"` // completed requests/s
+	Throughput  num       `json:"output_throughput"`  // output tokens/s
+	TTFTP50     num       `json:"ttft_p50_ms"`
+	TTFTP99     num       `json:"ttft_p99_ms"`
+	TPOTP50     num       `json:"tpot_p50_ms"`
+	TPOTP99     num       `json:"tpot_p99_ms"`
+	ITLP99      num       `json:"itl_p99_ms"`
+	E2ELP99     num       `json:"e2el_p99_ms"`
+	Goodput     num       `json:"request_goodput"`    // null without --goodput
+	Attainment  num       `json:"slo_attainment_pct"` // null without --goodput
 }
 
 // sweepColumns are the table's and the CSV's columns after the value, with their getters.
@@ -100,7 +119,7 @@ func newSweepPoint(v float64, file string, runs []bench.Summary) sweepPoint {
 	p50, p99 := func(d bench.Dist) float64 { return d.P50 }, func(d bench.Dist) float64 { return d.P99 }
 	ttft, tpot := func(s *bench.Summary) bench.Dist { return s.TTFT }, func(s *bench.Summary) bench.Dist { return s.TPOT }
 	pt := sweepPoint{
-		Value: v, Label: plot.Label(v), File: file, Runs: len(runs),
+		Value: axisValue(v), Label: plot.Label(v), File: file, Runs: len(runs),
 		RequestRate: med(func(s *bench.Summary) float64 { return s.RequestThroughput }),
 		Throughput:  med(func(s *bench.Summary) float64 { return s.Throughput }),
 		TTFTP50:     dist(ttft, p50), TTFTP99: dist(ttft, p99), TPOTP50: dist(tpot, p50), TPOTP99: dist(tpot, p99),
@@ -194,7 +213,7 @@ func (r sweepResult) write(dir string) error {
 	}
 	sw := plot.Sweep{Axis: r.AxisName, Caption: r.caption()}
 	for _, p := range r.Points {
-		sw.Points = append(sw.Points, plot.Point{X: p.Value, Label: p.Label, Throughput: float64(p.Throughput), TTFTP99: float64(p.TTFTP99),
+		sw.Points = append(sw.Points, plot.Point{X: float64(p.Value), Label: p.Label, Throughput: float64(p.Throughput), TTFTP99: float64(p.TTFTP99),
 			TPOTP50: float64(p.TPOTP50), RequestRate: float64(p.RequestRate), Goodput: float64(p.Goodput)})
 	}
 	if err := put("sweep.png", func(w io.Writer) error { return plot.WritePNG(w, sw) }); err != nil {

@@ -11,9 +11,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"rosetop/plot"
 )
 
 // TestSweepPrefillBatches is the sweep's acceptance run on the embedded model: --job admission
@@ -52,7 +56,7 @@ func TestSweepPrefillBatches(t *testing.T) {
 		}
 	}
 	checkSweepCSV(t, filepath.Join(dir, "sweep.csv"), table)
-	checkSweepCharts(t, dir, sw.Model)
+	checkSweepCharts(t, dir, sw.Model, "prefill max batch size (requests)")
 }
 
 // parseTable reads the printed table: a header line, then one row a point.
@@ -172,7 +176,7 @@ func checkSweepCSV(t *testing.T, path string, table []map[string]string) {
 
 // checkSweepCharts decodes sweep.png and parses sweep.svg as XML, looking for the axis labels
 // and the caption among its text.
-func checkSweepCharts(t *testing.T, dir, model string) {
+func checkSweepCharts(t *testing.T, dir, model, axis string) {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, "sweep.png"))
 	if err != nil {
@@ -206,7 +210,7 @@ func checkSweepCharts(t *testing.T, dir, model string) {
 		}
 	}
 	for _, want := range []string{"output throughput (tokens/s)", "TTFT p99 (ms)", "TPOT p50 (ms)", "requests/s",
-		"prefill max batch size (requests)", "rosetop sweep: " + model + " on cpu", ", commit "} {
+		axis, "rosetop sweep: " + model + " on cpu", ", commit "} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("sweep.svg has no text %q", want)
 		}
@@ -231,6 +235,12 @@ func TestSweepBadInput(t *testing.T) {
 		{"negative rate", []string{"--request-rates", "-1"}, "-1 must be from 0.001 to"},
 		{"NaN rate", []string{"--request-rates", "1,NaN"}, `"NaN" is not a number`},
 		{"twice", []string{"--request-rates", "1,2,1"}, "1 is listed twice"},
+		{"inf twice", []string{"--request-rates", "inf,1,INF"}, "INF is listed twice"},
+		{"overflow rate", []string{"--request-rates", "1,1e400"}, `"1e400" is not a number`},
+		{"minus inf", []string{"--request-rates", "1,-inf"}, `"-inf" is not a number`},
+		{"inf concurrency", []string{"--concurrency", "1,inf"}, `--concurrency 1,inf: "inf" is not a number from 1 to 100000 (only --request-rates takes inf)`},
+		{"inf batch", []string{"--prefill-max-batch-sizes", "Infinity"}, `"Infinity" is not a number from 1 to 4096`},
+		{"inf with burstiness", []string{"--request-rates", "inf", "--burstiness", "2"}, "--burstiness shapes the gaps of --request-rate: give a rate"},
 		{"beyond max batch", []string{"--prefill-max-batch-sizes", "4,128", "--max-batch-size", "64"}, "--prefill-max-batch-size 128 exceeds --max-batch-size 64"},
 		{"with its flag", []string{"--concurrency", "1,2", "--max-concurrency", "3"}, "--concurrency and --max-concurrency both set the swept value"},
 		{"rate with a rate", []string{"--request-rates", "1,2", "--request-rate", "3"}, "--request-rates and --request-rate both set"},
@@ -265,32 +275,157 @@ func TestSweepPointMedian(t *testing.T) {
 }
 
 func FuzzSweepList(f *testing.F) {
-	for _, s := range []string{"1,4,16,64", "0.5,1e3", "", ",", "1,1", "NaN", "-1", "1e400"} {
+	for _, s := range []string{"1,4,16,64", "0.5,1e3", "", ",", "1,1", "NaN", "-1", "1e400", "1,inf", "inf,+Infinity", "-inf"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		var got []float64
-		fl := listFlag{values: &got, lo: 1, hi: maxBatch, integer: true}
-		if err := fl.Set(s); err != nil {
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("multi-line error %q", err)
+		for _, fl := range []listFlag{{lo: 1, hi: maxBatch, integer: true}, {lo: minRate, hi: maxRate, inf: true}} {
+			var got []float64
+			fl.values = &got
+			if err := fl.Set(s); err != nil {
+				if strings.Contains(err.Error(), "\n") {
+					t.Fatalf("multi-line error %q", err)
+				}
+				continue
 			}
-			return
-		}
-		if len(got) == 0 || len(got) > maxSweepPoints {
-			t.Fatalf("%q: %d values", s, len(got))
-		}
-		for i, v := range got {
-			if v < 1 || v > maxBatch || v != math.Trunc(v) {
-				t.Fatalf("%q: accepted %v", s, v)
+			if len(got) == 0 || len(got) > maxSweepPoints {
+				t.Fatalf("%q: %d values", s, len(got))
 			}
-			for _, w := range got[:i] {
-				if w == v {
-					t.Fatalf("%q: %v twice", s, v)
+			for i, v := range got {
+				if (v < fl.lo || v > fl.hi || (fl.integer && v != math.Trunc(v))) && !(fl.inf && math.IsInf(v, 1)) {
+					t.Fatalf("%q: accepted %v (%+v)", s, v, fl)
+				}
+				for _, w := range got[:i] {
+					if w == v {
+						t.Fatalf("%q: %v twice", s, v)
+					}
 				}
 			}
 		}
 	})
+}
+
+// TestSweepListInf: --request-rates takes inf in any case strconv.ParseFloat reads, once, in the
+// order given; the bench flags' checks see the first finite rate, or inf when there is none.
+func TestSweepListInf(t *testing.T) {
+	inf := math.Inf(1)
+	for _, c := range []struct {
+		in    string
+		want  []float64
+		onSet float64
+	}{
+		{"1,inf", []float64{1, inf}, 1},
+		{" INF , 2,4", []float64{inf, 2, 4}, 2},
+		{"+Infinity", []float64{inf}, inf},
+		{"0.5,Inf,8", []float64{0.5, inf, 8}, 0.5},
+	} {
+		var got []float64
+		seen := math.NaN()
+		fl := listFlag{values: &got, lo: minRate, hi: maxRate, inf: true, onSet: func(v float64) { seen = v }}
+		if err := fl.Set(c.in); err != nil || !slices.Equal(got, c.want) || seen != c.onSet {
+			t.Errorf("%q: %v (checks see %v), %v; want %v (%v)", c.in, got, seen, err, c.want, c.onSet)
+		}
+		var labels []string
+		for _, v := range c.want {
+			labels = append(labels, plot.Label(v))
+		}
+		if want := strings.Join(labels, ","); fl.String() != want {
+			t.Errorf("%q: String() = %q, want %q", c.in, fl.String(), want)
+		}
+	}
+}
+
+// TestSweepInfPointIsBench: the inf point runs what `rosetop bench --request-rate inf` runs, every
+// request at once, even under a job whose arrivals are paced.
+func TestSweepInfPointIsBench(t *testing.T) {
+	for _, extra := range [][]string{nil, {"--job", "paced"}, {"--job", "prefill-heavy", "--max-concurrency", "4"}} {
+		want, err := parseOptions(append([]string{"--request-rate", "inf"}, extra...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ax, _, err := parseSweep(append([]string{"--request-rates", "2,inf"}, extra...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := o
+		ax.apply(&p, ax.values[1])
+		got, bench := p.sessionConfig(), want.sessionConfig()
+		if !reflect.DeepEqual(got, bench) || got.Arrivals.Interval != 0 || got.Arrivals.Schedule == "poisson" {
+			t.Errorf("%v: the inf point runs %+v, bench --request-rate inf %+v", extra, got.Arrivals, bench.Arrivals)
+		}
+	}
+}
+
+// TestSweepInfRate: a sweep over 1,inf on the embedded model carries "inf" into the table, the CSV,
+// the JSON (a string: JSON has no infinity), the point's file and the charts, and no NaN or
+// infinity leaks into any of them.
+func TestSweepInfRate(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI(t, "sweep", "--request-rates", "1,inf", "--num-requests", "3", "--max-new-tokens", "2", "--warmup-runs", "0", "--out-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr)
+	}
+	table := parseTable(t, stdout)
+	if len(table) != 2 || table[0]["request-rates"] != "1" || table[1]["request-rates"] != "inf" {
+		t.Fatalf("table:\n%s", stdout)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loose struct {
+		Points []struct {
+			Value any    `json:"value"`
+			Label string `json:"label"`
+			File  string `json:"file"`
+		} `json:"points"`
+	}
+	if err := json.Unmarshal(raw, &loose); err != nil || len(loose.Points) != 2 {
+		t.Fatalf("sweep.json: %v\n%s", err, raw)
+	}
+	if p := loose.Points[1]; p.Value != "inf" || p.Label != "inf" || p.File != "point-02-inf.json" {
+		t.Errorf("inf point in sweep.json: %+v", p)
+	}
+	if p := loose.Points[0]; p.Value != 1.0 || p.Label != "1" {
+		t.Errorf("rate 1 in sweep.json: %+v", p)
+	}
+	var sw sweepResult
+	readJSON(t, filepath.Join(dir, "sweep.json"), &sw)
+	if !math.IsInf(float64(sw.Points[1].Value), 1) {
+		t.Errorf("sweep.json's inf reads back as %v", sw.Points[1].Value)
+	}
+	for i, row := range table {
+		want := pointMedians(t, filepath.Join(dir, sw.Points[i].File), 1)
+		for _, col := range []string{"req/s", "tok/s", "TTFT p99", "E2EL p99"} {
+			if row[col] != want[col] {
+				t.Errorf("row %d %s: table %q, point JSON %q", i, col, row[col], want[col])
+			}
+		}
+	}
+	var point struct {
+		Config struct {
+			RequestRate any `json:"request_rate"`
+		} `json:"config"`
+	}
+	readJSON(t, filepath.Join(dir, "point-02-inf.json"), &point)
+	if point.Config.RequestRate != "inf" {
+		t.Errorf("point-02-inf.json: config.request_rate %#v, want \"inf\"", point.Config.RequestRate)
+	}
+	checkSweepCSV(t, filepath.Join(dir, "sweep.csv"), table)
+	csvData, err := os.ReadFile(filepath.Join(dir, "sweep.csv"))
+	if err != nil || !strings.Contains(string(csvData), "\ninf,") {
+		t.Errorf("sweep.csv has no row for inf (%v):\n%s", err, csvData)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "sweep.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"stdout": stdout, "sweep.json": string(raw), "sweep.csv": string(csvData), "sweep.svg": string(svg)} {
+		if l := strings.ToLower(data); strings.Contains(l, "nan") || strings.Contains(data, "Inf") {
+			t.Errorf("%s holds NaN or Inf:\n%s", name, data)
+		}
+	}
+	checkSweepCharts(t, dir, sw.Model, "request rate (req/s)")
 }
 
 // TestSweepCPUProfile: sweep takes --cpuprofile as bench does: a profile of the whole sweep, and

@@ -9,6 +9,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -177,23 +178,34 @@ func paretoFront(ps []Point, latency func(Point) float64) plotter.XYs {
 }
 
 // loadPanel is request throughput and goodput against the swept setting, on a log axis when the
-// settings span a factor of 8 or more.
+// finite settings span a factor of 8 or more. A +Inf setting (a rate sweep's "every request at
+// once") is drawn one step past the largest finite one with the tick "inf", joined by a dashed
+// segment: the axis between them measures nothing.
 func loadPanel(s Sweep) (*gplot.Plot, error) {
 	p := newPanel("Throughput and goodput vs "+s.Axis, s.Axis, "requests/s")
+	lo, hi := math.Inf(1), math.Inf(-1)
+	var xs []float64
+	for _, pt := range s.Points {
+		if finite(pt.X) {
+			lo, hi = math.Min(lo, pt.X), math.Max(hi, pt.X)
+		}
+		xs = append(xs, pt.X)
+	}
+	logScale := lo > 0 && hi/lo >= 8
+	at := axisPlaces(xs, logScale)
 	var thr, good plotter.XYs
 	var ticks gplot.ConstantTicks
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, pt := range s.Points {
-		if !finite(pt.X) {
+	for i, pt := range s.Points {
+		x := at[i]
+		if math.IsNaN(x) {
 			continue
 		}
-		lo, hi = math.Min(lo, pt.X), math.Max(hi, pt.X)
-		ticks = append(ticks, gplot.Tick{Value: pt.X, Label: pt.Label})
+		ticks = append(ticks, gplot.Tick{Value: x, Label: pt.Label})
 		if finite(pt.RequestRate) {
-			thr = append(thr, plotter.XY{X: pt.X, Y: pt.RequestRate})
+			thr = append(thr, plotter.XY{X: x, Y: pt.RequestRate})
 		}
 		if finite(pt.Goodput) {
-			good = append(good, plotter.XY{X: pt.X, Y: pt.Goodput})
+			good = append(good, plotter.XY{X: x, Y: pt.Goodput})
 		}
 	}
 	if len(thr) == 0 {
@@ -201,11 +213,17 @@ func loadPanel(s Sweep) (*gplot.Plot, error) {
 	}
 	sort.Slice(thr, func(i, j int) bool { return thr[i].X < thr[j].X })
 	sort.Slice(good, func(i, j int) bool { return good[i].X < good[j].X })
-	if lo > 0 && hi/lo >= 8 {
+	if logScale {
 		p.X.Scale = gplot.LogScale{}
 	}
 	p.X.Tick.Marker = ticks
 	p.Add(plotter.NewGrid())
+	infAt := math.NaN() // where +Inf is drawn, if a point has it
+	for i, pt := range s.Points {
+		if math.IsInf(pt.X, 1) {
+			infAt = at[i]
+		}
+	}
 	for _, series := range []struct {
 		name string
 		xys  plotter.XYs
@@ -214,7 +232,21 @@ func loadPanel(s Sweep) (*gplot.Plot, error) {
 		if len(series.xys) == 0 {
 			continue
 		}
-		l, sc, err := plotter.NewLinePoints(series.xys)
+		solid := series.xys
+		if k := slices.IndexFunc(solid, func(q plotter.XY) bool { return q.X == infAt }); k >= 1 {
+			solid = solid[:k]
+			gap, err := plotter.NewLine(series.xys[k-1 : k+1])
+			if err != nil {
+				return nil, err
+			}
+			gap.Color, gap.Width, gap.Dashes = series.c, vg.Points(1.5), []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(gap)
+		}
+		l, err := plotter.NewLine(solid)
+		if err != nil {
+			return nil, err
+		}
+		sc, err := plotter.NewScatter(series.xys)
 		if err != nil {
 			return nil, err
 		}
@@ -225,6 +257,47 @@ func loadPanel(s Sweep) (*gplot.Plot, error) {
 	}
 	headroom(p, append(append(plotter.XYs(nil), thr...), good...), false)
 	return p, nil
+}
+
+// axisPlaces is where each setting goes on the load panel's x axis: a finite one at itself, +Inf
+// one step past the largest finite one (the last gap between the distinct finite settings, a
+// ratio on a log axis; with one finite setting, as far again; with none, 1), anything else
+// nowhere (NaN).
+func axisPlaces(xs []float64, logScale bool) []float64 {
+	var fin []float64
+	for _, x := range xs {
+		if finite(x) {
+			fin = append(fin, x)
+		}
+	}
+	sort.Float64s(fin)
+	fin = slices.Compact(fin)
+	inf := 1.0
+	switch n := len(fin); {
+	case n >= 2 && logScale:
+		inf = fin[n-1] * fin[n-1] / fin[n-2]
+	case n >= 2:
+		inf = 2*fin[n-1] - fin[n-2]
+	case n == 1 && fin[0] > 0:
+		inf = 2 * fin[0]
+	case n == 1:
+		inf = fin[0] + 1
+	}
+	if !finite(inf) {
+		inf = math.MaxFloat64 // settings near the float range's end: still past them
+	}
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		switch {
+		case finite(x):
+			out[i] = x
+		case math.IsInf(x, 1):
+			out[i] = inf
+		default:
+			out[i] = math.NaN()
+		}
+	}
+	return out
 }
 
 func newPanel(title, x, y string) *gplot.Plot {
@@ -238,8 +311,12 @@ func newPanel(title, x, y string) *gplot.Plot {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-// Label formats a setting's value for the charts and tables: integers without a point.
+// Label formats a setting's value for the charts and tables: integers without a point, +Inf as
+// "inf" (the word --request-rates takes).
 func Label(v float64) string {
+	if math.IsInf(v, 1) {
+		return "inf"
+	}
 	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
 		return strconv.FormatInt(int64(v), 10)
 	}

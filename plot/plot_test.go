@@ -100,3 +100,80 @@ func TestNoPoints(t *testing.T) {
 		t.Errorf("err %v, want ErrNoPoints", err)
 	}
 }
+
+// TestAxisPlaces: +Inf goes one step past the largest finite setting (the last gap, a ratio on a
+// log axis), whatever the order given; NaN goes nowhere.
+func TestAxisPlaces(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	for _, c := range []struct {
+		xs   []float64
+		log  bool
+		want []float64
+	}{
+		{[]float64{1, 2, 4, inf}, false, []float64{1, 2, 4, 6}},
+		{[]float64{inf, 4, 1, 2}, false, []float64{6, 4, 1, 2}},
+		{[]float64{1, 2, 4, 8, 16, inf}, true, []float64{1, 2, 4, 8, 16, 32}},
+		{[]float64{0.5, inf}, false, []float64{0.5, 1}},
+		{[]float64{inf}, false, []float64{1}},
+		{[]float64{3, nan, inf}, false, []float64{3, nan, 6}},
+		{[]float64{1, 4}, false, []float64{1, 4}},
+	} {
+		got := axisPlaces(c.xs, c.log)
+		for i := range c.want {
+			if got[i] != c.want[i] && !(math.IsNaN(got[i]) && math.IsNaN(c.want[i])) {
+				t.Errorf("axisPlaces(%v, log %v) = %v, want %v", c.xs, c.log, got, c.want)
+				break
+			}
+		}
+	}
+	if got := Label(inf); got != "inf" {
+		t.Errorf("Label(+Inf) = %q, want inf", got)
+	}
+}
+
+// TestInfRate: a rate sweep ending in inf has its "inf" tick one step past the largest rate, and a
+// sweep of only inf draws; neither chart holds a NaN or an infinity.
+func TestInfRate(t *testing.T) {
+	pt := func(x float64, thr float64) Point {
+		return Point{X: x, Label: Label(x), Throughput: 100 * thr, TTFTP99: 50, TPOTP50: 5, RequestRate: thr, Goodput: math.NaN()}
+	}
+	for _, c := range []struct {
+		name   string
+		points []Point
+		infAt  float64
+	}{
+		{"1,2,4,inf", []Point{pt(1, 1), pt(2, 2), pt(4, 3.5), pt(math.Inf(1), 5)}, 6},
+		{"log 1..64,inf", []Point{pt(1, 1), pt(8, 7), pt(64, 30), pt(math.Inf(1), 31)}, 512},
+		{"inf alone", []Point{pt(math.Inf(1), 5)}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := Sweep{Axis: "request rate (req/s)", Points: c.points, Caption: "c"}
+			p, err := loadPanel(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, tk := range p.X.Tick.Marker.Ticks(p.X.Min, p.X.Max) {
+				if tk.Label == "inf" {
+					found = tk.Value == c.infAt
+				}
+			}
+			if !found || p.X.Max < c.infAt {
+				t.Errorf("no tick \"inf\" at %v inside the axis (max %v)", c.infAt, p.X.Max)
+			}
+			var svg bytes.Buffer
+			if err := WriteSVG(&svg, s); err != nil {
+				t.Fatal(err)
+			}
+			if err := WritePNG(io.Discard, s); err != nil {
+				t.Fatal(err)
+			}
+			if b := svg.String(); strings.Contains(b, "NaN") || strings.Contains(b, "Inf") {
+				t.Error("the SVG holds NaN or Inf")
+			}
+			if !strings.Contains(svgTexts(t, svg.Bytes()), "inf") {
+				t.Error("the SVG has no text inf")
+			}
+		})
+	}
+}
