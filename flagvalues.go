@@ -155,11 +155,14 @@ type requestRate float64
 // poisson says whether the rate sets the arrivals (finite and above 0).
 func (r requestRate) poisson() bool { return r > 0 && !math.IsInf(float64(r), 1) }
 
-func (r requestRate) MarshalJSON() ([]byte, error) {
-	if math.IsInf(float64(r), 1) {
+func (r requestRate) MarshalJSON() ([]byte, error) { return infJSON(float64(r)) }
+
+// infJSON is v in JSON, +Inf written "inf" (JSON has no infinity; vLLM writes it so).
+func infJSON(v float64) ([]byte, error) {
+	if math.IsInf(v, 1) {
 		return []byte(`"inf"`), nil
 	}
-	return json.Marshal(float64(r))
+	return json.Marshal(v)
 }
 
 // rateFlag is --request-rate: 0 or inf (off: the interval schedule), else a finite rate in

@@ -47,12 +47,7 @@ func (n num) text() string {
 // as vLLM writes an infinite request_rate, and read back as +Inf.
 type axisValue float64
 
-func (v axisValue) MarshalJSON() ([]byte, error) {
-	if math.IsInf(float64(v), 1) {
-		return []byte(`"inf"`), nil
-	}
-	return json.Marshal(float64(v))
-}
+func (v axisValue) MarshalJSON() ([]byte, error) { return infJSON(float64(v)) }
 
 func (v *axisValue) UnmarshalJSON(b []byte) error {
 	if string(b) == `"inf"` {
