@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // ErrBadPrompt is wrapped by Generate's errors about its arguments.
@@ -24,7 +25,8 @@ func (e *Engine) MaxSeqLen() int {
 // Hugging Face's generate does), or — like Hugging Face capping max_length at n_positions — when
 // the sequence fills MaxSeqLen positions, returning fewer than maxNew tokens without an error.
 // The sequence uses KV blocks 0..n-1, valid in both layouts: do not call it while a scheduler is
-// using the same engine. Cancelling ctx stops it between steps with ctx's error and the tokens so far.
+// using the same engine. Cancelling ctx stops it with ctx's error and the tokens so far: between
+// steps, and inside a step on a backend that honours Batch.Stop (the CPU's, between layers).
 func (e *Engine) Generate(ctx context.Context, prompt []int32, maxNew int, sp SamplingParams, stopOnEOS bool, onToken func(id int32)) ([]int32, error) {
 	cfg := e.Model.Config
 	switch {
@@ -44,13 +46,17 @@ func (e *Engine) Generate(ctx context.Context, prompt []int32, maxNew int, sp Sa
 		blocks[i] = int32(i)
 	}
 	out := make([]int32, 0, maxNew)
-	step := Batch{Seqs: []SeqStep{{Tokens: prompt, Start: 0, Blocks: blocks, Sample: sp}}}
+	var stop atomic.Bool
+	defer context.AfterFunc(ctx, func() { stop.Store(true) })()
+	step := Batch{Seqs: []SeqStep{{Tokens: prompt, Start: 0, Blocks: blocks, Sample: sp}}, Stop: &stop}
 	next, last := make([]int32, 1), make([]int32, 1)
 	for len(out) < maxNew {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		if err := e.Backend.Step(&step, next); err != nil {
+		if err := e.Backend.Step(&step, next); errors.Is(err, ErrStopped) {
+			return out, ctx.Err()
+		} else if err != nil {
 			return out, fmt.Errorf("generate step at position %d: %w", step.Seqs[0].Start, err)
 		}
 		tok := next[0]

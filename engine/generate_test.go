@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -114,4 +115,46 @@ func TestGenerateCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || len(out) != 2 {
 		t.Errorf("Generate = %d tokens, %v; want 2 tokens and context.Canceled", len(out), err)
 	}
+}
+
+// TestGenerateCancelInsideStep: ctx cancelled while a step runs stops that step on the CPU
+// backend (Batch.Stop): Generate returns ctx's error and the tokens of the steps before it.
+func TestGenerateCancelInsideStep(t *testing.T) {
+	m := smallModel(t, smallConfig(), 1)
+	e := newTestEngine(t, m, Options{MaxBatch: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	be := &cancelling{Backend: e.Backend, at: 3, cancel: cancel}
+	e.Backend = be
+	out, err := e.Generate(ctx, []int32{1, 2, 3}, 10, SamplingParams{}, false, nil)
+	if !errors.Is(err, context.Canceled) || len(out) != 2 {
+		t.Errorf("Generate = %d tokens, %v; want 2 tokens and context.Canceled", len(out), err)
+	}
+	if !errors.Is(be.err, ErrStopped) {
+		t.Errorf("the cancelled step returned %v, want ErrStopped", be.err)
+	}
+}
+
+// cancelling calls cancel in its call number at, waits until the batch's Stop is set (Generate
+// sets it once ctx is done), then runs the step, keeping that call's error.
+type cancelling struct {
+	Backend
+	at, calls int
+	cancel    func()
+	err       error
+}
+
+func (c *cancelling) Step(b *Batch, next []int32) error {
+	if c.calls++; c.calls != c.at {
+		return c.Backend.Step(b, next)
+	}
+	c.cancel()
+	if b.Stop == nil {
+		return errors.New("the step has no Stop to set")
+	}
+	for !b.stopped() {
+		runtime.Gosched()
+	}
+	c.err = c.Backend.Step(b, next)
+	return c.err
 }
