@@ -121,11 +121,19 @@ func TestParseOptionsDefaultsAndHelp(t *testing.T) {
 	if o.Prompt != "Hello" || o.RepeatRuns != 1 || o.PrefillMaxBatch != o.MaxBatch || o.Device != "auto" {
 		t.Errorf("defaults = %+v", o)
 	}
-	for _, rate := range []string{"inf", "0"} {
-		o, err := parseOptions([]string{"--request-rate", rate, "--submit-interval-ms", "3"}, io.Discard)
-		if a := o.sessionConfig().Arrivals; err != nil || a.Schedule != "relative" || a.Interval != 3e6 {
-			t.Errorf("--request-rate %s: %+v %v, want the interval schedule", rate, a, err)
+	o, err = parseOptions([]string{"--request-rate", "0", "--submit-interval-ms", "3"}, io.Discard)
+	if a := o.sessionConfig().Arrivals; err != nil || a.Schedule != "relative" || a.Interval != 3e6 {
+		t.Errorf("--request-rate 0: %+v %v, want the interval schedule", a, err)
+	}
+	for _, args := range [][]string{{"--request-rate", "inf"}, {"--request-rate", "inf", "--job", "paced"}} {
+		o, err = parseOptions(args, io.Discard)
+		if a := o.sessionConfig().Arrivals; err != nil || a.Schedule == "poisson" || a.Interval != 0 {
+			t.Errorf("%q: %+v %v, want every request at once", args, a, err)
 		}
+	}
+	_, err = parseOptions([]string{"--request-rate", "inf", "--submit-interval-ms", "3"}, io.Discard)
+	if want := "--request-rate inf and --submit-interval-ms 3 both set the arrivals"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("--request-rate inf --submit-interval-ms 3: %v, want %q", err, want)
 	}
 	o, err = parseOptions([]string{"--request-rate", "50"}, io.Discard)
 	if a := o.sessionConfig().Arrivals; err != nil || a.Schedule != "poisson" || a.Rate != 50 || math.IsNaN(a.Rate) {

@@ -157,6 +157,14 @@ func (r requestRate) poisson() bool { return r > 0 && !math.IsInf(float64(r), 1)
 
 func (r requestRate) MarshalJSON() ([]byte, error) { return infJSON(float64(r)) }
 
+// String is the rate as --request-rate takes it: "inf" or a number.
+func (r requestRate) String() string {
+	if math.IsInf(float64(r), 1) {
+		return "inf"
+	}
+	return strconv.FormatFloat(float64(r), 'g', -1, 64)
+}
+
 // infJSON is v in JSON, +Inf written "inf" (JSON has no infinity; vLLM writes it so).
 func infJSON(v float64) ([]byte, error) {
 	if math.IsInf(v, 1) {
@@ -173,7 +181,7 @@ func (f rateFlag) String() string {
 	if f.p == nil {
 		return "0"
 	}
-	return strconv.FormatFloat(float64(*f.p), 'g', -1, 64)
+	return f.p.String()
 }
 
 func (f rateFlag) Set(s string) error {
