@@ -29,7 +29,14 @@ type ServerLatency struct {
 	// Dist is in ms, estimated from the histogram's bucket deltas over the window (Prometheus'
 	// histogram_quantile); N is the observations in the window. Mean and Max are NaN.
 	Dist Dist
+	// FirstBound is the histogram's first bucket's upper bound in ms (0: unknown). A percentile
+	// at or below it was interpolated from an assumed 0 and says only "at most FirstBound".
+	FirstBound float64
 }
+
+// Bounded reports whether v, one of Dist's percentiles, says only that the percentile is at
+// most FirstBound.
+func (l ServerLatency) Bounded(v float64) bool { return l.FirstBound > 0 && v <= l.FirstBound }
 
 // ServerMetrics is what a server says about itself (a remote server's /metrics), as its Server
 // computed it. An immutable value.
@@ -65,7 +72,8 @@ type ServerRow struct {
 	// chunks for ITL, end-to-end latency. N == 0: none, or none a client can see (queue, prefill).
 	Client Dist
 	// DiffP50 and DiffP99 are Client - Server in ms: the network, the HTTP server and the
-	// stream's framing, plus the histogram's bucket resolution. NaN when either is missing.
+	// stream's framing, plus the histogram's bucket resolution. NaN when either is missing or
+	// the server's is only a bound (ServerLatency.Bounded).
 	DiffP50, DiffP99 float64
 }
 
@@ -88,6 +96,12 @@ func (l *liveState) serverPanel(now time.Duration, m *ServerMetrics) *ServerPane
 		row := ServerRow{Name: sl.Name, Server: sl, Client: c, DiffP50: math.NaN(), DiffP99: math.NaN()}
 		if sl.Known && sl.Dist.N > 0 && c.N > 0 {
 			row.DiffP50, row.DiffP99 = c.P50-sl.Dist.P50, c.P99-sl.Dist.P99
+			if sl.Bounded(sl.Dist.P50) { // a bound, not a figure to subtract
+				row.DiffP50 = math.NaN()
+			}
+			if sl.Bounded(sl.Dist.P99) {
+				row.DiffP99 = math.NaN()
+			}
 		}
 		p.Rows = append(p.Rows, row)
 	}

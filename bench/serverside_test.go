@@ -170,6 +170,7 @@ func TestServerPanel(t *testing.T) {
 	}
 	l.windows[winTTFT].add(now-31*time.Second, 1000) // out of the window
 	l.e2e.add(now, 50)
+	l.windows[winITL].add(now, 5)
 	nan := math.NaN()
 	srvDist := Dist{P50: 15, P95: 18, P99: 19, Mean: 15, Max: nan, N: 7}
 	m := &ServerMetrics{Kind: "vllm", Running: Gauge{V: 3, Known: true}, Latency: []ServerLatency{
@@ -177,10 +178,14 @@ func TestServerPanel(t *testing.T) {
 		{Name: "E2E latency", Known: true, Dist: Dist{P50: nan, P95: nan, P99: nan, Mean: nan, Max: nan}},
 		{Name: "Queue", Known: true, Dist: srvDist},
 		{Name: "Prefill"},
+		{Name: "ITL", Known: true, Dist: srvDist, FirstBound: 16}, // p50 in the first bucket, p99 past it
 	}}
 	p := l.serverPanel(now, m)
-	if p.Kind != "vllm" || p.Running.V != 3 || len(p.Rows) != 4 {
+	if p.Kind != "vllm" || p.Running.V != 3 || len(p.Rows) != 5 {
 		t.Fatalf("panel %+v", p)
+	}
+	if itl := p.Rows[4]; !math.IsNaN(itl.DiffP50) || itl.DiffP99 != 5-19 {
+		t.Errorf("ITL row (server p50 only a bound): %+v", itl)
 	}
 	ttft, e2e, queue, prefill := p.Rows[0], p.Rows[1], p.Rows[2], p.Rows[3]
 	if ttft.Client.N != 3 || ttft.Client.P50 != 20 || ttft.DiffP50 != 5 || math.Abs(ttft.DiffP99-(ttft.Client.P99-19)) > 1e-12 {

@@ -74,6 +74,7 @@ func encServer(e *enc, p *bench.ServerPanel) {
 			e.string(l.Name)
 			e.bool(l.Known)
 			encDist(e, l.Dist)
+			e.float(l.FirstBound) // after the fields of the first recordings, which lack it
 		})
 	}
 	e.record(func(e *enc) {
@@ -113,6 +114,9 @@ func decServer(d *dec) *bench.ServerPanel {
 	latency := func(d *dec) bench.ServerLatency {
 		r := d.record()
 		l := bench.ServerLatency{Name: r.string(), Known: r.bool(), Dist: decDist(&r)}
+		if r.more() {
+			l.FirstBound = r.float()
+		}
 		d.done(&r)
 		return l
 	}

@@ -125,6 +125,18 @@ func (h Histogram) quantile(q float64) (float64, bool) {
 	return start + (end-start)*(rank/count), true
 }
 
+// FirstBound is the first bucket's upper bound when it is finite and above 0. A Quantile at or
+// below it was interpolated from a lower edge of 0 that the histogram does not record, so it
+// says only "at most FirstBound" (vLLM's queue-time buckets start at 0.3 s: a queue of 1 ms has
+// a p50 of 0.15 s). ok is false otherwise.
+func (h Histogram) FirstBound() (float64, bool) {
+	if !h.Known || len(h.Buckets) == 0 {
+		return 0, false
+	}
+	b := h.Buckets[0].UpperBound
+	return b, b > 0 && !math.IsInf(b, 1)
+}
+
 // Mean is Sum/Count; ok is false with no observations or a sum past float64's range.
 func (h Histogram) Mean() (float64, bool) {
 	if !h.Known || h.Count <= 0 {

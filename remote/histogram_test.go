@@ -120,3 +120,25 @@ func TestHistogramAdd(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstBound: the first bucket's upper bound, where quantiles interpolated from 0 end; none
+// when it is 0 or below (histogram_quantile then returns it as it is) or there are no buckets.
+func TestFirstBound(t *testing.T) {
+	vllmQueue := Histogram{Known: true, Count: 4, Buckets: []Bucket{{0.3, 4}, {0.5, 4}, {math.Inf(1), 4}}}
+	if b, ok := vllmQueue.FirstBound(); !ok || b != 0.3 {
+		t.Errorf("FirstBound = %v, %v; want 0.3", b, ok)
+	}
+	if q, _ := vllmQueue.Quantile(0.5); q != 0.15 { // what it qualifies: a queue of a few ms reads 150 ms
+		t.Errorf("p50 = %v, want 0.15", q)
+	}
+	for _, h := range []Histogram{
+		{Known: true, Buckets: []Bucket{{0, 1}, {1, 2}, {math.Inf(1), 2}}},
+		{Known: true, Buckets: []Bucket{{math.Inf(1), 2}}},
+		{Known: true},
+		{Buckets: []Bucket{{0.3, 1}, {math.Inf(1), 1}}},
+	} {
+		if b, ok := h.FirstBound(); ok {
+			t.Errorf("%+v: FirstBound = %v, want none", h, b)
+		}
+	}
+}

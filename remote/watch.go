@@ -134,7 +134,12 @@ func (w *watcher) publishLocked() {
 		{"TTFT", last.TTFT, first.TTFT}, {"ITL", last.ITL, first.ITL}, {"E2E latency", last.E2E, first.E2E},
 		{"Queue", last.Queue, first.Queue}, {"Prefill", last.Prefill, first.Prefill},
 	} {
-		m.Latency = append(m.Latency, bench.ServerLatency{Name: h.name, Known: h.now.Known, Dist: msDist(h.now.Sub(h.then))})
+		d := h.now.Sub(h.then)
+		l := bench.ServerLatency{Name: h.name, Known: h.now.Known, Dist: msDist(d)}
+		if b, ok := d.FirstBound(); ok {
+			l.FirstBound = b * 1000
+		}
+		m.Latency = append(m.Latency, l)
 	}
 	w.pub.Store(m)
 }

@@ -239,7 +239,7 @@ func remoteView(v *bench.View) {
 			{Name: "TTFT", Server: bench.ServerLatency{Name: "TTFT", Known: true, Dist: srv(170, 800, 200)}, Client: v.Latency[0].Dist, DiffP50: 12.4, DiffP99: 43.2},
 			{Name: "ITL", Server: bench.ServerLatency{Name: "ITL", Known: true, Dist: srv(20.1, 45.3, 12800)}, Client: v.Latency[4].Dist, DiffP50: 0.7, DiffP99: 3.4},
 			{Name: "E2E latency", Server: bench.ServerLatency{Name: "E2E latency", Known: true, Dist: srv(5400, 6100, 200)}, Client: srv(5431, 6188, 200), DiffP50: 31, DiffP99: 88},
-			{Name: "Queue", Server: bench.ServerLatency{Name: "Queue", Known: true, Dist: srv(110, 720, 200)}, Client: none, DiffP50: nan, DiffP99: nan},
+			{Name: "Queue", Server: bench.ServerLatency{Name: "Queue", Known: true, Dist: srv(110, 720, 200), FirstBound: 300}, Client: none, DiffP50: nan, DiffP99: nan},
 			{Name: "Prefill", Server: bench.ServerLatency{Name: "Prefill"}, Client: none, DiffP50: nan, DiffP99: nan},
 		},
 	}

@@ -23,8 +23,8 @@ func serverTitle(p *bench.ServerPanel) string {
 
 // serverBody is a remote server's own figures beside rosetop's client-side ones, never mixed:
 // its queue and KV gauges (or why it has none), then per latency the server's p50 and p99 from
-// its histograms over the window (srv), the client's (cli), and the difference at p99 (Δ: cli -
-// srv).
+// its histograms over the window (srv; "≤B" where it falls in the first bucket, whose upper
+// bound is B), the client's (cli), and the difference at p99 (Δ: cli - srv).
 func serverBody(st *paint, p *bench.ServerPanel, iw int) string {
 	var b strings.Builder
 	gauge := func(name string, g bench.Gauge, pct bool) string {
@@ -70,14 +70,16 @@ func serverBody(st *paint, p *bench.ServerPanel, iw int) string {
 		}
 		b.WriteString("\n" + st.Text.Render(fit(name, nameW)))
 		for _, c := range cols {
-			pen := st.Text
+			pen, text := st.Text, num(vals[c])
 			switch {
 			case c == "Δ99":
 				pen = st.Strong
 			case !r.Server.Known && strings.HasPrefix(c, "srv"):
 				pen = st.Muted
+			case strings.HasPrefix(c, "srv") && r.Server.Bounded(vals[c]):
+				text = fmt.Sprintf("%*s", numW, "≤"+numRaw(r.Server.FirstBound)) // interpolated from 0: a bound
 			}
-			b.WriteString(" " + pen.Render(num(vals[c])))
+			b.WriteString(" " + pen.Render(text))
 		}
 	}
 	return b.String()
