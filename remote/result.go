@@ -34,7 +34,7 @@ type Reason int
 const (
 	ReasonNone          Reason = iota
 	ReasonConnect              // could not connect
-	ReasonStatus               // non-200 status; Failure.Status and Failure.Detail (body start)
+	ReasonStatus               // non-200 status; Failure.Status and Failure.Detail (the body's error message, else its start)
 	ReasonTimeout              // Failure.Phase says which deadline
 	ReasonStreamCut            // EOF or reset before [DONE] or a finish reason
 	ReasonMalformedSSE         // bad framing or an over-long line
