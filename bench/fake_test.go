@@ -221,8 +221,9 @@ func (s *fakeServer) record(fr fakeReq) *sched.Record {
 // fakeFailure is a remote request's failure as remote.Failure names itself.
 type fakeFailure string
 
-func (f fakeFailure) Error() string { return "remote: " + string(f) + ": Too many requests" }
-func (f fakeFailure) Brief() string { return string(f) }
+func (f fakeFailure) Error() string   { return "remote: " + string(f) + ": Too many requests" }
+func (f fakeFailure) Brief() string   { return string(f) }
+func (f fakeFailure) Explain() string { return string(f) + ": Too many requests" }
 
 // remoteRecord turns the k-th request's record into a remote server's: no submit end,
 // tokenization or admission times, one time per chunk of two tokens, and every fifth failing.

@@ -136,6 +136,15 @@ func (f *Failure) Brief() string {
 	return f.Reason.String()
 }
 
+// Explain is Brief followed by the detail, for a one-line message: "http 404: The model `x`
+// does not exist.", "timeout (stall): after 5s".
+func (f *Failure) Explain() string {
+	if f.Detail == "" {
+		return f.Brief()
+	}
+	return f.Brief() + ": " + f.Detail
+}
+
 // Unwrap returns the reason's sentinel error.
 func (f *Failure) Unwrap() error { return f.Reason.sentinel() }
 
