@@ -55,6 +55,7 @@ type fakeProvider struct {
 	onSubmit   func(k int)               // called after the k-th request (of every server) was queued; nil: none
 	prewarmErr error                     // what the servers' Prewarm returns
 	captures   bool                      // each request adds a "graph capture" to its server's ledger
+	fails      func(k int) bool          // the k-th request (of every server) fails with HTTP 429 before its first token; nil: none
 	// remote, when set, makes the servers stand for a remote server's: records without the
 	// server's inner times, tokens in chunks of two, every fifth request failing with HTTP 429.
 	remote  *RemoteInfo
@@ -214,6 +215,13 @@ func (s *fakeServer) record(fr fakeReq) *sched.Record {
 	rec := &sched.Record{ID: fr.id, PromptTokens: prompt, Output: make([]int32, n), Reason: sched.FinishLength, Times: t}
 	if s.p.remote != nil {
 		remoteRecord(rec, k)
+	}
+	if s.p.fails != nil && s.p.fails(k) { // refused before its first token
+		rec.Reason, rec.Err, rec.Output = sched.FinishError, fakeFailure("http 429"), nil
+		rec.Times.Tokens, rec.Times.FirstToken = nil, 0
+		if rec.Stream != nil {
+			rec.Stream.ChunkTokens = nil
+		}
 	}
 	return rec
 }
