@@ -178,6 +178,34 @@ func TestStallTimeout(t *testing.T) {
 	}
 }
 
+// TestTokenizerFlagError: a --tokenizer that cannot be loaded is one line naming the flag and its
+// value once, and exit 2.
+func TestTokenizerFlagError(t *testing.T) {
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	empty := t.TempDir()
+	const endpoint = "http://127.0.0.1:1/v1" // never reached: the tokenizer loads first
+	for _, tc := range []struct {
+		value string
+		args  []string
+		want  string // stderr's last line
+	}{
+		{empty, []string{"bench", "--endpoint", endpoint, "--tokenizer", empty},
+			"rosetop: --tokenizer " + empty + ": holds no tokenizer.json or vocab.json (rosetop reads GPT-2's byte-level BPE format only)"},
+		{empty, []string{"sweep", "--endpoint", endpoint, "--tokenizer", empty, "--concurrency", "1", "--out-dir", t.TempDir()},
+			"rosetop: concurrency 1: --tokenizer " + empty + ": holds no tokenizer.json or vocab.json (rosetop reads GPT-2's byte-level BPE format only)"},
+		{"nosuch-tok", []string{"bench", "--endpoint", endpoint, "--tokenizer", "nosuch-tok"},
+			"rosetop: --tokenizer: tokenizer nosuch-tok is not in the Hugging Face cache ("},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		last := lines[len(lines)-1]
+		if code != exitUsage || !strings.HasPrefix(last, tc.want) || strings.Count(stderr, " "+tc.value) != 1 {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
 // TestFirstRunFailedExit: a bench whose first run fails every request (a model the server does
 // not serve) stops there with exit 1, the server's message in its one-line error, and its
 // --json written; failures in a later run are reported and the bench ends as usual.
