@@ -115,8 +115,8 @@ func (o *options) checkRemote(set map[string]bool, stderr io.Writer) error {
 	return nil
 }
 
-// flagNamed is err's message with the flag named that gave the value a remote.TokenizerError
-// names: "--tokenizer /tmp: holds no tokenizer.json or vocab.json (...)".
+// flagNamed is err's message in which a remote.TokenizerError, which names only its value,
+// names the flag that gave it: "--tokenizer /tmp: holds no tokenizer.json or vocab.json (...)".
 func flagNamed(err error) string {
 	msg := err.Error()
 	var te *remote.TokenizerError
