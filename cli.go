@@ -32,9 +32,10 @@ func parseErr(err error) error {
 	return usageError{err}
 }
 
-// oneLine keeps an error message to its first line: every error rosetop prints is one line.
+// oneLine is err's message as rosetop prints it: the first line (every error rosetop prints is
+// one line), with the flag named where a library's error names only its value (flagNamed).
 func oneLine(err error) string {
-	s := err.Error()
+	s := flagNamed(err)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -112,6 +113,17 @@ func (o *options) checkRemote(set map[string]bool, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "rosetop: the job's --pretok is off against --endpoint: %s\n", why)
 	}
 	return nil
+}
+
+// flagNamed is err's message in which a remote.TokenizerError, which names only its value,
+// names the flag that gave it: "--tokenizer /tmp: holds no tokenizer.json or vocab.json (...)".
+func flagNamed(err error) string {
+	msg := err.Error()
+	var te *remote.TokenizerError
+	if errors.As(err, &te) {
+		msg = strings.Replace(msg, te.Error(), te.Named("--tokenizer"), 1)
+	}
+	return msg
 }
 
 // checkEndpoint refuses an endpoint URL the client would change silently.

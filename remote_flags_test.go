@@ -173,7 +173,66 @@ func TestStallTimeout(t *testing.T) {
 	defer srv.Close()
 	code, stdout, stderr := runCLI(t, "bench", "--endpoint", srv.URL+"/v1", "--num-requests", "3", "--max-new-tokens", "4",
 		"--warmup-runs", "0", "--stall-timeout", "0.05")
-	if code != 0 || !strings.Contains(stdout, "Requests: 2\n") || !strings.Contains(stdout, "Failed: 1 (timeout (stall): 1)\n") {
+	if code != 0 || !strings.Contains(stdout, "Requests: 2\n") || !strings.Contains(stdout, "Failed: 1 (timeout (stall): 1); first: timeout (stall): after 50ms\n") {
 		t.Fatalf("exit %d; want 2 requests done and 1 stall timeout in the report:\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestTokenizerFlagError: a --tokenizer that cannot be loaded is one line naming the flag and its
+// value once, and exit 2.
+func TestTokenizerFlagError(t *testing.T) {
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	empty := t.TempDir()
+	const endpoint = "http://127.0.0.1:1/v1" // never reached: the tokenizer loads first
+	for _, tc := range []struct {
+		value string
+		args  []string
+		want  string // stderr's last line
+	}{
+		{empty, []string{"bench", "--endpoint", endpoint, "--tokenizer", empty},
+			"rosetop: --tokenizer " + empty + ": holds no tokenizer.json or vocab.json (rosetop reads GPT-2's byte-level BPE format only)"},
+		{empty, []string{"sweep", "--endpoint", endpoint, "--tokenizer", empty, "--concurrency", "1", "--out-dir", t.TempDir()},
+			"rosetop: concurrency 1: --tokenizer " + empty + ": holds no tokenizer.json or vocab.json (rosetop reads GPT-2's byte-level BPE format only)"},
+		{"nosuch-tok", []string{"bench", "--endpoint", endpoint, "--tokenizer", "nosuch-tok"},
+			"rosetop: --tokenizer: tokenizer nosuch-tok is not in the Hugging Face cache ("},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		last := lines[len(lines)-1]
+		if code != exitUsage || !strings.HasPrefix(last, tc.want) || strings.Count(stderr, " "+tc.value) != 1 {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestFirstRunFailedExit: a bench whose first run fails every request (a model the server does
+// not serve) stops there with exit 1, the server's message in its one-line error, and its
+// --json written; failures in a later run are reported and the bench ends as usual.
+func TestFirstRunFailedExit(t *testing.T) {
+	srv, err := remotetest.NewServer(remotetest.Options{Faults: func(n int) remotetest.Fault {
+		if n >= 2 {
+			return remotetest.Status429
+		}
+		return remotetest.OK
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	base := []string{"bench", "--endpoint", srv.URL + "/v1", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "1", "--repeat-runs", "1"}
+	code, _, stderr := runCLI(t, append(base, "--model", "nosuch", "--json", jsonPath)...)
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	want := "rosetop: warmup 1/1: all 2 requests failed (http 404: 2): check --endpoint, --model and --api; first: http 404: The model `nosuch` does not exist."
+	if code != exitFail || lines[len(lines)-1] != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and %q", code, stderr, want)
+	}
+	if _, err := os.Stat(jsonPath); err != nil {
+		t.Errorf("--json not written: %v", err)
+	}
+	code, stdout, stderr := runCLI(t, base...)
+	if code != 0 || !strings.Contains(stdout, "Failed: 2 (http 429: 2); first: http 429: Too many requests, retry later\n") {
+		t.Errorf("exit %d; want 0 and the measured run's failures:\n%s\n%s", code, stdout, stderr)
 	}
 }

@@ -55,6 +55,7 @@ type fakeProvider struct {
 	onSubmit   func(k int)               // called after the k-th request (of every server) was queued; nil: none
 	prewarmErr error                     // what the servers' Prewarm returns
 	captures   bool                      // each request adds a "graph capture" to its server's ledger
+	fails      func(k int) bool          // the k-th request (of every server) fails with HTTP 429 before its first token; nil: none
 	// remote, when set, makes the servers stand for a remote server's: records without the
 	// server's inner times, tokens in chunks of two, every fifth request failing with HTTP 429.
 	remote  *RemoteInfo
@@ -215,14 +216,22 @@ func (s *fakeServer) record(fr fakeReq) *sched.Record {
 	if s.p.remote != nil {
 		remoteRecord(rec, k)
 	}
+	if s.p.fails != nil && s.p.fails(k) { // refused before its first token
+		rec.Reason, rec.Err, rec.Output = sched.FinishError, fakeFailure("http 429"), nil
+		rec.Times.Tokens, rec.Times.FirstToken = nil, 0
+		if rec.Stream != nil {
+			rec.Stream.ChunkTokens = nil
+		}
+	}
 	return rec
 }
 
 // fakeFailure is a remote request's failure as remote.Failure names itself.
 type fakeFailure string
 
-func (f fakeFailure) Error() string { return "remote: " + string(f) + ": Too many requests" }
-func (f fakeFailure) Brief() string { return string(f) }
+func (f fakeFailure) Error() string   { return "remote: " + string(f) + ": Too many requests" }
+func (f fakeFailure) Brief() string   { return string(f) }
+func (f fakeFailure) Explain() string { return string(f) + ": Too many requests" }
 
 // remoteRecord turns the k-th request's record into a remote server's: no submit end,
 // tokenization or admission times, one time per chunk of two tokens, and every fifth failing.

@@ -2,7 +2,10 @@ package bench
 
 import (
 	"errors"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"rosetop/sched"
 )
@@ -154,6 +157,9 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 			} else {
 				s.Failed++
 				s.Failures = addCount(s.Failures, failureName(r.Record))
+				if s.Failed == 1 {
+					s.FirstFailure = failureText(r.Record)
+				}
 			}
 			continue
 		}
@@ -221,6 +227,45 @@ func failureName(rec *sched.Record) string {
 		return b.Brief()
 	}
 	return string(rec.Reason)
+}
+
+// explainer is an error that says on one line what went wrong, led by its brief name: a remote
+// server's request failures do ("http 404: The model `x` does not exist.").
+type explainer interface {
+	error
+	Explain() string
+}
+
+// maxFailureText bounds failureText: enough for a server's sentence or two.
+const maxFailureText = 240
+
+// failureText is a failed request's cause on one line, led by the name the report counts it
+// under: a remote failure's Explain, else failureName and the error's message.
+func failureText(rec *sched.Record) string {
+	var e explainer
+	text := failureName(rec)
+	switch {
+	case errors.As(rec.Err, &e):
+		text = e.Explain()
+	case rec.Err != nil:
+		text += ": " + rec.Err.Error()
+	}
+	return clipLine(text, maxFailureText)
+}
+
+// clipLine folds s onto one line (runs of white space, control characters and bidi controls
+// become one space) and cuts it to at most n bytes on a rune boundary, marking the cut "...".
+func clipLine(s string, n int) string {
+	s = strings.Join(strings.FieldsFunc(strings.ToValidUTF8(s, "\uFFFD"), func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+	}), " ")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // addCount adds one to m[key], making m when nil.

@@ -106,12 +106,22 @@ func reportLines(h reportHeader, s Summary) []string {
 		lines = append(lines, fmt.Sprintf("Preemptions: %d", s.Preemptions))
 	}
 	if s.Failed > 0 {
-		lines = append(lines, fmt.Sprintf("Failed: %d (%s)", s.Failed, countsText(s.Failures)))
+		lines = append(lines, failedLine(s))
 	}
 	if s.Partial {
 		lines = append(lines, fmt.Sprintf("Interrupted: partial run, %d requests cancelled", s.Cancelled))
 	}
 	return append(lines, goodputLines(s)...)
+}
+
+// failedLine counts the run's failed requests by cause and says what the first one's error
+// was: "Failed: 2 (http 404: 2); first: http 404: The model `x` does not exist.".
+func failedLine(s Summary) string {
+	line := fmt.Sprintf("Failed: %d (%s)", s.Failed, countsText(s.Failures))
+	if s.FirstFailure != "" {
+		line += "; first: " + s.FirstFailure
+	}
+	return line
 }
 
 // countsText lists counts by name, most first, ties by name: "http 429: 2, timeout (stall): 1".

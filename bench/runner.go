@@ -229,7 +229,10 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 	if why != runComplete {
 		s.cancelOutstanding(g, rs)
 	}
-	s.finishRun(rs, first, wall, why != runComplete)
+	sum := s.finishRun(rs, first, wall, why != runComplete)
+	if why == runComplete && first && g.index == 1 && sum.Requests == 0 && sum.Failed > 0 {
+		return runFailed, firstRunFailed(rs.hdr, sum, rs.n)
+	}
 	if why == runFailed {
 		if g.loopErr != nil {
 			return why, fmt.Errorf("scheduler: %w", g.loopErr)
@@ -237,6 +240,21 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 		return why, errors.New("scheduler loop stopped")
 	}
 	return why, nil
+}
+
+// firstRunFailed is the error that stops a session whose first run finished without one request
+// succeeding: like vLLM bench serve's initial test prompt, it tells a benchmark misconfigured
+// (the endpoint, the model, the API) before every later run reports nothing but n/a.
+func firstRunFailed(h reportHeader, sum Summary, n int) error {
+	what := fmt.Sprintf("all %d requests failed", sum.Failed)
+	if sum.Failed < n {
+		what = fmt.Sprintf("no request succeeded, %d of %d failed", sum.Failed, n)
+	}
+	hint := ""
+	if h.Endpoint != "" {
+		hint = ": check --endpoint, --model and --api"
+	}
+	return fmt.Errorf("%s: %s (%s)%s; first: %s", sum.Label, what, countsText(sum.Failures), hint, sum.FirstFailure)
 }
 
 // status is how far the run has got at now; nil for no run.
@@ -345,8 +363,8 @@ func (s *Session) cancelAndWait(g *generation, ids []sched.RequestID, left func(
 	}
 }
 
-// finishRun summarizes the run and files it.
-func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partial bool) {
+// finishRun summarizes the run, files it and returns its summary.
+func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partial bool) Summary {
 	s.mu.Lock()
 	rs.info.SubmitWall, rs.info.Partial = wall, partial
 	reqs := make([]RequestResult, len(rs.ids))
@@ -361,6 +379,7 @@ func (s *Session) finishRun(rs *runState, first bool, wall time.Duration, partia
 	if s.opts.onRunEnd != nil {
 		s.opts.onRunEnd(res)
 	}
+	return res.sum
 }
 
 // fileRun summarizes a finished run (or window), keeps it for the reports and the cold/steady

@@ -90,7 +90,7 @@ func TestFailuresByCause(t *testing.T) {
 	}
 	s := summarize(runInfo{}, reqs)
 	lines := strings.Join(reportLines(reportHeader{}, s), "\n")
-	if want := "Failed: 5 (http 429: 2, error: 1, timeout (stall): 1, too_long: 1)"; !strings.Contains(lines, want) {
+	if want := "Failed: 5 (http 429: 2, error: 1, timeout (stall): 1, too_long: 1); first: http 429: Too many requests"; !strings.Contains(lines, want) {
 		t.Errorf("report lacks %q:\n%s", want, lines)
 	}
 	if s.Cancelled != 1 {
@@ -101,6 +101,30 @@ func TestFailuresByCause(t *testing.T) {
 	}
 	if j := toJSONRequest(&reqs[5]); j.Failure != "" {
 		t.Errorf("a cancelled request has failure %q", j.Failure)
+	}
+}
+
+// TestFailureText: the report's first failure is one line led by the name it is counted under,
+// clipped.
+func TestFailureText(t *testing.T) {
+	long := strings.Repeat("é", maxFailureText)
+	cases := []struct {
+		name string
+		rec  sched.Record
+		want string
+	}{
+		{"remote failure", sched.Record{Reason: sched.FinishError, Err: fakeFailure("http 404")}, "http 404: Too many requests"},
+		{"engine error", sched.Record{Reason: sched.FinishError, Err: errors.New("scheduler: backend failed")}, "error: scheduler: backend failed"},
+		{"no error", sched.Record{Reason: sched.FinishTooLong}, "too_long"},
+		{"lines and controls folded", sched.Record{Reason: sched.FinishError, Err: errors.New("a\n\tb \x1b[31mc\u202e d")}, "error: a b [31mc d"},
+		{"clipped on a rune", sched.Record{Reason: sched.FinishError, Err: errors.New(long)}, "error: " + long[:maxFailureText-len("error: ")-1] + "..."},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := failureText(&tc.rec); got != tc.want {
+				t.Errorf("failureText = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -34,6 +34,7 @@ type Summary struct {
 	Cancelled        int
 	Failed           int            // requests the engine failed or could not fit (reason error / too_long)
 	Failures         map[string]int // Failed by cause ("http 429", "timeout (stall)", "too_long"); nil: none
+	FirstFailure     string         // the first failed request's cause on one line (see failureText); "": none
 	TokenSources     map[string]int // a remote server's completed requests by where their output count came from; nil in-process
 	Partial          bool           // the run was interrupted (Ctrl-C, engine restart, stop) before every request finished
 	CutTokens        int            // output tokens of the requests cancelled in flight

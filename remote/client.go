@@ -308,11 +308,18 @@ func (c *Client) durationDetail(d time.Duration) string { return "after " + d.St
 // metaDeadline bounds a metadata request (GET /models): the shorter of metaTimeout and a request's.
 func (c *Client) metaDeadline() time.Duration { return min(metaTimeout, c.cfg.RequestTimeout) }
 
-// statusFailure records a non-200 answer with the start of its body, and where a redirect
-// that was not followed points.
+// statusFailure records a non-200 answer with the message of the error object its body holds
+// (vLLM's, SGLang's, TGI's, llama.cpp's and Ollama's shapes, see chunk), else the start of its
+// body, and where a redirect that was not followed points.
 func (c *Client) statusFailure(resp *http.Response) *Failure {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxJSONReply))
 	detail := string(b)
+	var ch chunk
+	if decodeChunk(bytes.TrimSpace(b), &ch) {
+		if msg, ok := ch.errorMessage(); ok && strings.TrimSpace(msg) != "" {
+			detail = msg
+		}
+	}
 	if loc, err := resp.Location(); err == nil && resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		detail = fmt.Sprintf("redirected to %s, which a %s does not follow: give the endpoint as the server's new address",
 			redactURL(loc.String()), resp.Request.Method)

@@ -324,3 +324,105 @@ func checkFormat(t *testing.T, f format, res Result, err error, live []Chunk) {
 			res.OutputTokens, res.Tokens, res.PromptTokens, res.UsageMissing, f.output, f.from, f.prompt)
 	}
 }
+
+// statusBody is one server's answer to a request it refuses, written from that server's
+// source, and the Failure.Detail the client must make of it.
+type statusBody struct {
+	name   string
+	source string
+	status int
+	body   string
+	detail string // Failure.Detail, exactly
+}
+
+var statusBodies = []statusBody{
+	{
+		name:   "vllm error object",
+		source: "vllm/entrypoints/openai/serving_engine.py (_check_model: create_error_response, an ErrorResponse {\"error\": {message, type, param, code}})",
+		status: 404,
+		body:   `{"error":{"message":"The model ` + "`nosuch`" + ` does not exist.","type":"NotFoundError","param":"model","code":404}}`,
+		detail: "The model `nosuch` does not exist.",
+	},
+	{
+		name:   "vllm and sglang flat error",
+		source: "python/sglang/srt/entrypoints/openai/protocol.py (ErrorResponse: object \"error\", message, type, param, code; early vLLM's has the same shape)",
+		status: 400,
+		body:   `{"object":"error","message":"Requested token count exceeds the model's maximum context length of 1024 tokens.","type":"BadRequestError","param":null,"code":400}`,
+		detail: "Requested token count exceeds the model's maximum context length of 1024 tokens.",
+	},
+	{
+		name:   "tgi error string",
+		source: "router/src/server.rs (ErrorResponse {error, error_type}, 422 for a validation error)",
+		status: 422,
+		body:   `{"error":"Input validation error: ` + "`inputs`" + ` tokens + ` + "`max_new_tokens`" + ` must be <= 1024. Given: 1000 ` + "`inputs`" + ` tokens and 64 ` + "`max_new_tokens`" + `","error_type":"validation"}`,
+		detail: "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 1024. Given: 1000 `inputs` tokens and 64 `max_new_tokens`",
+	},
+	{
+		name:   "llama.cpp error object",
+		source: "tools/server/server-common.cpp (format_error_response: code, message, type, sent under \"error\")",
+		status: 400,
+		body:   `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`,
+		detail: "the request exceeds the available context size, try increasing it",
+	},
+	{
+		name:   "ollama error object",
+		source: "openai/openai.go (NewError: ErrorResponse {\"error\": {message, type, param, code}})",
+		status: 404,
+		body:   `{"error":{"message":"model \"nosuch\" not found, try pulling it first","type":"api_error","param":null,"code":null}}`,
+		detail: `model "nosuch" not found, try pulling it first`,
+	},
+	{
+		name:   "message with a line break",
+		source: "any server: a message is folded to one line",
+		status: 500,
+		body:   "{\"error\": {\"message\": \"engine died:\\nCUDA error\"}}\n",
+		detail: "engine died: CUDA error",
+	},
+	{
+		name:   "json without an error object",
+		source: "FastAPI's default 404 for a path the server does not route (vLLM, SGLang)",
+		status: 404,
+		body:   `{"detail":"Not Found"}`,
+		detail: `{"detail":"Not Found"}`,
+	},
+	{
+		name:   "empty message",
+		source: "an error object that says nothing: the body says more",
+		status: 503,
+		body:   `{"object":"error","message":"","code":503}`,
+		detail: `{"object":"error","message":"","code":503}`,
+	},
+	{
+		name:   "plain text",
+		source: "a proxy's or a framework's text answer",
+		status: 502,
+		body:   "Bad Gateway\n",
+		detail: "Bad Gateway",
+	},
+	{
+		name:   "json cut short",
+		source: "a body that starts as an error object and is not one",
+		status: 500,
+		body:   `{"error":{"message":"oops"`,
+		detail: `{"error":{"message":"oops"`,
+	},
+}
+
+// TestStatusBodies: a refusal's detail is the server's error message where its body holds one,
+// else the start of the body.
+func TestStatusBodies(t *testing.T) {
+	for _, sb := range statusBodies {
+		t.Run(sb.name, func(t *testing.T) {
+			srv := newScriptServer(t, nil, script{status: sb.status, header: map[string]string{"Content-Type": "application/json"}, steps: []step{{write: sb.body}}})
+			c := newTestClient(t, srv.URL, Config{})
+			_, err := do(t, c, request(Completions), nil)
+			var f *Failure
+			if !errors.As(err, &f) || f.Reason != ReasonStatus || f.Status != sb.status {
+				t.Fatalf("error %v, want an http %d status failure", err, sb.status)
+			}
+			if f.Detail != sb.detail {
+				t.Errorf("detail %q, want %q", f.Detail, sb.detail)
+			}
+		})
+	}
+}

@@ -34,7 +34,7 @@ type Reason int
 const (
 	ReasonNone          Reason = iota
 	ReasonConnect              // could not connect
-	ReasonStatus               // non-200 status; Failure.Status and Failure.Detail (body start)
+	ReasonStatus               // non-200 status; Failure.Status and Failure.Detail (the body's error message, else its start)
 	ReasonTimeout              // Failure.Phase says which deadline
 	ReasonStreamCut            // EOF or reset before [DONE] or a finish reason
 	ReasonMalformedSSE         // bad framing or an over-long line
@@ -134,6 +134,15 @@ func (f *Failure) Brief() string {
 		return "timeout (" + string(f.Phase) + ")"
 	}
 	return f.Reason.String()
+}
+
+// Explain is Brief followed by the detail, for a one-line message: "http 404: The model `x`
+// does not exist.", "timeout (stall): after 5s".
+func (f *Failure) Explain() string {
+	if f.Detail == "" {
+		return f.Brief()
+	}
+	return f.Brief() + ": " + f.Detail
 }
 
 // Unwrap returns the reason's sentinel error.

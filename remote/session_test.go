@@ -143,7 +143,7 @@ func TestSessionFaults(t *testing.T) {
 	for _, want := range []string{
 		"Requests: 2\n", "Completion tokens (total): 12\n",
 		"Output tokens from: tokenizer: 1, usage: 1\n",
-		"Failed: 7 (http 429: 2, http 500: 1, http 503: 1, malformed-json: 1, stream-cut: 1, timeout (stall): 1)\n",
+		"Failed: 7 (http 429: 2, http 500: 1, http 503: 1, malformed-json: 1, stream-cut: 1, timeout (stall): 1); first: ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -203,7 +203,8 @@ func TestSessionCancel(t *testing.T) {
 }
 
 // TestServerGone: a server that goes away after the connection was checked fails every request
-// with a connect failure; the run still completes and says so.
+// with a connect failure; the run still completes and says so, and the session stops there with
+// an error that says why.
 func TestServerGone(t *testing.T) {
 	srv := startTestServer(t, remotetest.Options{})
 	p := newTestProvider(t, srv, ProviderOptions{})
@@ -211,9 +212,14 @@ func TestServerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Close()
-	out, _ := runBench(t, p, sessionConfig(5, 4, 0, 1))
-	if !strings.Contains(out, "Requests: 0\n") || !strings.Contains(out, "Failed: 5 (connect: 5)\n") {
-		t.Errorf("report:\n%s", out)
+	var out, errOut bytes.Buffer
+	err := bench.RunBench(context.Background(), sessionConfig(5, 4, 0, 2), bench.SessionOptions{Provider: p}, bench.Exports{}, &out, &errOut)
+	if want := "run 1/2: all 5 requests failed (connect: 5): check --endpoint, --model and --api; first: connect: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("RunBench = %v, want %q...", err, want)
+	}
+	if !strings.Contains(out.String(), "Requests: 0\n") || !strings.Contains(out.String(), "Failed: 5 (connect: 5); first: connect: ") ||
+		strings.Contains(out.String(), "run 2/2") {
+		t.Errorf("report:\n%s", out.String())
 	}
 }
 
