@@ -23,7 +23,7 @@ func TestFirstRunAllFailedStops(t *testing.T) {
 		report  string // in stdout
 	}{
 		{"first warmup", testConfig(requests(4, 3), runs(1, 2)), false,
-			"warmup 1/1: all 4 requests failed (http 429: 4); first: http 429: Too many requests", "Cold run, not measured: 0 requests"},
+			"warmup 1/1: all 4 requests failed (http 429: 4); first: http 429: Too many requests", "Cold run, not measured: 0 requests (4 failed) in "},
 		{"first measured run without warmups", testConfig(requests(4, 3), runs(0, 2)), false,
 			"run 1/2: all 4 requests failed (http 429: 4); first: http 429: Too many requests", "Failed: 4 (http 429: 4); first: http 429: Too many requests"},
 		{"remote server", testConfig(requests(4, 3), runs(1, 1)), true,
@@ -121,7 +121,7 @@ func TestDashboardFirstRunAllFailed(t *testing.T) {
 	}
 	v := s.View()
 	last := v.Events[len(v.Events)-1]
-	if v.Header.Phase != PhaseDone || last.Kind != LogError || last.Text != werr.Error() {
-		t.Errorf("phase %v, last event %+v; want done with the error", v.Header.Phase, last)
+	if v.Header.Phase != PhaseDone || last.Kind != LogError || last.Text != werr.Error() || v.Header.Stopped != werr.Error() {
+		t.Errorf("phase %v, stopped %q, last event %+v; want done with the error", v.Header.Phase, v.Header.Stopped, last)
 	}
 }

@@ -165,7 +165,11 @@ func coldRunLine(s Summary) string {
 	if s.TTFT.N > 0 {
 		ttft = fmt.Sprintf("TTFT p99 %.2f ms", s.TTFT.P99)
 	}
-	return fmt.Sprintf("Cold run, not measured: %d requests in %.2f s, %s (compared under === cold start ===)", s.Requests, s.Wall.Seconds(), ttft)
+	failed := ""
+	if s.Failed > 0 {
+		failed = fmt.Sprintf(" (%d failed)", s.Failed)
+	}
+	return fmt.Sprintf("Cold run, not measured: %d requests%s in %.2f s, %s (compared under === cold start ===)", s.Requests, failed, s.Wall.Seconds(), ttft)
 }
 
 // waitWithProgress waits for the session, noting a slow run's progress on stderr.

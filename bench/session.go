@@ -100,6 +100,7 @@ type Session struct {
 	kept        int             // per-request records held in results
 	phase       Phase
 	runLabel    string
+	stopped     string // the error that ended the session early (Header.Stopped)
 	lastPublish time.Duration
 }
 
@@ -168,6 +169,11 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 		defer close(s.done)
 		defer cancel()
 		s.err = s.loop(runCtx, g)
+		s.mu.Lock()
+		if s.err != nil && !errors.Is(s.err, context.Canceled) {
+			s.stopped = s.err.Error()
+		}
+		s.mu.Unlock()
 		s.setPhase(PhaseDone, "done") // from here Do refuses every action
 		if err := s.prov.Close(); err != nil && s.err == nil {
 			s.err = err
@@ -254,7 +260,7 @@ func (s *Session) header(now time.Duration) Header {
 		Schedule: s.arr.label(), IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
 		PrefillMaxBatch: cfg.PrefillMaxBatch, Phase: s.phase, RunLabel: s.runLabel, Paused: s.paused,
 		Elapsed: now, Run: s.cur.status(now), SLOs: s.cfg.Goodput, Remote: s.info.Remote,
-		Concurrency: s.concurrency,
+		Concurrency: s.concurrency, Stopped: s.stopped,
 	}
 }
 

@@ -88,6 +88,7 @@ type Header struct {
 	AttainmentN int
 	Remote      *RemoteInfo // the server outside this process the session drives; nil: rosetop's engine
 	Concurrency int         // the steady state's most requests in flight (c/C); 0 for external load
+	Stopped     string      // PhaseDone: the error that stopped the session; "" when it finished or was quit
 }
 
 // RunProgress is how far a planned run (a cold or measured run) has got.

@@ -114,6 +114,7 @@ func encSummary(e *enc, s *bench.Summary) {
 		encDist(e, s.TokenGap)
 		encCounts(e, s.Failures)
 		encCounts(e, s.TokenSources)
+		e.string(s.FirstFailure) // after the fields of the first recordings, which lack it
 	})
 }
 
@@ -131,6 +132,9 @@ func decSummary(d *dec) (s bench.Summary) {
 	s.Wall, s.RequestThroughput = r.dur(), r.float()
 	s.SLOs, s.Good, s.Goodput, s.Attainment = decSLOs(&r), r.int(), r.float(), r.float()
 	s.TokenGap, s.Failures, s.TokenSources = decDist(&r), decCounts(&r), decCounts(&r)
+	if r.more() {
+		s.FirstFailure = r.string()
+	}
 	d.done(&r)
 	return s
 }
@@ -162,6 +166,7 @@ func encHeader(e *enc, h *bench.Header) {
 			})
 		}
 		e.int(h.Concurrency)
+		e.string(h.Stopped) // after the fields of the first recordings, which lack it
 	})
 }
 
@@ -177,7 +182,10 @@ func decHeader(d *dec, h *bench.Header) {
 		h.Remote = &bench.RemoteInfo{Endpoint: rr.string(), API: rr.string(), Kind: rr.string()}
 		r.done(&rr)
 	}
-	h.Concurrency = r.int()
+	h.Concurrency, h.Stopped = r.int(), ""
+	if r.more() {
+		h.Stopped = r.string()
+	}
 	d.done(&r)
 }
 

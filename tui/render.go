@@ -232,6 +232,9 @@ func (m *Model) idleStatus() string {
 		state = "done: q quits and prints the summaries"
 	}
 	out := st.Text.Render(state)
+	if h.Phase == bench.PhaseDone && h.Stopped != "" {
+		out = st.Bad.Render("✗ stopped: "+h.Stopped) + st.Muted.Render(" · q quits and prints the summaries")
+	}
 	if p := h.Run; p != nil && (h.Phase == bench.PhaseCold || h.Phase == bench.PhaseRun) {
 		out = st.Text.Render(phaseText(h)+" ") + runProgress(st, p)
 	}

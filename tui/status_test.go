@@ -18,6 +18,10 @@ func TestIdleStatus(t *testing.T) {
 	cold.Header.Phase, cold.Header.RunLabel = bench.PhaseCold, "warmup 1/1"
 	paused := testView()
 	paused.Header.Paused = true
+	stopped := testView()
+	stopped.Header.Phase, stopped.Header.Stopped = bench.PhaseDone, "warmup 1/1: all 4 requests failed (http 404: 4)"
+	done := testView()
+	done.Header.Phase = bench.PhaseDone
 	tests := []struct {
 		name  string
 		v     *bench.View
@@ -28,6 +32,8 @@ func TestIdleStatus(t *testing.T) {
 		{"steady, no change yet", testView(), nil, 0, "steady state · p g r: new engine, cold run · other keys apply live"},
 		{"cold run", cold, nil, 0, "cold run on a fresh engine · p g r"},
 		{"paused", paused, nil, 0, "steady state · arrivals paused (space resumes)"},
+		{"done", done, nil, 0, "done: q quits and prints the summaries"},
+		{"stopped by an error", stopped, nil, 0, "✗ stopped: warmup 1/1: all 4 requests failed (http 404: 4) · q quits"},
 		{"flash", testView(), []tea.Msg{actionMsg{a: bench.ActPrefillBatchDown, msg: "prefill max batch 15"}}, 0, "✓ prefill max batch 15"},
 		{"after the flash", testView(), []tea.Msg{actionMsg{a: bench.ActPrefillBatchDown, msg: "prefill max batch 15"}}, flashTicks,
 			"steady state · last change at 1:30: prefill max batch 15"},
