@@ -139,6 +139,13 @@ func sweepUsage(w io.Writer) {
 func parseSweep(args []string, stderr io.Writer) (options, sweepAxis, string, error) {
 	var sf sweepFlags
 	o, set, err := parseOptionsWith(args, stderr, func(fs *flag.FlagSet, o *options) { bindSweepFlags(fs, o, &sf) }, sweepUsage)
+	for _, ax := range sweepAxes() { // first: it explains what the bench checks would refuse
+		for _, c := range sweepReplaces[ax.flag] {
+			if set[ax.flag] && set[c] {
+				return o, sweepAxis{}, "", badFlag("--%s and --%s both set the swept value: give one", ax.flag, c)
+			}
+		}
+	}
 	if err != nil {
 		return o, sweepAxis{}, "", err
 	}
@@ -160,11 +167,6 @@ func parseSweep(args []string, stderr io.Writer) (options, sweepAxis, string, er
 		return o, sweepAxis{}, "", badFlag("--out-dir: empty")
 	}
 	ax := axes[0]
-	for _, c := range sweepReplaces[ax.flag] {
-		if set[c] {
-			return o, sweepAxis{}, "", badFlag("--%s and --%s both set the swept value: give one", ax.flag, c)
-		}
-	}
 	for _, v := range ax.values {
 		p := o
 		ax.apply(&p, v)

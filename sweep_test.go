@@ -243,6 +243,8 @@ func TestSweepBadInput(t *testing.T) {
 		{"inf with burstiness", []string{"--request-rates", "inf", "--burstiness", "2"}, "--burstiness shapes the gaps of --request-rate: give a rate"},
 		{"beyond max batch", []string{"--prefill-max-batch-sizes", "4,128", "--max-batch-size", "64"}, "--prefill-max-batch-size 128 exceeds --max-batch-size 64"},
 		{"with its flag", []string{"--concurrency", "1,2", "--max-concurrency", "3"}, "--concurrency and --max-concurrency both set the swept value"},
+		{"rates with an interval", []string{"--request-rates", "1,inf", "--submit-interval-ms", "3"}, "--request-rates and --submit-interval-ms both set the swept value"},
+		{"rates with a replay", []string{"--request-rates", "1", "--replay", "no-such-trace.jsonl"}, "--request-rates and --replay both set the swept value"},
 		{"rate with a rate", []string{"--request-rates", "1,2", "--request-rate", "3"}, "--request-rates and --request-rate both set"},
 		{"with --json", []string{"--concurrency", "1", "--json", filepath.Join(dir, "x.json")}, "drop --json"},
 		{"bad goodput", []string{"--concurrency", "1", "--goodput", "ttft"}, "--goodput"},
