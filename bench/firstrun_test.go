@@ -23,7 +23,7 @@ func TestFirstRunAllFailedStops(t *testing.T) {
 		report  string // in stdout
 	}{
 		{"first warmup", testConfig(requests(4, 3), runs(1, 2)), false,
-			"warmup 1/1: all 4 requests failed (http 429: 4); first: http 429: Too many requests", "Cold run, not measured: 0 requests (4 failed) in "},
+			"warmup 1/1: all 4 requests failed (http 429: 4); first: http 429: Too many requests", "Cold run, not measured: 0 requests and 4 failed in "},
 		{"first measured run without warmups", testConfig(requests(4, 3), runs(0, 2)), false,
 			"run 1/2: all 4 requests failed (http 429: 4); first: http 429: Too many requests", "Failed: 4 (http 429: 4); first: http 429: Too many requests"},
 		{"remote server", testConfig(requests(4, 3), runs(1, 1)), true,

@@ -167,7 +167,7 @@ func coldRunLine(s Summary) string {
 	}
 	failed := ""
 	if s.Failed > 0 {
-		failed = fmt.Sprintf(" (%d failed)", s.Failed)
+		failed = fmt.Sprintf(" and %d failed", s.Failed)
 	}
 	return fmt.Sprintf("Cold run, not measured: %d requests%s in %.2f s, %s (compared under === cold start ===)", s.Requests, failed, s.Wall.Seconds(), ttft)
 }
