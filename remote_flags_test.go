@@ -236,3 +236,39 @@ func TestFirstRunFailedExit(t *testing.T) {
 		t.Errorf("exit %d; want 0 and the measured run's failures:\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// TestSweepPointAllFailed: a sweep's first point failing every request stops the sweep (a
+// misconfiguration), a later one's is a point of the sweep (the load past what the server takes).
+func TestSweepPointAllFailed(t *testing.T) {
+	failFrom := func(from int) func(n int) remotetest.Fault {
+		return func(n int) remotetest.Fault {
+			if n >= from {
+				return remotetest.Status429
+			}
+			return remotetest.OK
+		}
+	}
+	for _, c := range []struct {
+		name string
+		from int // requests before the server refuses every one: each point sends 2 + 2
+		code int
+		want string // in stderr
+	}{
+		{"first point", 0, exitFail, "rosetop: concurrency 1: warmup 1/1: all 2 requests failed (http 429: 2)"},
+		{"later point", 4, 0, "rosetop: sweep: 2 points in "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, err := remotetest.NewServer(remotetest.Options{Faults: failFrom(c.from)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			dir := filepath.Join(t.TempDir(), "sweep")
+			code, _, stderr := runCLI(t, "sweep", "--endpoint", srv.URL+"/v1", "--concurrency", "1,2", "--num-requests", "2",
+				"--max-new-tokens", "2", "--warmup-runs", "1", "--repeat-runs", "1", "--out-dir", dir)
+			if code != c.code || !strings.Contains(stderr, c.want) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, c.code, c.want)
+			}
+		})
+	}
+}

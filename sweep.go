@@ -247,7 +247,9 @@ func runPoint(ctx context.Context, o options, dir string, k int, v float64) (poi
 	if err != nil {
 		return pointRun{}, err
 	}
-	res, err := bench.Measure(ctx, o.sessionConfig(), bench.SessionOptions{Provider: prov}, o.exports(), log, log)
+	// Every request of a later point failing is a result (the load is past what the server
+	// takes); of the first, a misconfiguration, which stops the sweep.
+	res, err := bench.Measure(ctx, o.sessionConfig(), bench.SessionOptions{Provider: prov, KeepFailedRuns: k > 0}, o.exports(), log, log)
 	if werr := atomicfile.Write(filepath.Join(dir, base+".txt"), func(w io.Writer) error {
 		_, err := io.WriteString(w, log.String())
 		return err

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,7 +28,7 @@ func TestFirstRunAllFailedStops(t *testing.T) {
 		{"first measured run without warmups", testConfig(requests(4, 3), runs(0, 2)), false,
 			"run 1/2: all 4 requests failed (http 429: 4); first: http 429: Too many requests", "Failed: 4 (http 429: 4); first: http 429: Too many requests"},
 		{"remote server", testConfig(requests(4, 3), runs(1, 1)), true,
-			"warmup 1/1: all 4 requests failed (http 429: 4): check --endpoint, --model and --api; first: http 429: Too many requests", "=== warmup 1/1 ==="},
+			"warmup 1/1: all 4 requests failed (http 429: 4); first: http 429: Too many requests", "=== warmup 1/1 ==="}, // a rate limit: no hint
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,5 +124,42 @@ func TestDashboardFirstRunAllFailed(t *testing.T) {
 	last := v.Events[len(v.Events)-1]
 	if v.Header.Phase != PhaseDone || last.Kind != LogError || last.Text != werr.Error() || v.Header.Stopped != werr.Error() {
 		t.Errorf("phase %v, stopped %q, last event %+v; want done with the error", v.Header.Phase, v.Header.Stopped, last)
+	}
+}
+
+// TestKeepFailedRuns: with KeepFailedRuns (rosetop sweep's later points) a first run whose every
+// request failed is reported like any run and the session goes on.
+func TestKeepFailedRuns(t *testing.T) {
+	p := newFakeProvider()
+	p.fails = func(k int) bool { return k < 4 }
+	var out, errOut bytes.Buffer
+	opts := SessionOptions{Provider: p, Clock: newFakeClock(time.Second), KeepFailedRuns: true}
+	if err := RunBench(context.Background(), testConfig(requests(4, 3), runs(1, 1)), opts, Exports{}, &out, &errOut); err != nil {
+		t.Fatalf("RunBench: %v", err)
+	}
+	if want := "Cold run, not measured: 0 requests and 4 failed in "; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "Requests: 4\n") {
+		t.Errorf("report lacks %q or the measured run:\n%s", want, out.String())
+	}
+}
+
+// TestFixableByFlags: the stop's hint to check the command line is given only where every
+// failure is one it can fix.
+func TestFixableByFlags(t *testing.T) {
+	for _, c := range []struct {
+		failures map[string]int
+		want     bool
+	}{
+		{map[string]int{"http 404": 2}, true},
+		{map[string]int{"http 400": 1, "http 401": 1}, true},
+		{map[string]int{"http 429": 2}, false},
+		{map[string]int{"http 404": 1, "timeout (stall)": 1}, false},
+		{map[string]int{"http 500": 2}, false},
+		{map[string]int{"connect": 2}, true},
+		{map[string]int{"connect": 1, "http 404": 1}, true},
+		{nil, false},
+	} {
+		if got := fixableByFlags(c.failures); got != c.want {
+			t.Errorf("%v: %v, want %v", c.failures, got, c.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"rosetop/sched"
@@ -230,7 +231,7 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 		s.cancelOutstanding(g, rs)
 	}
 	sum := s.finishRun(rs, first, wall, why != runComplete)
-	if why == runComplete && first && g.index == 1 && sum.Requests == 0 && sum.Failed > 0 {
+	if why == runComplete && first && g.index == 1 && sum.Requests == 0 && sum.Failed > 0 && !s.opts.KeepFailedRuns {
 		return runFailed, firstRunFailed(rs.hdr, sum, rs.n)
 	}
 	if why == runFailed {
@@ -251,10 +252,24 @@ func firstRunFailed(h reportHeader, sum Summary, n int) error {
 		what = fmt.Sprintf("no request succeeded, %d of %d failed", sum.Failed, n)
 	}
 	hint := ""
-	if h.Endpoint != "" {
+	if h.Endpoint != "" && fixableByFlags(sum.Failures) {
 		hint = ": check --endpoint, --model and --api"
 	}
 	return fmt.Errorf("%s: %s (%s)%s; first: %s", sum.Label, what, countsText(sum.Failures), hint, sum.FirstFailure)
+}
+
+// fixableByFlags reports whether every failure (counted by Failure.Brief) is one the command
+// line can fix: no connection (the endpoint) or an HTTP status refusing the request as asked
+// (4xx but 429: a wrong path, model, API shape or key), unlike a timeout, a server error or a
+// rate limit.
+func fixableByFlags(failures map[string]int) bool {
+	for name := range failures {
+		code, ok := strings.CutPrefix(name, "http 4")
+		if name != "connect" && (!ok || code == "29") {
+			return false
+		}
+	}
+	return len(failures) > 0
 }
 
 // status is how far the run has got at now; nil for no run.

@@ -36,6 +36,10 @@ type SessionOptions struct {
 	// Started, when set, is called once with the session when it starts running, from
 	// NewSession (rosetop bench --record samples the views of a session it does not hold).
 	Started func(*Session)
+	// KeepFailedRuns: a first run whose every request failed does not stop the session, as it
+	// otherwise does (a misconfigured benchmark, vLLM's initial test prompt): rosetop sweep's
+	// points after the first, where it is a result (a load past what the server takes).
+	KeepFailedRuns bool
 
 	// headless (RunBench) stops after the warmup and repeat runs; a dashboard session then
 	// keeps the load continuous (runLive, the steady state) until Close.
