@@ -31,9 +31,12 @@ cleanup() {
 	[ -z "$server_pid" ] || kill -9 "$server_pid" 2>/dev/null || true
 }
 trap cleanup EXIT
-# server_row NAME: the server pane's row NAME (five number columns: srv50 cli50 srv99 cli99 Δ99).
-server_row() { grep -oE "│ $1 +(-?[0-9.k]+|–)( +(-?[0-9.k]+|–)){4} " "$E2E_DIR/pane.txt" | head -1; }
-gauges() { grep -oE 'waiting [0-9]+ +running [0-9]+ +KV [0-9.]+%' "$E2E_DIR/pane.txt" | head -1; }
+# server_row NAME: the server pane's row NAME (five number columns: srv50 cli50 srv99 cli99 Δ99;
+# a server percentile in its histogram's first bucket reads ≤B, that bucket's bound).
+# Both print nothing when the pane lacks it (never a failing status, which set -e would turn into
+# a silent exit inside an assignment).
+server_row() { grep -oE "│ $1 +(≤?-?[0-9.k]+|–)( +(≤?-?[0-9.k]+|–)){4} " "$E2E_DIR/pane.txt" | head -1 || true; }
+gauges() { grep -oE 'waiting [0-9]+ +running [0-9]+ +KV [0-9.]+%' "$E2E_DIR/pane.txt" | head -1 || true; }
 
 # --- tools and the server ----------------------------------------------------------------------
 command -v tmux >/dev/null 2>&1 || fail "tmux is not installed"
@@ -64,7 +67,7 @@ tm new-session -d -s "$PANE" -x "$W" -y "$H" \
 
 wait_until "the header naming the model and the server" "$TIMEOUT" pane_has "tiny-gpt2 on rosetop at $url"
 wait_until "the server line of the header" "$KEY_TIMEOUT" pane_has "server rosetop · completions API"
-first_ttft() { [ -n "$(server_row TTFT | grep -E '│ TTFT +[0-9]')" ]; }
+first_ttft() { [ -n "$(server_row TTFT | grep -E '│ TTFT +≤?[0-9]')" ]; }
 wait_until "the server's TTFT histogram in the server pane" "$TIMEOUT" first_ttft
 pane_has "server rosetop · last" || fail "no server pane titled with the server's kind and window"
 [ -n "$(gauges)" ] || fail "no waiting/running/KV gauges in the server pane"
