@@ -54,11 +54,11 @@ func (d *downloader) run(ctx context.Context) (string, error) {
 			snap = filepath.Join(d.repo, "snapshots", rev)
 		}
 		if err := place(res.blob, snap, f.name); err != nil {
-			return "", fmt.Errorf("%w: model %s: %v", ErrDownload, d.id, err)
+			return "", fmt.Errorf("%w: %s: %v", ErrDownload, d.name(), err)
 		}
 	}
 	if err := writeAtomic(filepath.Join(d.repo, "refs", "main"), []byte(rev)); err != nil {
-		return "", fmt.Errorf("%w: model %s: %v", ErrDownload, d.id, err)
+		return "", fmt.Errorf("%w: %s: %v", ErrDownload, d.name(), err)
 	}
 	return snap, nil
 }
@@ -69,7 +69,7 @@ func (d *downloader) run(ctx context.Context) (string, error) {
 func (d *downloader) fetch(ctx context.Context, rev string, pinned bool, f repoFile) (result, error) {
 	blobs := filepath.Join(d.repo, "blobs")
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
-		return result{}, fmt.Errorf("%w: model %s: %v", ErrDownload, d.id, err)
+		return result{}, fmt.Errorf("%w: %s: %v", ErrDownload, d.name(), err)
 	}
 	url := d.endpoint + "/" + d.id + "/resolve/" + rev + "/" + f.name
 	part := ""
@@ -92,7 +92,7 @@ func (d *downloader) fetch(ctx context.Context, rev string, pinned bool, f repoF
 // another attempt may succeed (the transfer was cut, or the partial file had to be discarded).
 func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res result, retry bool, err error) {
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w: model %s: %s: %s", ErrDownload, d.id, f.name, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s: %s: %s", ErrDownload, d.name(), f.name, fmt.Sprintf(format, args...))
 	}
 	var off int64
 	if part != "" {
@@ -117,17 +117,17 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 	resp, err := d.client(&meta).Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return result{}, false, fmt.Errorf("model %s: download cancelled: %w", d.id, ctx.Err())
+			return result{}, false, fmt.Errorf("%s: download cancelled: %w", d.name(), ctx.Err())
 		}
 		why := errors.New(oneLine(err))
 		if st := watch.stalled(); st != nil {
 			why = st
 		}
 		if !d.contacted {
-			return result{}, false, notCached("%s %s is not in the Hugging Face cache (%s) and cannot be downloaded from %s (%v): run once with network access to fill the cache, or %s",
-				d.set.what, d.id, d.repo, d.endpoint, why, d.set.remedy)
+			return result{}, false, notCached("%s is not in the Hugging Face cache (%s) and cannot be downloaded from %s (%v): run once with network access to fill the cache, or %s",
+				d.name(), d.repo, d.endpoint, why, d.set.remedy)
 		}
-		return result{}, true, fmt.Errorf("%w: model %s: %s: %w; %s", ErrDownload, d.id, f.name, why, again(part, off))
+		return result{}, true, fmt.Errorf("%w: %s: %s: %w; %s", ErrDownload, d.name(), f.name, why, again(part, off))
 	}
 	defer resp.Body.Close()
 	d.contacted = true
@@ -137,9 +137,9 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 	case code == http.StatusNotFound && !f.required:
 		return result{missing: true}, false, nil
 	case code == http.StatusNotFound:
-		return result{}, false, fmt.Errorf("%w: model %s not found at %s (HTTP 404 for %s)", ErrNotFound, d.id, d.endpoint, f.name)
+		return result{}, false, fmt.Errorf("%w: %s not found at %s (HTTP 404 for %s)", ErrNotFound, d.name(), d.endpoint, f.name)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return result{}, false, fmt.Errorf("%w: model %s at %s (HTTP %d): gated or private; set HF_TOKEN to a token that may read it", ErrDenied, d.id, d.endpoint, code)
+		return result{}, false, fmt.Errorf("%w: %s at %s (HTTP %d): gated or private; set HF_TOKEN to a token that may read it", ErrDenied, d.name(), d.endpoint, code)
 	case code == http.StatusRequestedRangeNotSatisfiable && off > 0:
 		os.Remove(part) // longer than the file: not a prefix of it
 		return result{}, true, fail("server refused to resume at byte %d; restarting", off)
@@ -165,12 +165,12 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 		return result{}, true, fail("partial file of %d bytes is longer than the %d-byte file; restarting", off, total)
 	}
 	if f.maxBytes > 0 && total > f.maxBytes {
-		return result{}, false, fmt.Errorf("%w: model %s: %s: the server announces %d bytes, over the %d-byte limit for this file; %s", ErrBadFile, d.id, f.name, total, f.maxBytes, d.notCached())
+		return result{}, false, fmt.Errorf("%w: %s: %s: the server announces %d bytes, over the %d-byte limit for this file; %s", ErrBadFile, d.name(), f.name, total, f.maxBytes, d.notCached())
 	}
 	res, retry, saveErr := d.save(watch.body(resp.Body), part, off, total, f, meta)
 	if saveErr != nil && ctx.Err() != nil && watch.stalled() == nil {
 		// The caller's cancellation cut the body: say so, not that the transfer broke.
-		return result{}, false, fmt.Errorf("model %s: %s: download cancelled (%v): %w; run again to resume", d.id, f.name, oneLine(saveErr), ctx.Err())
+		return result{}, false, fmt.Errorf("%s: %s: download cancelled (%v): %w; run again to resume", d.name(), f.name, oneLine(saveErr), ctx.Err())
 	}
 	return res, retry, saveErr
 }
@@ -185,6 +185,9 @@ func again(part string, off int64) string {
 
 // notCached ends the message of a refused file: nothing entered the cache, and the endpoint may
 // not be the hub at all (a proxy or captive portal answering with its own page).
+// name is what the messages call the download: "model gpt2", "tokenizer gpt2".
+func (d *downloader) name() string { return d.set.what + " " + d.id }
+
 func (d *downloader) notCached() string {
 	return fmt.Sprintf("nothing was cached (is %s the Hugging Face hub, or a proxy's page?)", d.endpoint)
 }

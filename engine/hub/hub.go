@@ -35,9 +35,9 @@ var (
 	ErrInvalidID = errors.New("invalid Hugging Face model id")
 	// ErrNotCached: the model is not in the cache and cannot be downloaded (offline mode, or the
 	// endpoint cannot be reached).
-	ErrNotCached = errors.New("model not in the Hugging Face cache")
+	ErrNotCached = errors.New("not in the Hugging Face cache")
 	// ErrNotFound: the endpoint answered 404 for a required file.
-	ErrNotFound = errors.New("model not found on the hub")
+	ErrNotFound = errors.New("not found on the hub")
 	// ErrDenied: the endpoint answered 401 or 403 (gated or private repository, bad token).
 	ErrDenied = errors.New("access denied by the hub")
 	// ErrSizeMismatch: a download's length differs from the size the server announced.

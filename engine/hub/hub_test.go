@@ -327,17 +327,21 @@ func TestResolveSizeMismatch(t *testing.T) {
 	}
 }
 
+// TestResolveNotFound: a repository the hub does not have; the message names what was asked
+// for, a model or a tokenizer.
 func TestResolveNotFound(t *testing.T) {
 	_, srv, o, _ := setup(t, "gpt2")
-	_, err := Resolve(context.Background(), "nobody/nothing", o)
-	if !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Resolve = %v; want ErrNotFound", err)
+	for what, resolve := range map[string]func(context.Context, string, Options) (string, error){"model": Resolve, "tokenizer": ResolveTokenizer} {
+		_, err := resolve(context.Background(), "nobody/nothing", o)
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: %v; want ErrNotFound", what, err)
+		}
+		want := what + " nobody/nothing not found at " + srv.URL + " (HTTP 404"
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+		checkOneLine(t, err)
 	}
-	want := "model nobody/nothing not found at " + srv.URL + " (HTTP 404"
-	if !strings.Contains(err.Error(), want) {
-		t.Errorf("error %q does not contain %q", err, want)
-	}
-	checkOneLine(t, err)
 }
 
 func TestResolveOfflineWithoutCache(t *testing.T) {

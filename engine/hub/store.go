@@ -17,7 +17,7 @@ import (
 // attempt; a wrong size or invalid contents remove it, so it is never resumed.
 func (d *downloader) save(body io.Reader, part string, off, total int64, f repoFile, meta respMeta) (result, bool, error) {
 	fail := func(sentinel error, format string, args ...any) error {
-		return fmt.Errorf("%w: model %s: %s: %s", sentinel, d.id, f.name, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s: %s: %s", sentinel, d.name(), f.name, fmt.Sprintf(format, args...))
 	}
 	blobs := filepath.Join(d.repo, "blobs")
 	var fh *os.File
@@ -65,9 +65,9 @@ func (d *downloader) save(body io.Reader, part string, off, total int64, f repoF
 		return result{}, false, fail(ErrBadFile, "more than the %d-byte limit for this file; %s", f.maxBytes, d.notCached())
 	case copyErr != nil && part == "":
 		os.Remove(name)
-		return result{}, false, fmt.Errorf("%w: model %s: %s: interrupted after %d bytes: %w; %s", ErrDownload, d.id, f.name, size, flat(copyErr), again(part, size))
+		return result{}, false, fmt.Errorf("%w: %s: %s: interrupted after %d bytes: %w; %s", ErrDownload, d.name(), f.name, size, flat(copyErr), again(part, size))
 	case copyErr != nil:
-		return result{}, true, fmt.Errorf("%w: model %s: %s: interrupted after %d of %s bytes: %w; %s", ErrDownload, d.id, f.name, size, sizeText(total), flat(copyErr), again(part, size))
+		return result{}, true, fmt.Errorf("%w: %s: %s: interrupted after %d of %s bytes: %w; %s", ErrDownload, d.name(), f.name, size, sizeText(total), flat(copyErr), again(part, size))
 	case total >= 0 && size != total:
 		os.Remove(name)
 		return result{}, false, fail(ErrSizeMismatch, "got %d bytes, the server announced %d", size, total)
