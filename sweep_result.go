@@ -64,7 +64,7 @@ type sweepPoint struct {
 	File        string    `json:"file"`  // the point's rosetop JSON, beside sweep.json
 	Runs        int       `json:"runs"`
 	RequestRate num       `json:"request_throughput"` // completed requests/s
-	Throughput  num       `json:"output_throughput"`  // output tokens/s
+	Throughput  num       `json:"output_throughput"`  // output tokens a second
 	TTFTP50     num       `json:"ttft_p50_ms"`
 	TTFTP99     num       `json:"ttft_p99_ms"`
 	TPOTP50     num       `json:"tpot_p50_ms"`
