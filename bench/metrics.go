@@ -2,11 +2,9 @@ package bench
 
 import (
 	"errors"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"rosetop/internal/oneline"
 	"rosetop/sched"
 )
 
@@ -250,22 +248,7 @@ func failureText(rec *sched.Record) string {
 	case rec.Err != nil:
 		text += ": " + rec.Err.Error()
 	}
-	return clipLine(text, maxFailureText)
-}
-
-// clipLine folds s onto one line (runs of white space, control characters and bidi controls
-// become one space) and cuts it to at most n bytes on a rune boundary, marking the cut "...".
-func clipLine(s string, n int) string {
-	s = strings.Join(strings.FieldsFunc(strings.ToValidUTF8(s, "\uFFFD"), func(r rune) bool {
-		return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
-	}), " ")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return oneline.Clip(oneline.Fold(text), maxFailureText)
 }
 
 // addCount adds one to m[key], making m when nil.

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"rosetop/internal/oneline"
 	"strconv"
 	"strings"
 	"time"
@@ -182,7 +183,7 @@ func redactURL(raw string) string {
 		u.User = url.User("[redacted]")
 		return u.String()
 	}
-	return clip(raw, 80)
+	return oneline.Clip(raw, 80)
 }
 
 // BaseURL is the API root requests go to.
@@ -355,17 +356,7 @@ func (c *Client) detail(s string) string {
 	if c.cfg.APIKey != "" {
 		s = strings.ReplaceAll(s, string(c.cfg.APIKey), "[redacted]")
 	}
-	return clip(oneLine(s), maxDetail)
-}
-
-// oneLine folds runs of spaces, control characters (C0, DEL and C1, whose CSI and OSC a
-// terminal obeys) and bidirectional overrides (which reorder what a terminal shows) into one
-// space, and bytes that are not UTF-8 into U+FFFD.
-func oneLine(s string) string {
-	return strings.Join(strings.FieldsFunc(strings.ToValidUTF8(s, "\uFFFD"), func(r rune) bool {
-		return r <= ' ' || (r >= 0x7f && r <= 0x9f) || r == 0x200e || r == 0x200f ||
-			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
-	}), " ")
+	return oneline.Clip(oneline.Fold(s), maxDetail)
 }
 
 // ModelCard is one entry of GET {base}/models.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"rosetop/internal/oneline"
 	"strings"
 )
 
@@ -105,7 +106,7 @@ func ParseExtraBody(s string) (ExtraBody, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	if err := dec.Decode(&m); err != nil || m == nil || dec.More() {
 		return ExtraBody{}, fmt.Errorf("%w: extra body %s: want one JSON object, like {\"top_k\": 1}",
-			ErrConfig, clip(s, 40))
+			ErrConfig, oneline.Clip(s, 40))
 	}
 	if _, ok := m["stream"]; ok {
 		return ExtraBody{}, fmt.Errorf("%w: extra body may not set \"stream\": the client streams", ErrConfig)
@@ -160,15 +161,4 @@ func (r *Request) body(extra ExtraBody) ([]byte, error) {
 		return nil, fmt.Errorf("%w: request body: %v", ErrConfig, err)
 	}
 	return buf.Bytes(), nil
-}
-
-// clip shortens s to at most n bytes for a message, on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "..."
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"rosetop/internal/oneline"
 	"time"
 )
 
@@ -91,7 +92,7 @@ func (s *Scraper) Scrape(ctx context.Context) (Snapshot, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
-		return Snapshot{}, fmt.Errorf("GET %s: %w", s.cfg.URL, &Failure{Reason: ReasonStatus, Status: resp.StatusCode, Detail: clip(oneLine(string(b)), maxDetail)})
+		return Snapshot{}, fmt.Errorf("GET %s: %w", s.cfg.URL, &Failure{Reason: ReasonStatus, Status: resp.StatusCode, Detail: oneline.Clip(oneline.Fold(string(b)), maxDetail)})
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBytes+1))
 	if err != nil {
@@ -109,7 +110,7 @@ func (s *Scraper) fail(ctx context.Context, err error) error {
 	if context.Cause(ctx) == errRequestDeadline {
 		reason, phase = ReasonTimeout, PhaseRequest
 	}
-	return fmt.Errorf("GET %s: %w", s.cfg.URL, &Failure{Reason: reason, Phase: phase, Detail: clip(oneLine(err.Error()), maxDetail)})
+	return fmt.Errorf("GET %s: %w", s.cfg.URL, &Failure{Reason: reason, Phase: phase, Detail: oneline.Clip(oneline.Fold(err.Error()), maxDetail)})
 }
 
 // DefaultMetricsURL is the /metrics page on an API root's host: http://h:8000/v1 gives

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"rosetop/internal/oneline"
 	"strings"
 	"time"
 
@@ -166,7 +167,7 @@ func ParseSnapshot(r io.Reader, at time.Duration) (Snapshot, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
-		return Snapshot{At: at}, fmt.Errorf("%w: metrics page: %v", ErrMalformed, oneLine(err.Error()))
+		return Snapshot{At: at}, fmt.Errorf("%w: metrics page: %v", ErrMalformed, oneline.Fold(err.Error()))
 	}
 	return snapshotOf(fams, at), nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"rosetop/internal/oneline"
 	"strconv"
 	"strings"
 )
@@ -266,6 +267,4 @@ func parseContentRange(s string) (start, total int64, ok bool) {
 }
 
 // oneLine keeps error messages on one line whatever the transport put in them.
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
-}
+func oneLine(err error) string { return oneline.Fold(err.Error()) }
