@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -166,6 +167,34 @@ func TestLoadF16BF16Exact(t *testing.T) {
 	}
 }
 
+// TestLoadSkipsBuffers: files saved by transformers 4.x also hold each layer's causal-mask buffers
+// (attn.bias as BOOL or U8 of shape [1, 1, T, T], attn.masked_bias an F32 scalar; see
+// modeling_gpt2.py's GPT2Attention.register_buffer) and often lm_head.weight; they load, and the
+// buffers are not read.
+func TestLoadSkipsBuffers(t *testing.T) {
+	cfg := loadTestCfg()
+	T := cfg.NPositions
+	for _, mask := range []string{"BOOL", "U8"} {
+		t.Run(mask, func(t *testing.T) {
+			ts := loadTestTensors(cfg, "transformer.")
+			for l := range cfg.NLayer {
+				p := fmt.Sprintf("transformer.h.%d.attn.", l)
+				ts = append(ts, loadTensor{p + "bias", mask, []int{1, 1, T, T}, make([]byte, T*T)},
+					loadTensor{p + "masked_bias", "F32", []int{}, binary.LittleEndian.AppendUint32(nil, math.Float32bits(-1e4))})
+			}
+			ts = append(ts, loadTensor{"lm_head.weight", "F32", []int{cfg.VocabSize, cfg.NEmbd}, ts[0].data})
+			m, err := LoadModel(context.Background(), loadWriteModel(t, loadTestConfigJSON(cfg), ts), LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if got, want := m.Weights.Layers[1].AttnB[3], float32(4+12+3)+float32(3)/128; got != want {
+				t.Errorf("h.1 AttnB[3] = %g, want %g", got, want)
+			}
+		})
+	}
+}
+
 func loadU16(v []uint16) []byte {
 	b := make([]byte, 2*len(v))
 	for i, x := range v {
@@ -257,7 +286,11 @@ func TestLoadBadInput(t *testing.T) {
 		{"unsupported dtype", withTensors(func(ts []loadTensor) []loadTensor {
 			ts[0].dtype = "I32"
 			return ts
-		}), safetensors.ErrUnsupportedDType, `has dtype "I32"`, "model.safetensors"},
+		}), safetensors.ErrUnsupportedDType, `tensor "transformer.wte.weight" has dtype I32, want F32, F16 or BF16`, "model.safetensors"},
+		{"unknown dtype", withTensors(func(ts []loadTensor) []loadTensor {
+			ts[0].dtype = "Q4_0"
+			return ts
+		}), safetensors.ErrUnsupportedDType, `has dtype "Q4_0"`, "model.safetensors"},
 		{"missing tensor", withTensors(func(ts []loadTensor) []loadTensor {
 			return ts[:len(ts)-1] // h.1.mlp.c_proj.bias
 		}), ErrInvalidModel, `missing tensor "h.1.mlp.c_proj.bias"`, "model.safetensors"},

@@ -96,7 +96,7 @@ func loadWeights(ctx context.Context, f *safetensors.File, cfg Config, memory ui
 }
 
 // findTensors looks up each spec's tensor, with or without the "transformer." prefix, and checks
-// its shape.
+// its dtype and shape.
 func findTensors(f *safetensors.File, specs []tensorSpec) ([]safetensors.Tensor, error) {
 	tensors := make([]safetensors.Tensor, len(specs))
 	for i, s := range specs {
@@ -106,6 +106,9 @@ func findTensors(f *safetensors.File, specs []tensorSpec) ([]safetensors.Tensor,
 		}
 		if !ok {
 			return nil, fmt.Errorf("safetensors %s: %w: missing tensor %q (also looked for %q)", f.Name(), ErrInvalidModel, s.name, "transformer."+s.name)
+		}
+		if !t.DType.Float() { // other tensors of the file (BOOL attention masks) are never read
+			return nil, fmt.Errorf("safetensors %s: %w: %w: tensor %q has dtype %s, want F32, F16 or BF16", f.Name(), ErrInvalidModel, safetensors.ErrUnsupportedDType, t.Name, t.DType)
 		}
 		if !slices.Equal(t.Shape, s.shape) {
 			return nil, fmt.Errorf("safetensors %s: %w: tensor %q has shape %v, config.json implies %v", f.Name(), ErrInvalidModel, t.Name, t.Shape, s.shape)
