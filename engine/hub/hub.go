@@ -120,29 +120,47 @@ func ValidID(id string) bool {
 	return true
 }
 
-// CacheRoot returns the hub cache directory: $HF_HUB_CACHE, else $HF_HOME/hub, else
-// $XDG_CACHE_HOME/huggingface/hub, else $HOME/.cache/huggingface/hub.
+// CacheRoot returns the hub cache directory: $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE (its
+// older name), else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+// $HOME/.cache/huggingface/hub. As in huggingface_hub, a leading ~ and $VAR or ${VAR} in these
+// paths are expanded (a value from a .env file or a unit file reaches the program unexpanded).
 func CacheRoot(getenv func(string) string) (string, error) {
 	if getenv == nil {
 		getenv = os.Getenv
-	}
-	if d := getenv("HF_HUB_CACHE"); d != "" {
-		return d, nil
-	}
-	if d := getenv("HF_HOME"); d != "" {
-		return filepath.Join(d, "hub"), nil
-	}
-	if d := getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "huggingface", "hub"), nil
 	}
 	home := getenv("HOME")
 	if home == "" {
 		home = getenv("USERPROFILE")
 	}
+	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
+		if d := getenv(v); d != "" {
+			return expandPath(d, home, getenv), nil
+		}
+	}
+	if d := getenv("HF_HOME"); d != "" {
+		return filepath.Join(expandPath(d, home, getenv), "hub"), nil
+	}
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(expandPath(d, home, getenv), "huggingface", "hub"), nil
+	}
 	if home == "" {
 		return "", errors.New("cannot locate the Hugging Face cache: set HF_HOME or HOME")
 	}
 	return filepath.Join(home, ".cache", "huggingface", "hub"), nil
+}
+
+// expandPath expands a leading "~" or "~/" to home (when known) and then $VAR and ${VAR} from
+// getenv, leaving unset variables and "~user" as written, as Python's expanduser and expandvars do.
+func expandPath(p, home string, getenv func(string) string) string {
+	if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
+		p = home + p[1:]
+	}
+	return os.Expand(p, func(v string) string {
+		if x := getenv(v); x != "" {
+			return x
+		}
+		return "$" + v
+	})
 }
 
 // RepoDir is the cache folder of model id under root.
@@ -219,9 +237,9 @@ func resolve(ctx context.Context, id string, o Options, set fileSet) (string, er
 	if dir, ok := cachedSnapshot(repo, set); ok {
 		return dir, nil
 	}
-	if v := strings.ToLower(strings.TrimSpace(o.Getenv("HF_HUB_OFFLINE"))); v == "1" || v == "true" || v == "yes" || v == "on" {
-		return "", notCached("%s %s is not in the Hugging Face cache (%s) and HF_HUB_OFFLINE=%s forbids downloading it: run once with HF_HUB_OFFLINE unset and network access to fill the cache, or %s",
-			set.what, id, repo, o.Getenv("HF_HUB_OFFLINE"), set.remedy)
+	if name, v := offline(o.Getenv); name != "" {
+		return "", notCached("%s %s is not in the Hugging Face cache (%s) and %s=%s forbids downloading it: run once with %s unset and network access to fill the cache, or %s",
+			set.what, id, repo, name, v, name, set.remedy)
 	}
 	endpoint := strings.TrimRight(o.Getenv("HF_ENDPOINT"), "/")
 	if endpoint == "" {
@@ -233,6 +251,20 @@ func resolve(ctx context.Context, id string, o Options, set fileSet) (string, er
 		return "", fmt.Errorf("%w: model %s at %s has no tokenizer.json or vocab.json", ErrNotFound, id, endpoint)
 	}
 	return dir, err
+}
+
+// offline returns the variable that forbids downloads and its value, or "": HF_HUB_OFFLINE, or
+// when that is unset the older TRANSFORMERS_OFFLINE, set to 1, true, yes or on in any case.
+func offline(getenv func(string) string) (name, value string) {
+	name = "HF_HUB_OFFLINE"
+	if getenv(name) == "" {
+		name = "TRANSFORMERS_OFFLINE"
+	}
+	switch v := getenv(name); strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return name, v
+	}
+	return "", ""
 }
 
 // notCachedError is ErrNotCached with a message that says it once, in one sentence with the
