@@ -74,7 +74,7 @@ func tinyMergesTxt() string {
 
 // tinyTokenizerJSON is a tokenizer.json shaped like GPT-2's; pairs picks the merges format of
 // tokenizers >= 0.20 (["l", "r"]) instead of "l r".
-func tinyTokenizerJSON(t *testing.T, pairs bool, edit func(map[string]any)) string {
+func tinyTokenizerJSON(t testing.TB, pairs bool, edit func(map[string]any)) string {
 	merges := make([]any, len(tinyMerges))
 	for i, m := range tinyMerges {
 		merges[i] = m[0] + " " + m[1]
@@ -102,7 +102,7 @@ func tinyTokenizerJSON(t *testing.T, pairs bool, edit func(map[string]any)) stri
 	return string(data)
 }
 
-func vocabJSON(t *testing.T, edit func(map[string]int)) string {
+func vocabJSON(t testing.TB, edit func(map[string]int)) string {
 	v := tinyVocab()
 	if edit != nil {
 		edit(v)
