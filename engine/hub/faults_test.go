@@ -206,6 +206,10 @@ func TestValidate(t *testing.T) {
 		{"merges not UTF-8", "merges.txt", "a \xff\n", false},
 		{"safetensors", "model.safetensors", string(stFile(64)), true},
 		{"safetensors short", "model.safetensors", "1234", false},
+		{"index", "model.safetensors.index.json", `{"weight_map":{"w":"model-00001-of-00002.safetensors"}}`, true},
+		{"index with a path", "model.safetensors.index.json", `{"weight_map":{"w":"../model.safetensors"}}`, false},
+		{"shard", "model-00001-of-00002.safetensors", string(stFile(64)), true},
+		{"shard an HTML page", "model-00001-of-00002.safetensors", "<html>", false},
 		{"other files unchecked", "README.md", "<html>", true},
 	}
 	for _, c := range cases {

@@ -27,6 +27,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"rosetop/engine/safetensors"
 )
 
 // Sentinel errors; Resolve's errors wrap one of them (or a context error).
@@ -177,25 +179,45 @@ type repoFile struct {
 
 // fileSet is what one kind of Resolve fetches and when a snapshot holds enough of it.
 type fileSet struct {
-	what   string     // "model", "tokenizer": for messages
-	files  []repoFile // in download order
-	remedy string     // what to pass instead when the files cannot be had
+	what    string     // "model", "tokenizer": for messages
+	files   []repoFile // in download order
+	weights bool       // then fetch the weights: model.safetensors, or an index and its shards
+	remedy  string     // what to pass instead when the files cannot be had
 	// enough reports whether dir holds what the caller needs beyond the required files.
 	enough func(dir string) bool
 }
 
 // The engine's own read limits of the small files.
-const maxConfig, maxTokenizer = 1 << 20, 64 << 20
+const maxConfig, maxTokenizer, maxIndex = 1 << 20, 64 << 20, 64 << 20
 
 // modelFiles are a whole model's files, in download order: config.json first (a cheap request
 // that tells a missing model apart early and pins the commit), the weights last, so that a
-// snapshot with both required files is never missing tokenizer files that the repository has.
+// snapshot with config and weights is never missing tokenizer files that the repository has.
 func modelFiles() fileSet {
 	return fileSet{what: "model", remedy: "pass a local model directory or random:gpt2",
 		files: []repoFile{{"config.json", true, maxConfig}, {"vocab.json", false, maxTokenizer}, {"merges.txt", false, maxTokenizer},
-			{"tokenizer.json", false, maxTokenizer}, {"model.safetensors", true, 0}},
-		enough: func(string) bool { return true },
+			{"tokenizer.json", false, maxTokenizer}},
+		weights: true,
+		enough:  hasWeights,
 	}
+}
+
+// hasWeights reports whether dir holds model.safetensors, or a sharded checkpoint's index and
+// every shard it lists (the engine reads them in that order of preference, as transformers does).
+func hasWeights(dir string) bool {
+	if isFile(filepath.Join(dir, "model.safetensors")) {
+		return true
+	}
+	idx, err := safetensors.ReadIndex(filepath.Join(dir, safetensors.IndexFile))
+	if err != nil {
+		return false
+	}
+	for _, s := range idx.Shards() {
+		if !isFile(filepath.Join(dir, s)) {
+			return false
+		}
+	}
+	return true
 }
 
 // tokenizerFiles are a model's config and tokenizer files without its weights: enough when
@@ -210,8 +232,9 @@ func tokenizerFiles() fileSet {
 	}
 }
 
-// Resolve returns a local directory holding model id's config.json and model.safetensors (and its
-// tokenizer files, where the repository has them): the cached snapshot when there is one,
+// Resolve returns a local directory holding model id's config.json and weights (model.safetensors,
+// or the index and shards of a sharded checkpoint) and its tokenizer files, where the repository
+// has them: the cached snapshot when there is one,
 // without touching the network; otherwise it downloads the files from $HF_ENDPOINT into the cache.
 func Resolve(ctx context.Context, id string, o Options) (string, error) {
 	return resolve(ctx, id, o, modelFiles())
