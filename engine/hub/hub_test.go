@@ -38,9 +38,10 @@ type fakeHub struct {
 func newFakeHub(id string) *fakeHub {
 	return &fakeHub{id: id, commit: commit, cutOnce: map[string]int64{}, lieSize: map[string]int64{}, stalls: map[string]int64{},
 		files: map[string][]byte{
-			"config.json":       []byte(`{"model_type":"gpt2"}`),
-			"vocab.json":        []byte(`{"a":0}`),
-			"model.safetensors": stFile(64 << 10),
+			"config.json":           []byte(`{"model_type":"gpt2"}`),
+			"vocab.json":            []byte(`{"a":0}`),
+			"tokenizer_config.json": []byte(`{"model_max_length":1024}`),
+			"model.safetensors":     stFile(64 << 10),
 		}}
 }
 

@@ -141,6 +141,8 @@ func TestFromDir(t *testing.T) {
 		{"tokenizer.json, pair merges", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, true, nil)}, 264},
 		{"tokenizer.json wins over a broken vocab.json", map[string]string{
 			"tokenizer.json": tinyTokenizerJSON(t, false, nil), "vocab.json": "{broken"}, 264},
+		{"tokenizer_config.json without prefix space", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, nil),
+			"tokenizer_config.json": `{"add_prefix_space": false, "tokenizer_class": "GPT2Tokenizer", "added_tokens_decoder": {}}`}, 264},
 		{"eos only among added_tokens", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, func(d map[string]any) {
 			v := tinyVocab()
 			delete(v, EndOfText)
@@ -222,6 +224,13 @@ func TestFromDirErrors(t *testing.T) {
 		{"tokenizer.json added token with lstrip", tj(func(d map[string]any) {
 			d["added_tokens"] = []any{map[string]any{"id": 263, "content": EndOfText, "lstrip": true}}
 		}), "tokenizer.json", "lstrip"},
+		// GPT2TokenizerFast (tokenization_gpt2_fast.py) sets its pre-tokenizer's add_prefix_space from
+		// tokenizer_config.json, over what tokenizer.json says.
+		{"tokenizer_config.json with prefix space", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, nil),
+			"tokenizer_config.json": `{"add_prefix_space": true, "model_max_length": 1024}`}, "tokenizer_config.json", "add_prefix_space"},
+		{"tokenizer_config.json with prefix space, vocab.json", map[string]string{"vocab.json": vocabJSON(t, nil),
+			"tokenizer_config.json": `{"add_prefix_space": true}`}, "tokenizer_config.json", "add_prefix_space"},
+		{"tokenizer_config.json not JSON", map[string]string{"vocab.json": vocabJSON(t, nil), "tokenizer_config.json": `<html>`}, "tokenizer_config.json", "JSON object"},
 		{"tokenizer.json nested special tokens", tj(func(d map[string]any) {
 			d["added_tokens"] = []any{map[string]any{"id": 263, "content": EndOfText}, map[string]any{"id": 264, "content": "<|endoftext|>!"}}
 		}), "tokenizer.json", "lies inside"},
