@@ -55,11 +55,24 @@ func (d *downloader) run(ctx context.Context) (string, error) {
 	return d.snap, nil
 }
 
-// fetchFile downloads f into the snapshot, unless an earlier, interrupted run left it there
-// complete. missing reports an optional file the repository does not have.
+// fetchFile downloads f into the snapshot, unless an earlier, interrupted run or another process
+// left it there complete. missing reports an optional file the repository does not have.
 func (d *downloader) fetchFile(ctx context.Context, f repoFile) (missing bool, err error) {
-	if d.pinned && isFile(filepath.Join(d.snap, f.name)) {
-		return false, nil
+	if d.pinned {
+		// One process at a time writes a pinned file's .incomplete part (another would truncate
+		// it under this one) and, once it is in, the others find it here.
+		lock := filepath.Join(filepath.Dir(d.repo), ".locks", filepath.Base(d.repo), d.rev+"."+f.name+".lock")
+		unlock, err := lockFile(ctx, lock)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, fmt.Errorf("%s: %s: download cancelled: %w", d.name(), f.name, ctx.Err())
+			}
+			return false, fmt.Errorf("%w: %s: %s: %v", ErrDownload, d.name(), f.name, err)
+		}
+		defer unlock()
+		if isFile(filepath.Join(d.snap, f.name)) {
+			return false, nil
+		}
 	}
 	res, err := d.fetch(ctx, d.rev, d.pinned, f)
 	if err != nil || res.missing {

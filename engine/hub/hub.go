@@ -13,7 +13,8 @@
 // (also after a stall: no byte for Options.StallTimeout), is checked against the size the server
 // announced and against what its name says it is (JSON, merges, a safetensors header), and only
 // then is renamed into blobs/ and linked into snapshots/: a file under snapshots/ is always
-// complete and well-formed.
+// complete and well-formed. A lock under .locks/ (where huggingface_hub keeps its own) lets one
+// process at a time download a file; another waits for it and then finds the file in place.
 package hub
 
 import (
