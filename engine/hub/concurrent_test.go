@@ -45,17 +45,18 @@ func TestLockFile(t *testing.T) {
 		t.Skip("no flock")
 	}
 	path := filepath.Join(t.TempDir(), ".locks", "models--gpt2", "x.lock")
-	unlock, err := lockFile(context.Background(), path)
+	unlock, err := lockFile(context.Background(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := lockFile(ctx, path); !errors.Is(err, context.Canceled) {
-		t.Fatalf("lockFile on a held lock with a done context = %v, want context.Canceled", err)
+	waited := 0
+	if _, err := lockFile(ctx, path, func() { waited++ }); !errors.Is(err, context.Canceled) || waited != 1 {
+		t.Fatalf("lockFile on a held lock with a done context = %v (waiting called %d times), want context.Canceled after one call", err, waited)
 	}
 	unlock()
-	unlock2, err := lockFile(ctx, path)
+	unlock2, err := lockFile(ctx, path, func() { t.Error("waited for a free lock") })
 	if err != nil {
 		t.Fatalf("lockFile after unlock: %v", err)
 	}

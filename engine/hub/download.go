@@ -62,7 +62,11 @@ func (d *downloader) fetchFile(ctx context.Context, f repoFile) (missing bool, e
 		// One process at a time writes a pinned file's .incomplete part (another would truncate
 		// it under this one) and, once it is in, the others find it here.
 		lock := filepath.Join(filepath.Dir(d.repo), ".locks", filepath.Base(d.repo), d.rev+"."+f.name+".lock")
-		unlock, err := lockFile(ctx, lock)
+		unlock, err := lockFile(ctx, lock, func() {
+			if d.o.Progress != nil {
+				fmt.Fprintf(d.o.Progress, "%s %s: waiting for another process downloading it (lock %s)\n", d.id, f.name, lock)
+			}
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, fmt.Errorf("%s: %s: download cancelled: %w", d.name(), f.name, ctx.Err())

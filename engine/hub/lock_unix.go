@@ -15,9 +15,10 @@ import (
 const lockPoll = 100 * time.Millisecond
 
 // lockFile takes an exclusive advisory lock on path (made, with its directory, if absent),
-// trying again while another process holds it until ctx is done. The lock dies with the
-// process, so a crashed download never leaves one held. unlock releases it.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+// trying again while another process holds it until ctx is done; waiting, if not nil, is called
+// once when it has to wait. The lock dies with the process, so a crashed download never leaves
+// one held. unlock releases it.
+func lockFile(ctx context.Context, path string, waiting func()) (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
@@ -35,6 +36,10 @@ func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			fh.Close()
 			return nil, err
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
 		}
 		select {
 		case <-ctx.Done():
