@@ -30,6 +30,8 @@ type configJSON struct {
 	NumHiddenLayers       *int `json:"num_hidden_layers"`
 	MaxPositionEmbeddings *int `json:"max_position_embeddings"`
 	// Variants of the architecture the engine does not implement; refused rather than run wrong.
+	// (reorder_and_upcast_attn is not among them: it only moves attention scores to fp32, where
+	// both backends compute them already.)
 	ScaleAttnWeights        *bool `json:"scale_attn_weights"`
 	ScaleAttnByInverseLayer *bool `json:"scale_attn_by_inverse_layer_idx"`
 	AddCrossAttention       *bool `json:"add_cross_attention"`

@@ -30,6 +30,7 @@ func TestParseConfig(t *testing.T) {
 			func(c *Config) { c.NEmbd, c.NHead, c.NLayer, c.NPositions, c.InnerDim = 64, 4, 3, 128, 256 }},
 		{"attribute_map names agreeing", `{"model_type":"gpt2","n_head":4,"num_attention_heads":4,"n_embd":64,"hidden_size":64}`,
 			func(c *Config) { c.NEmbd, c.NHead, c.InnerDim = 64, 4, 256 }},
+		{"reorder_and_upcast_attn", `{"model_type":"gpt2","reorder_and_upcast_attn":true,"scale_attn_weights":true}`, func(c *Config) {}},
 		{"eps and eos", `{"model_type":"gpt2","layer_norm_epsilon":1e-6,"eos_token_id":7}`, func(c *Config) { c.LayerNormEps, c.EOSTokenID = 1e-6, 7 }},
 	}
 	for _, c := range cases {
