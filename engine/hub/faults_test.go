@@ -142,6 +142,7 @@ func TestResolveRefusesBadFiles(t *testing.T) {
 		{"vocab.json an HTML page", "vocab.json", html, ErrBadFile, "not a JSON object"},
 		{"tokenizer.json an HTML page", "tokenizer.json", html, ErrBadFile, "not a JSON object"},
 		{"tokenizer_config.json an HTML page", "tokenizer_config.json", html, ErrBadFile, "not a JSON object"},
+		{"added_tokens.json an HTML page", "added_tokens.json", html, ErrBadFile, "not a JSON object"},
 		{"merges.txt an HTML page", "merges.txt", html, ErrBadFile, "line 2 is not two tokens"},
 		{"model.safetensors an HTML page", "model.safetensors", html, ErrBadFile, "invalid safetensors file"},
 		{"model.safetensors truncated", "model.safetensors", st[:len(st)-100], ErrBadFile, "beyond the"},

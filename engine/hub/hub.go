@@ -197,7 +197,8 @@ const maxConfig, maxTokenizer, maxIndex = 1 << 20, 64 << 20, 64 << 20
 func modelFiles() fileSet {
 	return fileSet{what: "model", remedy: "pass a local model directory or random:gpt2",
 		files: []repoFile{{"config.json", true, maxConfig}, {"vocab.json", false, maxTokenizer}, {"merges.txt", false, maxTokenizer},
-			{"tokenizer.json", false, maxTokenizer}, {"tokenizer_config.json", false, maxTokenizer}},
+			{"tokenizer.json", false, maxTokenizer}, {"tokenizer_config.json", false, maxTokenizer},
+			{"added_tokens.json", false, maxTokenizer}},
 		weights: true,
 		enough:  hasWeights,
 	}
@@ -226,7 +227,8 @@ func hasWeights(dir string) bool {
 func tokenizerFiles() fileSet {
 	return fileSet{what: "tokenizer", remedy: "pass a local directory holding tokenizer.json or vocab.json",
 		files: []repoFile{{"config.json", true, maxConfig}, {"vocab.json", false, maxTokenizer}, {"merges.txt", false, maxTokenizer},
-			{"tokenizer.json", false, maxTokenizer}, {"tokenizer_config.json", false, maxTokenizer}},
+			{"tokenizer.json", false, maxTokenizer}, {"tokenizer_config.json", false, maxTokenizer},
+			{"added_tokens.json", false, maxTokenizer}},
 		enough: func(dir string) bool {
 			return isFile(filepath.Join(dir, "tokenizer.json")) || isFile(filepath.Join(dir, "vocab.json"))
 		},

@@ -21,7 +21,7 @@ import (
 // header.
 func validate(name, path string) error {
 	switch {
-	case name == "config.json" || name == "vocab.json" || name == "tokenizer.json" || name == "tokenizer_config.json":
+	case strings.HasSuffix(name, ".json") && name != safetensors.IndexFile:
 		return validateJSONObject(path)
 	case name == "merges.txt":
 		return validateMerges(path)

@@ -15,9 +15,9 @@ import (
 
 // FromDir returns the tokenizer of a Hugging Face model directory: tokenizer.json when present
 // (Hugging Face's own choice for fast tokenizers), else vocab.json with merges.txt when present (the
-// merges are checked against the vocabulary, not needed to encode), else the embedded GPT-2
-// vocabulary. A tokenizer_config.json asking for a prefix space is refused. A file that exists but
-// cannot be used is an error naming it, wrapping ErrInvalid.
+// merges are checked against the vocabulary, not needed to encode) and added_tokens.json, else the
+// embedded GPT-2 vocabulary. A tokenizer_config.json asking for a prefix space is refused. A file
+// that exists but cannot be used is an error naming it, wrapping ErrInvalid.
 func FromDir(dir string) (*Tokenizer, error) {
 	if fi, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -46,6 +46,9 @@ func FromDir(dir string) (*Tokenizer, error) {
 		return nil, err
 	}
 	src := source{vocabFile: vocabFile, vocab: vocab, special: map[string]int{EndOfText: idFromVocab}}
+	if err := src.addTokensJSON(filepath.Join(dir, "added_tokens.json")); err != nil {
+		return nil, err
+	}
 	src.mergesFile = filepath.Join(dir, "merges.txt")
 	if data, ok, err := readOptional(src.mergesFile); err != nil {
 		return nil, err
@@ -92,6 +95,27 @@ func checkTokenizerConfig(file string) error {
 	if c.AddPrefixSpace != nil && *c.AddPrefixSpace {
 		return fmt.Errorf("%s: %w: add_prefix_space is true (unsupported: GPT-2 encodes without it)", file, ErrInvalid)
 	}
+	return nil
+}
+
+// addTokensJSON adds the tokens of added_tokens.json (optional): token -> id, ids following the
+// vocabulary's, which transformers registers beside vocab.json and splits out of the text.
+func (s *source) addTokensJSON(file string) error {
+	data, ok, err := readOptional(file)
+	if err != nil || !ok {
+		return err
+	}
+	var added map[string]int
+	if err := json.Unmarshal(data, &added); err != nil {
+		return fmt.Errorf("%s: %w: want a JSON object of token -> id: %v", file, ErrInvalid, err)
+	}
+	for text, id := range added {
+		if text == "" || id < 0 {
+			return fmt.Errorf("%s: %w: token %q with id %d: want a non-empty token and an id >= 0", file, ErrInvalid, text, id)
+		}
+		s.special[text] = id
+	}
+	s.addedFile = file
 	return nil
 }
 

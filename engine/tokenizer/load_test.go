@@ -143,6 +143,10 @@ func TestFromDir(t *testing.T) {
 			"tokenizer.json": tinyTokenizerJSON(t, false, nil), "vocab.json": "{broken"}, 264},
 		{"tokenizer_config.json without prefix space", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, nil),
 			"tokenizer_config.json": `{"add_prefix_space": false, "tokenizer_class": "GPT2Tokenizer", "added_tokens_decoder": {}}`}, 264},
+		// added_tokens.json beside vocab.json: tokens transformers appends after the vocabulary
+		// (tokenization_utils_base.py, "Add supplementary tokens"), split out of the text.
+		{"vocab.json with added_tokens.json", map[string]string{"vocab.json": vocabJSON(t, nil), "merges.txt": tinyMergesTxt(),
+			"added_tokens.json": `{"<|pad|>": 264}`}, 265},
 		{"eos only among added_tokens", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, func(d map[string]any) {
 			v := tinyVocab()
 			delete(v, EndOfText)
@@ -163,6 +167,11 @@ func TestFromDir(t *testing.T) {
 			text := "hello world<|endoftext|>"
 			if got := tok.Encode(text); !slices.Equal(got, tinyWant) {
 				t.Errorf("Encode(%q) = %v, want %v", text, got, tinyWant)
+			}
+			if tc.vocab == 265 {
+				if got, want := tok.Encode("hello<|pad|>"), []int32{259, 264}; !slices.Equal(got, want) {
+					t.Errorf("Encode(hello<|pad|>) = %v, want %v", got, want)
+				}
 			}
 			if got := tok.Decode(tinyWant); got != text {
 				t.Errorf("Decode(%v) = %q, want %q", tinyWant, got, text)
@@ -230,6 +239,9 @@ func TestFromDirErrors(t *testing.T) {
 			"tokenizer_config.json": `{"add_prefix_space": true, "model_max_length": 1024}`}, "tokenizer_config.json", "add_prefix_space"},
 		{"tokenizer_config.json with prefix space, vocab.json", map[string]string{"vocab.json": vocabJSON(t, nil),
 			"tokenizer_config.json": `{"add_prefix_space": true}`}, "tokenizer_config.json", "add_prefix_space"},
+		{"added_tokens.json not an object of ids", map[string]string{"vocab.json": vocabJSON(t, nil), "added_tokens.json": `{"<|pad|>": "x"}`}, "added_tokens.json", "JSON object"},
+		{"added_tokens.json with a gap", map[string]string{"vocab.json": vocabJSON(t, nil), "added_tokens.json": `{"<|pad|>": 300}`}, "added_tokens.json", "ids must be dense"},
+		{"added_tokens.json empty token", map[string]string{"vocab.json": vocabJSON(t, nil), "added_tokens.json": `{"": 264}`}, "added_tokens.json", "empty"},
 		{"tokenizer_config.json not JSON", map[string]string{"vocab.json": vocabJSON(t, nil), "tokenizer_config.json": `<html>`}, "tokenizer_config.json", "JSON object"},
 		{"tokenizer.json nested special tokens", tj(func(d map[string]any) {
 			d["added_tokens"] = []any{map[string]any{"id": 263, "content": EndOfText}, map[string]any{"id": 264, "content": "<|endoftext|>!"}}
