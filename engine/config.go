@@ -24,7 +24,14 @@ type configJSON struct {
 	EOSTokenID       *int     `json:"eos_token_id"`
 	NInner           *int     `json:"n_inner"` // null: 4*n_embd
 	Activation       *string  `json:"activation_function"`
+	// GPT2Config's attribute_map: other names of n_embd, n_head, n_layer and n_positions.
+	HiddenSize            *int `json:"hidden_size"`
+	NumAttentionHeads     *int `json:"num_attention_heads"`
+	NumHiddenLayers       *int `json:"num_hidden_layers"`
+	MaxPositionEmbeddings *int `json:"max_position_embeddings"`
 	// Variants of the architecture the engine does not implement; refused rather than run wrong.
+	// (reorder_and_upcast_attn is not among them: it only moves attention scores to fp32, where
+	// both backends compute them already.)
 	ScaleAttnWeights        *bool `json:"scale_attn_weights"`
 	ScaleAttnByInverseLayer *bool `json:"scale_attn_by_inverse_layer_idx"`
 	AddCrossAttention       *bool `json:"add_cross_attention"`
@@ -102,6 +109,9 @@ func (j *configJSON) config() (Config, error) {
 	set(&c.NPositions, j.NCtx)
 	set(&c.NPositions, j.NPositions) // n_positions wins over the older n_ctx
 	set(&c.VocabSize, j.VocabSize)
+	if err := j.aliases(&c); err != nil {
+		return Config{}, err
+	}
 	if j.LayerNormEpsilon != nil {
 		c.LayerNormEps = float32(*j.LayerNormEpsilon)
 	}
@@ -117,6 +127,30 @@ func (j *configJSON) config() (Config, error) {
 		c.ActivationFun = *j.Activation
 	}
 	return c, nil
+}
+
+// aliases applies attribute_map's names, which PretrainedConfig sets onto the same fields; a
+// config giving both names different values is refused rather than one of them guessed.
+func (j *configJSON) aliases(c *Config) error {
+	for _, a := range []struct {
+		name, alias string
+		v, av       *int
+		dst         *int
+	}{
+		{"n_embd", "hidden_size", j.NEmbd, j.HiddenSize, &c.NEmbd},
+		{"n_head", "num_attention_heads", j.NHead, j.NumAttentionHeads, &c.NHead},
+		{"n_layer", "num_hidden_layers", j.NLayer, j.NumHiddenLayers, &c.NLayer},
+		{"n_positions", "max_position_embeddings", j.NPositions, j.MaxPositionEmbeddings, &c.NPositions},
+	} {
+		switch {
+		case a.av == nil:
+		case a.v != nil && *a.v != *a.av:
+			return fmt.Errorf("%w: field %s: %d, but %s is %d (two names of one setting)", ErrInvalidModel, a.name, *a.v, a.alias, *a.av)
+		default:
+			*a.dst = *a.av
+		}
+	}
+	return nil
 }
 
 // Limits of Validate: any one size, and the parameter count the sizes imply.

@@ -24,6 +24,13 @@ func TestParseConfig(t *testing.T) {
 		{"n_inner null", `{"model_type":"gpt2","n_embd":64,"n_head":4,"n_inner":null}`, func(c *Config) { c.NEmbd, c.NHead, c.InnerDim = 64, 4, 256 }},
 		{"n_inner set", `{"model_type":"gpt2","n_inner":1000}`, func(c *Config) { c.InnerDim = 1000 }},
 		{"pytorch tanh gelu", `{"model_type":"gpt2","activation_function":"gelu_pytorch_tanh"}`, func(c *Config) { c.ActivationFun = "gelu_pytorch_tanh" }},
+		// GPT2Config's attribute_map: PretrainedConfig sets these names onto n_embd, n_positions,
+		// n_head and n_layer (configuration_gpt2.py).
+		{"attribute_map names", `{"model_type":"gpt2","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":3,"max_position_embeddings":128}`,
+			func(c *Config) { c.NEmbd, c.NHead, c.NLayer, c.NPositions, c.InnerDim = 64, 4, 3, 128, 256 }},
+		{"attribute_map names agreeing", `{"model_type":"gpt2","n_head":4,"num_attention_heads":4,"n_embd":64,"hidden_size":64}`,
+			func(c *Config) { c.NEmbd, c.NHead, c.InnerDim = 64, 4, 256 }},
+		{"reorder_and_upcast_attn", `{"model_type":"gpt2","reorder_and_upcast_attn":true,"scale_attn_weights":true}`, func(c *Config) {}},
 		{"eps and eos", `{"model_type":"gpt2","layer_norm_epsilon":1e-6,"eos_token_id":7}`, func(c *Config) { c.LayerNormEps, c.EOSTokenID = 1e-6, 7 }},
 	}
 	for _, c := range cases {
@@ -71,6 +78,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"exact gelu", `{"model_type":"gpt2","activation_function":"gelu"}`, `field activation_function: "gelu" is not supported`},
 		{"layer-scaled attention", `{"model_type":"gpt2","scale_attn_by_inverse_layer_idx":true}`, "scale_attn_by_inverse_layer_idx"},
 		{"unscaled attention", `{"model_type":"gpt2","scale_attn_weights":false}`, "scale_attn_weights"},
+		{"n_head and its alias disagree", `{"model_type":"gpt2","n_head":12,"num_attention_heads":16}`, "field n_head: 12, but num_attention_heads is 16"},
+		{"n_positions and its alias disagree", `{"model_type":"gpt2","n_positions":1024,"max_position_embeddings":2048}`, "field n_positions: 1024, but max_position_embeddings is 2048"},
 		{"untied head", `{"model_type":"gpt2","tie_word_embeddings":false}`, "tie_word_embeddings"},
 	}
 	for _, c := range cases {
@@ -93,6 +102,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(`{"model_type":"gpt2","n_ctx":512,"eos_token_id":-1}`))
 	f.Add([]byte(`{"model_type":"gpt2","n_embd":9223372036854775807,"n_head":-1}`))
 	f.Add([]byte(tinyConfigJSON))
+	f.Add([]byte(`{"model_type":"gpt2","hidden_size":64,"num_attention_heads":4,"n_head":4,"num_hidden_layers":-3,"max_position_embeddings":0}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ParseConfig("fuzz", b)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"rosetop/engine/hub"
-	"rosetop/engine/safetensors"
 	"rosetop/engine/tokenizer"
 	"rosetop/internal/regular"
 )
@@ -95,9 +94,10 @@ func looksLikePath(s string) bool {
 		strings.ContainsRune(s, '\\') || filepath.IsAbs(s)
 }
 
-// LoadDir loads a Hugging Face GPT-2 directory; name becomes Model.Name. F32 weights stay in the
-// memory map (Model.Close unmaps it); F16 and BF16 weights are converted and the file is closed.
-// Every weight is checked finite. A done ctx stops the load between chunks of weights.
+// LoadDir loads a Hugging Face GPT-2 directory, its weights in model.safetensors or in the shards
+// model.safetensors.index.json lists; name becomes Model.Name. F32 weights stay in the memory map
+// (Model.Close unmaps it); F16 and BF16 weights are converted and the files are closed. Every
+// weight is checked finite. A done ctx stops the load between chunks of weights.
 func LoadDir(ctx context.Context, dir, name string) (*Model, error) {
 	if err := checkDir(dir); err != nil {
 		return nil, err
@@ -106,27 +106,11 @@ func LoadDir(ctx context.Context, dir, name string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, "model.safetensors")
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		hint := ""
-		if _, err := os.Stat(filepath.Join(dir, "pytorch_model.bin")); err == nil {
-			hint = " (it has pytorch_model.bin; rosetop reads safetensors only: re-save with save_pretrained(dir, safe_serialization=True))"
-		}
-		return nil, fmt.Errorf("model %s: %w: no model.safetensors%s", dir, ErrInvalidModel, hint)
-	}
-	// The tokenizer first: it is quick to load and to find broken, the weights are not.
-	tok, err := tokenizer.FromDir(dir)
+	f, err := openWeights(dir)
 	if err != nil {
-		return nil, tagged{err, ErrInvalidModel}
-	}
-	if err := checkVocab(cfg, tok, dir); err != nil {
 		return nil, err
 	}
-	f, err := safetensors.Open(path)
-	if err != nil {
-		return nil, tagged{err, ErrInvalidModel}
-	}
-	w, aliased, err := loadWeights(ctx, f, cfg, machineMemory())
+	w, tok, aliased, err := loadDirWeights(ctx, dir, f, cfg)
 	if err == nil && !aliased {
 		err = f.Close() // everything was converted: the map is not needed
 	}
@@ -139,6 +123,20 @@ func LoadDir(ctx context.Context, dir, name string) (*Model, error) {
 		m.close = f.Close
 	}
 	return m, nil
+}
+
+// loadDirWeights loads dir's tokenizer, then the weights from f.
+func loadDirWeights(ctx context.Context, dir string, f tensorFiles, cfg Config) (*Weights, *tokenizer.Tokenizer, bool, error) {
+	// The tokenizer first: it is quick to load and to find broken, the weights are not.
+	tok, err := tokenizer.FromDir(dir)
+	if err != nil {
+		return nil, nil, false, tagged{err, ErrInvalidModel}
+	}
+	if err := checkVocab(cfg, tok, dir); err != nil {
+		return nil, nil, false, err
+	}
+	w, aliased, err := loadWeights(ctx, f, cfg, machineMemory())
+	return w, tok, aliased, err
 }
 
 // checkVocab makes sure every token id the tokenizer can produce has an embedding row.

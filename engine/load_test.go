@@ -5,11 +5,14 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -166,6 +169,34 @@ func TestLoadF16BF16Exact(t *testing.T) {
 	}
 }
 
+// TestLoadSkipsBuffers: files saved by transformers 4.x also hold each layer's causal-mask buffers
+// (attn.bias as BOOL or U8 of shape [1, 1, T, T], attn.masked_bias an F32 scalar; see
+// modeling_gpt2.py's GPT2Attention.register_buffer) and often lm_head.weight; they load, and the
+// buffers are not read.
+func TestLoadSkipsBuffers(t *testing.T) {
+	cfg := loadTestCfg()
+	T := cfg.NPositions
+	for _, mask := range []string{"BOOL", "U8"} {
+		t.Run(mask, func(t *testing.T) {
+			ts := loadTestTensors(cfg, "transformer.")
+			for l := range cfg.NLayer {
+				p := fmt.Sprintf("transformer.h.%d.attn.", l)
+				ts = append(ts, loadTensor{p + "bias", mask, []int{1, 1, T, T}, make([]byte, T*T)},
+					loadTensor{p + "masked_bias", "F32", []int{}, binary.LittleEndian.AppendUint32(nil, math.Float32bits(-1e4))})
+			}
+			ts = append(ts, loadTensor{"lm_head.weight", "F32", []int{cfg.VocabSize, cfg.NEmbd}, ts[0].data})
+			m, err := LoadModel(context.Background(), loadWriteModel(t, loadTestConfigJSON(cfg), ts), LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if got, want := m.Weights.Layers[1].AttnB[3], float32(4+12+3)+float32(3)/128; got != want {
+				t.Errorf("h.1 AttnB[3] = %g, want %g", got, want)
+			}
+		})
+	}
+}
+
 func loadU16(v []uint16) []byte {
 	b := make([]byte, 2*len(v))
 	for i, x := range v {
@@ -257,7 +288,11 @@ func TestLoadBadInput(t *testing.T) {
 		{"unsupported dtype", withTensors(func(ts []loadTensor) []loadTensor {
 			ts[0].dtype = "I32"
 			return ts
-		}), safetensors.ErrUnsupportedDType, `has dtype "I32"`, "model.safetensors"},
+		}), safetensors.ErrUnsupportedDType, `tensor "transformer.wte.weight" has dtype I32, want F32, F16 or BF16`, "model.safetensors"},
+		{"unknown dtype", withTensors(func(ts []loadTensor) []loadTensor {
+			ts[0].dtype = "Q4_0"
+			return ts
+		}), safetensors.ErrUnsupportedDType, `has dtype "Q4_0"`, "model.safetensors"},
 		{"missing tensor", withTensors(func(ts []loadTensor) []loadTensor {
 			return ts[:len(ts)-1] // h.1.mlp.c_proj.bias
 		}), ErrInvalidModel, `missing tensor "h.1.mlp.c_proj.bias"`, "model.safetensors"},
@@ -419,4 +454,148 @@ func TestLooksLikePath(t *testing.T) {
 			t.Errorf("looksLikePath(%q) = %v, want %v", s, got, want)
 		}
 	}
+}
+
+// loadWriteSharded writes a model directory whose tensors are split over shards (tensor i goes to
+// shard i%n) with a model.safetensors.index.json, as save_pretrained does past max_shard_size;
+// edit may change the weight_map before it is written.
+func loadWriteSharded(t *testing.T, cfg map[string]any, ts []loadTensor, n int, edit func(map[string]string)) string {
+	t.Helper()
+	dir := loadWriteModel(t, cfg, nil)
+	os.Remove(filepath.Join(dir, "model.safetensors"))
+	parts := make([][]loadTensor, n)
+	weightMap := map[string]string{}
+	for i, x := range ts {
+		parts[i%n] = append(parts[i%n], x)
+		weightMap[x.name] = fmt.Sprintf("model-%05d-of-%05d.safetensors", i%n+1, n)
+	}
+	for i, p := range parts {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, n)), loadEncodeST(t, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if edit != nil {
+		edit(weightMap)
+	}
+	js, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 1}, "weight_map": weightMap})
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestLoadSharded: a checkpoint split over shards (transformers' model.safetensors.index.json)
+// loads to the same weights as one file, F32 shards staying mapped.
+func TestLoadSharded(t *testing.T) {
+	cfg := loadTestCfg()
+	one, err := LoadModel(context.Background(), loadWriteModel(t, loadTestConfigJSON(cfg), loadTestTensors(cfg, "transformer.")), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d shards", n), func(t *testing.T) {
+			ts := loadTestTensors(cfg, "transformer.")
+			for i := range ts { // shards of mixed dtypes
+				if ts[i].name == "transformer.ln_f.bias" {
+					ts[i] = loadTensor{ts[i].name, "BF16", ts[i].shape, loadEncode("BF16", slices.Repeat([]float32{0.5}, cfg.NEmbd))}
+				}
+			}
+			m, err := LoadModel(context.Background(), loadWriteSharded(t, loadTestConfigJSON(cfg), ts, n, nil), LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if m.close == nil {
+				t.Error("F32 shards are mapped but Model.close does not unmap them")
+			}
+			want := one.Weights
+			if !slices.Equal(m.Weights.WTE, want.WTE) || !slices.Equal(m.Weights.Layers[1].FCProjW, want.Layers[1].FCProjW) ||
+				!slices.Equal(m.Weights.WPE, want.WPE) || m.Weights.LNFB[0] != 0.5 {
+				t.Error("sharded weights differ from the single file's")
+			}
+		})
+	}
+}
+
+// TestLoadShardedBadInput: every broken sharded checkpoint is a one-line error naming the index or
+// the shard, never a panic or a file outside the directory.
+func TestLoadShardedBadInput(t *testing.T) {
+	cfg := loadTestCfg()
+	shard := func(i int) string { return fmt.Sprintf("model-%05d-of-00002.safetensors", i) }
+	write := func(edit func(map[string]string)) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			return loadWriteSharded(t, loadTestConfigJSON(cfg), loadTestTensors(cfg, ""), 2, edit)
+		}
+	}
+	cases := []struct {
+		name  string
+		setup func(t *testing.T) string
+		is    error
+		file  string // the file the message names
+		want  string
+	}{
+		{"missing shard", func(t *testing.T) string {
+			d := write(nil)(t)
+			os.Remove(filepath.Join(d, shard(2)))
+			return d
+		}, fs.ErrNotExist, shard(2), "a shard listed in model.safetensors.index.json"},
+		{"truncated shard", func(t *testing.T) string {
+			d := write(nil)(t)
+			p := filepath.Join(d, shard(1))
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)-10], 0o644)
+			return d
+		}, safetensors.ErrInvalid, shard(1), "beyond the"},
+		{"shard outside the directory", write(func(m map[string]string) { m["wte.weight"] = "../model-00001-of-00002.safetensors" }),
+			safetensors.ErrInvalid, "model.safetensors.index.json", "want a file name ending in .safetensors"},
+		{"absolute shard path", write(func(m map[string]string) { m["wte.weight"] = "/etc/passwd" }),
+			safetensors.ErrInvalid, "model.safetensors.index.json", `weight_map["wte.weight"] is "/etc/passwd"`},
+		{"tensor in the wrong shard", write(func(m map[string]string) { m["wte.weight"] = shard(2) }),
+			ErrInvalidModel, "model.safetensors.index.json", `tensor "wte.weight" is listed in ` + shard(2) + ", which does not hold it"},
+		{"listed tensor nowhere", write(func(m map[string]string) { m["h.9.mlp.c_fc.weight"] = shard(1) }),
+			ErrInvalidModel, "model.safetensors.index.json", `tensor "h.9.mlp.c_fc.weight" is listed in`},
+		{"tensor in two shards", func(t *testing.T) string {
+			ts := loadTestTensors(cfg, "")
+			d := loadWriteSharded(t, loadTestConfigJSON(cfg), ts, 2, nil)
+			two := []loadTensor{ts[0]} // wte, which shard 1 holds, and shard 2's own (odd) tensors
+			for i := 1; i < len(ts); i += 2 {
+				two = append(two, ts[i])
+			}
+			os.WriteFile(filepath.Join(d, shard(2)), loadEncodeST(t, two), 0o644)
+			return d
+		}, ErrInvalidModel, "model.safetensors.index.json", "is in two shards"},
+		{"empty weight_map", write(func(m map[string]string) { clear(m) }), safetensors.ErrInvalid, "model.safetensors.index.json", "weight_map is missing or empty"},
+		{"index not JSON", func(t *testing.T) string {
+			d := write(nil)(t)
+			os.WriteFile(filepath.Join(d, "model.safetensors.index.json"), []byte("<html>"), 0o644)
+			return d
+		}, safetensors.ErrInvalid, "model.safetensors.index.json", "not a JSON object"},
+		{"missing tensor across shards", func(t *testing.T) string {
+			return loadWriteSharded(t, loadTestConfigJSON(cfg), loadTestTensors(cfg, "")[1:], 2, nil)
+		}, ErrInvalidModel, "model.safetensors.index.json", `missing tensor "wte.weight"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := c.setup(t)
+			m, err := LoadModel(context.Background(), dir, LoadOptions{})
+			if err == nil {
+				m.Close()
+				t.Fatal("LoadModel succeeded")
+			}
+			msg := err.Error()
+			if !errors.Is(err, c.is) || !errors.Is(err, ErrInvalidModel) || strings.Contains(msg, "\n") ||
+				!strings.Contains(msg, filepath.Join(dir, c.file)) || !strings.Contains(msg, c.want) {
+				t.Errorf("error %q: want one line wrapping %v and ErrInvalidModel, naming %s, saying %q", msg, c.is, c.file, c.want)
+			}
+		})
+	}
+	// model.safetensors wins over an index, as in transformers: a stale index is not read.
+	d := loadWriteModel(t, loadTestConfigJSON(cfg), loadTestTensors(cfg, ""))
+	os.WriteFile(filepath.Join(d, "model.safetensors.index.json"), []byte("stale"), 0o644)
+	m, err := LoadModel(context.Background(), d, LoadOptions{})
+	if err != nil {
+		t.Fatalf("model.safetensors beside a broken index: %v", err)
+	}
+	m.Close()
 }

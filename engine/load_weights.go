@@ -59,7 +59,7 @@ func weightSpecs(cfg Config, w *Weights) []tensorSpec {
 // tensors in parallel chunks, refusing NaN and infinities and stopping when ctx is done.
 // aliased reports whether any slice points into f's bytes (F32 data used in place), in which case
 // f must stay open as long as the weights are used.
-func loadWeights(ctx context.Context, f *safetensors.File, cfg Config, memory uint64) (w *Weights, aliased bool, err error) {
+func loadWeights(ctx context.Context, f tensorFiles, cfg Config, memory uint64) (w *Weights, aliased bool, err error) {
 	if err := checkLayers(f, cfg); err != nil {
 		return nil, false, err
 	}
@@ -83,7 +83,7 @@ func loadWeights(ctx context.Context, f *safetensors.File, cfg Config, memory ui
 	dsts := make([][]float32, len(specs))
 	for i, t := range tensors {
 		if safetensors.Aliases(t) {
-			dsts[i], _ = f.Float32(t.Name) // the file's bytes in place: no error for f's own tensor
+			dsts[i], _ = f.Float32(t.Name) // the file's bytes in place: no error for f's own F32 tensor
 		} else {
 			dsts[i] = make([]float32, t.Numel()) // filled by decodeAll
 		}
@@ -96,8 +96,8 @@ func loadWeights(ctx context.Context, f *safetensors.File, cfg Config, memory ui
 }
 
 // findTensors looks up each spec's tensor, with or without the "transformer." prefix, and checks
-// its shape.
-func findTensors(f *safetensors.File, specs []tensorSpec) ([]safetensors.Tensor, error) {
+// its dtype and shape.
+func findTensors(f tensorFiles, specs []tensorSpec) ([]safetensors.Tensor, error) {
 	tensors := make([]safetensors.Tensor, len(specs))
 	for i, s := range specs {
 		t, ok := f.Tensor("transformer." + s.name)
@@ -106,6 +106,9 @@ func findTensors(f *safetensors.File, specs []tensorSpec) ([]safetensors.Tensor,
 		}
 		if !ok {
 			return nil, fmt.Errorf("safetensors %s: %w: missing tensor %q (also looked for %q)", f.Name(), ErrInvalidModel, s.name, "transformer."+s.name)
+		}
+		if !t.DType.Float() { // other tensors of the file (BOOL attention masks) are never read
+			return nil, fmt.Errorf("safetensors %s: %w: %w: tensor %q has dtype %s, want F32, F16 or BF16", f.Name(), ErrInvalidModel, safetensors.ErrUnsupportedDType, t.Name, t.DType)
 		}
 		if !slices.Equal(t.Shape, s.shape) {
 			return nil, fmt.Errorf("safetensors %s: %w: tensor %q has shape %v, config.json implies %v", f.Name(), ErrInvalidModel, t.Name, t.Shape, s.shape)
@@ -117,7 +120,7 @@ func findTensors(f *safetensors.File, specs []tensorSpec) ([]safetensors.Tensor,
 
 // checkLayers compares config.json's n_layer with the layers the file holds (tensors named
 // [transformer.]h.N.*), before anything is allocated per layer.
-func checkLayers(f *safetensors.File, cfg Config) error {
+func checkLayers(f tensorFiles, cfg Config) error {
 	seen := map[int]bool{}
 	lo, hi := math.MaxInt, -1
 	for _, name := range f.Names() {

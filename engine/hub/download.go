@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"rosetop/internal/oneline"
 	"strconv"
 	"strings"
+
+	"rosetop/engine/safetensors"
+	"rosetop/internal/oneline"
 )
 
 // downloader fetches one repository's files into the cache. It is used by one goroutine.
@@ -21,6 +23,9 @@ type downloader struct {
 	token     string // HF_TOKEN, "" for none
 	contacted bool   // a request got an HTTP answer: later network errors are interruptions
 	set       fileSet
+	rev       string // revision the files come from: "main" until a response names the commit
+	pinned    bool   // rev is a commit: later files come from it even if main moves meanwhile
+	snap      string // snapshots/<rev>, once the first file is in
 }
 
 // result is what one file's download produced.
@@ -33,35 +38,85 @@ type result struct {
 // run fetches every file, pinning the revision to the commit the first response names, links
 // them into snapshots/<commit>/ and points refs/main at it.
 func (d *downloader) run(ctx context.Context) (string, error) {
-	rev, pinned, snap := "main", false, ""
+	d.rev = "main"
 	for _, f := range d.set.files {
-		if pinned {
-			if fi, err := os.Stat(filepath.Join(snap, f.name)); err == nil && fi.Mode().IsRegular() {
-				continue // left complete by an earlier, interrupted run
-			}
-		}
-		res, err := d.fetch(ctx, rev, pinned, f)
-		if err != nil {
+		if _, err := d.fetchFile(ctx, f); err != nil {
 			return "", err
 		}
-		if res.missing {
-			continue
-		}
-		if !pinned {
-			// Later files come from the same commit even if main moves meanwhile.
-			if res.commit != "" {
-				rev, pinned = res.commit, true
-			}
-			snap = filepath.Join(d.repo, "snapshots", rev)
-		}
-		if err := place(res.blob, snap, f.name); err != nil {
-			return "", fmt.Errorf("%w: %s: %v", ErrDownload, d.name(), err)
+	}
+	if d.set.weights {
+		if err := d.fetchWeights(ctx); err != nil {
+			return "", err
 		}
 	}
-	if err := writeAtomic(filepath.Join(d.repo, "refs", "main"), []byte(rev)); err != nil {
+	if err := writeAtomic(filepath.Join(d.repo, "refs", "main"), []byte(d.rev)); err != nil {
 		return "", fmt.Errorf("%w: %s: %v", ErrDownload, d.name(), err)
 	}
-	return snap, nil
+	return d.snap, nil
+}
+
+// fetchFile downloads f into the snapshot, unless an earlier, interrupted run or another process
+// left it there complete. missing reports an optional file the repository does not have.
+func (d *downloader) fetchFile(ctx context.Context, f repoFile) (missing bool, err error) {
+	if d.pinned {
+		// One process at a time writes a pinned file's .incomplete part (another would truncate
+		// it under this one) and, once it is in, the others find it here.
+		lock := filepath.Join(filepath.Dir(d.repo), ".locks", filepath.Base(d.repo), d.rev+"."+f.name+".lock")
+		unlock, err := lockFile(ctx, lock, func() {
+			if d.o.Progress != nil {
+				fmt.Fprintf(d.o.Progress, "%s %s: waiting for another process downloading it (lock %s)\n", d.id, f.name, lock)
+			}
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, fmt.Errorf("%s: %s: download cancelled: %w", d.name(), f.name, ctx.Err())
+			}
+			return false, fmt.Errorf("%w: %s: %s: %v", ErrDownload, d.name(), f.name, err)
+		}
+		defer unlock()
+		if isFile(filepath.Join(d.snap, f.name)) {
+			return false, nil
+		}
+	}
+	res, err := d.fetch(ctx, d.rev, d.pinned, f)
+	if err != nil || res.missing {
+		return res.missing, err
+	}
+	if !d.pinned {
+		if res.commit != "" {
+			d.rev, d.pinned = res.commit, true
+		}
+		d.snap = filepath.Join(d.repo, "snapshots", d.rev)
+	}
+	if err := place(res.blob, d.snap, f.name); err != nil {
+		return false, fmt.Errorf("%w: %s: %v", ErrDownload, d.name(), err)
+	}
+	return false, nil
+}
+
+// fetchWeights downloads model.safetensors or, where the repository has none, the index of a
+// sharded checkpoint and every shard it lists.
+func (d *downloader) fetchWeights(ctx context.Context) error {
+	if missing, err := d.fetchFile(ctx, repoFile{"model.safetensors", false, 0}); err != nil || !missing {
+		return err
+	}
+	missing, err := d.fetchFile(ctx, repoFile{safetensors.IndexFile, false, maxIndex})
+	switch {
+	case err != nil:
+		return err
+	case missing:
+		return fmt.Errorf("%w: %s at %s has no model.safetensors or %s (rosetop reads safetensors weights only)", ErrNotFound, d.name(), d.endpoint, safetensors.IndexFile)
+	}
+	idx, err := safetensors.ReadIndex(filepath.Join(d.snap, safetensors.IndexFile))
+	if err != nil { // checked when it was downloaded: the cache was changed since
+		return fmt.Errorf("%w: %s: %v", ErrDownload, d.name(), err)
+	}
+	for _, s := range idx.Shards() {
+		if _, err := d.fetchFile(ctx, repoFile{s, true, 0}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fetch downloads one file at revision rev. A pinned revision downloads through a named

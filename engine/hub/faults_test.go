@@ -141,6 +141,8 @@ func TestResolveRefusesBadFiles(t *testing.T) {
 		{"config.json over 1 MiB, length unknown", "config.json", append([]byte(`{"a":"`), bytes.Repeat([]byte("x"), 2<<20)...), ErrBadFile, "more than the 1048576-byte limit"},
 		{"vocab.json an HTML page", "vocab.json", html, ErrBadFile, "not a JSON object"},
 		{"tokenizer.json an HTML page", "tokenizer.json", html, ErrBadFile, "not a JSON object"},
+		{"tokenizer_config.json an HTML page", "tokenizer_config.json", html, ErrBadFile, "not a JSON object"},
+		{"added_tokens.json an HTML page", "added_tokens.json", html, ErrBadFile, "not a JSON object"},
 		{"merges.txt an HTML page", "merges.txt", html, ErrBadFile, "line 2 is not two tokens"},
 		{"model.safetensors an HTML page", "model.safetensors", html, ErrBadFile, "invalid safetensors file"},
 		{"model.safetensors truncated", "model.safetensors", st[:len(st)-100], ErrBadFile, "beyond the"},
@@ -206,6 +208,10 @@ func TestValidate(t *testing.T) {
 		{"merges not UTF-8", "merges.txt", "a \xff\n", false},
 		{"safetensors", "model.safetensors", string(stFile(64)), true},
 		{"safetensors short", "model.safetensors", "1234", false},
+		{"index", "model.safetensors.index.json", `{"weight_map":{"w":"model-00001-of-00002.safetensors"}}`, true},
+		{"index with a path", "model.safetensors.index.json", `{"weight_map":{"w":"../model.safetensors"}}`, false},
+		{"shard", "model-00001-of-00002.safetensors", string(stFile(64)), true},
+		{"shard an HTML page", "model-00001-of-00002.safetensors", "<html>", false},
 		{"other files unchecked", "README.md", "<html>", true},
 	}
 	for _, c := range cases {

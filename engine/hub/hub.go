@@ -13,7 +13,8 @@
 // (also after a stall: no byte for Options.StallTimeout), is checked against the size the server
 // announced and against what its name says it is (JSON, merges, a safetensors header), and only
 // then is renamed into blobs/ and linked into snapshots/: a file under snapshots/ is always
-// complete and well-formed.
+// complete and well-formed. A lock under .locks/ (where huggingface_hub keeps its own) lets one
+// process at a time download a file; another waits for it and then finds the file in place.
 package hub
 
 import (
@@ -27,6 +28,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"rosetop/engine/safetensors"
 )
 
 // Sentinel errors; Resolve's errors wrap one of them (or a context error).
@@ -120,29 +123,47 @@ func ValidID(id string) bool {
 	return true
 }
 
-// CacheRoot returns the hub cache directory: $HF_HUB_CACHE, else $HF_HOME/hub, else
-// $XDG_CACHE_HOME/huggingface/hub, else $HOME/.cache/huggingface/hub.
+// CacheRoot returns the hub cache directory: $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE (its
+// older name), else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+// $HOME/.cache/huggingface/hub. As in huggingface_hub, a leading ~ and $VAR or ${VAR} in these
+// paths are expanded (a value from a .env file or a unit file reaches the program unexpanded).
 func CacheRoot(getenv func(string) string) (string, error) {
 	if getenv == nil {
 		getenv = os.Getenv
-	}
-	if d := getenv("HF_HUB_CACHE"); d != "" {
-		return d, nil
-	}
-	if d := getenv("HF_HOME"); d != "" {
-		return filepath.Join(d, "hub"), nil
-	}
-	if d := getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "huggingface", "hub"), nil
 	}
 	home := getenv("HOME")
 	if home == "" {
 		home = getenv("USERPROFILE")
 	}
+	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
+		if d := getenv(v); d != "" {
+			return expandPath(d, home, getenv), nil
+		}
+	}
+	if d := getenv("HF_HOME"); d != "" {
+		return filepath.Join(expandPath(d, home, getenv), "hub"), nil
+	}
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(expandPath(d, home, getenv), "huggingface", "hub"), nil
+	}
 	if home == "" {
 		return "", errors.New("cannot locate the Hugging Face cache: set HF_HOME or HOME")
 	}
 	return filepath.Join(home, ".cache", "huggingface", "hub"), nil
+}
+
+// expandPath expands a leading "~" or "~/" to home (when known) and then $VAR and ${VAR} from
+// getenv, leaving unset variables and "~user" as written, as Python's expanduser and expandvars do.
+func expandPath(p, home string, getenv func(string) string) string {
+	if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
+		p = home + p[1:]
+	}
+	return os.Expand(p, func(v string) string {
+		if x := getenv(v); x != "" {
+			return x
+		}
+		return "$" + v
+	})
 }
 
 // RepoDir is the cache folder of model id under root.
@@ -159,25 +180,46 @@ type repoFile struct {
 
 // fileSet is what one kind of Resolve fetches and when a snapshot holds enough of it.
 type fileSet struct {
-	what   string     // "model", "tokenizer": for messages
-	files  []repoFile // in download order
-	remedy string     // what to pass instead when the files cannot be had
+	what    string     // "model", "tokenizer": for messages
+	files   []repoFile // in download order
+	weights bool       // then fetch the weights: model.safetensors, or an index and its shards
+	remedy  string     // what to pass instead when the files cannot be had
 	// enough reports whether dir holds what the caller needs beyond the required files.
 	enough func(dir string) bool
 }
 
 // The engine's own read limits of the small files.
-const maxConfig, maxTokenizer = 1 << 20, 64 << 20
+const maxConfig, maxTokenizer, maxIndex = 1 << 20, 64 << 20, 64 << 20
 
 // modelFiles are a whole model's files, in download order: config.json first (a cheap request
 // that tells a missing model apart early and pins the commit), the weights last, so that a
-// snapshot with both required files is never missing tokenizer files that the repository has.
+// snapshot with config and weights is never missing tokenizer files that the repository has.
 func modelFiles() fileSet {
 	return fileSet{what: "model", remedy: "pass a local model directory or random:gpt2",
 		files: []repoFile{{"config.json", true, maxConfig}, {"vocab.json", false, maxTokenizer}, {"merges.txt", false, maxTokenizer},
-			{"tokenizer.json", false, maxTokenizer}, {"model.safetensors", true, 0}},
-		enough: func(string) bool { return true },
+			{"tokenizer.json", false, maxTokenizer}, {"tokenizer_config.json", false, maxTokenizer},
+			{"added_tokens.json", false, maxTokenizer}},
+		weights: true,
+		enough:  hasWeights,
 	}
+}
+
+// hasWeights reports whether dir holds model.safetensors, or a sharded checkpoint's index and
+// every shard it lists (the engine reads them in that order of preference, as transformers does).
+func hasWeights(dir string) bool {
+	if isFile(filepath.Join(dir, "model.safetensors")) {
+		return true
+	}
+	idx, err := safetensors.ReadIndex(filepath.Join(dir, safetensors.IndexFile))
+	if err != nil {
+		return false
+	}
+	for _, s := range idx.Shards() {
+		if !isFile(filepath.Join(dir, s)) {
+			return false
+		}
+	}
+	return true
 }
 
 // tokenizerFiles are a model's config and tokenizer files without its weights: enough when
@@ -185,15 +227,17 @@ func modelFiles() fileSet {
 func tokenizerFiles() fileSet {
 	return fileSet{what: "tokenizer", remedy: "pass a local directory holding tokenizer.json or vocab.json",
 		files: []repoFile{{"config.json", true, maxConfig}, {"vocab.json", false, maxTokenizer}, {"merges.txt", false, maxTokenizer},
-			{"tokenizer.json", false, maxTokenizer}},
+			{"tokenizer.json", false, maxTokenizer}, {"tokenizer_config.json", false, maxTokenizer},
+			{"added_tokens.json", false, maxTokenizer}},
 		enough: func(dir string) bool {
 			return isFile(filepath.Join(dir, "tokenizer.json")) || isFile(filepath.Join(dir, "vocab.json"))
 		},
 	}
 }
 
-// Resolve returns a local directory holding model id's config.json and model.safetensors (and its
-// tokenizer files, where the repository has them): the cached snapshot when there is one,
+// Resolve returns a local directory holding model id's config.json and weights (model.safetensors,
+// or the index and shards of a sharded checkpoint) and its tokenizer files, where the repository
+// has them: the cached snapshot when there is one,
 // without touching the network; otherwise it downloads the files from $HF_ENDPOINT into the cache.
 func Resolve(ctx context.Context, id string, o Options) (string, error) {
 	return resolve(ctx, id, o, modelFiles())
@@ -219,9 +263,9 @@ func resolve(ctx context.Context, id string, o Options, set fileSet) (string, er
 	if dir, ok := cachedSnapshot(repo, set); ok {
 		return dir, nil
 	}
-	if v := strings.ToLower(strings.TrimSpace(o.Getenv("HF_HUB_OFFLINE"))); v == "1" || v == "true" || v == "yes" || v == "on" {
-		return "", notCached("%s %s is not in the Hugging Face cache (%s) and HF_HUB_OFFLINE=%s forbids downloading it: run once with HF_HUB_OFFLINE unset and network access to fill the cache, or %s",
-			set.what, id, repo, o.Getenv("HF_HUB_OFFLINE"), set.remedy)
+	if name, v := offline(o.Getenv); name != "" {
+		return "", notCached("%s %s is not in the Hugging Face cache (%s) and %s=%s forbids downloading it: run once with %s unset and network access to fill the cache, or %s",
+			set.what, id, repo, name, v, name, set.remedy)
 	}
 	endpoint := strings.TrimRight(o.Getenv("HF_ENDPOINT"), "/")
 	if endpoint == "" {
@@ -233,6 +277,20 @@ func resolve(ctx context.Context, id string, o Options, set fileSet) (string, er
 		return "", fmt.Errorf("%w: model %s at %s has no tokenizer.json or vocab.json", ErrNotFound, id, endpoint)
 	}
 	return dir, err
+}
+
+// offline returns the variable that forbids downloads and its value, or "": HF_HUB_OFFLINE, or
+// when that is unset the older TRANSFORMERS_OFFLINE, set to 1, true, yes or on in any case.
+func offline(getenv func(string) string) (name, value string) {
+	name = "HF_HUB_OFFLINE"
+	if getenv(name) == "" {
+		name = "TRANSFORMERS_OFFLINE"
+	}
+	switch v := getenv(name); strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return name, v
+	}
+	return "", ""
 }
 
 // notCachedError is ErrNotCached with a message that says it once, in one sentence with the

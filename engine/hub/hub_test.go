@@ -38,9 +38,10 @@ type fakeHub struct {
 func newFakeHub(id string) *fakeHub {
 	return &fakeHub{id: id, commit: commit, cutOnce: map[string]int64{}, lieSize: map[string]int64{}, stalls: map[string]int64{},
 		files: map[string][]byte{
-			"config.json":       []byte(`{"model_type":"gpt2"}`),
-			"vocab.json":        []byte(`{"a":0}`),
-			"model.safetensors": stFile(64 << 10),
+			"config.json":           []byte(`{"model_type":"gpt2"}`),
+			"vocab.json":            []byte(`{"a":0}`),
+			"tokenizer_config.json": []byte(`{"model_max_length":1024}`),
+			"model.safetensors":     stFile(64 << 10),
 		}}
 }
 
@@ -365,6 +366,22 @@ func TestResolveOfflineWithoutCache(t *testing.T) {
 	}
 }
 
+// TRANSFORMERS_OFFLINE forbids downloads too (huggingface_hub's constants.py reads it when
+// HF_HUB_OFFLINE is unset), with the same values.
+func TestResolveTransformersOffline(t *testing.T) {
+	for _, v := range []string{"1", "TRUE", "yes", "On"} {
+		h, srv, _, cache := setup(t, "gpt2")
+		o := Options{Getenv: env("HF_HUB_CACHE", cache, "HF_ENDPOINT", srv.URL, "TRANSFORMERS_OFFLINE", v), HTTPClient: srv.Client()}
+		_, err := Resolve(context.Background(), "gpt2", o)
+		if !errors.Is(err, ErrNotCached) || !strings.Contains(err.Error(), "TRANSFORMERS_OFFLINE="+v) {
+			t.Errorf("TRANSFORMERS_OFFLINE=%s: Resolve = %v; want ErrNotCached naming the variable", v, err)
+		}
+		if n := len(h.log()); n != 0 {
+			t.Errorf("TRANSFORMERS_OFFLINE=%s: %d requests", v, n)
+		}
+	}
+}
+
 func TestResolveUnreachable(t *testing.T) {
 	_, srv, o, cache := setup(t, "gpt2")
 	srv.Close()
@@ -456,6 +473,16 @@ func TestCacheRoot(t *testing.T) {
 		{"HF_HOME", []string{"HF_HOME", "/h", "HOME", "/home/u"}, "/h/hub"},
 		{"XDG_CACHE_HOME", []string{"XDG_CACHE_HOME", "/x", "HOME", "/home/u"}, "/x/huggingface/hub"},
 		{"HOME", []string{"HOME", "/home/u"}, "/home/u/.cache/huggingface/hub"},
+		// huggingface_hub's constants.py: HUGGINGFACE_HUB_CACHE (legacy) below HF_HUB_CACHE, above
+		// HF_HOME; both paths go through expanduser and expandvars.
+		{"legacy HUGGINGFACE_HUB_CACHE", []string{"HUGGINGFACE_HUB_CACHE", "/l", "HF_HOME", "/h"}, "/l"},
+		{"HF_HUB_CACHE over the legacy name", []string{"HF_HUB_CACHE", "/c", "HUGGINGFACE_HUB_CACHE", "/l"}, "/c"},
+		{"HF_HOME with ~", []string{"HF_HOME", "~/hf", "HOME", "/home/u"}, "/home/u/hf/hub"},
+		{"HF_HUB_CACHE is ~", []string{"HF_HUB_CACHE", "~", "HOME", "/home/u"}, "/home/u"},
+		{"HF_HUB_CACHE with a variable", []string{"HF_HUB_CACHE", "$SCRATCH/hub", "SCRATCH", "/s"}, "/s/hub"},
+		{"HF_HOME with braces", []string{"HF_HOME", "${SCRATCH}/hf", "SCRATCH", "/s"}, "/s/hf/hub"},
+		{"unset variable kept", []string{"HF_HUB_CACHE", "/c/$NOPE"}, "/c/$NOPE"},
+		{"~user kept", []string{"HF_HUB_CACHE", "~bob/c", "HOME", "/home/u"}, "~bob/c"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

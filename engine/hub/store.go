@@ -130,7 +130,13 @@ func place(blob, snap, name string) error {
 		return err
 	}
 	final := filepath.Join(snap, name)
-	tmp := filepath.Join(snap, "."+name+".link")
+	// A name of this process's own: another placing the same file meanwhile must not take it.
+	fh, err := os.CreateTemp(snap, "."+name+".*.link")
+	if err != nil {
+		return err
+	}
+	tmp := fh.Name()
+	fh.Close()
 	os.Remove(tmp)
 	if rel, err := filepath.Rel(snap, blob); err == nil {
 		if err := os.Symlink(rel, tmp); err == nil {

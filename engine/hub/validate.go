@@ -17,14 +17,19 @@ import (
 // validate checks that a downloaded file looks like what its name says before it enters the
 // cache: a proxy or captive portal answering 200 with an HTML page must not leave a config.json
 // that breaks every later run. JSON files must hold one JSON object, merges.txt lines of two
-// tokens, model.safetensors a well-formed header.
+// tokens, a sharded checkpoint's index shard names beside it, safetensors files a well-formed
+// header.
 func validate(name, path string) error {
-	switch name {
-	case "config.json", "vocab.json", "tokenizer.json":
+	switch {
+	case strings.HasSuffix(name, ".json") && name != safetensors.IndexFile:
 		return validateJSONObject(path)
-	case "merges.txt":
+	case name == "merges.txt":
 		return validateMerges(path)
-	case "model.safetensors":
+	case name == safetensors.IndexFile:
+		if _, err := safetensors.ReadIndex(path); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), "safetensors index "+path+": "))
+		}
+	case strings.HasSuffix(name, ".safetensors"):
 		f, err := safetensors.Open(path)
 		if err != nil { // the temporary file's name says nothing to the user
 			return errors.New(strings.TrimPrefix(err.Error(), "safetensors "+path+": "))

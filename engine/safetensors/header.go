@@ -91,7 +91,7 @@ func parseEntry(tn string, msg json.RawMessage, data []byte) (Tensor, uint64, er
 	dt := DType(e.DType)
 	size := dt.Size()
 	if size == 0 {
-		return Tensor{}, 0, fmt.Errorf("%w: tensor %q has dtype %q (supported: F32, F16, BF16)", ErrUnsupportedDType, tn, e.DType)
+		return Tensor{}, 0, fmt.Errorf("%w: tensor %q has dtype %q, not a safetensors dtype of whole bytes", ErrUnsupportedDType, tn, e.DType)
 	}
 	if e.Shape == nil {
 		return Tensor{}, 0, bad("no shape")

@@ -22,7 +22,8 @@ import (
 var (
 	// ErrInvalid: the file is not well-formed safetensors (truncated, bad header, bad offsets).
 	ErrInvalid = errors.New("invalid safetensors file")
-	// ErrUnsupportedDType: a tensor has a dtype this reader does not convert.
+	// ErrUnsupportedDType: a tensor's dtype is unknown, or one this reader does not convert to
+	// float32 (the tensor's other data are still read and checked).
 	ErrUnsupportedDType = errors.New("unsupported safetensors dtype")
 	// ErrNoTensor: the requested tensor is not in the file.
 	ErrNoTensor = errors.New("no such tensor")
@@ -31,23 +32,32 @@ var (
 // DType is a tensor element type as spelled in the header.
 type DType string
 
-// The element types this reader supports.
+// The element types Decode converts to float32.
 const (
 	F32  DType = "F32"
 	F16  DType = "F16"
 	BF16 DType = "BF16"
 )
 
-// Size is the element size in bytes, 0 for an unsupported dtype.
+// Size is the element size in bytes of the safetensors dtypes of whole bytes, 0 for any other.
+// Checkpoints hold more than floats: GPT-2 files saved by some transformers versions keep the
+// attention mask buffer (h.N.attn.bias) as BOOL or U8, so those files must parse.
 func (d DType) Size() int {
 	switch d {
-	case F32:
-		return 4
-	case F16, BF16:
+	case "BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3":
+		return 1
+	case "I16", "U16", F16, BF16:
 		return 2
+	case "I32", "U32", F32:
+		return 4
+	case "I64", "U64", "F64":
+		return 8
 	}
 	return 0
 }
+
+// Float reports whether Decode converts d to float32.
+func (d DType) Float() bool { return d == F32 || d == F16 || d == BF16 }
 
 // Tensor is one tensor of a file. Data aliases the file's bytes: it is read-only and valid until
 // the File is closed.
@@ -151,6 +161,9 @@ func (f *File) Float32(name string) ([]float32, error) {
 		return nil, fmt.Errorf("safetensors %s: tensor %q: %w", f.name, name, ErrNoTensor)
 	}
 	n := t.Numel()
+	if !t.DType.Float() {
+		return nil, fmt.Errorf("safetensors %s: tensor %q has dtype %s, want F32, F16 or BF16: %w", f.name, name, t.DType, ErrUnsupportedDType)
+	}
 	if n == 0 {
 		return []float32{}, nil
 	}
@@ -186,8 +199,8 @@ func (t Tensor) Decode(dst []float32, first int) error {
 		for i := range dst {
 			dst[i] = BF16ToF32(uint16(src[2*i]) | uint16(src[2*i+1])<<8)
 		}
-	default: // parse rejects other dtypes; kept for safety should that change
-		return fmt.Errorf("tensor %q has dtype %s: %w", t.Name, t.DType, ErrUnsupportedDType)
+	default:
+		return fmt.Errorf("tensor %q has dtype %s, want F32, F16 or BF16: %w", t.Name, t.DType, ErrUnsupportedDType)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -290,7 +291,10 @@ func TestBadFiles(t *testing.T) {
 		{"size mismatch", good("F32", []int{3}, [2]int{0, 8}), ErrInvalid, "needs 12"},
 		{"negative dim", assemble([]byte(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`), make([]byte, 4)), ErrInvalid, "negative"},
 		{"overflowing shape", good("F32", []int{1 << 40, 1 << 40, 1 << 40}, [2]int{0, 16}), ErrInvalid, "shape"},
-		{"unsupported dtype", good("I64", []int{2}, [2]int{0, 16}), ErrUnsupportedDType, `tensor "w" has dtype "I64"`},
+		{"unknown dtype", good("Q4_0", []int{2}, [2]int{0, 16}), ErrUnsupportedDType, `tensor "w" has dtype "Q4_0"`},
+		{"sub-byte dtype", good("F4", []int{2}, [2]int{0, 1}), ErrUnsupportedDType, `tensor "w" has dtype "F4"`},
+		{"BOOL size mismatch", good("BOOL", []int{4, 4}, [2]int{0, 15}), ErrInvalid, "shape [4 4] of BOOL needs 16"},
+		{"I64 size mismatch", good("I64", []int{2}, [2]int{0, 8}), ErrInvalid, "shape [2] of I64 needs 16"},
 		{"overlap", assemble([]byte(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`), make([]byte, 16)), ErrInvalid, "overlap"},
 	}
 	for _, c := range cases {
@@ -307,6 +311,43 @@ func TestBadFiles(t *testing.T) {
 				t.Errorf("error %q: want one line naming the file and containing %q", msg, c.msg)
 			}
 		})
+	}
+}
+
+// TestNonFloatDTypes: a file holding tensors Decode does not convert still parses (GPT-2 files
+// saved by transformers 4.x keep h.N.attn.bias as BOOL or U8, see modeling_gpt2.py's
+// register_buffer("bias", ...)); their byte ranges are checked, and asking for their values as
+// float32 is an error naming the tensor and its dtype.
+func TestNonFloatDTypes(t *testing.T) {
+	f, err := FromBytes("mixed.safetensors", build(t, []entry{
+		{"h.0.attn.bias", "BOOL", []int{1, 1, 2, 2}, []byte{1, 0, 1, 1}},
+		{"h.0.attn.mask", "U8", []int{3}, []byte{1, 2, 3}},
+		{"ids", "I64", []int{2}, make([]byte, 16)},
+		{"f64", "F64", []int{1}, make([]byte, 8)},
+		{"w", "F32", []int{2}, f32bytes(1, 2)},
+	}, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.Names(), ","); got != "f64,h.0.attn.bias,h.0.attn.mask,ids,w" {
+		t.Fatalf("Names() = %s", got)
+	}
+	for _, name := range []string{"h.0.attn.bias", "h.0.attn.mask", "ids", "f64"} {
+		tn, _ := f.Tensor(name)
+		if len(tn.Data) != tn.Numel()*tn.DType.Size() || tn.DType.Float() {
+			t.Errorf("%s: %d bytes for %v of %s (Float %v)", name, len(tn.Data), tn.Shape, tn.DType, tn.DType.Float())
+		}
+		_, err := f.Float32(name)
+		if !errors.Is(err, ErrUnsupportedDType) || !strings.Contains(err.Error(), "mixed.safetensors") ||
+			!strings.Contains(err.Error(), fmt.Sprintf("tensor %q has dtype %s", name, tn.DType)) {
+			t.Errorf("Float32(%s) = %v; want ErrUnsupportedDType naming the file, tensor and dtype", name, err)
+		}
+		if err := tn.Decode(make([]float32, 1), 0); !errors.Is(err, ErrUnsupportedDType) {
+			t.Errorf("Decode(%s) = %v; want ErrUnsupportedDType", name, err)
+		}
+	}
+	if w, err := f.Float32("w"); err != nil || w[1] != 2 {
+		t.Errorf("Float32(w) = %v, %v; want [1 2]", w, err)
 	}
 }
 
@@ -334,6 +375,7 @@ func FuzzParseHeader(f *testing.F) {
 	f.Add(build(f, []entry{{"b", "BF16", []int{1, 1}, u16bytes(0x3f80)}}, -1))
 	f.Add(assemble([]byte(`{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`), nil))
 	f.Add(assemble([]byte(`{"__metadata__":{"k":"v"}}`), nil))
+	f.Add(build(f, []entry{{"h.0.attn.bias", "BOOL", []int{1, 1, 2, 2}, []byte{1, 0, 1, 1}}, {"i", "I64", []int{1}, make([]byte, 8)}}, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		file, err := FromBytes("fuzz", b)
 		if err != nil {
@@ -344,11 +386,20 @@ func FuzzParseHeader(f *testing.F) {
 		}
 		for _, name := range file.Names() {
 			tn, _ := file.Tensor(name)
+			if len(tn.Data) != tn.Numel()*tn.DType.Size() {
+				t.Fatalf("%q: %d bytes for shape %v of %s", name, len(tn.Data), tn.Shape, tn.DType)
+			}
 			v, err := file.Float32(name)
+			if !tn.DType.Float() {
+				if !errors.Is(err, ErrUnsupportedDType) {
+					t.Fatalf("Float32(%q) of dtype %s = %v, want ErrUnsupportedDType", name, tn.DType, err)
+				}
+				continue
+			}
 			if err != nil {
 				t.Fatalf("Float32(%q) on a parsed file: %v", name, err)
 			}
-			if len(v) != tn.Numel() || len(tn.Data) != tn.Numel()*tn.DType.Size() {
+			if len(v) != tn.Numel() {
 				t.Fatalf("%q: %d values, %d bytes for shape %v", name, len(v), len(tn.Data), tn.Shape)
 			}
 		}

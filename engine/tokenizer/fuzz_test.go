@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -91,5 +92,60 @@ func FuzzEncodeLong(f *testing.F) {
 				t.Fatalf("Encode(%.300q) (pass %d) = %v, tiktoken-go gives %v", text, pass, got, want)
 			}
 		}
+	})
+}
+
+// FuzzFiles feeds arbitrary vocab.json, merges.txt and tokenizer.json contents to the loaders: each
+// either fails with a one-line error naming its file and wrapping ErrInvalid, or gives a tokenizer
+// whose ids are in range and that encodes text and decodes it back (a byte-level vocabulary
+// spells every byte).
+//
+// The committed corpus is in testdata/fuzz/FuzzFiles.
+func FuzzFiles(f *testing.F) {
+	f.Add([]byte(vocabJSON(f, nil)), []byte(tinyMergesTxt()), []byte(tinyTokenizerJSON(f, false, nil)), "hello world<|endoftext|>")
+	f.Add([]byte(vocabJSON(f, nil)), []byte(strings.ReplaceAll(tinyMergesTxt(), "\n", "\r\n")+"\n"), []byte(tinyTokenizerJSON(f, true, nil)), " wor\xffld 😀")
+	f.Add([]byte(`{"a":0}`), []byte("#version: 0.2\na b\n"), []byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":[["a","b"]]},"added_tokens":[{"id":1,"content":"<|x|>"}]}`), "")
+	f.Add([]byte(`{}`), []byte(""), []byte(`{"model":{"vocab":{}}}`), "x")
+	f.Fuzz(func(t *testing.T, vocab, merges, tj []byte, text string) {
+		check := func(tok *Tokenizer, err error, file string) {
+			if err != nil {
+				if msg := err.Error(); !errors.Is(err, ErrInvalid) || !strings.Contains(msg, file) || strings.Contains(msg, "\n") {
+					t.Fatalf("error %q: want one line wrapping ErrInvalid and naming %s", msg, file)
+				}
+				return
+			}
+			ids := tok.Encode(text)
+			for _, id := range ids {
+				if id < 0 || int(id) >= tok.VocabSize() {
+					t.Fatalf("Encode(%q) gave id %d of %d", text, id, tok.VocabSize())
+				}
+			}
+			want := text
+			if !utf8.ValidString(text) {
+				want = string([]rune(text))
+			}
+			if got := tok.Decode(ids); got != want {
+				t.Fatalf("Decode(Encode(%q)) = %q (ids %v)", text, got, ids)
+			}
+		}
+		tok, err := fromTokenizerJSON(tj, "tokenizer.json")
+		check(tok, err, "tokenizer.json")
+		v, err := parseVocabJSON(vocab, "vocab.json")
+		if err != nil {
+			check(nil, err, "vocab.json")
+			return
+		}
+		m, err := parseMerges(merges, "merges.txt")
+		if err != nil {
+			check(nil, err, "merges.txt")
+			return
+		}
+		src := source{vocabFile: "vocab.json", vocab: v, mergesFile: "merges.txt", merges: m, special: map[string]int{EndOfText: idFromVocab}}
+		tok, err = build(src)
+		file := "vocab.json"
+		if err != nil && strings.Contains(err.Error(), "merges.txt") {
+			file = "merges.txt"
+		}
+		check(tok, err, file)
 	})
 }

@@ -15,13 +15,17 @@ import (
 
 // FromDir returns the tokenizer of a Hugging Face model directory: tokenizer.json when present
 // (Hugging Face's own choice for fast tokenizers), else vocab.json with merges.txt when present (the
-// merges are checked against the vocabulary, not needed to encode), else the embedded GPT-2
-// vocabulary. A file that exists but cannot be used is an error naming it, wrapping ErrInvalid.
+// merges are checked against the vocabulary, not needed to encode) and added_tokens.json, else the
+// embedded GPT-2 vocabulary. A tokenizer_config.json asking for a prefix space is refused. A file
+// that exists but cannot be used is an error naming it, wrapping ErrInvalid.
 func FromDir(dir string) (*Tokenizer, error) {
 	if fi, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("tokenizer: %s: not a directory", dir)
+	}
+	if err := checkTokenizerConfig(filepath.Join(dir, "tokenizer_config.json")); err != nil {
+		return nil, err
 	}
 	tjFile := filepath.Join(dir, "tokenizer.json")
 	if data, ok, err := readOptional(tjFile); err != nil {
@@ -42,6 +46,9 @@ func FromDir(dir string) (*Tokenizer, error) {
 		return nil, err
 	}
 	src := source{vocabFile: vocabFile, vocab: vocab, special: map[string]int{EndOfText: idFromVocab}}
+	if err := src.addTokensJSON(filepath.Join(dir, "added_tokens.json")); err != nil {
+		return nil, err
+	}
 	src.mergesFile = filepath.Join(dir, "merges.txt")
 	if data, ok, err := readOptional(src.mergesFile); err != nil {
 		return nil, err
@@ -69,6 +76,47 @@ func readOptional(path string) (data []byte, ok bool, err error) {
 		return nil, false, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
 	return data, true, nil
+}
+
+// checkTokenizerConfig refuses a tokenizer_config.json (optional) with add_prefix_space true:
+// transformers' GPT2TokenizerFast writes that setting into its pre-tokenizer, whatever
+// tokenizer.json says, and then encodes "Hello" as " Hello".
+func checkTokenizerConfig(file string) error {
+	data, ok, err := readOptional(file)
+	if err != nil || !ok {
+		return err
+	}
+	var c struct {
+		AddPrefixSpace *bool `json:"add_prefix_space"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("%s: %w: want a JSON object: %v", file, ErrInvalid, err)
+	}
+	if c.AddPrefixSpace != nil && *c.AddPrefixSpace {
+		return fmt.Errorf("%s: %w: add_prefix_space is true (unsupported: GPT-2 encodes without it)", file, ErrInvalid)
+	}
+	return nil
+}
+
+// addTokensJSON adds the tokens of added_tokens.json (optional): token -> id, ids following the
+// vocabulary's, which transformers registers beside vocab.json and splits out of the text.
+func (s *source) addTokensJSON(file string) error {
+	data, ok, err := readOptional(file)
+	if err != nil || !ok {
+		return err
+	}
+	var added map[string]int
+	if err := json.Unmarshal(data, &added); err != nil {
+		return fmt.Errorf("%s: %w: want a JSON object of token -> id: %v", file, ErrInvalid, err)
+	}
+	for text, id := range added {
+		if text == "" || id < 0 {
+			return fmt.Errorf("%s: %w: token %q with id %d: want a non-empty token and an id >= 0", file, ErrInvalid, text, id)
+		}
+		s.special[text] = id
+	}
+	s.addedFile = file
+	return nil
 }
 
 // parseVocabJSON reads Hugging Face's vocab.json: one JSON object, token (alphabet form) -> id.

@@ -74,7 +74,7 @@ func tinyMergesTxt() string {
 
 // tinyTokenizerJSON is a tokenizer.json shaped like GPT-2's; pairs picks the merges format of
 // tokenizers >= 0.20 (["l", "r"]) instead of "l r".
-func tinyTokenizerJSON(t *testing.T, pairs bool, edit func(map[string]any)) string {
+func tinyTokenizerJSON(t testing.TB, pairs bool, edit func(map[string]any)) string {
 	merges := make([]any, len(tinyMerges))
 	for i, m := range tinyMerges {
 		merges[i] = m[0] + " " + m[1]
@@ -102,7 +102,7 @@ func tinyTokenizerJSON(t *testing.T, pairs bool, edit func(map[string]any)) stri
 	return string(data)
 }
 
-func vocabJSON(t *testing.T, edit func(map[string]int)) string {
+func vocabJSON(t testing.TB, edit func(map[string]int)) string {
 	v := tinyVocab()
 	if edit != nil {
 		edit(v)
@@ -141,6 +141,12 @@ func TestFromDir(t *testing.T) {
 		{"tokenizer.json, pair merges", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, true, nil)}, 264},
 		{"tokenizer.json wins over a broken vocab.json", map[string]string{
 			"tokenizer.json": tinyTokenizerJSON(t, false, nil), "vocab.json": "{broken"}, 264},
+		{"tokenizer_config.json without prefix space", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, nil),
+			"tokenizer_config.json": `{"add_prefix_space": false, "tokenizer_class": "GPT2Tokenizer", "added_tokens_decoder": {}}`}, 264},
+		// added_tokens.json beside vocab.json: tokens transformers appends after the vocabulary
+		// (tokenization_utils_base.py, "Add supplementary tokens"), split out of the text.
+		{"vocab.json with added_tokens.json", map[string]string{"vocab.json": vocabJSON(t, nil), "merges.txt": tinyMergesTxt(),
+			"added_tokens.json": `{"<|pad|>": 264}`}, 265},
 		{"eos only among added_tokens", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, func(d map[string]any) {
 			v := tinyVocab()
 			delete(v, EndOfText)
@@ -161,6 +167,11 @@ func TestFromDir(t *testing.T) {
 			text := "hello world<|endoftext|>"
 			if got := tok.Encode(text); !slices.Equal(got, tinyWant) {
 				t.Errorf("Encode(%q) = %v, want %v", text, got, tinyWant)
+			}
+			if tc.vocab == 265 {
+				if got, want := tok.Encode("hello<|pad|>"), []int32{259, 264}; !slices.Equal(got, want) {
+					t.Errorf("Encode(hello<|pad|>) = %v, want %v", got, want)
+				}
 			}
 			if got := tok.Decode(tinyWant); got != text {
 				t.Errorf("Decode(%v) = %q, want %q", tinyWant, got, text)
@@ -222,6 +233,16 @@ func TestFromDirErrors(t *testing.T) {
 		{"tokenizer.json added token with lstrip", tj(func(d map[string]any) {
 			d["added_tokens"] = []any{map[string]any{"id": 263, "content": EndOfText, "lstrip": true}}
 		}), "tokenizer.json", "lstrip"},
+		// GPT2TokenizerFast (tokenization_gpt2_fast.py) sets its pre-tokenizer's add_prefix_space from
+		// tokenizer_config.json, over what tokenizer.json says.
+		{"tokenizer_config.json with prefix space", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, nil),
+			"tokenizer_config.json": `{"add_prefix_space": true, "model_max_length": 1024}`}, "tokenizer_config.json", "add_prefix_space"},
+		{"tokenizer_config.json with prefix space, vocab.json", map[string]string{"vocab.json": vocabJSON(t, nil),
+			"tokenizer_config.json": `{"add_prefix_space": true}`}, "tokenizer_config.json", "add_prefix_space"},
+		{"added_tokens.json not an object of ids", map[string]string{"vocab.json": vocabJSON(t, nil), "added_tokens.json": `{"<|pad|>": "x"}`}, "added_tokens.json", "JSON object"},
+		{"added_tokens.json with a gap", map[string]string{"vocab.json": vocabJSON(t, nil), "added_tokens.json": `{"<|pad|>": 300}`}, "added_tokens.json", "ids must be dense"},
+		{"added_tokens.json empty token", map[string]string{"vocab.json": vocabJSON(t, nil), "added_tokens.json": `{"": 264}`}, "added_tokens.json", "empty"},
+		{"tokenizer_config.json not JSON", map[string]string{"vocab.json": vocabJSON(t, nil), "tokenizer_config.json": `<html>`}, "tokenizer_config.json", "JSON object"},
 		{"tokenizer.json nested special tokens", tj(func(d map[string]any) {
 			d["added_tokens"] = []any{map[string]any{"id": 263, "content": EndOfText}, map[string]any{"id": 264, "content": "<|endoftext|>!"}}
 		}), "tokenizer.json", "lies inside"},

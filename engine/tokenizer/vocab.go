@@ -16,6 +16,15 @@ type source struct {
 	mergesFile string         // file named in errors about merges
 	merges     [][2]string    // pairs in priority order, alphabet form; nil: not checked
 	special    map[string]int // raw text -> id (or idFromVocab); split out of the text before BPE
+	addedFile  string         // file named in errors about special ids; "": vocabFile
+}
+
+// specialFile is the file that gave the special tokens their ids.
+func (s *source) specialFile() string {
+	if s.addedFile != "" {
+		return s.addedFile
+	}
+	return s.vocabFile
 }
 
 // idFromVocab as a special token's id means "the id the vocabulary gives it" (vocab.json lists
@@ -69,7 +78,7 @@ func (s *source) resolveSpecial() (map[string]int, error) {
 		case id == idFromVocab:
 			id = v
 		case inVocab && v != id:
-			return nil, s.bad(s.vocabFile, "special token %q has id %d but the vocabulary gives %d", text, id, v)
+			return nil, s.bad(s.specialFile(), "special token %q has id %d but the vocabulary gives %d", text, id, v)
 		}
 		special[text] = id
 	}
@@ -77,7 +86,7 @@ func (s *source) resolveSpecial() (map[string]int, error) {
 		return nil, s.bad(s.vocabFile, "no %s token", EndOfText)
 	}
 	if a, b, ok := nested(special); ok {
-		return nil, s.bad(s.vocabFile, "special token %q lies inside %q (unsupported)", a, b)
+		return nil, s.bad(s.specialFile(), "special token %q lies inside %q (unsupported)", a, b)
 	}
 	return special, nil
 }
@@ -130,18 +139,18 @@ func (s *source) tokenTable(special map[string]int) (tokens [][]byte, ranks map[
 	tokens = make([][]byte, n)
 	ranks = make(map[string]int, len(s.vocab))
 	// Dense ids with none taken twice means every id gets a token.
-	place := func(tok string, id int, raw []byte) error {
+	place := func(file, tok string, id int, raw []byte) error {
 		switch {
 		case id < 0 || id >= n:
-			return s.bad(s.vocabFile, "token %q has id %d, outside 0..%d (ids must be dense)", tok, id, n-1)
+			return s.bad(file, "token %q has id %d, outside 0..%d (ids must be dense)", tok, id, n-1)
 		case tokens[id] != nil:
-			return s.bad(s.vocabFile, "token %q has id %d, which another token (bytes %q) has too", tok, id, tokens[id])
+			return s.bad(file, "token %q has id %d, which another token (bytes %q) has too", tok, id, tokens[id])
 		}
 		tokens[id] = raw
 		return nil
 	}
 	for text, id := range special {
-		if err := place(text, id, []byte(text)); err != nil {
+		if err := place(s.specialFile(), text, id, []byte(text)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -153,7 +162,7 @@ func (s *source) tokenTable(special map[string]int) (tokens [][]byte, ranks map[
 		if err != nil {
 			return nil, nil, s.bad(s.vocabFile, "token %q (id %d): %v", tok, id, err)
 		}
-		if err := place(tok, id, raw); err != nil {
+		if err := place(s.vocabFile, tok, id, raw); err != nil {
 			return nil, nil, err
 		}
 		ranks[string(raw)] = id
