@@ -174,6 +174,30 @@ func TestFindTerminal(t *testing.T) {
 	}
 }
 
+// TestDumbTerminalRefused: under TERM=dumb (an editor's shell buffer) the dashboard and the
+// replay refuse in one line naming the headless command, exit 2, before a model loads, rather
+// than print their escapes as text.
+func TestDumbTerminalRefused(t *testing.T) {
+	t.Setenv("TERM", "dumb")
+	opened := false
+	tty := func() (*os.File, error) { opened = true; return nil, errors.New("not opened") }
+	if _, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, tty); !errors.Is(err, errDumbTerminal) || exitCode(err) != exitUsage || opened {
+		t.Errorf("TERM=dumb: err = %v (exit %d, /dev/tty opened %v), want errDumbTerminal, exit 2", err, exitCode(err), opened)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", "no-such-model-dir/"}, "TERM=dumb says this one cannot; 'rosetop bench' runs"},
+		{[]string{"replay", "testdata/recordings/cpu-tiny-v1.rec"}, "TERM=dumb says this one cannot: rosetop replay --summary testdata/recordings/cpu-tiny-v1.rec prints it headless"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line with %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
 // TestFormatVersion: the version names the commit and its date, and says when there is none.
 func TestFormatVersion(t *testing.T) {
 	set := func(kv ...string) []debug.BuildSetting {
