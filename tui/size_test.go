@@ -2,6 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
@@ -38,4 +40,37 @@ func wideView(v *bench.View) {
 	v.Header.Model = name
 	v.Ledger[0].Detail = name + ": 4 layers, 4 heads, 32 channels"
 	v.Events[0].Text = "model " + name + " loaded on cpu"
+}
+
+// A view holding NaN or an infinity where a number was expected (a damaged recording decodes
+// to one) draws a whole frame, with no "NaN" or "Inf" in it, rather than panicking.
+func TestNonFiniteValuesDraw(t *testing.T) {
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		v := testView()
+		for _, tls := range [][]bench.Timeline{v.Queue, v.P99} {
+			for i := range tls {
+				for j := range tls[i].Tracks {
+					for k := range tls[i].Tracks[j].Points {
+						if k%3 == 0 {
+							tls[i].Tracks[j].Points[k].Value = bad
+						}
+					}
+				}
+			}
+		}
+		for i := range v.ITL {
+			if i%5 == 0 {
+				v.ITL[i] = bad
+			}
+		}
+		v.SlowITL[0].ITL[len(v.SlowITL[0].ITL)-1] = bad
+		v.Header.TokensPerSec, v.Latency[0].Dist.P50, v.Compare[0].Ratio = bad, bad, bad
+		const w, h = 120, 40
+		m := sized(t, newFakeSession(v), "dark", w, h)
+		out := ansi.Strip(m.View())
+		checkFrame(t, out, w, h)
+		if strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
+			t.Errorf("%v: shown as a number:\n%s", bad, out)
+		}
+	}
 }
