@@ -74,3 +74,13 @@ func TestNonFiniteValuesDraw(t *testing.T) {
 		}
 	}
 }
+
+// One NaN among the inter-token latencies leaves the others' bars drawn.
+func TestITLBarsBesideNaN(t *testing.T) {
+	v := testView()
+	v.ITL = append(v.ITL[:len(v.ITL):len(v.ITL)], math.NaN())
+	body := newITLChart().body(&paint{}, v, 60, 3)
+	if !strings.ContainsAny(body, "▁▂▃▄▅▆▇█") {
+		t.Errorf("no bar drawn:\n%s", body)
+	}
+}
