@@ -155,6 +155,7 @@ func TestHelpAndVersion(t *testing.T) {
 // TestFindTerminal: the dashboard draws on stdin/stderr when they are the terminal, else on the
 // controlling terminal; with none it refuses in one line that names the headless command, exit 2.
 func TestFindTerminal(t *testing.T) {
+	t.Setenv("TERM", "xterm-256color") // not the TERM=dumb of some CI runners (TestDumbTerminalRefused)
 	noTTY := func() (*os.File, error) { return nil, errors.New("no such device or address") }
 	if _, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, noTTY); !errors.Is(err, errNoTerminal) || exitCode(err) != exitUsage ||
 		!strings.Contains(err.Error(), "rosetop bench") {
