@@ -84,3 +84,25 @@ func TestITLBarsBesideNaN(t *testing.T) {
 		t.Errorf("no bar drawn:\n%s", body)
 	}
 }
+
+// A terminal too small for the dashboard reads both sizes as long as it is 12 columns wide and
+// 3 rows tall (a shorter message when the long one would be cut), and its blank rows are blank.
+func TestTooSmallMessage(t *testing.T) {
+	for _, sz := range [][2]int{{20, 5}, {12, 3}, {30, 10}, {40, 12}, {79, 30}} {
+		w, h := sz[0], sz[1]
+		m := sized(t, newFakeSession(testView()), "dark", w, h)
+		out := ansi.Strip(m.View())
+		checkFrame(t, out, w, h)
+		for _, want := range []string{"80×24", fmt.Sprintf("%d×%d", w, h), "q quits"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%dx%d: %q missing:\n%s", w, h, want, out)
+			}
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.TrimSpace(l) == "…" {
+				t.Errorf("%dx%d: a blank row shows a cut:\n%s", w, h, out)
+				break
+			}
+		}
+	}
+}
