@@ -175,9 +175,9 @@ func TestFindTerminal(t *testing.T) {
 	}
 }
 
-// TestDumbTerminalRefused: under TERM=dumb (an editor's shell buffer) the dashboard and the
-// replay refuse in one line naming the headless command, exit 2, before a model loads, rather
-// than print their escapes as text.
+// TestDumbTerminalRefused: under TERM=dumb (an editor's shell buffer) the dashboard, the
+// replay and serve's dashboard refuse in one line naming the headless command, exit 2, before
+// a model loads, rather than print their escapes as text.
 func TestDumbTerminalRefused(t *testing.T) {
 	t.Setenv("TERM", "dumb")
 	opened := false
@@ -191,6 +191,7 @@ func TestDumbTerminalRefused(t *testing.T) {
 	}{
 		{[]string{"--model", "no-such-model-dir/"}, "TERM=dumb says this one cannot; 'rosetop bench' runs"},
 		{[]string{"replay", "testdata/recordings/cpu-tiny-v1.rec"}, "TERM=dumb says this one cannot: rosetop replay --summary testdata/recordings/cpu-tiny-v1.rec prints it headless"},
+		{[]string{"serve", "--dashboard", "--port", "0"}, "TERM=dumb says this one cannot; without --dashboard rosetop serve runs headless"},
 	} {
 		code, _, stderr := runCLI(t, tc.args...)
 		if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
