@@ -40,7 +40,7 @@ const (
 var commands = []string{"bench", "serve", "sweep", "generate", "replay", "dashboard", "help", "version"}
 
 func main() {
-	sig := watchSignals(os.Stderr)
+	sig := watchSignals(os.Stdin, os.Stdout, os.Stderr)
 	code := run(sig.ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	if n := sig.first(); n != 0 && code == exitInterrupted {
 		code = 128 + n

@@ -155,6 +155,7 @@ func TestHelpAndVersion(t *testing.T) {
 // TestFindTerminal: the dashboard draws on stdin/stderr when they are the terminal, else on the
 // controlling terminal; with none it refuses in one line that names the headless command, exit 2.
 func TestFindTerminal(t *testing.T) {
+	t.Setenv("TERM", "xterm-256color") // not the TERM=dumb of some CI runners (TestDumbTerminalRefused)
 	noTTY := func() (*os.File, error) { return nil, errors.New("no such device or address") }
 	if _, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, noTTY); !errors.Is(err, errNoTerminal) || exitCode(err) != exitUsage ||
 		!strings.Contains(err.Error(), "rosetop bench") {
@@ -171,6 +172,31 @@ func TestFindTerminal(t *testing.T) {
 	term, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, tty)
 	if err != nil || opened != 1 || term.in != io.Reader(w) || term.out != io.Writer(w) {
 		t.Errorf("redirected stdin and stderr: %+v %v, want both on the controlling terminal", term, err)
+	}
+}
+
+// TestDumbTerminalRefused: under TERM=dumb (an editor's shell buffer) the dashboard, the
+// replay and serve's dashboard refuse in one line naming the headless command, exit 2, before
+// a model loads, rather than print their escapes as text.
+func TestDumbTerminalRefused(t *testing.T) {
+	t.Setenv("TERM", "dumb")
+	opened := false
+	tty := func() (*os.File, error) { opened = true; return nil, errors.New("not opened") }
+	if _, err := findTerminal(strings.NewReader(""), &bytes.Buffer{}, tty); !errors.Is(err, errDumbTerminal) || exitCode(err) != exitUsage || opened {
+		t.Errorf("TERM=dumb: err = %v (exit %d, /dev/tty opened %v), want errDumbTerminal, exit 2", err, exitCode(err), opened)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", "no-such-model-dir/"}, "TERM=dumb says this one cannot; 'rosetop bench' runs"},
+		{[]string{"replay", "testdata/recordings/cpu-tiny-v1.rec"}, "TERM=dumb says this one cannot: rosetop replay --summary testdata/recordings/cpu-tiny-v1.rec prints it headless"},
+		{[]string{"serve", "--dashboard", "--port", "0"}, "TERM=dumb says this one cannot; without --dashboard rosetop serve runs headless"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line with %q", tc.args, code, stderr, tc.want)
+		}
 	}
 }
 

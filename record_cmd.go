@@ -141,8 +141,11 @@ func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	defer rp.Close()
 	term, err := findTerminal(stdin, stderr, openTTY)
-	if errors.Is(err, errNoTerminal) {
+	switch {
+	case errors.Is(err, errNoTerminal):
 		return usageError{fmt.Errorf("the replay needs a terminal, and there is none: rosetop replay --summary %s prints it headless", path)}
+	case errors.Is(err, errDumbTerminal):
+		return usageError{fmt.Errorf("the replay needs a terminal that can move the cursor, and TERM=dumb says this one cannot: rosetop replay --summary %s prints it headless", path)}
 	}
 	if err != nil {
 		return err

@@ -111,7 +111,12 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var term *dashTerminal
 	if so.dashboard {
 		t, err := findTerminal(stdin, stderr, openTTY)
-		if err != nil {
+		switch {
+		case errors.Is(err, errNoTerminal):
+			return usageError{errors.New("--dashboard needs a terminal, and there is none: stdin and stderr are not one and /dev/tty cannot be opened; without --dashboard rosetop serve runs headless")}
+		case errors.Is(err, errDumbTerminal):
+			return usageError{errors.New("--dashboard needs a terminal that can move the cursor, and TERM=dumb says this one cannot; without --dashboard rosetop serve runs headless")}
+		case err != nil:
 			return err
 		}
 		defer t.close()

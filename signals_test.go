@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/term"
 )
 
 // TestMain lets a test run this binary as rosetop itself (ROSETOP_TEST_MAIN=1) or as a process
@@ -22,11 +25,22 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	case "stuck":
-		sig := watchSignals(os.Stderr)
+		sig := watchSignals(os.Stdin, os.Stdout, os.Stderr)
 		fmt.Println("ready")
 		<-sig.ctx.Done()
 		fmt.Println("cancelled")
 		select {} // a load that nothing can interrupt
+	case "stuck-raw": // stuck with a dashboard's terminal: raw, on the alternate screen
+		sig := watchSignals(os.Stdin, os.Stdout, os.Stderr)
+		if _, err := term.MakeRaw(os.Stdin.Fd()); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		os.Stderr.WriteString(ansi.SetModeAltScreenSaveCursor + ansi.HideCursor)
+		fmt.Println("ready")
+		<-sig.ctx.Done()
+		fmt.Println("cancelled")
+		select {}
 	}
 	os.Exit(m.Run())
 }

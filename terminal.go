@@ -14,6 +14,10 @@ import (
 // errNoTerminal: the dashboard was asked for where no terminal can show it.
 var errNoTerminal = errors.New("the dashboard needs a terminal, and there is none: stdin and stderr are not one and /dev/tty cannot be opened; 'rosetop bench' runs the same engine and workload headless")
 
+// errDumbTerminal: the terminal says (TERM=dumb) that it cannot move the cursor, which the
+// dashboard does to draw: its escapes would print as text (an editor's shell buffer, a log).
+var errDumbTerminal = errors.New("the dashboard needs a terminal that can move the cursor, and TERM=dumb says this one cannot; 'rosetop bench' runs the same engine and workload headless")
+
 // dashTerminal is where the dashboard reads keys and draws: stdin and stderr when they are the
 // terminal, else the controlling terminal (/dev/tty), so `rosetop 2>log` and `rosetop </dev/null`
 // still draw on, and read keys from, the terminal the user sees.
@@ -30,11 +34,14 @@ func (t dashTerminal) options() tui.Options {
 }
 
 // findTerminal picks the dashboard's terminal; devTTY opens the controlling terminal. Without
-// one it returns errNoTerminal, as a usage error (exit 2). It picks the theme too, before a
-// model loads: asking the terminal for its background reads its input and drops the keys typed
-// meanwhile (a q pressed during a slow load).
+// one it returns errNoTerminal, and errDumbTerminal under TERM=dumb, as usage errors (exit 2).
+// It picks the theme too, before a model loads: asking the terminal for its background reads
+// its input and drops the keys typed meanwhile (a q pressed during a slow load).
 func findTerminal(stdin io.Reader, stderr io.Writer, devTTY func() (*os.File, error)) (dashTerminal, error) {
 	t := dashTerminal{in: stdin, out: stderr, close: func() error { return nil }}
+	if os.Getenv("TERM") == "dumb" {
+		return t, usageError{errDumbTerminal}
+	}
 	inOK, outOK := isTerminal(stdin), isTerminal(stderr)
 	if inOK && outOK {
 		t.theme = tui.ResolveTheme("", lipgloss.NewRenderer(t.out))

@@ -67,6 +67,16 @@ type Meta struct {
 	Tick    time.Duration `json:"tick_ns"` // how often views were taken
 }
 
+// printable makes m's text safe to print (see printable).
+func (m *Meta) printable() {
+	for _, s := range []*string{&m.Tool, &m.Commit, &m.Command, &m.Model, &m.Device, &m.GPU, &m.Host} {
+		*s = printable([]byte(*s))
+	}
+	for i := range m.Args {
+		m.Args[i] = printable([]byte(m.Args[i]))
+	}
+}
+
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // appendFrame appends one whole frame to b.

@@ -124,6 +124,7 @@ func read(f *os.File, keep int) (*Recording, error) {
 	if err := json.Unmarshal(payload, &rec.Meta); err != nil {
 		return nil, fmt.Errorf("%w: its header does not decode: %v", ErrCorrupt, err)
 	}
+	rec.Meta.printable()
 	rec.Stop = rec.scan(fr, keep)
 	return rec, nil
 }

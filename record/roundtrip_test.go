@@ -2,10 +2,14 @@ package record
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+	"unicode"
 
 	"rosetop/bench"
 )
@@ -142,5 +146,57 @@ func TestOpenBadInput(t *testing.T) {
 	}
 	if _, err := Open(filepath.Join(dir, "missing.rec")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a missing file: %v", err)
+	}
+}
+
+// A recording's text reaches the terminal (the replayed dashboard, --summary): control
+// characters in it (escapes that would clear the screen, set the title or write the clipboard,
+// a carriage return, a newline that would break a line in two) and bidirectional controls
+// come out as spaces, from the header's every string and from the views' and key presses'.
+func TestControlCharactersNeutralised(t *testing.T) {
+	const evil = "a\x1b]52;c;cHduZWQ=\x07b\x1b[2J\r\n\tc\u009b31m\u202ed\x7f"
+	var meta Meta
+	rm := reflect.ValueOf(&meta).Elem()
+	for i := range rm.NumField() {
+		switch f := rm.Field(i); f.Kind() {
+		case reflect.String:
+			f.SetString(evil)
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{evil, evil}))
+		}
+	}
+	v := filledView(0)
+	v.Header.Model, v.Header.RunLabel, v.Events[0].Text, v.Ledger[1].Detail = evil, evil, evil, evil
+	path := filepath.Join(t.TempDir(), "evil.rec")
+	if err := WriteViews(path, meta, []*bench.View{v}, map[int]KeyPress{0: {At: v.Now, OK: false, Text: evil}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	got, err := rec.NewCursor().View(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	controls := func(s string) bool {
+		return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) })
+	}
+	var b strings.Builder
+	if err := WriteSummary(&b, rec); err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range map[string]string{
+		"the header": fmt.Sprintf("%+v", rec.Meta), "the model": got.Header.Model, "a run label": got.Header.RunLabel,
+		"an event": got.Events[0].Text, "a ledger entry": got.Ledger[1].Detail, "a key press": rec.Keys()[0].Text,
+		"the summary": strings.ReplaceAll(b.String(), "\n", ""),
+	} {
+		if controls(s) {
+			t.Errorf("%s keeps control characters: %q", what, s)
+		}
+	}
+	if want := "a ]52;c;cHduZWQ= b [2J   c 31m d "; got.Header.Model != want {
+		t.Errorf("the model reads %q, want %q (each control a space, the rest kept)", got.Header.Model, want)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // errShort is a field cut off inside a frame whose checksum was good: a writer bug or a file
@@ -150,7 +152,24 @@ func (d *dec) bytes(n uint64) []byte {
 	return v
 }
 
-func (d *dec) string() string { return string(d.bytes(d.uvarint())) }
+func (d *dec) string() string { return printable(d.bytes(d.uvarint())) }
+
+// printable is b as a string with its control characters (C0, DEL, C1) and bidirectional
+// controls as spaces and invalid UTF-8 as U+FFFD: a recording's text is drawn on a terminal,
+// where an escape in it would act (clear the screen, set the title, write the clipboard).
+func printable(b []byte) string {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f {
+			return strings.Map(func(r rune) rune {
+				if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+					return ' '
+				}
+				return r
+			}, strings.ToValidUTF8(string(b), "\uFFFD"))
+		}
+	}
+	return string(b)
+}
 
 // record returns a decoder over the next record.
 func (d *dec) record() dec {

@@ -64,12 +64,26 @@ func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	if sw := widthOf(s); sw > w {
-		return ansi.Truncate(s, w, "…")
-	} else if sw < w {
+	sw := widthOf(s)
+	if sw > w {
+		// A wide rune that would straddle the cut is left out: its cell is padded.
+		s = ansi.Truncate(s, w, "…")
+		sw = widthOf(s)
+	}
+	if sw < w {
 		return s + strings.Repeat(" ", w-sw)
 	}
 	return s
+}
+
+// cells is the cells [a, b) of s (which may carry ANSI styles), exactly b-a of them: a wide
+// rune cut by either edge is blanked.
+func cells(s string, a, b int) string {
+	out := ansi.Cut(s, a, b)
+	if widthOf(out) > b-a { // ansi.Cut keeps a wide rune whose second cell is a
+		out = " " + ansi.Cut(s, a+1, b)
+	}
+	return fit(out, b-a)
 }
 
 // fitLines makes a block exactly w x h: every line fitted, missing lines blank, extra dropped.

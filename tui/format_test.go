@@ -195,3 +195,30 @@ func TestRowName(t *testing.T) {
 		})
 	}
 }
+
+// TestFitWide: fit gives exactly w cells when a wide rune (CJK, emoji) straddles the cut: a cell
+// it cannot fill is blank, never left out.
+func TestFitWide(t *testing.T) {
+	for _, s := range []string{"a模型", "ab模", "模型模型", "a🚀b", "x👩‍👩‍👧y", "\x1b[1m模型\x1b[0m模"} {
+		for w := 1; w <= 6; w++ {
+			if got := widthOf(fit(s, w)); got != w {
+				t.Errorf("fit(%q, %d) = %q: %d cells", s, w, fit(s, w), got)
+			}
+		}
+	}
+}
+
+// TestOverlayWide: the help box drawn over rows with wide runes where its edges fall keeps
+// every row exactly w cells (a wide rune it half covers is blanked).
+func TestOverlayWide(t *testing.T) {
+	box := "+---+\n|abc|\n+---+"
+	for _, row := range []string{"模型模型模型模型模型", "a模型模型模型模型模b", "\x1b[1ma模型\x1b[0m模型模型模型模b"} {
+		const w, h = 20, 3
+		frame := strings.Repeat(row+"\n", h-1) + row
+		for i, l := range strings.Split(overlay(frame, box, w, h), "\n") {
+			if got := widthOf(l); got != w || !strings.Contains(l, "|abc|") && i == 1 {
+				t.Errorf("row %q, line %d: %q is %d cells, want %d with the box in it", row, i, l, got, w)
+			}
+		}
+	}
+}

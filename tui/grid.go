@@ -76,9 +76,10 @@ func (g *grid) text(x, y int, s string, k ink) {
 // column draws a bar of v rows up from (x, y): full blocks, then the lower block nearest the
 // fraction (as graph.DrawColumnBottomToTop on an empty column).
 func (g *grid) column(x, y int, v float64, k ink) {
-	if v <= 0 {
+	if !(v > 0) { // NaN too: a value a corrupt recording can hold
 		return
 	}
+	v = min(v, float64(g.h)) // +Inf: the whole column
 	n := math.Floor(v)
 	for i := range int(n) {
 		g.set(x, y-i, runes.FullBlock, k)

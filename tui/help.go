@@ -93,7 +93,7 @@ func overlay(frame, box string, w, h int) string {
 			break
 		}
 		row := rows[y]
-		rows[y] = ansi.Cut(row, 0, x0) + ansi.ResetStyle + l + ansi.ResetStyle + ansi.Cut(row, x0+bw, w)
+		rows[y] = cells(row, 0, x0) + ansi.ResetStyle + l + ansi.ResetStyle + cells(row, x0+bw, w)
 	}
 	return strings.Join(rows, "\n")
 }

@@ -33,12 +33,17 @@ func (c *itlChart) body(st *paint, v *bench.View, iw, ih int) string {
 
 	tail := func(xs []float64) []float64 { return xs[max(0, len(xs)-sw):] }
 	top := 0.0
+	grow := func(x float64) {
+		if x > top && !math.IsInf(x, 1) { // NaN and +Inf (a damaged recording) leave the scale
+			top = x
+		}
+	}
 	for _, x := range tail(v.ITL) {
-		top = math.Max(top, x)
+		grow(x)
 	}
 	for _, r := range slow {
 		for _, x := range tail(r.ITL) {
-			top = math.Max(top, x)
+			grow(x)
 		}
 	}
 	scale := math.Max(top, 1e-9) // no axis here: fill the height

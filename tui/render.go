@@ -7,6 +7,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"rosetop/bench"
 )
@@ -139,10 +140,7 @@ func (m *Model) compose() {
 		return
 	}
 	if l.tooSmall {
-		msg := m.pt.Warn.Render(fmt.Sprintf("rosetop needs at least %d×%d", MinWidth, MinHeight)) + "\n" +
-			m.pt.Muted.Render(fmt.Sprintf("this terminal is %d×%d · q quits", m.w, m.h))
-		// Placed, then fitted: the message itself is wider or taller than the tiniest terminals.
-		m.frame = fitLines(lipgloss.Place(m.w, m.h, lipgloss.Center, lipgloss.Center, msg), m.w, m.h)
+		m.frame = m.tooSmallFrame()
 		return
 	}
 	col := func(ids ...paneID) string {
@@ -172,6 +170,27 @@ func (m *Model) compose() {
 	if m.showHelp {
 		m.frame = overlay(m.frame, m.helpBox(m.w, m.h), m.w, m.h)
 	}
+}
+
+// tooSmallFrame says that the terminal is too small, in a shorter form where the long one would
+// be cut; each line is cut to the width before it is centred, so blank rows stay blank.
+func (m *Model) tooSmallFrame() string {
+	lines := []string{fmt.Sprintf("rosetop needs at least %d×%d", MinWidth, MinHeight), fmt.Sprintf("this terminal is %d×%d · q quits", m.w, m.h)}
+	if widthOf(lines[1]) > m.w {
+		lines = []string{fmt.Sprintf("needs %d×%d", MinWidth, MinHeight), fmt.Sprintf("is %d×%d", m.w, m.h), "q quits"}
+	}
+	for i, l := range lines {
+		if widthOf(l) > m.w {
+			l = ansi.Truncate(l, m.w, "…")
+		}
+		pen := m.pt.Muted
+		if i == 0 {
+			pen = m.pt.Warn
+		}
+		lines[i] = pen.Render(l)
+	}
+	// Placed, then fitted: the message is taller than the shortest terminals.
+	return fitLines(lipgloss.Place(m.w, m.h, lipgloss.Center, lipgloss.Center, strings.Join(lines, "\n")), m.w, m.h)
 }
 
 // footer is the status line (a key's result, else idleStatus) and the key help.

@@ -65,14 +65,14 @@ func Run(ctx context.Context, s Session, o Options) error {
 	case errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil:
 		return nil
 	}
-	io.WriteString(out, resetSequences(o.AltScreen))
+	io.WriteString(out, ResetSequences(o.AltScreen))
 	restoreInput()
 	return fmt.Errorf("tui: %w", err)
 }
 
-// resetSequences undo what a Bubble Tea program turns on: bracketed paste, the hidden cursor
+// ResetSequences undo what a Bubble Tea program turns on: bracketed paste, the hidden cursor
 // and, when asked for, the alternate screen.
-func resetSequences(altScreen bool) string {
+func ResetSequences(altScreen bool) string {
 	s := ansi.ResetModeBracketedPaste + ansi.ShowCursor
 	if altScreen {
 		s += ansi.ResetModeAltScreenSaveCursor

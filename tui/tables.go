@@ -170,7 +170,10 @@ func eventsBody(st *paint, es []bench.LogEvent, iw, ih, scroll int) (string, int
 	if len(es) == 0 {
 		return st.Muted.Render("no events yet"), 0
 	}
-	const timeW = 6 // "12:34 "
+	timeW := 5 // "12:34", wider past an hour ("1:02:03"): the latest event's time is the widest
+	for _, e := range es {
+		timeW = max(timeW, len(clock(e.At)))
+	}
 	var lines []string
 	for _, e := range es {
 		glyph, s := "·", st.Text
@@ -186,11 +189,11 @@ func eventsBody(st *paint, es []bench.LogEvent, iw, ih, scroll int) (string, int
 		case bench.LogError:
 			glyph, s = "✗", st.Bad
 		}
-		wrapped := strings.Split(ansi.Wrap(e.Text, max(8, iw-timeW-2), ""), "\n")
+		wrapped := strings.Split(ansi.Wrap(e.Text, max(8, iw-timeW-3), ""), "\n")
 		for i, part := range wrapped {
-			lead := st.Muted.Render(fmt.Sprintf("%5s ", clock(e.At))) + s.Render(glyph+" ")
+			lead := st.Muted.Render(fmt.Sprintf("%*s ", timeW, clock(e.At))) + s.Render(glyph+" ")
 			if i > 0 {
-				lead = spaces(timeW + 2)
+				lead = spaces(timeW + 3)
 			}
 			lines = append(lines, fit(lead+s.Render(part), iw))
 		}

@@ -54,3 +54,42 @@ func TestLedgerCutKeepsTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsPastAnHour: events logged after the first hour (h:mm:ss, wider than m:ss) keep
+// every word of their text when it wraps, and the wrapped lines start under the text.
+func TestEventsPastAnHour(t *testing.T) {
+	text := "request 4188 cancelled: the client went away before its first token"
+	for _, at := range []time.Duration{59 * time.Minute, 3*time.Hour + 7*time.Second, 101 * time.Hour} {
+		es := []bench.LogEvent{{At: 30 * time.Second, Kind: bench.LogRun, Text: "run 1/3 started"}, {At: at, Kind: bench.LogError, Text: text}}
+		const iw = 40
+		body, _ := eventsBody(&paint{}, es, iw, 10, 0)
+		var lines [][]rune // the glyphs are one cell each: a rune is a column
+		for _, l := range strings.Split(body, "\n") {
+			lines = append(lines, []rune(l))
+		}
+		if len(lines) < 3 {
+			t.Fatalf("at %v: %d lines, want the event wrapped:\n%s", at, len(lines), body)
+		}
+		start := strings.Index(string(lines[1]), "request")
+		start = len([]rune(string(lines[1])[:start])) // the column where the event's text starts
+		var words []string
+		for i, l := range lines {
+			if len(l) != iw || strings.ContainsRune(string(l), '…') {
+				t.Errorf("at %v: line %d %q is %d cells or cut, want %d whole", at, i, string(l), len(l), iw)
+				continue
+			}
+			if i >= 2 && (strings.TrimSpace(string(l[:start])) != "" || l[start] == ' ') {
+				t.Errorf("at %v: wrapped line %q does not start under the text (column %d)", at, string(l), start)
+			}
+			if i >= 1 {
+				words = append(words, strings.Fields(string(l[start:]))...)
+			}
+		}
+		if got := strings.Join(words, " "); got != text {
+			t.Errorf("at %v: the event reads %q, want %q", at, got, text)
+		}
+		if first := string(lines[0]); !strings.HasPrefix(strings.TrimSpace(first), "0:30") || string(lines[0][start:start+3]) != "run" {
+			t.Errorf("at %v: the earlier event %q is not in the same columns as the later one", at, first)
+		}
+	}
+}

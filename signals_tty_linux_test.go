@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/term"
+	"golang.org/x/sys/unix"
+)
+
+// openPTY opens a pseudo-terminal: the master end the test reads, the slave end the child runs on.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skip("no pseudo-terminals here:", err)
+	}
+	var n int
+	rc, err := m.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) {
+			if err = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); err == nil {
+				n, err = unix.IoctlGetInt(int(fd), unix.TIOCGPTN)
+			}
+		})
+		if err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		m.Close()
+		t.Skip("no pseudo-terminals here:", err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		m.Close()
+		t.Skip("no pseudo-terminals here:", err)
+	}
+	return m, s
+}
+
+// TestSecondSignalRestoresTerminal: a second signal that comes while the dashboard still holds
+// the terminal (raw, on the alternate screen) exits at once with the terminal put back as the
+// process found it, then says so on a restored screen.
+func TestSecondSignalRestoresTerminal(t *testing.T) {
+	master, slave := openPTY(t)
+	defer master.Close()
+	before, err := term.GetState(slave.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var screen bytes.Buffer // what the child wrote on the terminal; read until the child is gone
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			screen.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	cmd := childCmd(t)
+	cmd.Env = append(cmd.Environ(), "ROSETOP_TEST_MAIN=stuck-raw")
+	cmd.Stdin, cmd.Stderr = slave, slave
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	waitLine(t, sc, "ready")
+	if now, err := term.GetState(slave.Fd()); err != nil || *now == *before {
+		t.Fatalf("the child did not make the terminal raw (%v)", err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitLine(t, sc, "cancelled")
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan int, 1)
+	go func() { done <- exitStatus(t, cmd, sc) }()
+	select {
+	case code := <-done:
+		if code != 143 {
+			t.Errorf("exit %d, want 143", code)
+		}
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing check
+		t.Fatal("the second SIGTERM did not end the process")
+	}
+	after, err := term.GetState(slave.Fd())
+	if err != nil || *after != *before {
+		t.Errorf("the terminal's mode after the exit differs from before (%v): left raw", err)
+	}
+	slave.Close() // the master's reads end once no one holds the terminal
+	<-read
+	got := screen.String()
+	on, notice := strings.Index(got, ansi.SetModeAltScreenSaveCursor), strings.Index(got, "again: exiting at once")
+	if on < 0 || notice < on || !strings.Contains(got[on:notice], ansi.ResetModeAltScreenSaveCursor) || !strings.Contains(got[on:notice], ansi.ShowCursor) {
+		t.Errorf("the terminal got %q: want the alternate screen left and the cursor shown before the notice", got)
+	}
+}
