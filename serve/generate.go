@@ -138,20 +138,23 @@ func (g *generation) gone() {
 	g.finish = "cancelled"
 }
 
-// chunkUsage is a stream chunk's usage field: left out without include_usage, null with it, the
-// usage so far with continuous_usage_stats.
-func (g *generation) chunkUsage() any {
+// chunkUsage is the usage field of a stream chunk sent once sent tokens have been: left out
+// without include_usage, null with it, those tokens with continuous_usage_stats (vLLM's chat role
+// chunk, sent before any token, counts 0).
+func (g *generation) chunkUsage(sent int) any {
 	switch {
 	case !g.j.usage:
 		return nil
 	case g.j.continuous:
-		return g.usage()
+		return g.usageOf(sent)
 	}
 	return json.RawMessage("null")
 }
 
 // usage counts the request's tokens as answered.
-func (g *generation) usage() *usage {
-	p, c := len(g.j.req.Tokens), len(g.tokens)
-	return &usage{PromptTokens: p, CompletionTokens: c, TotalTokens: p + c}
+func (g *generation) usage() *usage { return g.usageOf(len(g.tokens)) }
+
+func (g *generation) usageOf(completion int) *usage {
+	p := len(g.j.req.Tokens)
+	return &usage{PromptTokens: p, CompletionTokens: completion, TotalTokens: p + completion}
 }

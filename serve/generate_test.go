@@ -280,6 +280,31 @@ func TestEOSOptions(t *testing.T) {
 	}
 }
 
+// TestContinuousUsage: with stream_options.continuous_usage_stats every chunk's usage counts the
+// tokens sent up to and including that chunk, as vLLM's chat_completion_stream_generator and
+// completion_stream_generator do: the chat role chunk, sent before any token, counts none.
+func TestContinuousUsage(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		body := map[string]any{"prompt": "Hello", "messages": []map[string]string{{"role": "user", "content": "Hello"}},
+			"max_tokens": 5, "ignore_eos": true, "return_token_ids": true,
+			"stream_options": map[string]bool{"include_usage": true, "continuous_usage_stats": true}}
+		s := h.stream(path, body)
+		sent := 0
+		for i, c := range s.chunks {
+			for _, ch := range c.Choices {
+				sent += len(ch.TokenIDs)
+			}
+			if c.Usage == nil || c.Usage.CompletionTokens != sent || c.Usage.TotalTokens != c.Usage.PromptTokens+sent {
+				t.Fatalf("%s: chunk %d (%v) has usage %+v after %d tokens sent", path, i, s.raw[i], c.Usage, sent)
+			}
+		}
+		if sent != 5 {
+			t.Fatalf("%s: %d tokens sent, want 5", path, sent)
+		}
+	}
+}
+
 // TestPromptForms: a completion prompt may be a string, token ids, or a list holding one of either;
 // all give the same output.
 func TestPromptForms(t *testing.T) {

@@ -155,7 +155,7 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generati
 		var prompt []int32 // return_token_ids: the prompt's ids go with the first chunk
 		if first {
 			prompt = g.j.req.Tokens
-			if rp.chat && out.send(rp.chunk("", nil, true, nil, nil, g.chunkUsage())) != nil {
+			if rp.chat && out.send(rp.chunk("", nil, true, nil, nil, g.chunkUsage(0))) != nil {
 				g.gone()
 				return
 			}
@@ -164,7 +164,7 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generati
 		if done {
 			finish = &g.finish
 		}
-		if out.send(rp.chunk(piece, finish, false, g.tokens[sent:], prompt, g.chunkUsage())) != nil {
+		if out.send(rp.chunk(piece, finish, false, g.tokens[sent:], prompt, g.chunkUsage(len(g.tokens)))) != nil {
 			g.gone()
 			return
 		}
