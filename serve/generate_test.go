@@ -68,9 +68,18 @@ func TestGreedyMatchesGenerate(t *testing.T) {
 				t.Fatalf("reply %+v: want object %s, id %s..., model tiny-gpt2, one choice, usage %+v", r, c.object, c.idPrefix, u)
 			}
 			ch := r.Choices[0]
+			prompt := ch.PromptTokenIDs
+			if chat := c.path == "/v1/chat/completions"; chat {
+				prompt = r.PromptTokenIDs // vLLM's ChatCompletionResponse.prompt_token_ids
+				if ch.PromptTokenIDs != nil {
+					t.Fatalf("chat choice %+v has prompt_token_ids: vLLM puts them on the reply", ch)
+				}
+			} else if r.PromptTokenIDs != nil {
+				t.Fatalf("completion reply has prompt_token_ids %v: vLLM puts them on the choice", r.PromptTokenIDs)
+			}
 			if ch.FinishReason == nil || *ch.FinishReason != "length" || r.text() != wantText ||
-				!slices.Equal(ch.TokenIDs, want) || !slices.Equal(ch.PromptTokenIDs, ids) {
-				t.Fatalf("choice %+v text %q; want finish length, text %q, tokens %v, prompt %v", ch, r.text(), wantText, want, ids)
+				!slices.Equal(ch.TokenIDs, want) || !slices.Equal(prompt, ids) {
+				t.Fatalf("choice %+v text %q prompt %v; want finish length, text %q, tokens %v, prompt %v", ch, r.text(), prompt, wantText, want, ids)
 			}
 			if c.path == "/v1/chat/completions" && ch.Message.Role != "assistant" {
 				t.Fatalf("message role %q", ch.Message.Role)
@@ -86,6 +95,16 @@ func TestGreedyMatchesGenerate(t *testing.T) {
 					s.text, s.tokens, s.prompt, s.finish, s.usage, wantText, want, ids)
 			}
 			checkChunks(t, s, c.object+".chunk", c.path == "/v1/chat/completions", maxNew)
+			// vLLM: a chat stream's prompt ids are on its first chunk (the role chunk), a completion's
+			// on its first chunk's choice.
+			first := s.chunks[0]
+			got := first.Choices[0].PromptTokenIDs
+			if c.path == "/v1/chat/completions" {
+				got = first.PromptTokenIDs
+			}
+			if !slices.Equal(got, ids) {
+				t.Fatalf("first chunk %v: want the prompt ids %v where vLLM puts them", s.raw[0], ids)
+			}
 		})
 	}
 }

@@ -155,9 +155,12 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generati
 		var prompt []int32 // return_token_ids: the prompt's ids go with the first chunk
 		if first {
 			prompt = g.j.req.Tokens
-			if rp.chat && out.send(rp.chunk("", nil, true, nil, nil, g.chunkUsage(0))) != nil {
-				g.gone()
-				return
+			if rp.chat { // the first chunk is the role chunk
+				if out.send(rp.chunk("", nil, true, nil, prompt, g.chunkUsage(0))) != nil {
+					g.gone()
+					return
+				}
+				prompt = nil
 			}
 		}
 		var finish *string
