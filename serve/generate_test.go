@@ -36,7 +36,7 @@ func reference(t *testing.T, te *testEngine, prompt string, maxNew int) (ids, ou
 func TestGreedyMatchesGenerate(t *testing.T) {
 	h := newHarness(t, engineOpts{}, Options{})
 	const maxNew = 20
-	chatText := "system: You are terse.\nuser: Hello, my name is\nassistant:"
+	chatText := "system: You are terse.\nuser: Hello,\nmy name is\nassistant:"
 	cases := []struct {
 		name, path, prompt, object, idPrefix string
 		body                                 map[string]any
@@ -45,7 +45,7 @@ func TestGreedyMatchesGenerate(t *testing.T) {
 			map[string]any{"prompt": "Hello, my name is"}},
 		{"chat", "/v1/chat/completions", chatText, "chat.completion", "chatcmpl-",
 			map[string]any{"messages": []map[string]any{{"role": "system", "content": "You are terse."},
-				{"role": "user", "content": []map[string]string{{"type": "text", "text": "Hello, "}, {"type": "text", "text": "my name is"}}}}}},
+				{"role": "user", "content": []map[string]string{{"type": "text", "text": "Hello,"}, {"type": "text", "text": "my name is"}}}}}},
 	}
 	for _, c := range cases {
 		ids, want := reference(t, h.te, c.prompt, maxNew)

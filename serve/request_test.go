@@ -69,7 +69,9 @@ func FuzzParseRequest(f *testing.F) {
 	})
 }
 
-// TestChatTemplate: messages render as role-prefixed lines ending with the assistant's turn.
+// TestChatTemplate: messages render as role-prefixed lines ending with the assistant's turn; a
+// content list's text parts are joined with newlines, as vLLM's "string" content format joins
+// them (vllm/entrypoints/chat_utils.py, _parse_chat_message_content_parts).
 func TestChatTemplate(t *testing.T) {
 	got, e := chatPrompt([]chatMessage{
 		{Role: "system", Content: []byte(`"You are terse."`)},
@@ -77,7 +79,7 @@ func TestChatTemplate(t *testing.T) {
 		{Role: "assistant", Content: []byte(`null`)},
 		{Role: "user", Content: []byte(`"Again"`)},
 	})
-	want := "system: You are terse.\nuser: Hello\nassistant: \nuser: Again\nassistant:"
+	want := "system: You are terse.\nuser: Hel\nlo\nassistant: \nuser: Again\nassistant:"
 	if e != nil || got != want {
 		t.Fatalf("got %q (%v), want %q", got, e, want)
 	}
