@@ -10,7 +10,7 @@
 //
 // Replies follow OpenAI's API reference, as vLLM implements it: a whole reply with usage, or with
 // "stream": true Server-Sent Events, each "data: {json}\n\n" flushed as it is written, a chunk per
-// scheduler step that sampled a token (chat: a first chunk with the role), a last chunk with
+// scheduler step that sampled a token (chat: a first chunk with the role), the last of them with
 // finish_reason ("length", or "stop" for EOS and stop strings), with stream_options.include_usage
 // a usage chunk with "choices": [] ("usage": null in the others, or the usage so far with vLLM's
 // continuous_usage_stats), and "data: [DONE]\n\n".

@@ -53,26 +53,23 @@ func (s skipToken) TokenBytes(id int32) []byte {
 }
 
 // next reads the request's next event and returns the text that can be sent after it; done says
-// the request ended (finish is set). A stop string's match cancels the request in the scheduler:
-// drain then waits for its end. Errors: ctx's, errCancelled, errEngine, or one wrapping
-// sched.ErrClosed.
+// the request ended (finish is set). Tokens that end the request (max tokens, EOS) come with its
+// end, as vLLM sends the finish reason with the last token: the scheduler emits the finished
+// event right after them. A stop string's match cancels the request in the scheduler: drain then
+// waits for its end. Errors: ctx's, errCancelled, errEngine, or one wrapping sched.ErrClosed.
 func (g *generation) next(ctx context.Context) (text string, done bool, err error) {
-	ev, err := g.st.Next(ctx)
-	if errors.Is(err, io.EOF) {
-		err = fmt.Errorf("%w: the request's events ended without a finish", sched.ErrClosed)
-	}
+	ev, err := g.read(ctx)
 	if err != nil {
 		return "", false, err
 	}
 	if ev.Kind == sched.EventFinished {
-		if ev.Record == nil {
-			return "", true, fmt.Errorf("%w: a finished event without a record", sched.ErrClosed)
-		}
 		return g.finished(ev.Record)
 	}
+	last := false // the tokens end the request: its finished event follows
 	for _, t := range ev.Tokens {
 		g.tokens = append(g.tokens, t)
 		if g.stopsOnEOS(t) {
+			last = true
 			continue // the EOS that ends the request adds no text, as in vLLM
 		}
 		if g.stop.push(g.detok.Push(t), g.minReached()) {
@@ -81,7 +78,29 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 			return g.stop.take(true), true, nil
 		}
 	}
-	return g.stop.take(false), false, nil
+	if !last && len(g.tokens) < g.j.req.MaxNewTokens {
+		return g.stop.take(false), false, nil
+	}
+	if ev, err = g.read(ctx); err != nil {
+		return "", false, err
+	}
+	if ev.Kind != sched.EventFinished {
+		return "", true, fmt.Errorf("%w: tokens after the last one", errEngine)
+	}
+	return g.finished(ev.Record)
+}
+
+// read returns the request's next event; an end of events without a finish, or a finished event
+// without a record, is an error wrapping sched.ErrClosed.
+func (g *generation) read(ctx context.Context) (sched.Event, error) {
+	ev, err := g.st.Next(ctx)
+	switch {
+	case errors.Is(err, io.EOF):
+		return ev, fmt.Errorf("%w: the request's events ended without a finish", sched.ErrClosed)
+	case err == nil && ev.Kind == sched.EventFinished && ev.Record == nil:
+		return ev, fmt.Errorf("%w: a finished event without a record", sched.ErrClosed)
+	}
+	return ev, err
 }
 
 // finished handles the request's finished event.

@@ -135,7 +135,7 @@ func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, g *generatio
 }
 
 // streamReply answers with a stream: a chunk per token event (the first of a chat reply after a
-// chunk with the role), a last chunk with the finish reason, the usage chunk when asked for, and
+// chunk with the role), the last with the finish reason, the usage chunk when asked for, and
 // [DONE]. An error after the headers went out is sent as an event with OpenAI's error object.
 func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generation, rp *replier) {
 	out := newSSE(w, s.opts.WriteTimeout)
