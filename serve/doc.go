@@ -43,9 +43,9 @@
 //	assistant:
 //
 // Errors are OpenAI's error object, {"error": {"message", "type", "param", "code"}}: 400
-// (a Content-Type other than application/json, as vLLM; malformed JSON, a bad or unsupported
-// field, a prompt over the context length: code context_length_exceeded, param prompt or
-// messages), 404 (unknown model or path), 405 (with
+// (a Content-Type other than application/json, as vLLM; malformed JSON or a body that is not
+// UTF-8, a bad or unsupported field, a prompt over the context length: code
+// context_length_exceeded, param prompt or messages), 404 (unknown model or path), 405 (with
 // Allow), 413 (body over Options.MaxBodyBytes), 429 (with Retry-After, past Options.MaxQueue
 // waiting requests), 503 (shutting down), 500 (the engine failed). After a stream has begun, an
 // error is sent as an event holding the error object, then [DONE].

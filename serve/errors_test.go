@@ -24,6 +24,9 @@ func TestErrors(t *testing.T) {
 	}{
 		{"malformed JSON", "POST", "/v1/completions", `{"prompt": "Hi",`, 400, typeInvalid, "", "", "malformed JSON"},
 		{"not an object", "POST", "/v1/completions", `[1, 2]`, 400, typeInvalid, "", "", "JSON object"},
+		// JSON is UTF-8 (RFC 8259 section 8.1): a Latin-1 "café" is refused, not read as "caf\ufffd".
+		{"not UTF-8", "POST", "/v1/completions", "{\"prompt\": \"caf\xe9\"}", 400, typeInvalid, "", "", "not valid UTF-8 (byte 15)"},
+		{"not UTF-8 in chat", "POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]}", 400, typeInvalid, "", "", "not valid UTF-8"},
 		{"null body", "POST", "/v1/completions", `null`, 400, typeInvalid, "", "", "JSON object"},
 		{"wrong type", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": "ten"}`, 400, typeInvalid, "max_tokens", "", "'max_tokens' must be an integer, got string"},
 		{"fraction for an integer", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 2.5}`, 400, typeInvalid, "max_tokens", "", "'max_tokens' must be an integer, got number 2.5"},

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"rosetop/engine"
 	"rosetop/sched"
@@ -79,6 +80,9 @@ func (j *job) promptParam() string {
 // *chatRequest), answering a 400 for malformed JSON, a wrongly typed field, or a field set to a
 // value rosetop cannot honour.
 func decodeBody(body []byte, v any) *apiError {
+	if !utf8.Valid(body) { // encoding/json would read each bad byte as U+FFFD: another prompt
+		return badRequest("", "", "the request body is not valid UTF-8 (byte %d): JSON text is UTF-8", invalidUTF8At(body))
+	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(body, &members); err != nil {
 		var te *json.UnmarshalTypeError
@@ -102,6 +106,18 @@ func decodeBody(body []byte, v any) *apiError {
 		return badRequest("", "", "malformed JSON: %v", err)
 	}
 	return nil
+}
+
+// invalidUTF8At is the offset of b's first byte that does not start a valid UTF-8 sequence.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // jsonType names the JSON value a Go type decodes from, for a client who never saw the Go type;
