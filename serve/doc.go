@@ -21,7 +21,9 @@
 // vLLM's ignore_eos, min_tokens, skip_special_tokens and return_token_ids. Fields that would change
 // the result and that rosetop does not implement (n > 1, best_of, logprobs, echo, suffix,
 // logit_bias, penalties, tools, response_format, ...) get a 400 naming the field unless they hold
-// their neutral value; other unknown fields are ignored, as vLLM ignores them.
+// their neutral value; other unknown fields are ignored, as vLLM ignores them. An integer may be
+// written as a whole number with a fraction or an exponent (5.0, 1e3), as vLLM's pydantic models
+// read it.
 //
 // Semantics worth knowing:
 //   - Stop strings are matched on the server, as vLLM does: after each token in the new text and

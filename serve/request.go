@@ -1,12 +1,14 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -97,6 +99,9 @@ func decodeBody(body []byte, v any) *apiError {
 	if e := checkNeutral(members); e != nil {
 		return e
 	}
+	if wholeInts(members, reflect.TypeOf(v).Elem()) {
+		body, _ = json.Marshal(members) // members hold valid JSON: it cannot fail
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -120,6 +125,45 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
+// wholeInts rewrites the members that hold t's integer fields (by JSON name, an embedded struct's
+// too) and are whole numbers written with a fraction or an exponent (5.0, 2e0: Python's
+// json.dumps of a float) as integers, as vLLM's pydantic models read them. It reports whether
+// it rewrote any; a fraction, or a number past int64, is left for the decoder to refuse.
+func wholeInts(members map[string]json.RawMessage, t reflect.Type) bool {
+	rewrote := false
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			rewrote = wholeInts(members, f.Type) || rewrote
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		raw, ok := members[name]
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if !ok || ft.Kind() < reflect.Int || ft.Kind() > reflect.Int64 {
+			continue
+		}
+		n := string(bytes.TrimSpace(raw))
+		if !strings.ContainsAny(n, ".eE") || !isWhole(n) {
+			continue
+		}
+		if x, _ := strconv.ParseFloat(n, 64); x >= -(1<<63) && x < 1<<63 {
+			members[name] = json.RawMessage(strconv.FormatInt(int64(x), 10))
+			rewrote = true
+		}
+	}
+	return rewrote
+}
+
+// isWhole reports whether n is a JSON number with no fractional part.
+func isWhole(n string) bool {
+	x, err := strconv.ParseFloat(n, 64)
+	return err == nil && x == math.Trunc(x)
+}
+
 // jsonType names the JSON value a Go type decodes from, for a client who never saw the Go type;
 // got is what the body held (encoding/json's "number 2.5", "string", ...). An integer's range is
 // named when got was a whole number outside it.
@@ -130,7 +174,7 @@ func jsonType(t reflect.Type, got string) string {
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n, ok := strings.CutPrefix(got, "number "); ok && !strings.ContainsAny(n, ".eE") {
+		if n, ok := strings.CutPrefix(got, "number "); ok && isWhole(n) {
 			return "an integer in " + intRange(t)
 		}
 		return "an integer"

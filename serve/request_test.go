@@ -22,6 +22,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_completion_tokens": 3}`,
 		`{"messages": [{"role": "system", "content": null}, {"role": "user", "content": "x"}], "n": 1}`,
 		`{"prompt": "x", "n": 2}`, `[]`, `null`, `{"prompt": ["a", "b"]}`, `{"prompt": "x", "max_tokens": 1e30}`,
+		`{"prompt": "x", "max_tokens": 4.0, "seed": -1e3, "top_k": 2.5}`,
 	} {
 		f.Add([]byte(s), strings.Contains(s, "messages"))
 	}
@@ -82,5 +83,54 @@ func TestChatTemplate(t *testing.T) {
 	want := "system: You are terse.\nuser: Hel\nlo\nassistant: \nuser: Again\nassistant:"
 	if e != nil || got != want {
 		t.Fatalf("got %q (%v), want %q", got, e, want)
+	}
+}
+
+// TestWholeNumbers: an integer parameter written as a whole number with a fraction or an exponent
+// (5.0, 2e0: Python's json.dumps of a float) is that integer, as vLLM's pydantic models take it
+// (lax mode: a float with no fractional part); a fraction is still refused.
+func TestWholeNumbers(t *testing.T) {
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Model{ID: "gpt2", MaxSeqLen: 64, VocabSize: tok.VocabSize(), Tokenizer: tok, EOS: tok.EOS()}
+	for _, c := range []struct {
+		name, body        string
+		chat              bool
+		maxNew, minNew    int
+		topK              int
+		seed              uint64
+		errParam, errText string // a 400 about errParam, with errText in its message
+	}{
+		{name: "completions", body: `{"prompt": "Hi", "max_tokens": 5.0, "min_tokens": 2e0, "top_k": 1.0, "seed": -3.0}`,
+			maxNew: 5, minNew: 2, topK: 1, seed: 1<<64 - 3},
+		{name: "chat", body: `{"messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 4.0, "seed": 7E0}`,
+			chat: true, maxNew: 4, seed: 7},
+		{name: "exponent past the context", body: `{"prompt": "Hi", "max_tokens": 1e18}`,
+			errParam: "prompt", errText: "1000000000000000000 in the completion"},
+		{name: "fraction", body: `{"prompt": "Hi", "max_tokens": 2.5}`, errParam: "max_tokens", errText: "must be an integer, got number 2.5"},
+		{name: "past int64", body: `{"prompt": "Hi", "seed": 1e19}`, errParam: "seed", errText: "must be an integer in [-9223372036854775808, 9223372036854775807]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parse := parseCompletion
+			if c.chat {
+				parse = parseChat
+			}
+			j, e := parse([]byte(c.body), m)
+			if c.errParam != "" {
+				if e == nil || e.Param == nil || *e.Param != c.errParam || !strings.Contains(e.Message, c.errText) {
+					t.Fatalf("error %+v; want one about %s saying %q", e, c.errParam, c.errText)
+				}
+				return
+			}
+			if e != nil {
+				t.Fatalf("refused: %s", e.Message)
+			}
+			if r := j.req; r.MaxNewTokens != c.maxNew || r.MinNewTokens != c.minNew || r.Sampling.TopK != c.topK || r.Sampling.Seed != c.seed {
+				t.Fatalf("max %d min %d top_k %d seed %d; want %d %d %d %d", r.MaxNewTokens, r.MinNewTokens, r.Sampling.TopK, r.Sampling.Seed,
+					c.maxNew, c.minNew, c.topK, c.seed)
+			}
+		})
 	}
 }
