@@ -181,6 +181,7 @@ func TestSampling(t *testing.T) {
 		{"sampled is not greedy", map[string]any{"temperature": 1, "seed": 7}, greedy, false},
 		{"top_k 1", map[string]any{"temperature": 1, "top_k": 1, "seed": 3}, greedy, true},
 		{"top_p tiny", map[string]any{"temperature": 1, "top_p": 1e-9, "seed": 3}, greedy, true},
+		{"top_p below float32's least", map[string]any{"temperature": 1, "top_p": 1e-300, "seed": 3}, greedy, true},
 		{"top_k -1 is off", map[string]any{"temperature": 1, "top_k": -1, "seed": 7}, seven, true},
 	}
 	for _, c := range cases {

@@ -281,7 +281,7 @@ func (c *common) sampling() (engine.SamplingParams, *apiError) {
 		if math.IsNaN(*p) || *p <= 0 || *p > 1 {
 			return sp, badRequest("top_p", "", "top_p must be in (0, 1], got %g", *p)
 		}
-		sp.TopP = float32(*p)
+		sp.TopP = max(float32(*p), math.SmallestNonzeroFloat32) // not 0: the engine's "off"
 	}
 	if k := c.TopK; k != nil {
 		if *k < -1 {
