@@ -208,7 +208,7 @@ func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxPara
 	if e != nil {
 		return e
 	}
-	sp, e := c.sampling()
+	sp, e := c.sampling(m.VocabSize)
 	if e != nil {
 		return e
 	}
@@ -269,7 +269,9 @@ func (c *common) checkModel(m *Model) *apiError {
 
 // sampling maps temperature, top_p, top_k and seed onto the engine's parameters. Absent fields
 // take OpenAI's defaults (temperature 1, top_p 1); without a seed each request draws its own.
-func (c *common) sampling() (engine.SamplingParams, *apiError) {
+// A top_k of the whole vocabulary or more is off (0): a backend may hold top-k in fewer bits
+// than an int (the CUDA sampler's int32).
+func (c *common) sampling(vocab int) (engine.SamplingParams, *apiError) {
 	sp := engine.SamplingParams{Temperature: 1}
 	if t := c.Temperature; t != nil {
 		if math.IsNaN(*t) || *t < 0 || *t > maxTemperature {
@@ -287,7 +289,9 @@ func (c *common) sampling() (engine.SamplingParams, *apiError) {
 		if *k < -1 {
 			return sp, badRequest("top_k", "", "top_k must be -1 or 0 (off) or at least 1, got %d", *k)
 		}
-		sp.TopK = max(*k, 0)
+		if *k < vocab {
+			sp.TopK = max(*k, 0)
+		}
 	}
 	if c.Seed != nil {
 		sp.Seed = uint64(*c.Seed)

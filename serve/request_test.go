@@ -50,7 +50,8 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("prompt of %d tokens + %d new: outside the context of %d", len(r.Tokens), r.MaxNewTokens, m.MaxSeqLen)
 		case r.MinNewTokens < 0 || r.MinNewTokens > r.MaxNewTokens:
 			t.Fatalf("min new tokens %d outside [0, %d]", r.MinNewTokens, r.MaxNewTokens)
-		case r.Sampling.Temperature < 0 || r.Sampling.Temperature > maxTemperature || r.Sampling.TopP < 0 || r.Sampling.TopP > 1 || r.Sampling.TopK < 0:
+		case r.Sampling.Temperature < 0 || r.Sampling.Temperature > maxTemperature || r.Sampling.TopP < 0 || r.Sampling.TopP > 1 ||
+			r.Sampling.TopK < 0 || r.Sampling.TopK >= m.VocabSize:
 			t.Fatalf("sampling %+v out of range", r.Sampling)
 		case len(j.stops) > maxStops:
 			t.Fatalf("%d stop strings", len(j.stops))
@@ -132,5 +133,25 @@ func TestWholeNumbers(t *testing.T) {
 					c.maxNew, c.minNew, c.topK, c.seed)
 			}
 		})
+	}
+}
+
+// TestTopK: top_k reaches the engine as 0 (off) or a count below the vocabulary: -1, 0 and any
+// count that keeps the whole vocabulary are off, so that no backend reads a wrapped value (the
+// CUDA sampler takes top-k as an int32, where 4294967297 would read as 1: greedy).
+func TestTopK(t *testing.T) {
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Model{ID: "gpt2", MaxSeqLen: 64, VocabSize: tok.VocabSize(), Tokenizer: tok, EOS: tok.EOS()}
+	for _, c := range []struct {
+		topK string
+		want int
+	}{{"-1", 0}, {"0", 0}, {"1", 1}, {"40", 40}, {"50256", 50256}, {"50257", 0}, {"4294967297", 0}, {"9223372036854775807", 0}} {
+		j, e := parseCompletion([]byte(`{"prompt": "Hi", "top_k": `+c.topK+`}`), m)
+		if e != nil || j.req.Sampling.TopK != c.want {
+			t.Fatalf("top_k %s: %v (%v); want %d", c.topK, j, e, c.want)
+		}
 	}
 }
