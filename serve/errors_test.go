@@ -39,6 +39,10 @@ func TestErrors(t *testing.T) {
 		{"batch of prompts", "POST", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, typeInvalid, "prompt", "", "2 prompts"},
 		{"token id out of vocabulary", "POST", "/v1/completions", `{"prompt": [1, 50257]}`, 400, typeInvalid, "prompt", "", "50257"},
 		{"negative token id", "POST", "/v1/completions", `{"prompt": [-1]}`, 400, typeInvalid, "prompt", "", "-1"},
+		// encoding/json reads a null element as 0, a token id ("!") the client never sent.
+		{"null token id", "POST", "/v1/completions", `{"prompt": [15496, null]}`, 400, typeInvalid, "prompt", "", "prompt token id at index 1 is null"},
+		{"null in a token list", "POST", "/v1/completions", `{"prompt": [[null, 15496]]}`, 400, typeInvalid, "prompt", "", "prompt token id at index 0 is null"},
+		{"string among token ids", "POST", "/v1/completions", `{"prompt": [15496, "a"]}`, 400, typeInvalid, "prompt", "", "prompt must be a string, a list of token ids, or a list holding one of either"},
 		{"prompt over the context", "POST", "/v1/completions", `{"prompt": "` + long + `", "max_tokens": 1}`, 400, typeInvalid, "prompt", "context_length_exceeded", "maximum context length is 64"},
 		{"max_tokens over the context", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 64}`, 400, typeInvalid, "prompt", "context_length_exceeded", "65 tokens"},
 		{"max_tokens past int32", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 99999999999999}`, 400, typeInvalid, "prompt", "context_length_exceeded", "you requested 100000000000000 tokens (1 in the prompt, 99999999999999 in the completion)"},

@@ -346,7 +346,8 @@ func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 }
 
 // completionPrompt reads prompt: a string, a list of token ids, or a list holding one of either.
-// Several prompts in one request (a batch) are not supported.
+// Several prompts in one request (a batch) are not supported. Token ids decode through pointers:
+// encoding/json reads a null element into an int as 0, a token the client never sent.
 func completionPrompt(raw json.RawMessage, m *Model) ([]int32, *apiError) {
 	if len(raw) == 0 || isNull(raw) {
 		return nil, badRequest(completionsPromptName, "", "prompt is required")
@@ -355,7 +356,7 @@ func completionPrompt(raw json.RawMessage, m *Model) ([]int32, *apiError) {
 	if err := json.Unmarshal(raw, &text); err == nil {
 		return encodePrompt(text, m, completionsPromptName)
 	}
-	var ids []int64
+	var ids []*int64
 	if err := json.Unmarshal(raw, &ids); err == nil {
 		return checkIDs(ids, m)
 	}
@@ -363,28 +364,42 @@ func completionPrompt(raw json.RawMessage, m *Model) ([]int32, *apiError) {
 	if err := json.Unmarshal(raw, &texts); err == nil && len(texts) == 1 {
 		return encodePrompt(texts[0], m, completionsPromptName)
 	}
-	var lists [][]int64
+	var lists [][]*int64
 	if err := json.Unmarshal(raw, &lists); err == nil && len(lists) == 1 {
 		return checkIDs(lists[0], m)
 	}
 	var batch []json.RawMessage
-	if err := json.Unmarshal(raw, &batch); err == nil && len(batch) > 1 {
+	if err := json.Unmarshal(raw, &batch); err == nil && len(batch) > 1 && allPrompts(batch) {
 		return nil, badRequest(completionsPromptName, "", "a list of %d prompts is not supported: send one prompt per request", len(batch))
 	}
-	return nil, badRequest(completionsPromptName, "", "prompt must be a string or a list of token ids")
+	return nil, badRequest(completionsPromptName, "", "prompt must be a string, a list of token ids, or a list holding one of either")
+}
+
+// allPrompts reports whether each item is a string or a list: a batch of prompts, not a
+// malformed list of token ids.
+func allPrompts(items []json.RawMessage) bool {
+	for _, it := range items {
+		if it = bytes.TrimSpace(it); len(it) == 0 || it[0] != '"' && it[0] != '[' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkIDs validates a prompt of token ids.
-func checkIDs(ids []int64, m *Model) ([]int32, *apiError) {
+func checkIDs(ids []*int64, m *Model) ([]int32, *apiError) {
 	if len(ids) == 0 {
 		return nil, badRequest(completionsPromptName, "", "prompt is an empty list of token ids")
 	}
 	out := make([]int32, len(ids))
-	for i, id := range ids {
-		if id < 0 || id >= int64(m.VocabSize) {
+	for i, p := range ids {
+		if p == nil {
+			return nil, badRequest(completionsPromptName, "", "prompt token id at index %d is null", i)
+		}
+		if id := *p; id < 0 || id >= int64(m.VocabSize) {
 			return nil, badRequest(completionsPromptName, "", "prompt token id %d at index %d is out of the vocabulary [0, %d)", id, i, m.VocabSize)
 		}
-		out[i] = int32(id)
+		out[i] = int32(*p)
 	}
 	return out, nil
 }
