@@ -32,6 +32,7 @@ func TestErrors(t *testing.T) {
 		{"fraction for an integer", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 2.5}`, 400, typeInvalid, "max_tokens", "", "'max_tokens' must be an integer, got number 2.5"},
 		{"integer past int64", "POST", "/v1/completions", `{"prompt": "Hi", "seed": 18446744073709551615}`, 400, typeInvalid, "seed", "", "'seed' must be an integer in [-9223372036854775808, 9223372036854775807]"},
 		{"string for a number", "POST", "/v1/completions", `{"prompt": "Hi", "temperature": "hot"}`, 400, typeInvalid, "temperature", "", "'temperature' must be a number, got string"},
+		{"number past float64", "POST", "/v1/completions", `{"prompt": "Hi", "temperature": 1e400}`, 400, typeInvalid, "temperature", "", "'temperature' must be a finite number, got number 1e400"},
 		{"string for messages", "POST", "/v1/chat/completions", `{"messages": "Hi"}`, 400, typeInvalid, "messages", "", "'messages' must be an array, got string"},
 		{"bool for stream_options", "POST", "/v1/completions", `{"prompt": "Hi", "stream": true, "stream_options": true}`, 400, typeInvalid, "stream_options", "", "'stream_options' must be an object, got bool"},
 		{"no prompt", "POST", "/v1/completions", `{}`, 400, typeInvalid, "prompt", "", "prompt is required"},

@@ -179,6 +179,9 @@ func jsonType(t reflect.Type, got string) string {
 		}
 		return "an integer"
 	case reflect.Float32, reflect.Float64:
+		if strings.HasPrefix(got, "number ") { // a number, but past the float's range
+			return "a finite number"
+		}
 		return "a number"
 	case reflect.String:
 		return "a string"
