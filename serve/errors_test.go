@@ -186,4 +186,9 @@ func TestNeutralValues(t *testing.T) {
 	if code := h.post("/v1/chat/completions", chat, &r); code != 200 || r.Usage.CompletionTokens != 2 {
 		t.Fatalf("chat: status %d, reply %+v", code, r)
 	}
+	// An empty model names none, as vLLM reads it (OpenAIServing._is_model_supported): the
+	// served one answers, under its own name.
+	if code := h.post("/v1/completions", `{"model": "", "prompt": "Hi", "max_tokens": 2}`, &r); code != 200 || r.Model != "tiny-gpt2" {
+		t.Fatalf("model \"\": status %d, reply %+v", code, r)
+	}
 }

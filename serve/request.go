@@ -261,9 +261,9 @@ func (c *common) lengths(j *job, m *Model, n int, maxTokens *int, maxParam strin
 }
 
 // checkModel answers 404 when the request names a model other than the one served; a request
-// naming none gets the served one (as vLLM does).
+// naming none (no model, null or "") gets the served one, as vLLM does.
 func (c *common) checkModel(m *Model) *apiError {
-	if c.Model == nil || *c.Model == m.ID {
+	if c.Model == nil || *c.Model == "" || *c.Model == m.ID {
 		return nil
 	}
 	return newAPIError(404, typeInvalid, "model", "model_not_found",
