@@ -58,7 +58,8 @@ func chatPrompt(msgs []chatMessage) (string, *apiError) {
 	return b.String(), nil
 }
 
-// messageText reads a message's content: a string, a list of text parts (joined), or null.
+// messageText reads a message's content: a string, a list of text parts (joined with newlines,
+// as vLLM joins them for a template that takes a string), or null.
 func messageText(i int, raw json.RawMessage) (string, *apiError) {
 	if len(raw) == 0 || isNull(raw) {
 		return "", nil
@@ -71,14 +72,14 @@ func messageText(i int, raw json.RawMessage) (string, *apiError) {
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return "", badRequest(chatPromptName, "", "messages[%d].content must be a string or a list of text parts", i)
 	}
-	var b strings.Builder
+	texts := make([]string, len(parts))
 	for k, p := range parts {
 		if p.Type != "text" {
 			return "", badRequest(chatPromptName, "", "messages[%d].content[%d].type %q is not supported (text only)", i, k, p.Type)
 		}
-		b.WriteString(p.Text)
+		texts[k] = p.Text
 	}
-	return b.String(), nil
+	return strings.Join(texts, "\n"), nil
 }
 
 // parseChat validates a /v1/chat/completions body.

@@ -10,7 +10,7 @@
 //
 // Replies follow OpenAI's API reference, as vLLM implements it: a whole reply with usage, or with
 // "stream": true Server-Sent Events, each "data: {json}\n\n" flushed as it is written, a chunk per
-// scheduler step that sampled a token (chat: a first chunk with the role), a last chunk with
+// scheduler step that sampled a token (chat: a first chunk with the role), the last of them with
 // finish_reason ("length", or "stop" for EOS and stop strings), with stream_options.include_usage
 // a usage chunk with "choices": [] ("usage": null in the others, or the usage so far with vLLM's
 // continuous_usage_stats), and "data: [DONE]\n\n".
@@ -21,7 +21,9 @@
 // vLLM's ignore_eos, min_tokens, skip_special_tokens and return_token_ids. Fields that would change
 // the result and that rosetop does not implement (n > 1, best_of, logprobs, echo, suffix,
 // logit_bias, penalties, tools, response_format, ...) get a 400 naming the field unless they hold
-// their neutral value; other unknown fields are ignored, as vLLM ignores them.
+// their neutral value; other unknown fields are ignored, as vLLM ignores them. An integer may be
+// written as a whole number with a fraction or an exponent (5.0, 1e3), as vLLM's pydantic models
+// read it.
 //
 // Semantics worth knowing:
 //   - Stop strings are matched on the server, as vLLM does: after each token in the new text and
@@ -43,9 +45,9 @@
 //	assistant:
 //
 // Errors are OpenAI's error object, {"error": {"message", "type", "param", "code"}}: 400
-// (a Content-Type other than application/json, as vLLM; malformed JSON, a bad or unsupported
-// field, a prompt over the context length: code context_length_exceeded, param prompt or
-// messages), 404 (unknown model or path), 405 (with
+// (a Content-Type other than application/json, as vLLM; malformed JSON or a body that is not
+// UTF-8, a bad or unsupported field, a prompt over the context length: code
+// context_length_exceeded, param prompt or messages), 404 (unknown model or path), 405 (with
 // Allow), 413 (body over Options.MaxBodyBytes), 429 (with Retry-After, past Options.MaxQueue
 // waiting requests), 503 (shutting down), 500 (the engine failed). After a stream has begun, an
 // error is sent as an event holding the error object, then [DONE].

@@ -24,11 +24,15 @@ func TestErrors(t *testing.T) {
 	}{
 		{"malformed JSON", "POST", "/v1/completions", `{"prompt": "Hi",`, 400, typeInvalid, "", "", "malformed JSON"},
 		{"not an object", "POST", "/v1/completions", `[1, 2]`, 400, typeInvalid, "", "", "JSON object"},
+		// JSON is UTF-8 (RFC 8259 section 8.1): a Latin-1 "café" is refused, not read as "caf\ufffd".
+		{"not UTF-8", "POST", "/v1/completions", "{\"prompt\": \"caf\xe9\"}", 400, typeInvalid, "", "", "not valid UTF-8 (byte 15)"},
+		{"not UTF-8 in chat", "POST", "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\"}]}", 400, typeInvalid, "", "", "not valid UTF-8"},
 		{"null body", "POST", "/v1/completions", `null`, 400, typeInvalid, "", "", "JSON object"},
 		{"wrong type", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": "ten"}`, 400, typeInvalid, "max_tokens", "", "'max_tokens' must be an integer, got string"},
 		{"fraction for an integer", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 2.5}`, 400, typeInvalid, "max_tokens", "", "'max_tokens' must be an integer, got number 2.5"},
 		{"integer past int64", "POST", "/v1/completions", `{"prompt": "Hi", "seed": 18446744073709551615}`, 400, typeInvalid, "seed", "", "'seed' must be an integer in [-9223372036854775808, 9223372036854775807]"},
 		{"string for a number", "POST", "/v1/completions", `{"prompt": "Hi", "temperature": "hot"}`, 400, typeInvalid, "temperature", "", "'temperature' must be a number, got string"},
+		{"number past float64", "POST", "/v1/completions", `{"prompt": "Hi", "temperature": 1e400}`, 400, typeInvalid, "temperature", "", "'temperature' must be a finite number, got number 1e400"},
 		{"string for messages", "POST", "/v1/chat/completions", `{"messages": "Hi"}`, 400, typeInvalid, "messages", "", "'messages' must be an array, got string"},
 		{"bool for stream_options", "POST", "/v1/completions", `{"prompt": "Hi", "stream": true, "stream_options": true}`, 400, typeInvalid, "stream_options", "", "'stream_options' must be an object, got bool"},
 		{"no prompt", "POST", "/v1/completions", `{}`, 400, typeInvalid, "prompt", "", "prompt is required"},
@@ -36,6 +40,10 @@ func TestErrors(t *testing.T) {
 		{"batch of prompts", "POST", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, typeInvalid, "prompt", "", "2 prompts"},
 		{"token id out of vocabulary", "POST", "/v1/completions", `{"prompt": [1, 50257]}`, 400, typeInvalid, "prompt", "", "50257"},
 		{"negative token id", "POST", "/v1/completions", `{"prompt": [-1]}`, 400, typeInvalid, "prompt", "", "-1"},
+		// encoding/json reads a null element as 0, a token id ("!") the client never sent.
+		{"null token id", "POST", "/v1/completions", `{"prompt": [15496, null]}`, 400, typeInvalid, "prompt", "", "prompt token id at index 1 is null"},
+		{"null in a token list", "POST", "/v1/completions", `{"prompt": [[null, 15496]]}`, 400, typeInvalid, "prompt", "", "prompt token id at index 0 is null"},
+		{"string among token ids", "POST", "/v1/completions", `{"prompt": [15496, "a"]}`, 400, typeInvalid, "prompt", "", "prompt must be a string, a list of token ids, or a list holding one of either"},
 		{"prompt over the context", "POST", "/v1/completions", `{"prompt": "` + long + `", "max_tokens": 1}`, 400, typeInvalid, "prompt", "context_length_exceeded", "maximum context length is 64"},
 		{"max_tokens over the context", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 64}`, 400, typeInvalid, "prompt", "context_length_exceeded", "65 tokens"},
 		{"max_tokens past int32", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 99999999999999}`, 400, typeInvalid, "prompt", "context_length_exceeded", "you requested 100000000000000 tokens (1 in the prompt, 99999999999999 in the completion)"},
@@ -177,5 +185,10 @@ func TestNeutralValues(t *testing.T) {
 		"top_logprobs": 0, "tools": [], "tool_choice": "none", "modalities": ["text"], "stream": false}`
 	if code := h.post("/v1/chat/completions", chat, &r); code != 200 || r.Usage.CompletionTokens != 2 {
 		t.Fatalf("chat: status %d, reply %+v", code, r)
+	}
+	// An empty model names none, as vLLM reads it (OpenAIServing._is_model_supported): the
+	// served one answers, under its own name.
+	if code := h.post("/v1/completions", `{"model": "", "prompt": "Hi", "max_tokens": 2}`, &r); code != 200 || r.Model != "tiny-gpt2" {
+		t.Fatalf("model \"\": status %d, reply %+v", code, r)
 	}
 }

@@ -53,26 +53,23 @@ func (s skipToken) TokenBytes(id int32) []byte {
 }
 
 // next reads the request's next event and returns the text that can be sent after it; done says
-// the request ended (finish is set). A stop string's match cancels the request in the scheduler:
-// drain then waits for its end. Errors: ctx's, errCancelled, errEngine, or one wrapping
-// sched.ErrClosed.
+// the request ended (finish is set). Tokens that end the request (max tokens, EOS) come with its
+// end, as vLLM sends the finish reason with the last token: the scheduler emits the finished
+// event right after them. A stop string's match cancels the request in the scheduler: drain then
+// waits for its end. Errors: ctx's, errCancelled, errEngine, or one wrapping sched.ErrClosed.
 func (g *generation) next(ctx context.Context) (text string, done bool, err error) {
-	ev, err := g.st.Next(ctx)
-	if errors.Is(err, io.EOF) {
-		err = fmt.Errorf("%w: the request's events ended without a finish", sched.ErrClosed)
-	}
+	ev, err := g.read(ctx)
 	if err != nil {
 		return "", false, err
 	}
 	if ev.Kind == sched.EventFinished {
-		if ev.Record == nil {
-			return "", true, fmt.Errorf("%w: a finished event without a record", sched.ErrClosed)
-		}
 		return g.finished(ev.Record)
 	}
+	last := false // the tokens end the request: its finished event follows
 	for _, t := range ev.Tokens {
 		g.tokens = append(g.tokens, t)
 		if g.stopsOnEOS(t) {
+			last = true
 			continue // the EOS that ends the request adds no text, as in vLLM
 		}
 		if g.stop.push(g.detok.Push(t), g.minReached()) {
@@ -81,7 +78,29 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 			return g.stop.take(true), true, nil
 		}
 	}
-	return g.stop.take(false), false, nil
+	if !last && len(g.tokens) < g.j.req.MaxNewTokens {
+		return g.stop.take(false), false, nil
+	}
+	if ev, err = g.read(ctx); err != nil {
+		return "", false, err
+	}
+	if ev.Kind != sched.EventFinished {
+		return "", true, fmt.Errorf("%w: tokens after the last one", errEngine)
+	}
+	return g.finished(ev.Record)
+}
+
+// read returns the request's next event; an end of events without a finish, or a finished event
+// without a record, is an error wrapping sched.ErrClosed.
+func (g *generation) read(ctx context.Context) (sched.Event, error) {
+	ev, err := g.st.Next(ctx)
+	switch {
+	case errors.Is(err, io.EOF):
+		return ev, fmt.Errorf("%w: the request's events ended without a finish", sched.ErrClosed)
+	case err == nil && ev.Kind == sched.EventFinished && ev.Record == nil:
+		return ev, fmt.Errorf("%w: a finished event without a record", sched.ErrClosed)
+	}
+	return ev, err
 }
 
 // finished handles the request's finished event.
@@ -138,20 +157,23 @@ func (g *generation) gone() {
 	g.finish = "cancelled"
 }
 
-// chunkUsage is a stream chunk's usage field: left out without include_usage, null with it, the
-// usage so far with continuous_usage_stats.
-func (g *generation) chunkUsage() any {
+// chunkUsage is the usage field of a stream chunk sent once sent tokens have been: left out
+// without include_usage, null with it, those tokens with continuous_usage_stats (vLLM's chat role
+// chunk, sent before any token, counts 0).
+func (g *generation) chunkUsage(sent int) any {
 	switch {
 	case !g.j.usage:
 		return nil
 	case g.j.continuous:
-		return g.usage()
+		return g.usageOf(sent)
 	}
 	return json.RawMessage("null")
 }
 
 // usage counts the request's tokens as answered.
-func (g *generation) usage() *usage {
-	p, c := len(g.j.req.Tokens), len(g.tokens)
-	return &usage{PromptTokens: p, CompletionTokens: c, TotalTokens: p + c}
+func (g *generation) usage() *usage { return g.usageOf(len(g.tokens)) }
+
+func (g *generation) usageOf(completion int) *usage {
+	p := len(g.j.req.Tokens)
+	return &usage{PromptTokens: p, CompletionTokens: completion, TotalTokens: p + completion}
 }

@@ -36,7 +36,7 @@ func reference(t *testing.T, te *testEngine, prompt string, maxNew int) (ids, ou
 func TestGreedyMatchesGenerate(t *testing.T) {
 	h := newHarness(t, engineOpts{}, Options{})
 	const maxNew = 20
-	chatText := "system: You are terse.\nuser: Hello, my name is\nassistant:"
+	chatText := "system: You are terse.\nuser: Hello,\nmy name is\nassistant:"
 	cases := []struct {
 		name, path, prompt, object, idPrefix string
 		body                                 map[string]any
@@ -45,7 +45,7 @@ func TestGreedyMatchesGenerate(t *testing.T) {
 			map[string]any{"prompt": "Hello, my name is"}},
 		{"chat", "/v1/chat/completions", chatText, "chat.completion", "chatcmpl-",
 			map[string]any{"messages": []map[string]any{{"role": "system", "content": "You are terse."},
-				{"role": "user", "content": []map[string]string{{"type": "text", "text": "Hello, "}, {"type": "text", "text": "my name is"}}}}}},
+				{"role": "user", "content": []map[string]string{{"type": "text", "text": "Hello,"}, {"type": "text", "text": "my name is"}}}}}},
 	}
 	for _, c := range cases {
 		ids, want := reference(t, h.te, c.prompt, maxNew)
@@ -68,9 +68,18 @@ func TestGreedyMatchesGenerate(t *testing.T) {
 				t.Fatalf("reply %+v: want object %s, id %s..., model tiny-gpt2, one choice, usage %+v", r, c.object, c.idPrefix, u)
 			}
 			ch := r.Choices[0]
+			prompt := ch.PromptTokenIDs
+			if chat := c.path == "/v1/chat/completions"; chat {
+				prompt = r.PromptTokenIDs // vLLM's ChatCompletionResponse.prompt_token_ids
+				if ch.PromptTokenIDs != nil {
+					t.Fatalf("chat choice %+v has prompt_token_ids: vLLM puts them on the reply", ch)
+				}
+			} else if r.PromptTokenIDs != nil {
+				t.Fatalf("completion reply has prompt_token_ids %v: vLLM puts them on the choice", r.PromptTokenIDs)
+			}
 			if ch.FinishReason == nil || *ch.FinishReason != "length" || r.text() != wantText ||
-				!slices.Equal(ch.TokenIDs, want) || !slices.Equal(ch.PromptTokenIDs, ids) {
-				t.Fatalf("choice %+v text %q; want finish length, text %q, tokens %v, prompt %v", ch, r.text(), wantText, want, ids)
+				!slices.Equal(ch.TokenIDs, want) || !slices.Equal(prompt, ids) {
+				t.Fatalf("choice %+v text %q prompt %v; want finish length, text %q, tokens %v, prompt %v", ch, r.text(), prompt, wantText, want, ids)
 			}
 			if c.path == "/v1/chat/completions" && ch.Message.Role != "assistant" {
 				t.Fatalf("message role %q", ch.Message.Role)
@@ -86,19 +95,32 @@ func TestGreedyMatchesGenerate(t *testing.T) {
 					s.text, s.tokens, s.prompt, s.finish, s.usage, wantText, want, ids)
 			}
 			checkChunks(t, s, c.object+".chunk", c.path == "/v1/chat/completions", maxNew)
+			// vLLM: a chat stream's prompt ids are on its first chunk (the role chunk), a completion's
+			// on its first chunk's choice.
+			first := s.chunks[0]
+			got := first.Choices[0].PromptTokenIDs
+			if c.path == "/v1/chat/completions" {
+				got = first.PromptTokenIDs
+			}
+			if !slices.Equal(got, ids) {
+				t.Fatalf("first chunk %v: want the prompt ids %v where vLLM puts them", s.raw[0], ids)
+			}
 		})
 	}
 }
 
 // checkChunks checks a stream's chunks: one id, the chunk object, a text chunk per token (after
-// a role chunk for chat), a last chunk with the finish reason (chat: an empty delta), then the
-// usage chunk with no choices; "usage": null in every other chunk (include_usage).
+// a role chunk for chat), the last of them with the finish reason, then the usage chunk with no
+// choices; "usage": null in every other chunk (include_usage). vLLM sends the finish reason with
+// the last token (vllm/entrypoints/openai/completion/serving.py, chat_completion/serving.py):
+// `vllm bench serve` takes every chunk with choices for a token, so an extra one adds an
+// inter-token latency.
 func checkChunks(t *testing.T, s *streamed, object string, chat bool, tokens int) {
 	t.Helper()
 	if object == "text_completion.chunk" {
 		object = "text_completion"
 	}
-	want := tokens + 2 // + the finish chunk + the usage chunk
+	want := tokens + 1 // + the usage chunk
 	if chat {
 		want++
 	}
@@ -117,15 +139,16 @@ func checkChunks(t *testing.T, s *streamed, object string, chat bool, tokens int
 			t.Fatalf("chunk %d: %d choices", i, len(c.Choices))
 		}
 	}
+	final := s.chunks[len(s.chunks)-2].Choices[0]
+	if final.FinishReason == nil || len(final.TokenIDs) != 1 {
+		t.Fatalf("last chunk with choices %+v: want the last token and the finish reason", s.raw[len(s.raw)-2])
+	}
 	if !chat {
 		return
 	}
-	first, final := s.chunks[0].Choices[0].Delta, s.chunks[len(s.chunks)-2].Choices[0]
+	first := s.chunks[0].Choices[0].Delta
 	if first == nil || first.Role == nil || *first.Role != "assistant" || first.Content == nil || *first.Content != "" {
 		t.Fatalf("first chat chunk %+v: want delta {role: assistant, content: \"\"}", s.raw[0])
-	}
-	if delta := s.raw[len(s.raw)-2]["choices"].([]any)[0].(map[string]any)["delta"]; len(delta.(map[string]any)) != 0 || final.FinishReason == nil {
-		t.Fatalf("last chat chunk %+v: want an empty delta and a finish reason", s.raw[len(s.raw)-2])
 	}
 }
 
@@ -158,6 +181,7 @@ func TestSampling(t *testing.T) {
 		{"sampled is not greedy", map[string]any{"temperature": 1, "seed": 7}, greedy, false},
 		{"top_k 1", map[string]any{"temperature": 1, "top_k": 1, "seed": 3}, greedy, true},
 		{"top_p tiny", map[string]any{"temperature": 1, "top_p": 1e-9, "seed": 3}, greedy, true},
+		{"top_p below float32's least", map[string]any{"temperature": 1, "top_p": 1e-300, "seed": 3}, greedy, true},
 		{"top_k -1 is off", map[string]any{"temperature": 1, "top_k": -1, "seed": 7}, seven, true},
 	}
 	for _, c := range cases {
@@ -265,6 +289,9 @@ func TestEOSOptions(t *testing.T) {
 					body["stream_options"] = map[string]any{"include_usage": true}
 					s := h.stream("/v1/completions", body)
 					text, finish, n = s.text, s.finish, s.usage.CompletionTokens
+					if len(s.chunks) != n+1 { // a chunk per token, the last with the finish reason, + usage
+						t.Fatalf("%d chunks for %d tokens: want one per token and the usage chunk", len(s.chunks), n)
+					}
 				} else {
 					var r gotReply
 					if code := h.post("/v1/completions", body, &r); code != 200 {
@@ -276,6 +303,31 @@ func TestEOSOptions(t *testing.T) {
 					t.Fatalf("text %q finish %q tokens %d; want %q %q %d", text, finish, n, c.text, c.finish, c.tokens)
 				}
 			})
+		}
+	}
+}
+
+// TestContinuousUsage: with stream_options.continuous_usage_stats every chunk's usage counts the
+// tokens sent up to and including that chunk, as vLLM's chat_completion_stream_generator and
+// completion_stream_generator do: the chat role chunk, sent before any token, counts none.
+func TestContinuousUsage(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		body := map[string]any{"prompt": "Hello", "messages": []map[string]string{{"role": "user", "content": "Hello"}},
+			"max_tokens": 5, "ignore_eos": true, "return_token_ids": true,
+			"stream_options": map[string]bool{"include_usage": true, "continuous_usage_stats": true}}
+		s := h.stream(path, body)
+		sent := 0
+		for i, c := range s.chunks {
+			for _, ch := range c.Choices {
+				sent += len(ch.TokenIDs)
+			}
+			if c.Usage == nil || c.Usage.CompletionTokens != sent || c.Usage.TotalTokens != c.Usage.PromptTokens+sent {
+				t.Fatalf("%s: chunk %d (%v) has usage %+v after %d tokens sent", path, i, s.raw[i], c.Usage, sent)
+			}
+		}
+		if sent != 5 {
+			t.Fatalf("%s: %d tokens sent, want 5", path, sent)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, g *generatio
 }
 
 // streamReply answers with a stream: a chunk per token event (the first of a chat reply after a
-// chunk with the role), a last chunk with the finish reason, the usage chunk when asked for, and
+// chunk with the role), the last with the finish reason, the usage chunk when asked for, and
 // [DONE]. An error after the headers went out is sent as an event with OpenAI's error object.
 func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generation, rp *replier) {
 	out := newSSE(w, s.opts.WriteTimeout)
@@ -155,16 +155,19 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generati
 		var prompt []int32 // return_token_ids: the prompt's ids go with the first chunk
 		if first {
 			prompt = g.j.req.Tokens
-			if rp.chat && out.send(rp.chunk("", nil, true, nil, nil, g.chunkUsage())) != nil {
-				g.gone()
-				return
+			if rp.chat { // the first chunk is the role chunk
+				if out.send(rp.chunk("", nil, true, nil, prompt, g.chunkUsage(0))) != nil {
+					g.gone()
+					return
+				}
+				prompt = nil
 			}
 		}
 		var finish *string
 		if done {
 			finish = &g.finish
 		}
-		if out.send(rp.chunk(piece, finish, false, g.tokens[sent:], prompt, g.chunkUsage())) != nil {
+		if out.send(rp.chunk(piece, finish, false, g.tokens[sent:], prompt, g.chunkUsage(len(g.tokens)))) != nil {
 			g.gone()
 			return
 		}

@@ -188,7 +188,10 @@ type gotReply struct {
 	Model   string      `json:"model"`
 	Choices []gotChoice `json:"choices"`
 	Usage   *gotUsage   `json:"usage"`
-	Error   *struct {
+	// vLLM's return_token_ids: a chat reply's prompt ids (first chunk of a stream); a completion's
+	// are on its choice.
+	PromptTokenIDs []int32 `json:"prompt_token_ids"`
+	Error          *struct {
 		Message string  `json:"message"`
 		Type    string  `json:"type"`
 		Param   *string `json:"param"`
@@ -251,6 +254,7 @@ func parseStream(t testing.TB, events []string) *streamed {
 		if c.Usage != nil {
 			s.usage = c.Usage
 		}
+		s.prompt = append(s.prompt, c.PromptTokenIDs...)
 		for _, ch := range c.Choices {
 			s.text += ch.Text
 			if ch.Delta != nil && ch.Delta.Content != nil {

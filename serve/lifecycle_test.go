@@ -101,6 +101,42 @@ func TestSlowClient(t *testing.T) {
 	}
 }
 
+// TestUnsentBody: a client that declares a body and never sends it holds its connection no longer
+// than ReadTimeout, whether or not the handler reads the body (net/http reads an unread body
+// before it answers): on every route, and through a shutdown.
+func TestUnsentBody(t *testing.T) {
+	for _, c := range []struct {
+		name, method, path, contentType string
+		status                          int
+	}{
+		{"generation", "POST", "/v1/completions", "application/json", 400},
+		{"refused content type", "POST", "/v1/chat/completions", "text/plain", 400},
+		{"health", "GET", "/health", "", 200},
+		{"models", "GET", "/v1/models", "", 200},
+		{"unknown path", "POST", "/v1/embeddings", "application/json", 404},
+		{"wrong method", "PUT", "/v1/completions", "application/json", 405},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, engineOpts{}, Options{ReadTimeout: 50 * time.Millisecond, ShutdownTimeout: 50 * time.Millisecond})
+			conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: rosetop\r\nContent-Type: %s\r\nContent-Length: 100\r\n\r\n{", c.method, c.path, c.contentType)
+			conn.SetReadDeadline(time.Now().Add(time.Minute)) // a failure, not a measurement: far past ReadTimeout
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no reply: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, c.status)
+			}
+		})
+	}
+}
+
 // TestOverload: past --max-queue waiting requests a request is answered 429 with Retry-After;
 // the queued ones are served once the engine runs.
 func TestOverload(t *testing.T) {

@@ -26,6 +26,9 @@ type reply struct {
 	// will also include a usage field, but with a null value"), or the usage so far with vLLM's
 	// continuous_usage_stats; nil: left out.
 	Usage any `json:"usage,omitempty"`
+	// vLLM's return_token_ids: a chat reply's prompt ids (in a stream, on the role chunk); a
+	// completion carries them on its choice.
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
 }
 
 // completionChoice is a /v1/completions choice, whole or a chunk's.
@@ -41,13 +44,12 @@ type completionChoice struct {
 
 // chatChoice is a /v1/chat/completions choice: Message in a whole reply, Delta in a chunk.
 type chatChoice struct {
-	Index          int          `json:"index"`
-	Message        *chatContent `json:"message,omitempty"`
-	Delta          *chatContent `json:"delta,omitempty"`
-	Logprobs       *struct{}    `json:"logprobs"` // always null
-	FinishReason   *string      `json:"finish_reason"`
-	TokenIDs       []int32      `json:"token_ids,omitempty"`
-	PromptTokenIDs []int32      `json:"prompt_token_ids,omitempty"`
+	Index        int          `json:"index"`
+	Message      *chatContent `json:"message,omitempty"`
+	Delta        *chatContent `json:"delta,omitempty"`
+	Logprobs     *struct{}    `json:"logprobs"` // always null
+	FinishReason *string      `json:"finish_reason"`
+	TokenIDs     []int32      `json:"token_ids,omitempty"`
 }
 
 type chatContent struct {
@@ -96,8 +98,8 @@ func (r *replier) whole(text, finish string, tokens, prompt []int32, u *usage) *
 		tokens, prompt = nil, nil
 	}
 	if r.chat {
-		out.Choices = []any{chatChoice{Message: &chatContent{Role: "assistant", Content: &text}, FinishReason: &finish,
-			TokenIDs: tokens, PromptTokenIDs: prompt}}
+		out.Choices = []any{chatChoice{Message: &chatContent{Role: "assistant", Content: &text}, FinishReason: &finish, TokenIDs: tokens}}
+		out.PromptTokenIDs = prompt
 	} else {
 		out.Choices = []any{completionChoice{Text: text, FinishReason: &finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
 	}
@@ -105,7 +107,8 @@ func (r *replier) whole(text, finish string, tokens, prompt []int32, u *usage) *
 }
 
 // chunk is a stream's chunk carrying text (and, on the last one, the finish reason; for chat,
-// role makes the first chunk's delta {"role": "assistant", "content": ""}); u is its usage field.
+// role makes the first chunk's delta {"role": "assistant", "content": ""}); prompt goes with the
+// first chunk; u is its usage field.
 func (r *replier) chunk(text string, finish *string, role bool, tokens, prompt []int32, u any) *reply {
 	out := &reply{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model, Usage: u}
 	if !r.tokenIDs {
@@ -119,7 +122,8 @@ func (r *replier) chunk(text string, finish *string, role bool, tokens, prompt [
 		if text != "" || role {
 			delta.Content = &text
 		}
-		out.Choices = []any{chatChoice{Delta: delta, FinishReason: finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
+		out.Choices = []any{chatChoice{Delta: delta, FinishReason: finish, TokenIDs: tokens}}
+		out.PromptTokenIDs = prompt
 	} else {
 		out.Choices = []any{completionChoice{Text: text, FinishReason: finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
 	}

@@ -1,13 +1,16 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"rosetop/engine"
 	"rosetop/sched"
@@ -79,6 +82,9 @@ func (j *job) promptParam() string {
 // *chatRequest), answering a 400 for malformed JSON, a wrongly typed field, or a field set to a
 // value rosetop cannot honour.
 func decodeBody(body []byte, v any) *apiError {
+	if !utf8.Valid(body) { // encoding/json would read each bad byte as U+FFFD: another prompt
+		return badRequest("", "", "the request body is not valid UTF-8 (byte %d): JSON text is UTF-8", invalidUTF8At(body))
+	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(body, &members); err != nil {
 		var te *json.UnmarshalTypeError
@@ -93,6 +99,9 @@ func decodeBody(body []byte, v any) *apiError {
 	if e := checkNeutral(members); e != nil {
 		return e
 	}
+	if wholeInts(members, reflect.TypeOf(v).Elem()) {
+		body, _ = json.Marshal(members) // members hold valid JSON: it cannot fail
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -102,6 +111,57 @@ func decodeBody(body []byte, v any) *apiError {
 		return badRequest("", "", "malformed JSON: %v", err)
 	}
 	return nil
+}
+
+// invalidUTF8At is the offset of b's first byte that does not start a valid UTF-8 sequence.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+// wholeInts rewrites the members that hold t's integer fields (by JSON name, an embedded struct's
+// too) and are whole numbers written with a fraction or an exponent (5.0, 2e0: Python's
+// json.dumps of a float) as integers, as vLLM's pydantic models read them. It reports whether
+// it rewrote any; a fraction, or a number past int64, is left for the decoder to refuse.
+func wholeInts(members map[string]json.RawMessage, t reflect.Type) bool {
+	rewrote := false
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			rewrote = wholeInts(members, f.Type) || rewrote
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		raw, ok := members[name]
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if !ok || ft.Kind() < reflect.Int || ft.Kind() > reflect.Int64 {
+			continue
+		}
+		n := string(bytes.TrimSpace(raw))
+		if !strings.ContainsAny(n, ".eE") || !isWhole(n) {
+			continue
+		}
+		if x, _ := strconv.ParseFloat(n, 64); x >= -(1<<63) && x < 1<<63 {
+			members[name] = json.RawMessage(strconv.FormatInt(int64(x), 10))
+			rewrote = true
+		}
+	}
+	return rewrote
+}
+
+// isWhole reports whether n is a JSON number with no fractional part.
+func isWhole(n string) bool {
+	x, err := strconv.ParseFloat(n, 64)
+	return err == nil && x == math.Trunc(x)
 }
 
 // jsonType names the JSON value a Go type decodes from, for a client who never saw the Go type;
@@ -114,11 +174,14 @@ func jsonType(t reflect.Type, got string) string {
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n, ok := strings.CutPrefix(got, "number "); ok && !strings.ContainsAny(n, ".eE") {
+		if n, ok := strings.CutPrefix(got, "number "); ok && isWhole(n) {
 			return "an integer in " + intRange(t)
 		}
 		return "an integer"
 	case reflect.Float32, reflect.Float64:
+		if strings.HasPrefix(got, "number ") { // a number, but past the float's range
+			return "a finite number"
+		}
 		return "a number"
 	case reflect.String:
 		return "a string"
@@ -148,7 +211,7 @@ func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxPara
 	if e != nil {
 		return e
 	}
-	sp, e := c.sampling()
+	sp, e := c.sampling(m.VocabSize)
 	if e != nil {
 		return e
 	}
@@ -198,9 +261,9 @@ func (c *common) lengths(j *job, m *Model, n int, maxTokens *int, maxParam strin
 }
 
 // checkModel answers 404 when the request names a model other than the one served; a request
-// naming none gets the served one (as vLLM does).
+// naming none (no model, null or "") gets the served one, as vLLM does.
 func (c *common) checkModel(m *Model) *apiError {
-	if c.Model == nil || *c.Model == m.ID {
+	if c.Model == nil || *c.Model == "" || *c.Model == m.ID {
 		return nil
 	}
 	return newAPIError(404, typeInvalid, "model", "model_not_found",
@@ -209,7 +272,9 @@ func (c *common) checkModel(m *Model) *apiError {
 
 // sampling maps temperature, top_p, top_k and seed onto the engine's parameters. Absent fields
 // take OpenAI's defaults (temperature 1, top_p 1); without a seed each request draws its own.
-func (c *common) sampling() (engine.SamplingParams, *apiError) {
+// A top_k of the whole vocabulary or more is off (0): a backend may hold top-k in fewer bits
+// than an int (the CUDA sampler's int32).
+func (c *common) sampling(vocab int) (engine.SamplingParams, *apiError) {
 	sp := engine.SamplingParams{Temperature: 1}
 	if t := c.Temperature; t != nil {
 		if math.IsNaN(*t) || *t < 0 || *t > maxTemperature {
@@ -221,13 +286,15 @@ func (c *common) sampling() (engine.SamplingParams, *apiError) {
 		if math.IsNaN(*p) || *p <= 0 || *p > 1 {
 			return sp, badRequest("top_p", "", "top_p must be in (0, 1], got %g", *p)
 		}
-		sp.TopP = float32(*p)
+		sp.TopP = max(float32(*p), math.SmallestNonzeroFloat32) // not 0: the engine's "off"
 	}
 	if k := c.TopK; k != nil {
 		if *k < -1 {
 			return sp, badRequest("top_k", "", "top_k must be -1 or 0 (off) or at least 1, got %d", *k)
 		}
-		sp.TopK = max(*k, 0)
+		if *k < vocab {
+			sp.TopK = max(*k, 0)
+		}
 	}
 	if c.Seed != nil {
 		sp.Seed = uint64(*c.Seed)
@@ -282,7 +349,8 @@ func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 }
 
 // completionPrompt reads prompt: a string, a list of token ids, or a list holding one of either.
-// Several prompts in one request (a batch) are not supported.
+// Several prompts in one request (a batch) are not supported. Token ids decode through pointers:
+// encoding/json reads a null element into an int as 0, a token the client never sent.
 func completionPrompt(raw json.RawMessage, m *Model) ([]int32, *apiError) {
 	if len(raw) == 0 || isNull(raw) {
 		return nil, badRequest(completionsPromptName, "", "prompt is required")
@@ -291,7 +359,7 @@ func completionPrompt(raw json.RawMessage, m *Model) ([]int32, *apiError) {
 	if err := json.Unmarshal(raw, &text); err == nil {
 		return encodePrompt(text, m, completionsPromptName)
 	}
-	var ids []int64
+	var ids []*int64
 	if err := json.Unmarshal(raw, &ids); err == nil {
 		return checkIDs(ids, m)
 	}
@@ -299,28 +367,42 @@ func completionPrompt(raw json.RawMessage, m *Model) ([]int32, *apiError) {
 	if err := json.Unmarshal(raw, &texts); err == nil && len(texts) == 1 {
 		return encodePrompt(texts[0], m, completionsPromptName)
 	}
-	var lists [][]int64
+	var lists [][]*int64
 	if err := json.Unmarshal(raw, &lists); err == nil && len(lists) == 1 {
 		return checkIDs(lists[0], m)
 	}
 	var batch []json.RawMessage
-	if err := json.Unmarshal(raw, &batch); err == nil && len(batch) > 1 {
+	if err := json.Unmarshal(raw, &batch); err == nil && len(batch) > 1 && allPrompts(batch) {
 		return nil, badRequest(completionsPromptName, "", "a list of %d prompts is not supported: send one prompt per request", len(batch))
 	}
-	return nil, badRequest(completionsPromptName, "", "prompt must be a string or a list of token ids")
+	return nil, badRequest(completionsPromptName, "", "prompt must be a string, a list of token ids, or a list holding one of either")
+}
+
+// allPrompts reports whether each item is a string or a list: a batch of prompts, not a
+// malformed list of token ids.
+func allPrompts(items []json.RawMessage) bool {
+	for _, it := range items {
+		if it = bytes.TrimSpace(it); len(it) == 0 || it[0] != '"' && it[0] != '[' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkIDs validates a prompt of token ids.
-func checkIDs(ids []int64, m *Model) ([]int32, *apiError) {
+func checkIDs(ids []*int64, m *Model) ([]int32, *apiError) {
 	if len(ids) == 0 {
 		return nil, badRequest(completionsPromptName, "", "prompt is an empty list of token ids")
 	}
 	out := make([]int32, len(ids))
-	for i, id := range ids {
-		if id < 0 || id >= int64(m.VocabSize) {
+	for i, p := range ids {
+		if p == nil {
+			return nil, badRequest(completionsPromptName, "", "prompt token id at index %d is null", i)
+		}
+		if id := *p; id < 0 || id >= int64(m.VocabSize) {
 			return nil, badRequest(completionsPromptName, "", "prompt token id %d at index %d is out of the vocabulary [0, %d)", id, i, m.VocabSize)
 		}
-		out[i] = int32(id)
+		out[i] = int32(*p)
 	}
 	return out, nil
 }

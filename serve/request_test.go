@@ -22,6 +22,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_completion_tokens": 3}`,
 		`{"messages": [{"role": "system", "content": null}, {"role": "user", "content": "x"}], "n": 1}`,
 		`{"prompt": "x", "n": 2}`, `[]`, `null`, `{"prompt": ["a", "b"]}`, `{"prompt": "x", "max_tokens": 1e30}`,
+		`{"prompt": "x", "max_tokens": 4.0, "seed": -1e3, "top_k": 2.5}`,
 	} {
 		f.Add([]byte(s), strings.Contains(s, "messages"))
 	}
@@ -49,7 +50,8 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("prompt of %d tokens + %d new: outside the context of %d", len(r.Tokens), r.MaxNewTokens, m.MaxSeqLen)
 		case r.MinNewTokens < 0 || r.MinNewTokens > r.MaxNewTokens:
 			t.Fatalf("min new tokens %d outside [0, %d]", r.MinNewTokens, r.MaxNewTokens)
-		case r.Sampling.Temperature < 0 || r.Sampling.Temperature > maxTemperature || r.Sampling.TopP < 0 || r.Sampling.TopP > 1 || r.Sampling.TopK < 0:
+		case r.Sampling.Temperature < 0 || r.Sampling.Temperature > maxTemperature || r.Sampling.TopP < 0 || r.Sampling.TopP > 1 ||
+			r.Sampling.TopK < 0 || r.Sampling.TopK >= m.VocabSize:
 			t.Fatalf("sampling %+v out of range", r.Sampling)
 		case len(j.stops) > maxStops:
 			t.Fatalf("%d stop strings", len(j.stops))
@@ -69,7 +71,9 @@ func FuzzParseRequest(f *testing.F) {
 	})
 }
 
-// TestChatTemplate: messages render as role-prefixed lines ending with the assistant's turn.
+// TestChatTemplate: messages render as role-prefixed lines ending with the assistant's turn; a
+// content list's text parts are joined with newlines, as vLLM's "string" content format joins
+// them (vllm/entrypoints/chat_utils.py, _parse_chat_message_content_parts).
 func TestChatTemplate(t *testing.T) {
 	got, e := chatPrompt([]chatMessage{
 		{Role: "system", Content: []byte(`"You are terse."`)},
@@ -77,8 +81,77 @@ func TestChatTemplate(t *testing.T) {
 		{Role: "assistant", Content: []byte(`null`)},
 		{Role: "user", Content: []byte(`"Again"`)},
 	})
-	want := "system: You are terse.\nuser: Hello\nassistant: \nuser: Again\nassistant:"
+	want := "system: You are terse.\nuser: Hel\nlo\nassistant: \nuser: Again\nassistant:"
 	if e != nil || got != want {
 		t.Fatalf("got %q (%v), want %q", got, e, want)
+	}
+}
+
+// TestWholeNumbers: an integer parameter written as a whole number with a fraction or an exponent
+// (5.0, 2e0: Python's json.dumps of a float) is that integer, as vLLM's pydantic models take it
+// (lax mode: a float with no fractional part); a fraction is still refused.
+func TestWholeNumbers(t *testing.T) {
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Model{ID: "gpt2", MaxSeqLen: 64, VocabSize: tok.VocabSize(), Tokenizer: tok, EOS: tok.EOS()}
+	for _, c := range []struct {
+		name, body        string
+		chat              bool
+		maxNew, minNew    int
+		topK              int
+		seed              uint64
+		errParam, errText string // a 400 about errParam, with errText in its message
+	}{
+		{name: "completions", body: `{"prompt": "Hi", "max_tokens": 5.0, "min_tokens": 2e0, "top_k": 1.0, "seed": -3.0}`,
+			maxNew: 5, minNew: 2, topK: 1, seed: 1<<64 - 3},
+		{name: "chat", body: `{"messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 4.0, "seed": 7E0}`,
+			chat: true, maxNew: 4, seed: 7},
+		{name: "exponent past the context", body: `{"prompt": "Hi", "max_tokens": 1e18}`,
+			errParam: "prompt", errText: "1000000000000000000 in the completion"},
+		{name: "fraction", body: `{"prompt": "Hi", "max_tokens": 2.5}`, errParam: "max_tokens", errText: "must be an integer, got number 2.5"},
+		{name: "past int64", body: `{"prompt": "Hi", "seed": 1e19}`, errParam: "seed", errText: "must be an integer in [-9223372036854775808, 9223372036854775807]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parse := parseCompletion
+			if c.chat {
+				parse = parseChat
+			}
+			j, e := parse([]byte(c.body), m)
+			if c.errParam != "" {
+				if e == nil || e.Param == nil || *e.Param != c.errParam || !strings.Contains(e.Message, c.errText) {
+					t.Fatalf("error %+v; want one about %s saying %q", e, c.errParam, c.errText)
+				}
+				return
+			}
+			if e != nil {
+				t.Fatalf("refused: %s", e.Message)
+			}
+			if r := j.req; r.MaxNewTokens != c.maxNew || r.MinNewTokens != c.minNew || r.Sampling.TopK != c.topK || r.Sampling.Seed != c.seed {
+				t.Fatalf("max %d min %d top_k %d seed %d; want %d %d %d %d", r.MaxNewTokens, r.MinNewTokens, r.Sampling.TopK, r.Sampling.Seed,
+					c.maxNew, c.minNew, c.topK, c.seed)
+			}
+		})
+	}
+}
+
+// TestTopK: top_k reaches the engine as 0 (off) or a count below the vocabulary: -1, 0 and any
+// count that keeps the whole vocabulary are off, so that no backend reads a wrapped value (the
+// CUDA sampler takes top-k as an int32, where 4294967297 would read as 1: greedy).
+func TestTopK(t *testing.T) {
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Model{ID: "gpt2", MaxSeqLen: 64, VocabSize: tok.VocabSize(), Tokenizer: tok, EOS: tok.EOS()}
+	for _, c := range []struct {
+		topK string
+		want int
+	}{{"-1", 0}, {"0", 0}, {"1", 1}, {"40", 40}, {"50256", 50256}, {"50257", 0}, {"4294967297", 0}, {"9223372036854775807", 0}} {
+		j, e := parseCompletion([]byte(`{"prompt": "Hi", "top_k": `+c.topK+`}`), m)
+		if e != nil || j.req.Sampling.TopK != c.want {
+			t.Fatalf("top_k %s: %v (%v); want %d", c.topK, j, e, c.want)
+		}
 	}
 }

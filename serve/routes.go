@@ -103,12 +103,15 @@ func (s *Server) logRequest(r *http.Request, status int, info *reqInfo, took tim
 	s.opts.Log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }
 
-// readBody reads a request body within Options.MaxBodyBytes and Options.ReadTimeout.
+// readBody reads a request body within Options.MaxBodyBytes and Options.ReadTimeout. The deadline
+// stays after a failed read: net/http reads the rest of an unread body before it answers.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(s.opts.ReadTimeout)) // best effort: not every writer has deadlines
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	rc.SetReadDeadline(time.Time{}) // a stream may outlast the read deadline: clear it
+	if err == nil {
+		rc.SetReadDeadline(time.Time{}) // a stream may outlast the read deadline: clear it
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
