@@ -66,6 +66,23 @@ func (st *Stream) Next(ctx context.Context) (sched.Event, error) {
 // event (reason cancelled) still follows. Safe from any goroutine, any number of times.
 func (st *Stream) Cancel() { st.srv.Cancel(st.id) }
 
+// stopper is a Server that can end a request as finished on its caller's stop condition
+// (sched.Scheduler.Stopped); the in-process engine is one.
+type stopper interface {
+	Stopped(id sched.RequestID)
+}
+
+// Stop ends the request as Cancel does, for a caller that found its own stop condition (a stop
+// string) in the output: its record reads sched.FinishStop, a finished request, where the Server
+// can tell the two apart, else cancelled. Safe from any goroutine, any number of times.
+func (st *Stream) Stop() {
+	if s, ok := st.srv.(stopper); ok {
+		s.Stopped(st.id)
+		return
+	}
+	st.srv.Cancel(st.id)
+}
+
 // deliver appends e; the caller holds the session's ext.mu (so delivery and registration are
 // ordered), never st.mu.
 func (st *Stream) deliver(e sched.Event) {

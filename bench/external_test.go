@@ -155,6 +155,34 @@ func TestExternalCancelFreesBlocks(t *testing.T) {
 	}
 }
 
+// TestExternalStopCompletes: a request its caller stops on a stop string of its own ends with
+// reason stop, frees its blocks and counts as completed in its window (measured, not cancelled).
+func TestExternalStopCompletes(t *testing.T) {
+	s, tap := externalSession(t, 1)
+	st, err := s.Submit(context.Background(), sched.Request{Text: "Hello", MaxNewTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if e, err := st.Next(ctx); err != nil || e.Kind != sched.EventTokens {
+		t.Fatalf("first event %+v %v, want tokens", e, err)
+	}
+	st.Stop()
+	st.Cancel() // a later cancel does not change the reason
+	_, rec := drainStream(t, st)
+	if rec.Reason != sched.FinishStop || len(rec.Output) == 0 || len(rec.Output) >= 100 {
+		t.Fatalf("reason %s after %d outputs, want stop before the length", rec.Reason, len(rec.Output))
+	}
+	if snap, _ := tap.latest(); snap.KVUsed != 0 {
+		t.Errorf("after the stop %d KV blocks are still in use", snap.KVUsed)
+	}
+	v := waitFor(t, s, tap.published, "the cold window", func(v *View) bool { return v.Cold != nil })
+	if c := v.Cold; c.Requests != 1 || c.Cancelled != 0 || c.Failed != 0 || c.TTFT.N != 1 || c.CompletionTokens != len(rec.Output) {
+		t.Errorf("cold window %+v: want the stopped request completed and measured", c)
+	}
+}
+
 // TestExternalRebuildDrains: an engine rebuild lets the request in flight finish on the old
 // engine, and a request submitted meanwhile finishes (on whichever engine took it).
 func TestExternalRebuildDrains(t *testing.T) {

@@ -16,10 +16,17 @@ type RequestResult struct {
 	Record    *sched.Record
 }
 
-// completed reports whether the request ran to its end (EOS or length); cancelled and failed
-// requests are counted, not measured.
+// completed reports whether the request ran to its end (EOS, length or its caller's stop
+// string); cancelled and failed requests are counted, not measured.
 func (r *RequestResult) completed() bool {
-	return r.Record != nil && (r.Record.Reason == sched.FinishLength || r.Record.Reason == sched.FinishEOS)
+	if r.Record == nil {
+		return false
+	}
+	switch r.Record.Reason {
+	case sched.FinishLength, sched.FinishEOS, sched.FinishStop:
+		return true
+	}
+	return false
 }
 
 // ms converts a duration to float milliseconds, the unit of every printed latency.

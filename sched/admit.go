@@ -38,14 +38,14 @@ func (s *Scheduler) takeInbox(quiet time.Duration) {
 		s.tokenized(t, now)
 	}
 	clear(l.tokDone)
-	for _, id := range l.cancels {
-		q := l.live[id]
+	for _, c := range l.cancels {
+		q := l.live[c.id]
 		switch {
 		case q == nil: // unknown or finished
 		case q.seq != 0:
-			s.finish(q, FinishCancelled, nil, now) // releases its blocks
+			s.finish(q, c.reason, nil, now) // releases its blocks
 		default:
-			s.finishWaiting(q, FinishCancelled, nil, now)
+			s.finishWaiting(q, c.reason, nil, now)
 		}
 	}
 	if l.waitingDone {

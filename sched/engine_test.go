@@ -206,12 +206,15 @@ func TestCancelStopsCall(t *testing.T) {
 		name    string
 		call    int   // the backend call (1: the prefill of reqs[0] and reqs[1], 2: their decode)
 		cancel  []int // which of the two are cancelled during it
+		stop    []int // which of the two are ended by Stopped during it (after the cancels)
 		stopped bool
 	}{
-		{"prefill, both cancelled", 1, []int{0, 1}, true},
-		{"prefill, one cancelled", 1, []int{0}, false},
-		{"decode, both cancelled", 2, []int{1, 0}, true},
-		{"decode, one cancelled", 2, []int{1}, false},
+		{"prefill, both cancelled", 1, []int{0, 1}, nil, true},
+		{"prefill, one cancelled", 1, []int{0}, nil, false},
+		{"decode, both cancelled", 2, []int{1, 0}, nil, true},
+		{"decode, one cancelled", 2, []int{1}, nil, false},
+		{"prefill, one stopped", 1, nil, []int{1}, false},
+		{"decode, one cancelled and one stopped", 2, []int{1}, []int{0}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEngine() // a zeroed pool: no earlier run's entries to hide a stale block
@@ -232,6 +235,9 @@ func TestCancelStopsCall(t *testing.T) {
 				if call == c.call {
 					for _, i := range c.cancel {
 						s.Cancel(ids[i])
+					}
+					for _, i := range c.stop {
+						s.Stopped(ids[i])
 					}
 				}
 			}
@@ -260,8 +266,11 @@ func TestCancelStopsCall(t *testing.T) {
 			}
 			for k, i := range []int{0, 1} {
 				wantReason := FinishLength
-				if slices.Contains(c.cancel, i) {
+				switch {
+				case slices.Contains(c.cancel, i):
 					wantReason = FinishCancelled
+				case slices.Contains(c.stop, i):
+					wantReason = FinishStop
 				}
 				if ended[ids[k]] != wantReason {
 					t.Errorf("request %d ended %s, want %s", i, ended[ids[k]], wantReason)

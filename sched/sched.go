@@ -90,7 +90,7 @@ type Scheduler struct {
 	mu      sync.Mutex  // guards the fields up to workerWG
 	tokCond *sync.Cond  // on mu: tokq has work or closed is set
 	inbox   []*request  // submitted, not yet taken by the loop; submission order
-	cancels []RequestID // Cancel calls not yet taken by the loop
+	cancels []ending    // Cancel and Stopped calls not yet taken by the loop
 	tokq    []*request  // text prompts waiting for a tokenize worker; submission order
 	tokDone []tokResult // tokenize results not yet taken by the loop
 	nextID  RequestID   // last RequestID handed out
@@ -268,12 +268,36 @@ func (s *Scheduler) tooLong(prompt, maxNew int) error {
 // when every request of the backend call in progress has been cancelled, the call may stop early
 // (engine.Batch.Stop). Unknown and already finished ids are ignored. Safe from any goroutine, at
 // any time.
-func (s *Scheduler) Cancel(id RequestID) {
+func (s *Scheduler) Cancel(id RequestID) { s.end(id, FinishCancelled) }
+
+// Stopped ends request id as Cancel does, with FinishStop: for a caller that found a stop
+// condition of its own in the output (a stop string), so that the request counts as finished,
+// not cancelled. The first of a request's Cancel and Stopped calls sets its reason.
+func (s *Scheduler) Stopped(id RequestID) { s.end(id, FinishStop) }
+
+// ending is a Cancel or Stopped call: the request and the reason it ends with.
+type ending struct {
+	id     RequestID
+	reason FinishReason
+}
+
+func (s *Scheduler) end(id RequestID, reason FinishReason) {
 	s.mu.Lock()
-	s.cancels = append(s.cancels, id)
+	s.cancels = append(s.cancels, ending{id, reason})
 	s.uncall(id)
 	s.mu.Unlock()
 	s.poke()
+}
+
+// endReason is the reason of the first Cancel or Stopped call naming id not yet taken by the
+// loop (FinishCancelled if none); the caller holds s.mu.
+func (s *Scheduler) endReason(id RequestID) FinishReason {
+	for _, c := range s.cancels {
+		if c.id == id {
+			return c.reason
+		}
+	}
+	return FinishCancelled
 }
 
 // uncall removes id from the call in progress's requests and sets stop when none is left; the

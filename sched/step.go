@@ -25,7 +25,7 @@ type loopState struct {
 
 	// Per-step scratch.
 	inbox     []*request
-	cancels   []RequestID
+	cancels   []ending
 	tokDone   []tokResult
 	pre       []*request   // this step's prefill batch, parallel to prefill.Seqs
 	prefill   engine.Batch // handed to the backend; its slices are reused every step
@@ -230,8 +230,8 @@ func (s *Scheduler) call(b *engine.Batch, next []int32, groups ...[]*request) (b
 		}
 	}
 	s.stop.Store(false)
-	for _, id := range s.cancels { // cancelled after this step took its cancellations
-		s.uncall(id)
+	for _, c := range s.cancels { // cancelled after this step took its cancellations
+		s.uncall(c.id)
 	}
 	s.mu.Unlock()
 	b.Stop = &s.stop
@@ -240,13 +240,15 @@ func (s *Scheduler) call(b *engine.Batch, next []int32, groups ...[]*request) (b
 	s.mu.Lock()
 	s.inCall = s.inCall[:0]
 	s.mu.Unlock()
-	if errors.Is(err, engine.ErrStopped) {
+	if errors.Is(err, engine.ErrStopped) { // every request of the call was named by Cancel or Stopped
 		now := s.clock.Now()
+		s.mu.Lock()
 		for _, g := range groups {
 			for _, q := range g {
-				s.finish(q, FinishCancelled, nil, now)
+				s.finish(q, s.endReason(q.id), nil, now)
 			}
 		}
+		s.mu.Unlock()
 		return false, nil
 	}
 	return err == nil, err

@@ -64,6 +64,7 @@ const (
 	FinishLength    FinishReason = "length"    // reached MaxNewTokens
 	FinishEOS       FinishReason = "eos"       // sampled EOS with StopOnEOS
 	FinishCancelled FinishReason = "cancelled" // Cancel was called
+	FinishStop      FinishReason = "stop"      // Stopped was called: the caller's own stop condition (a stop string) met
 	FinishError     FinishReason = "error"     // the engine failed; Err says why
 	FinishTooLong   FinishReason = "too_long"  // prompt + MaxNewTokens cannot fit the KV cache/n_positions
 )

@@ -28,8 +28,8 @@
 // Semantics worth knowing:
 //   - Stop strings are matched on the server, as vLLM does: after each token in the new text and
 //     the stop string's length - 1 bytes before it; the text is cut before the earliest match, the
-//     request is cancelled in the scheduler, and the reply's usage counts the tokens up to the one
-//     that completed the match. A stream holds back the last (longest stop - 1) bytes until they
+//     request ends in the scheduler as stopped (finished, not cancelled: "stop" in the metrics),
+//     and the reply's usage counts the tokens up to the one that completed the match. A stream holds back the last (longest stop - 1) bytes until they
 //     cannot start a stop string.
 //   - min_tokens: an EOS before that many outputs does not end the request and stays among the
 //     tokens (vLLM masks the EOS logit instead, so its outputs differ there); its text is dropped

@@ -32,6 +32,10 @@ type Stream interface {
 	// event (Reason sched.FinishCancelled) still follows, and a reader may stop reading after
 	// Cancel: the engine drops what it would have delivered. Idempotent, any goroutine.
 	Cancel()
+	// Stop ends the request as Cancel does, for a handler that found a stop string in its text:
+	// the finished event's Reason is sched.FinishStop where the engine tells the two apart (the
+	// request counts as finished, "stop" in request_success_total), else sched.FinishCancelled.
+	Stop()
 }
 
 // Tokenizer turns text into ids and ids into bytes; *tokenizer.Tokenizer is one. Encode is called

@@ -258,6 +258,16 @@ func (st *testStream) Cancel() {
 	st.te.mu.Unlock()
 }
 
+// Stop ends the request as finished on a stop string (sched.Scheduler.Stopped); it counts as a
+// cancel in counts.
+func (st *testStream) Stop() {
+	st.te.s.Stopped(st.id)
+	st.te.mu.Lock()
+	st.te.cancels++
+	st.te.cond.Broadcast()
+	st.te.mu.Unlock()
+}
+
 func (st *testStream) Next(ctx context.Context) (sched.Event, error) {
 	for {
 		st.te.mu.Lock()

@@ -74,7 +74,7 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 		}
 		if g.stop.push(g.detok.Push(t), g.minReached()) {
 			g.finish = "stop"
-			g.st.Cancel()
+			g.st.Stop()
 			return g.stop.take(true), true, nil
 		}
 	}
@@ -109,7 +109,7 @@ func (g *generation) finished(rec *sched.Record) (string, bool, error) {
 	switch rec.Reason {
 	case sched.FinishLength:
 		g.finish = "length"
-	case sched.FinishEOS:
+	case sched.FinishEOS, sched.FinishStop:
 		g.finish = "stop"
 	case sched.FinishCancelled:
 		return "", true, errCancelled

@@ -50,8 +50,8 @@ type MetricsOptions struct {
 //     (stop, length, abort: cancelled, error). A histogram skips a request whose interval does
 //     not exist (a request cancelled before its first token has no prefill time).
 //
-// Labels: model_name and engine ("0"), as vLLM's. A request ended by a stop string is cancelled
-// in the scheduler, so it counts as "abort" in request_success_total. The cold-start ledger is
+// Labels: model_name and engine ("0"), as vLLM's. A request ended by a stop string counts as
+// "stop" in request_success_total, as one ended by EOS does. The cold-start ledger is
 // cold_start_seconds{what, detail} under the same prefix (no vLLM metric; one prefix per page, so a
 // scraper tells the naming from any name).
 type Metrics struct {
@@ -92,7 +92,7 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	success := prometheus.NewCounterVec(prometheus.CounterOpts{Name: b.name("request_success_total"),
 		Help: "Count of successfully processed requests.", ConstLabels: b.labels}, []string{"finished_reason"})
 	m.success = map[sched.FinishReason]prometheus.Counter{}
-	for _, r := range []sched.FinishReason{sched.FinishEOS, sched.FinishLength, sched.FinishCancelled, sched.FinishError, sched.FinishTooLong} {
+	for _, r := range []sched.FinishReason{sched.FinishEOS, sched.FinishStop, sched.FinishLength, sched.FinishCancelled, sched.FinishError, sched.FinishTooLong} {
 		m.success[r] = success.WithLabelValues(finishedReason(r)) // every series exists from the start, as in vLLM
 	}
 	m.iteration = b.histogram("iteration_tokens_total", "Histogram of number of tokens per engine_step.", iterationBuckets())
@@ -191,7 +191,7 @@ func (m *Metrics) finished(r *sched.Record) {
 // finishedReason is vLLM's finished_reason label for a scheduler's finish reason.
 func finishedReason(r sched.FinishReason) string {
 	switch r {
-	case sched.FinishEOS:
+	case sched.FinishEOS, sched.FinishStop:
 		return "stop"
 	case sched.FinishLength:
 		return "length"

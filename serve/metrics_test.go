@@ -62,8 +62,8 @@ func TestMetrics(t *testing.T) {
 				h.stream("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}},
 					"max_tokens": n, "ignore_eos": true})
 			}
-			// A stop string ends one request early: cancelled in the scheduler ("abort"), unless the
-			// scheduler finished it first.
+			// A stop string ends one request early: stopped in the scheduler ("stop", never
+			// "abort"), unless the scheduler finished it first ("length").
 			var r gotReply
 			h.post("/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 6, "temperature": 0}, &r)
 			h.post("/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 6, "temperature": 0, "stop": r.text()[:3]}, nil)
@@ -135,7 +135,7 @@ func TestMetrics(t *testing.T) {
 			if h := fams[name("request_generation_tokens")].Metric[0].Histogram; h.GetSampleSum() != gen {
 				t.Errorf("generation tokens per request sum %v, want %v", h.GetSampleSum(), gen)
 			}
-			if reasons["length"]+reasons["abort"] != n || reasons["length"] < n-1 {
+			if reasons["length"]+reasons["stop"] != n || reasons["length"] < n-1 {
 				t.Fatalf("records' reasons %v", reasons)
 			}
 			checkSuccess(t, fams[name("request_success_total")], reasons)
