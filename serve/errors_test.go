@@ -55,7 +55,7 @@ func TestErrors(t *testing.T) {
 		{"top_k -2", "POST", "/v1/completions", `{"prompt": "Hi", "top_k": -2}`, 400, typeInvalid, "top_k", "", "top_k"},
 		{"min_tokens over max_tokens", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 4, "min_tokens": 5}`, 400, typeInvalid, "min_tokens", "", "min_tokens"},
 		{"empty stop", "POST", "/v1/completions", `{"prompt": "Hi", "stop": ""}`, 400, typeInvalid, "stop", "", "empty"},
-		{"five stops", "POST", "/v1/completions", `{"prompt": "Hi", "stop": ["a","b","c","d","e"]}`, 400, typeInvalid, "stop", "", "at most 4"},
+		{"65 stops", "POST", "/v1/completions", `{"prompt": "Hi", "stop": ["s0","s1","s2","s3","s4","s5","s6","s7","s8","s9","s10","s11","s12","s13","s14","s15","s16","s17","s18","s19","s20","s21","s22","s23","s24","s25","s26","s27","s28","s29","s30","s31","s32","s33","s34","s35","s36","s37","s38","s39","s40","s41","s42","s43","s44","s45","s46","s47","s48","s49","s50","s51","s52","s53","s54","s55","s56","s57","s58","s59","s60","s61","s62","s63","s64"]}`, 400, typeInvalid, "stop", "", "at most 64"},
 		{"stop of numbers", "POST", "/v1/completions", `{"prompt": "Hi", "stop": [1]}`, 400, typeInvalid, "stop", "", "list of strings"},
 		{"stream_options without stream", "POST", "/v1/completions", `{"prompt": "Hi", "stream_options": {"include_usage": true}}`, 400, typeInvalid, "stream_options", "", "stream is true"},
 		{"n 2", "POST", "/v1/completions", `{"prompt": "Hi", "n": 2}`, 400, typeInvalid, "n", "unsupported_parameter", "'n'"},

@@ -194,8 +194,8 @@ func TestSampling(t *testing.T) {
 }
 
 // TestStop: stop strings end the request with finish_reason stop, the text cut before the match,
-// usage counting the tokens up to the one that completed it; the request is cancelled in the
-// scheduler and its blocks return.
+// usage counting the tokens up to the one that completed it (the fifth of five strings: more than
+// OpenAI's four, as vLLM takes); the request is stopped in the scheduler and its blocks return.
 func TestStop(t *testing.T) {
 	h := newHarness(t, engineOpts{}, Options{})
 	const maxNew = 24
@@ -220,7 +220,7 @@ func TestStop(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			before, _ := h.te.counts()
 			body := map[string]any{"prompt": "Hello, my name is", "max_tokens": maxNew, "temperature": 0,
-				"stop": []string{"\x00never", stop}, "return_token_ids": true}
+				"stop": []string{"\x00never", "\x00a", "\x00b", "\x00c", stop}, "return_token_ids": true}
 			var text, finish string
 			var tokens []int32
 			if streamed {

@@ -16,9 +16,11 @@ import (
 	"rosetop/sched"
 )
 
-// Limits of OpenAI's API that rosetop keeps.
+// Limits of OpenAI's API that rosetop keeps, and its own bounds.
 const (
-	maxStops              = 4  // stop: "Up to 4 sequences"
+	// maxStops bounds stop: OpenAI takes up to 4 strings, vLLM any number (clients written for
+	// vLLM send more); every string is searched after every token.
+	maxStops              = 64
 	defaultCompletionMax  = 16 // /v1/completions' max_tokens when absent (OpenAI's and vLLM's default)
 	maxTemperature        = 2.0
 	completionsPromptName = "prompt"
