@@ -281,6 +281,8 @@ func TestCLIMessages(t *testing.T) {
 		{"trace a directory", []string{"bench", "--replay", dir}, exitUsage, []string{"--replay " + dir + ": not a regular file: it is a directory"}},
 		{"max seq len past the model", []string{"bench", "--device", "cpu", "--max-seq-len", "5000"}, exitUsage, []string{"--max-seq-len 5000: the model has", "positions (n_positions)"}},
 		{"serve on an address not here", []string{"serve", "--device", "cpu", "--host", "192.0.2.1", "--port", "0"}, exitUsage, []string{"--host 192.0.2.1 --port 0"}},
+		{"served model name not UTF-8", []string{"serve", "--served-model-name", "m\xff"}, exitUsage, []string{`--served-model-name "m\xff": not valid UTF-8`}},
+		{"model path not UTF-8 as the served name", []string{"serve", "--model", dir + "/m\xff"}, exitUsage, []string{"not valid UTF-8, so it cannot be the served model id: give --served-model-name"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"rosetop/bench"
 	"rosetop/sched"
@@ -90,6 +91,10 @@ func parseServe(args []string, stderr io.Writer) (options, serveOptions, error) 
 		return o, so, badFlag("--metrics-names: unknown naming %q (valid: rosetop, vllm)", so.metricsNames)
 	case so.logRequests && so.dashboard:
 		return o, so, badFlag("--log-requests and --dashboard both want the terminal: give one")
+	case !utf8.ValidString(so.servedName): // clients send the id back as JSON text; metrics label with it
+		return o, so, badFlag("--served-model-name %q: not valid UTF-8", so.servedName)
+	case so.servedName == "" && !utf8.ValidString(o.Model):
+		return o, so, badFlag("--model %q: not valid UTF-8, so it cannot be the served model id: give --served-model-name", o.Model)
 	}
 	if err := o.validate(); err != nil {
 		return o, so, err

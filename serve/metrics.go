@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -283,7 +284,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	var order []key
 	sums := map[key]time.Duration{}
 	for _, e := range c.entries() {
-		k := key{e.What, e.Detail}
+		k := key{strings.ToValidUTF8(e.What, "\uFFFD"), strings.ToValidUTF8(e.Detail, "\uFFFD")} // a label must be UTF-8 (a path may not be)
 		if _, ok := sums[k]; !ok {
 			order = append(order, k)
 		}

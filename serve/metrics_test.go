@@ -36,10 +36,12 @@ func (h *harness) scrape() (map[string]*dto.MetricFamily, []byte) {
 
 // TestMetrics: after a mix of requests the counters and histogram counts equal what the requests
 // did (from the scheduler's records), the gauges are back to idle, the labels and bucket bounds
-// are vLLM's, and the cold-start ledger is published; under both naming schemes.
+// are vLLM's, and the cold-start ledger is published (a label not UTF-8 made valid); under both
+// naming schemes.
 func TestMetrics(t *testing.T) {
 	ledger := func() []LedgerEntry {
-		return []LedgerEntry{{"model load", "tiny", 1500 * time.Millisecond}, {"graph capture", "batch 1", 10 * time.Millisecond},
+		// A model's path need not be UTF-8; a label must be.
+		return []LedgerEntry{{"model load", "m/t\xffny", 1500 * time.Millisecond}, {"graph capture", "batch 1", 10 * time.Millisecond},
 			{"graph capture", "batch 1", 5 * time.Millisecond}}
 	}
 	for _, names := range []MetricNames{RosetopNames, VLLMNames} {
@@ -167,7 +169,7 @@ func TestMetrics(t *testing.T) {
 				}
 				got[what+"/"+detail] = mt.Gauge.GetValue()
 			}
-			if math.Abs(got["graph capture/batch 1"]-0.015) > 1e-12 || got["model load/tiny"] != 1.5 {
+			if math.Abs(got["graph capture/batch 1"]-0.015) > 1e-12 || got["model load/m/t\uFFFDny"] != 1.5 {
 				t.Fatalf("cold-start gauges %v, want model load 1.5 and graph capture 0.015 (two entries summed)", got)
 			}
 		})
