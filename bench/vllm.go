@@ -157,6 +157,8 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 	if c.detailed {
 		o = append(o, kv{"input_lens", inLens}, kv{"output_lens", outLens}, kv{"ttfts", ttfts}, kv{"itls", itls},
 			kv{"latencies", lats}, kv{"start_times", starts}, kv{"generated_texts", texts}, kv{"errors", errs})
+	} else {
+		o = append(o, kv{"latencies", lats}) // vLLM drops the other arrays without --save-detailed, not this one
 	}
 	for _, m := range []struct {
 		name string

@@ -138,3 +138,36 @@ func TestMaxConcurrencyEngine(t *testing.T) {
 		t.Errorf("%d requests, at most %d in flight; want 10 and 2", len(reqs), peak)
 	}
 }
+
+// TestVLLMResultNotDetailed: without --save-detailed vLLM's serve.py deletes input_lens,
+// output_lens, start_times, ttfts, itls, generated_texts and errors from its result, and keeps
+// latencies (one per request, in seconds).
+func TestVLLMResultNotDetailed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.json")
+	cfg := testConfig(requests(6, 4), runs(0, 1))
+	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: path, JSONFormat: "vllm"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range vllmDetailed {
+		_, ok := v[key]
+		if want := key == "latencies"; ok != want {
+			t.Errorf("%q present %v, want %v", key, ok, want)
+		}
+	}
+	lats, _ := v["latencies"].([]any)
+	mean := 0.0
+	for _, x := range lats {
+		mean += x.(float64) * 1000 / float64(len(lats))
+	}
+	if len(lats) != 6 || math.Abs(mean-v["mean_e2el_ms"].(float64)) > 1e-6 {
+		t.Errorf("latencies %v (mean %.6f ms), mean_e2el_ms %v", lats, mean, v["mean_e2el_ms"])
+	}
+}
