@@ -223,8 +223,11 @@ func sweepPoints(ctx context.Context, o options, ax sweepAxis, dir string, stdou
 		if err := writeSweepTable(stdout, sw); err != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("stdout: %w", err))
 		}
-		runErr = errors.Join(runErr, sw.write(dir))
-		fmt.Fprintf(stderr, "rosetop: sweep: %d points in %s (sweep.json, sweep.csv, sweep.png, sweep.svg)\n", len(sw.Points), dir)
+		if err := sw.write(dir); err != nil {
+			runErr = errors.Join(runErr, err)
+		} else {
+			fmt.Fprintf(stderr, "rosetop: sweep: %d points in %s (sweep.json, sweep.csv, sweep.png, sweep.svg)\n", len(sw.Points), dir)
+		}
 	}
 	if errors.Is(runErr, bench.ErrInterrupted) {
 		return bench.ErrInterrupted

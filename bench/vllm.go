@@ -157,7 +157,11 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 	if c.detailed {
 		o = append(o, kv{"input_lens", inLens}, kv{"output_lens", outLens}, kv{"ttfts", ttfts}, kv{"itls", itls},
 			kv{"latencies", lats}, kv{"start_times", starts}, kv{"generated_texts", texts}, kv{"errors", errs})
+	} else {
+		o = append(o, kv{"latencies", lats}) // vLLM drops the other arrays without --save-detailed, not this one
 	}
+	peakTok, peakConc := vllmPeaks(r.reqs)
+	o = append(o, kv{"max_output_tokens_per_s", peakTok}, kv{"max_concurrent_requests", peakConc}, kv{"rtfx", 0.0})
 	for _, m := range []struct {
 		name string
 		xs   []float64
@@ -171,6 +175,46 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 		kv{"start_time", c.epoch.Add(max(first, 0)).Format(time.RFC3339Nano)},
 		kv{"epoch", c.epoch.Format(time.RFC3339Nano)},
 	)
+}
+
+// vllmPeaks are vLLM's peak figures over the completed requests: the most output tokens (stream
+// chunks, for a server's stream) in one whole second counted from the first submit, and the most
+// requests in flight at once, each over [submit start, finish).
+func vllmPeaks(reqs []RequestResult) (tokensPerS float64, concurrent int) {
+	type event struct {
+		at    time.Duration
+		delta int
+	}
+	var events []event
+	var first time.Duration = -1
+	for i := range reqs {
+		if q := &reqs[i]; q.completed() {
+			t := q.Record.Times
+			events = append(events, event{t.SubmitStart, 1}, event{t.Finished, -1})
+			if first < 0 || t.SubmitStart < first {
+				first = t.SubmitStart
+			}
+		}
+	}
+	perSecond := map[int64]int{}
+	for i := range reqs {
+		if q := &reqs[i]; q.completed() {
+			for _, at := range q.Record.Times.Tokens {
+				k := int64((at - first) / time.Second)
+				perSecond[k]++
+				tokensPerS = max(tokensPerS, float64(perSecond[k]))
+			}
+		}
+	}
+	sort.Slice(events, func(i, j int) bool { // a finish before a start at the same instant
+		return events[i].at < events[j].at || events[i].at == events[j].at && events[i].delta < events[j].delta
+	})
+	n := 0
+	for _, e := range events {
+		n += e.delta
+		concurrent = max(concurrent, n)
+	}
+	return tokensPerS, concurrent
 }
 
 func sloMap(slos []SLO) map[string]float64 {

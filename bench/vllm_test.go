@@ -10,13 +10,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"rosetop/sched"
 )
 
 // vllmKeys are the keys `vllm bench serve --save-result` writes (vllm/benchmarks/serve.py) that
 // the issue asks for, then the per-request arrays of --save-detailed.
 var vllmKeys = []string{"date", "backend", "model_id", "num_prompts", "request_rate", "burstiness", "max_concurrency",
 	"duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
-	"request_goodput", "output_throughput", "total_token_throughput"}
+	"request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx"}
 
 var vllmDetailed = []string{"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "generated_texts", "errors"}
 
@@ -136,5 +138,66 @@ func TestMaxConcurrencyEngine(t *testing.T) {
 	}
 	if peak != 2 || len(reqs) != 10 {
 		t.Errorf("%d requests, at most %d in flight; want 10 and 2", len(reqs), peak)
+	}
+}
+
+// TestVLLMResultNotDetailed: without --save-detailed vLLM's serve.py deletes input_lens,
+// output_lens, start_times, ttfts, itls, generated_texts and errors from its result, and keeps
+// latencies (one per request, in seconds).
+func TestVLLMResultNotDetailed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.json")
+	cfg := testConfig(requests(6, 4), runs(0, 1))
+	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: path, JSONFormat: "vllm"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range vllmDetailed {
+		_, ok := v[key]
+		if want := key == "latencies"; ok != want {
+			t.Errorf("%q present %v, want %v", key, ok, want)
+		}
+	}
+	lats, _ := v["latencies"].([]any)
+	mean := 0.0
+	for _, x := range lats {
+		mean += x.(float64) * 1000 / float64(len(lats))
+	}
+	if len(lats) != 6 || math.Abs(mean-v["mean_e2el_ms"].(float64)) > 1e-6 {
+		t.Errorf("latencies %v (mean %.6f ms), mean_e2el_ms %v", lats, mean, v["mean_e2el_ms"])
+	}
+}
+
+// TestVLLMPeaks: max_output_tokens_per_s and max_concurrent_requests as vLLM's serve.py
+// calculate_metrics computes them over the successful requests: tokens counted in whole seconds
+// from the first start, and a sweep over [start, end) with an end before a start at one instant.
+func TestVLLMPeaks(t *testing.T) {
+	s := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
+	req := func(reason sched.FinishReason, start, end float64, toks ...float64) RequestResult {
+		tt := sched.Times{SubmitStart: s(start), Finished: s(end)}
+		for _, x := range toks {
+			tt.Tokens = append(tt.Tokens, s(x))
+		}
+		tt.FirstToken = tt.Tokens[0]
+		return RequestResult{Record: &sched.Record{Reason: reason, Output: make([]int32, len(toks)), Times: tt}}
+	}
+	reqs := []RequestResult{
+		req(sched.FinishLength, 1, 3, 1.5, 1.6, 2.9),        // seconds 0, 0, 1 from the first start
+		req(sched.FinishEOS, 3, 4, 3.2, 3.5),                // starts as the first ends: not concurrent with it
+		req(sched.FinishLength, 3.5, 5, 3.6, 3.7, 3.8, 4.1), // second 2 holds 3.2, 3.5, 3.6, 3.7, 3.8
+		req(sched.FinishError, 1, 9, 1.1, 1.2, 1.3),         // failed: counted in neither
+	}
+	tok, conc := vllmPeaks(reqs)
+	if tok != 5 || conc != 2 {
+		t.Errorf("peaks %v tokens/s, %d concurrent; want 5 and 2", tok, conc)
+	}
+	if tok, conc := vllmPeaks(nil); tok != 0 || conc != 0 {
+		t.Errorf("no requests: %v, %d; want 0, 0", tok, conc)
 	}
 }

@@ -41,7 +41,8 @@ type Sweep struct {
 	Caption string // the model, device and commit
 }
 
-// ErrNoPoints is returned for a sweep with nothing to draw.
+// ErrNoPoints is returned for a sweep with nothing to draw: no point has a throughput and a
+// latency, or none has a request throughput.
 var ErrNoPoints = errors.New("plot: no sweep point has a throughput and a latency")
 
 // Figure size: three panels side by side, and a strip for the caption.
@@ -73,13 +74,15 @@ func WriteSVG(w io.Writer, s Sweep) error {
 
 // draw3 lays out the three panels above the caption.
 func draw3(dc draw.Canvas, s Sweep) error {
-	lat1, err := paretoPanel(s, "TTFT p99", func(p Point) float64 { return p.TTFTP99 })
-	if err != nil {
-		return err
-	}
-	lat2, err := paretoPanel(s, "TPOT p50", func(p Point) float64 { return p.TPOTP50 })
-	if err != nil {
-		return err
+	lat1, err1 := paretoPanel(s, "TTFT p99", func(p Point) float64 { return p.TTFTP99 })
+	lat2, err2 := paretoPanel(s, "TPOT p50", func(p Point) float64 { return p.TPOTP50 })
+	switch { // one latency panel may be empty; both empty is a sweep with nothing to draw
+	case err1 != nil && !errors.Is(err1, ErrNoPoints):
+		return err1
+	case err2 != nil && !errors.Is(err2, ErrNoPoints):
+		return err2
+	case err1 != nil && err2 != nil:
+		return ErrNoPoints
 	}
 	load, err := loadPanel(s)
 	if err != nil {
@@ -99,6 +102,8 @@ func draw3(dc draw.Canvas, s Sweep) error {
 
 // paretoPanel is output throughput (x) against a latency (y): every point labelled with its
 // setting, and the Pareto front (no other point has more throughput at less latency) joined.
+// With no point that has both, it is an empty panel that says so (TPOT of one-token outputs),
+// and ErrNoPoints.
 func paretoPanel(s Sweep, metric string, latency func(Point) float64) (*gplot.Plot, error) {
 	var pts plotter.XYs
 	var labels []string
@@ -110,10 +115,11 @@ func paretoPanel(s Sweep, metric string, latency func(Point) float64) (*gplot.Pl
 			keep = append(keep, p)
 		}
 	}
-	if len(pts) == 0 {
-		return nil, ErrNoPoints
-	}
 	p := newPanel("Output throughput vs "+metric, "output throughput (tokens/s)", metric+" (ms)")
+	if len(pts) == 0 {
+		p.Title.Text += ": no point measured it"
+		return p, ErrNoPoints
+	}
 	all, err := plotter.NewScatter(pts)
 	if err != nil {
 		return nil, err

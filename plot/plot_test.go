@@ -177,3 +177,39 @@ func TestInfRate(t *testing.T) {
 		})
 	}
 }
+
+// TestDegenerateSweeps: sweeps that still have something to draw give a PNG that decodes and an
+// SVG that parses: no TPOT anywhere (one-token outputs), a single point, all values equal or
+// zero, and a point with nothing measured beside others.
+func TestDegenerateSweeps(t *testing.T) {
+	nan := math.NaN()
+	for _, c := range []struct {
+		name string
+		pts  []Point
+		text string // the SVG must hold it
+	}{
+		{"no tpot", []Point{{X: 1, Label: "1", Throughput: 10, TTFTP99: 2, TPOTP50: nan, RequestRate: 10, Goodput: nan},
+			{X: 2, Label: "2", Throughput: 20, TTFTP99: 3, TPOTP50: nan, RequestRate: 20, Goodput: nan}}, "TPOT p50: no point measured it"},
+		{"one point", []Point{{X: 4, Label: "4", Throughput: 10, TTFTP99: 2, TPOTP50: 1, RequestRate: 1, Goodput: 1}}, "Pareto front"},
+		{"all zero", []Point{{X: 1, Label: "1", RequestRate: 0, Goodput: 0}, {X: 64, Label: "64", RequestRate: 0, Goodput: 0}}, "requests/s"},
+		{"nothing at one point", []Point{{X: 1, Label: "1", Throughput: nan, TTFTP99: nan, TPOTP50: nan, RequestRate: nan, Goodput: nan},
+			{X: 2, Label: "2", Throughput: 5, TTFTP99: 5, TPOTP50: 5, RequestRate: 5, Goodput: 5}}, "Pareto front"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := Sweep{Axis: "x", Points: c.pts, Caption: "c"}
+			var pngBuf, svgBuf bytes.Buffer
+			if err := WritePNG(&pngBuf, s); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := png.Decode(&pngBuf); err != nil {
+				t.Fatalf("PNG does not decode: %v", err)
+			}
+			if err := WriteSVG(&svgBuf, s); err != nil {
+				t.Fatal(err)
+			}
+			if texts := svgTexts(t, svgBuf.Bytes()); !strings.Contains(texts, c.text) {
+				t.Errorf("SVG has no text %q", c.text)
+			}
+		})
+	}
+}
