@@ -125,6 +125,25 @@ data: [DONE]
 		tokens: []int{-1, -1, -1}, text: "Paris", output: 2, from: TokensUsage, prompt: 12, finish: "stop",
 	},
 	{
+		name:   "sglang chat with continuous usage",
+		source: "python/sglang/srt/entrypoints/openai/serving_chat.py (_generate_chat_stream under continuous_usage_stats: usage on the content chunks only, none on the role chunk nor the finish chunk, so the role chunk's count is unknown and the finish chunk's none)",
+		api:    Chat,
+		stream: `data: {"id":"8c2b","object":"chat.completion.chunk","created":1735689600,"model":"default","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}
+
+data: {"id":"8c2b","object":"chat.completion.chunk","created":1735689600,"model":"default","choices":[{"index":0,"delta":{"role":null,"content":"Paris","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":{"prompt_tokens":12,"total_tokens":13,"completion_tokens":1}}
+
+data: {"id":"8c2b","object":"chat.completion.chunk","created":1735689600,"model":"default","choices":[{"index":0,"delta":{"role":null,"content":" is","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":{"prompt_tokens":12,"total_tokens":15,"completion_tokens":3}}
+
+data: {"id":"8c2b","object":"chat.completion.chunk","created":1735689600,"model":"default","choices":[{"index":0,"delta":{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":"length","matched_stop":null}],"usage":null}
+
+data: {"id":"8c2b","object":"chat.completion.chunk","created":1735689600,"model":"default","choices":[],"usage":{"prompt_tokens":12,"total_tokens":15,"completion_tokens":3,"prompt_tokens_details":null,"reasoning_tokens":0}}
+
+data: [DONE]
+
+`,
+		tokens: []int{-1, 1, 2, 0}, text: "Paris is", output: 3, from: TokensUsage, prompt: 12, finish: "length",
+	},
+	{
 		name:   "sglang flat error object",
 		source: "python/sglang/srt/entrypoints/openai/protocol.py (ErrorResponse: object \"error\", message, type, param, code, sent as a data field by create_streaming_error_response)",
 		api:    Completions,

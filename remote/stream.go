@@ -146,6 +146,13 @@ func (s *streamReader) choices(at time.Duration, prevUsage int) *Failure {
 	switch {
 	case c.tokenIDs >= 0:
 		tokens = c.tokenIDs
+	case c.completion < 0 && text == "" && s.continuous:
+		// SGLang's continuous usage skips the chunks that carry no token (its role and finish
+		// chunks): one without text or usage keeps the count going, and after usage has come
+		// it carries none. Before, it is unknown (an empty text may be a token's).
+		if s.usageTokens >= 0 {
+			tokens = 0
+		}
 	case c.completion < 0:
 		s.continuous = false
 	case s.continuous:
