@@ -156,7 +156,7 @@ var servers = []server{
 	{KindLlamaCpp, "llamacpp:", []spec{ // tools/server/server-context.cpp (metrics)
 		{fRunning, bySum, []string{"requests_processing"}},
 		{fWaiting, bySum, []string{"requests_deferred"}},
-		{fKVUsage, byMean, []string{"kv_cache_usage_ratio"}},
+		{fKVUsage, byMean, []string{"kv_cache_usage_ratio"}}, // older servers only (dropped in llama.cpp #13660): else not reported
 		{fPromptTokens, bySum, []string{"prompt_tokens_total"}},
 		{fGenerationTokens, bySum, []string{"tokens_predicted_total"}},
 	}},
