@@ -107,3 +107,14 @@ func TestCtrlCEngine(t *testing.T) {
 	}
 	// TestMain's goleak check proves the engine, scheduler, recorder and submitter stopped.
 }
+
+// TestLoopPanic: a panic in the scheduler loop ends the session with an error naming it and
+// where it happened, as a failed step does, instead of killing the process.
+func TestLoopPanic(t *testing.T) {
+	p := newFakeProvider()
+	p.runPanic = "index out of range"
+	_, _, err := fakeBench(t, context.Background(), p, testConfig(requests(3, 2), runs(1, 1)), Exports{})
+	if err == nil || !strings.Contains(err.Error(), "scheduler: panic: index out of range (in rosetop/bench.(*fakeServer).Run at fake_test.go:") {
+		t.Fatalf("got %v, want the panic with its place", err)
+	}
+}

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -59,6 +61,13 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	}
 	go func() {
 		defer close(g.loopDone)
+		// A panic in the scheduler or the engine ends the session with an error, as a failed
+		// step does, so that the dashboard restores the terminal and the results are written.
+		defer func() {
+			if r := recover(); r != nil {
+				g.loopErr = panicError(r)
+			}
+		}()
 		g.loopErr = srv.Run(ctx, g.out)
 	}()
 	go s.record(g)
@@ -208,5 +217,21 @@ func (s *Session) noteLedger(g *generation) {
 			continue
 		}
 		s.logf(LogCapture, "%s %s: %v", e.What, e.Detail, e.Took.Round(10*time.Microsecond))
+	}
+}
+
+// panicError is the error for a panic recovered in the scheduler loop: its value and where it
+// happened, the first frame outside the runtime, on one line.
+func panicError(r any) error {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)]) // past Callers, panicError, the deferred func
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "runtime.") {
+			return fmt.Errorf("panic: %v (in %s at %s:%d; a bug in rosetop)", r, f.Function, filepath.Base(f.File), f.Line)
+		}
+		if !more {
+			return fmt.Errorf("panic: %v (a bug in rosetop)", r)
+		}
 	}
 }

@@ -54,6 +54,7 @@ type fakeProvider struct {
 	addCost    func(k int) time.Duration // add_request cost of the k-th request; nil: default
 	onSubmit   func(k int)               // called after the k-th request (of every server) was queued; nil: none
 	prewarmErr error                     // what the servers' Prewarm returns
+	runPanic   any                       // what the servers' Run panics with (nil: none)
 	captures   bool                      // each request adds a "graph capture" to its server's ledger
 	fails      func(k int) bool          // the k-th request (of every server) fails with HTTP 429 before its first token; nil: none
 	// remote, when set, makes the servers stand for a remote server's: records without the
@@ -252,6 +253,9 @@ func remoteRecord(rec *sched.Record, k int) {
 }
 
 func (s *fakeServer) Run(ctx context.Context, out chan<- sched.StepOutput) error {
+	if s.p.runPanic != nil {
+		panic(s.p.runPanic)
+	}
 	held := map[sched.RequestID]fakeReq{}
 	var step uint64
 	// emit sends a request's life as the scheduler would: a step per token (the first carrying
