@@ -20,7 +20,7 @@ type downloader struct {
 	id        string
 	repo      string // models--ORG--NAME folder
 	endpoint  string // without a trailing slash
-	token     string // HF_TOKEN, "" for none
+	token     string // the hub token (see token), "" for none
 	contacted bool   // a request got an HTTP answer: later network errors are interruptions
 	set       fileSet
 	rev       string // revision the files come from: "main" until a response names the commit
@@ -195,7 +195,7 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 	case code == http.StatusNotFound:
 		return result{}, false, fmt.Errorf("%w: %s not found at %s (HTTP 404 for %s)", ErrNotFound, d.name(), d.endpoint, f.name)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return result{}, false, fmt.Errorf("%w: %s at %s (HTTP %d): gated or private; set HF_TOKEN to a token that may read it", ErrDenied, d.name(), d.endpoint, code)
+		return result{}, false, fmt.Errorf("%w: %s at %s (HTTP %d): gated or private; set HF_TOKEN, or log in with `hf auth login`, as an account that may read it", ErrDenied, d.name(), d.endpoint, code)
 	case code == http.StatusRequestedRangeNotSatisfiable && off > 0:
 		os.Remove(part) // longer than the file: not a prefix of it
 		return result{}, true, fail("server refused to resume at byte %d; restarting", off)

@@ -271,7 +271,7 @@ func resolve(ctx context.Context, id string, o Options, set fileSet) (string, er
 	if endpoint == "" {
 		endpoint = DefaultEndpoint
 	}
-	d := &downloader{o: o, id: id, repo: repo, endpoint: endpoint, token: o.Getenv("HF_TOKEN"), set: set}
+	d := &downloader{o: o, id: id, repo: repo, endpoint: endpoint, token: token(o.Getenv), set: set}
 	dir, err := d.run(ctx)
 	if err == nil && !set.enough(dir) {
 		return "", fmt.Errorf("%w: model %s at %s has no tokenizer.json or vocab.json", ErrNotFound, id, endpoint)

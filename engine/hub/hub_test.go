@@ -563,3 +563,39 @@ func TestResolveWithoutCommitHeader(t *testing.T) {
 		t.Error("content differs")
 	}
 }
+
+// TestToken: the token comes from the environment first, then from the file `hf auth login`
+// saves, where huggingface_hub looks for it; whitespace around it is dropped.
+func TestToken(t *testing.T) {
+	home, hfHome, other := t.TempDir(), t.TempDir(), t.TempDir()
+	write := func(path, s string) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(home, ".cache", "huggingface", "token"), "hf_home\n")
+	write(filepath.Join(hfHome, "token"), " hf_hfhome \n")
+	write(filepath.Join(other, "tok"), "hf_path")
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"HF_TOKEN first", []string{"HOME", home, "HF_TOKEN", "hf_env", "HUGGING_FACE_HUB_TOKEN", "hf_old"}, "hf_env"},
+		{"the older variable", []string{"HOME", home, "HUGGING_FACE_HUB_TOKEN", "hf_old"}, "hf_old"},
+		{"HF_TOKEN_PATH", []string{"HOME", home, "HF_HOME", hfHome, "HF_TOKEN_PATH", "$D/tok", "D", other}, "hf_path"},
+		{"HF_HOME's token", []string{"HOME", home, "HF_HOME", hfHome}, "hf_hfhome"},
+		{"the default place", []string{"HOME", home}, "hf_home"},
+		{"no file", []string{"HOME", other}, ""},
+		{"nowhere to look", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := token(env(c.env...)); got != c.want {
+				t.Errorf("token = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
