@@ -19,7 +19,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return parseErr(err)
 	}
-	if err := checkOutputs(o); err != nil {
+	if err := checkOutputs(o, stdout); err != nil {
 		return err
 	}
 	prov, err := o.provider()
@@ -50,8 +50,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // checkOutputs refuses, before anything runs, output files that could not be written or that
-// would overwrite each other or an input file.
-func checkOutputs(o options) error {
+// would overwrite each other or an input file, or that are stdout (where the report or summary
+// goes) when stdout is a file or a pipe: the two would be mixed in one stream.
+func checkOutputs(o options, stdout io.Writer) error {
 	inputs := []struct{ flag, path string }{{"dataset-path", o.DatasetPath}, {"replay", o.Replay}}
 	paths := []struct{ flag, path string }{{"json", o.JSONPath}, {"csv", o.CSVPath}, {"cpuprofile", o.CPUProfilePath}, {"save-trace", o.SaveTrace}, {"record", o.RecordPath}}
 	if o.SaveTrace != "" && o.RepeatRuns > 1 {
@@ -83,12 +84,32 @@ func checkOutputs(o options) error {
 			failed[p.flag] = true
 			continue
 		}
+		if isStdout(p.path, stdout) {
+			errs = append(errs, usageError{fmt.Errorf("--%s %s is standard output, where the report goes: give a file", p.flag, p.path)})
+			failed[p.flag] = true
+			continue
+		}
 		if err := atomicfile.Check(p.path); err != nil {
 			errs = append(errs, usageError{fmt.Errorf("--%s %s: cannot write there: %w", p.flag, p.path, err)})
 			failed[p.flag] = true
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isStdout reports whether path is stdout, when stdout is a regular file or a pipe (a terminal
+// or /dev/null takes both streams harmlessly).
+func isStdout(path string, stdout io.Writer) bool {
+	f, ok := stdout.(*os.File)
+	if !ok {
+		return false
+	}
+	so, err := f.Stat()
+	if err != nil || so.Mode()&os.ModeCharDevice != 0 {
+		return false
+	}
+	fi, err := os.Stat(path)
+	return err == nil && os.SameFile(fi, so)
 }
 
 // sameFile reports whether paths a and b name one file: the same file when both exist (through

@@ -18,7 +18,7 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err != nil {
 		return parseErr(err)
 	}
-	if err := checkOutputs(o); err != nil {
+	if err := checkOutputs(o, stdout); err != nil {
 		return err
 	}
 	prov, err := o.provider()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -307,5 +308,52 @@ func TestOutputOverInput(t *testing.T) {
 		if b, _ := os.ReadFile(p); string(b) != l {
 			t.Errorf("%s was changed: %q", p, b)
 		}
+	}
+}
+
+// TestOutputIsStdout: an output that is stdout, when stdout is a file or a pipe, is refused (the
+// report would be written into it); on a terminal-like stdout, or any other file, it is not.
+func TestOutputIsStdout(t *testing.T) {
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "out.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	pipePath := fmt.Sprintf("/proc/self/fd/%d", w.Fd())
+	if _, err := os.Stat(pipePath); err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	other := filepath.Join(dir, "other.rec")
+	for _, tc := range []struct {
+		name   string
+		record string
+		stdout io.Writer
+		want   string // "": accepted
+	}{
+		{"the file stdout is", out.Name(), out, "--record " + out.Name() + " is standard output, where the report goes: give a file"},
+		{"the pipe stdout is", pipePath, w, "--record " + pipePath + " is standard output"},
+		{"another file", other, out, ""},
+		{"stdout not a file", out.Name(), &strings.Builder{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseOptions([]string{"--record", tc.record}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = checkOutputs(o, tc.stdout)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

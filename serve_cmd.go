@@ -110,7 +110,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return parseErr(err)
 	}
-	if err := checkOutputs(o); err != nil {
+	if err := checkOutputs(o, stdout); err != nil {
 		return err
 	}
 	var term *dashTerminal

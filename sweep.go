@@ -186,7 +186,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return parseErr(err)
 	}
-	if err := checkOutputs(o); err != nil { // --cpuprofile: parseSweep refuses the other files
+	if err := checkOutputs(o, stdout); err != nil { // --cpuprofile: parseSweep refuses the other files
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
