@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -98,6 +99,9 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer e.Backend.Close()
 
 	sp := engine.SamplingParams{Temperature: float32(f.temperature), TopK: f.topK, TopP: float32(f.topP), Seed: f.seed}
+	if f.topP > 0 {
+		sp.TopP = max(sp.TopP, math.SmallestNonzeroFloat32) // not 0: the engine's "off"
+	}
 	stream := tokenizer.NewStream(m.Tokenizer)
 	onToken := func(id int32) {
 		if !f.asJSON {

@@ -59,3 +59,17 @@ func TestGenerateInterrupted(t *testing.T) {
 		}
 	})
 }
+
+// TestGenerateTinyTopP checks that a --top-p below float32's least positive value keeps the top
+// token (greedy's continuation), not the whole vocabulary as --top-p 0 (off) does.
+func TestGenerateTinyTopP(t *testing.T) {
+	args := []string{"generate", "--device", "cpu", "--prompt", "Hello", "--no-stop-on-eos", "--max-new-tokens", "6"}
+	_, greedy, _ := runCLI(t, args...)
+	code, got, stderr := runCLI(t, append(args, "--temperature", "1", "--seed", "3", "--top-p", "1e-50")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got != greedy {
+		t.Errorf("--top-p 1e-50 generated %q, want greedy's %q", got, greedy)
+	}
+}
