@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -97,6 +99,9 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer e.Backend.Close()
 
 	sp := engine.SamplingParams{Temperature: float32(f.temperature), TopK: f.topK, TopP: float32(f.topP), Seed: f.seed}
+	if f.topP > 0 {
+		sp.TopP = max(sp.TopP, math.SmallestNonzeroFloat32) // not 0: the engine's "off"
+	}
 	stream := tokenizer.NewStream(m.Tokenizer)
 	onToken := func(id int32) {
 		if !f.asJSON {
@@ -118,8 +123,9 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		onToken(id)
 	}
+	// An interrupt (ctx cancelled) still prints the tokens generated so far, then exits 128+N.
 	out, err := e.Generate(ctx, ids, f.maxNewTokens, sp, f.stopOnEOS, onTokenTimed)
-	if err != nil {
+	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	if len(out) > 0 {
@@ -129,12 +135,12 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if !f.asJSON {
 		io.WriteString(stdout, stream.Flush()+"\n")
-		return nil
+		return err
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(generateResult{
+	return errors.Join(err, enc.Encode(generateResult{
 		Model: m.Name, Device: e.Backend.Device(), Prompt: f.prompt,
 		PromptIDs: ids, GeneratedIDs: out, Text: m.Tokenizer.Decode(out),
-	})
+	}))
 }

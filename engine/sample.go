@@ -10,7 +10,8 @@ import (
 // Sampling. Every backend picks tokens with exactly these rules, so a request samples the same
 // tokens on the CPU and the GPU (up to float rounding of the logits) and whatever it is batched with:
 //
-//  1. Greedy (Temperature <= 0, or TopK == 1): the argmax, the lowest id on ties.
+//  1. Greedy (Temperature <= 0, or TopK == 1): the argmax, the lowest id on ties, NaN counting as
+//     the largest logit (torch.argmax's order).
 //  2. z_i = logit_i / Temperature; weights w_i = exp(z_i - max z), in float64.
 //  3. Top-k (0 < TopK < V): keep the K best tokens, ordered by logit descending then id ascending
 //     (so exactly K tokens, the lower ids winning ties).
@@ -18,7 +19,8 @@ import (
 //     whose weight reaches TopP * (sum of kept weights).
 //  5. Inverse CDF: u = Uniform(Seed, pos), where pos is the position of the token being generated;
 //     walk the kept tokens in ascending id order accumulating weights and return the first whose
-//     running sum exceeds u * (sum of kept weights).
+//     running sum exceeds u * (sum of kept weights). Where the weights do not sum to a positive
+//     number (a NaN or +Inf logit, or every logit -Inf), the token is the argmax.
 
 // Uniform returns a draw in [0, 1) that depends only on (seed, pos). The GPU sampler replicates
 // it bit for bit; the exact arithmetic, all on uint64 modulo 2^64:
@@ -102,6 +104,9 @@ func SampleToken(logits []float32, p SamplingParams, pos int, scratch *SampleScr
 	for _, x := range w {
 		total += x
 	}
+	if !(total > 0) { // a NaN or +Inf logit (NaN weights), or every logit -Inf: the argmax
+		return gpt2ref.Argmax(logits)
+	}
 	if p.TopP > 0 && p.TopP < 1 {
 		total = nucleus(scratch, w, logits, cand, total, float64(p.TopP))
 	}
@@ -116,9 +121,6 @@ func SampleToken(logits []float32, p SamplingParams, pos int, scratch *SampleScr
 		if run > target {
 			return last
 		}
-	}
-	if last < 0 { // every weight underflowed or was NaN: fall back to the argmax
-		return gpt2ref.Argmax(logits)
 	}
 	return last // rounding left target at the very end of the mass
 }

@@ -70,6 +70,39 @@ func TestGreedy(t *testing.T) {
 	}
 }
 
+// TestSampleNonFiniteLogits pins the token picked from logits holding NaN or infinities, which
+// gpu/kernels/sample.cu picks too: NaN counts as the largest logit (torch.argmax's order), and a
+// sampled row whose kept weight is not a positive number (NaN, or every logit -Inf) takes the
+// argmax.
+func TestSampleNonFiniteLogits(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	sampled := SamplingParams{Temperature: 1, Seed: 7}
+	cases := []struct {
+		name   string
+		logits []float32
+		p      SamplingParams
+		want   int32
+	}{
+		{"greedy NaN", []float32{1, nan, 2}, SamplingParams{}, 1},
+		{"greedy NaN and +Inf", []float32{inf, 0, nan}, SamplingParams{}, 2},
+		{"sampled NaN", []float32{nan, 1, 2}, sampled, 0},
+		{"sampled NaN later", []float32{1, 2, nan, 0}, sampled, 2},
+		{"sampled two +Inf", []float32{1, inf, 0, inf}, sampled, 1},
+		{"sampled all -Inf", []float32{-inf, -inf, -inf}, sampled, 0},
+		{"sampled top-k NaN", []float32{0, 3, nan, 1}, SamplingParams{Temperature: 1, TopK: 2, TopP: 0.5, Seed: 7}, 2},
+		{"sampled -Inf dropped", []float32{-inf, 0, -inf}, sampled, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for pos := range 8 {
+				if got := SampleToken(tc.logits, tc.p, pos, nil); got != tc.want {
+					t.Fatalf("SampleToken(%v) at position %d = %d, want %d", tc.logits, pos, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
 func TestTopK1EqualsGreedy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	var s SampleScratch

@@ -140,10 +140,11 @@ func linear(v []float64, W, b []float32, out int) []float64 {
 }
 
 // Argmax returns the index of the largest value, the lowest on ties (0 for an empty slice).
+// NaN counts as larger than every number, as in torch.argmax.
 func Argmax[T float32 | float64](v []T) int32 {
 	best := 0
 	for i, x := range v {
-		if x > v[best] {
+		if b := v[best]; x > b || (x != x && b == b) {
 			best = i
 		}
 	}

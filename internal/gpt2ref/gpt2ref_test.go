@@ -8,6 +8,7 @@ import (
 )
 
 func TestArgmax(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	tests := []struct {
 		name string
 		in   []float32
@@ -19,6 +20,12 @@ func TestArgmax(t *testing.T) {
 		{"ties take the lowest id", []float32{1, 5, 2, 5}, 1},
 		{"all negative", []float32{-4, -1, -2}, 1},
 		{"all equal", []float32{7, 7, 7}, 0},
+		// NaN counts as the largest value, as torch.argmax and the CUDA sampler's keys order it.
+		{"NaN is the largest", []float32{1, nan, 2, nan}, 1},
+		{"NaN above +Inf", []float32{inf, nan}, 1},
+		{"NaN first", []float32{nan, 3}, 0},
+		{"+Inf", []float32{1, inf, 2, inf}, 1},
+		{"all -Inf", []float32{-inf, -inf}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
