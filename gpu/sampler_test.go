@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 // TestGreedySamplerTies runs both greedy samplers (argmax_next alone, and argmax_part then
 // sample) on crafted logits: the maximum in the row's last, unaligned logits, in the first id, at
 // two ids of different chunks and at the two sides of a chunk boundary (the lowest id wins),
-// all-equal and all-negative rows, and random rows; each sampler twice, so that argmax_next's
+// all-equal and all-negative rows, a NaN and two +Inf; each sampler twice, so that argmax_next's
 // done counters must have been reset. The tokens must be the host's argmax (lowest id on ties).
 func TestGreedySamplerTies(t *testing.T) {
 	needGPU(t)
@@ -43,6 +44,8 @@ func TestGreedySamplerTies(t *testing.T) {
 	}
 	row(4)[500] = -0.25
 	row(5)[0] = 9
+	row(6)[3*per+2], row(6)[600] = float32(math.NaN()), 9 // NaN counts as the largest (torch.argmax; the CPU sampler)
+	row(7)[900], row(7)[20] = float32(math.Inf(1)), float32(math.Inf(1))
 	want := make([]int32, B)
 	for b := range B {
 		want[b] = gpt2ref.Argmax(row(b))
