@@ -152,6 +152,26 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 }
 
+// TestUsageNamesEveryCommand: rosetop help lists every command and points to the -h of each
+// that takes flags.
+func TestUsageNamesEveryCommand(t *testing.T) {
+	code, stdout, _ := runCLI(t, "help")
+	if code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	for _, c := range commands {
+		if c == "dashboard" {
+			continue // rosetop [flags]
+		}
+		if !strings.Contains(stdout, "\n  rosetop "+c+" ") && !strings.Contains(stdout, "\n  rosetop "+c+"\n") {
+			t.Errorf("usage has no line for rosetop %s:\n%s", c, stdout)
+		}
+		if c != "help" && c != "version" && !strings.Contains(stdout, "'rosetop "+c+" -h'") {
+			t.Errorf("usage does not point to 'rosetop %s -h':\n%s", c, stdout)
+		}
+	}
+}
+
 // TestFindTerminal: the dashboard draws on stdin/stderr when they are the terminal, else on the
 // controlling terminal; with none it refuses in one line that names the headless command, exit 2.
 func TestFindTerminal(t *testing.T) {
