@@ -102,7 +102,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.Policy, "policy", o.Policy, "how a step runs its new prompts and its running sequences' next tokens: mixed (one forward pass over both) | prefill-first | decode-first (two passes, in that order)")
 	floatVar(fs, &o.SubmitIntervalMs, "submit-interval-ms", 0, maxIntervalMs, "submit interval in ms (0: burst)")
 	fs.StringVar(&o.SubmitSchedule, "submit-schedule", o.SubmitSchedule, "relative (sleep the interval after each submit) | absolute (target t0 + i*interval)")
-	fs.Var(rateFlag{&o.RequestRate}, "request-rate", fmt.Sprintf("Poisson arrivals at R requests/s (%g to %g), seeded by --seed; 0 or inf: off", minRate, maxRate))
+	fs.Var(rateFlag{&o.RequestRate}, "request-rate", fmt.Sprintf("Poisson arrivals at R requests/s (%g to %g), seeded by --seed; 0: off (the interval schedule); inf: every request at once", minRate, maxRate))
 	uint64Var(fs, &o.Seed, "seed", "seed of arrivals and sampling")
 	floatVar(fs, &o.Temperature, "temperature", 0, 100, "sampling temperature (0: greedy)")
 	intVar(fs, &o.TopK, "top-k", 0, 1<<24, "top-k sampling (0: off)")

@@ -141,7 +141,7 @@ func TestHelpAndVersion(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"help", "bench"}, "-num-requests"}, {[]string{"help", "sweep"}, "-out-dir"}, {[]string{"help", "generate"}, "-max-new-tokens"},
+		{[]string{"help", "bench"}, "-num-requests"}, {[]string{"help", "bench"}, "inf: every request at once"}, {[]string{"help", "sweep"}, "-out-dir"}, {[]string{"help", "generate"}, "-max-new-tokens"},
 		{[]string{"help", "serve"}, "-port"}, {[]string{"help", "replay"}, "-summary"}, {[]string{"help", "version"}, "Usage:"},
 		{[]string{"--version"}, "rosetop "},
 	} {
