@@ -184,8 +184,8 @@ func (o *options) finish(fs *flag.FlagSet, set map[string]bool, stderr io.Writer
 	if err := o.checkRemote(set, stderr); err != nil {
 		return err
 	}
-	if (set["request-rate"] || set["request-rates"]) && !set["submit-interval-ms"] {
-		o.SubmitIntervalMs = 0 // an explicit rate (or rosetop sweep's rates) replaces the job's interval
+	if ((set["request-rate"] && o.RequestRate != 0) || set["request-rates"]) && !set["submit-interval-ms"] {
+		o.SubmitIntervalMs = 0 // an explicit rate (or rosetop sweep's rates) replaces the job's interval; 0 is off
 	}
 	if o.PrefillMaxBatch == 0 || (!set["prefill-max-batch-size"] && o.PrefillMaxBatch > o.MaxBatch) {
 		o.PrefillMaxBatch = o.MaxBatch // the default, or a job's value under an explicit smaller max batch
