@@ -102,7 +102,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.Policy, "policy", o.Policy, "how a step runs its new prompts and its running sequences' next tokens: mixed (one forward pass over both) | prefill-first | decode-first (two passes, in that order)")
 	floatVar(fs, &o.SubmitIntervalMs, "submit-interval-ms", 0, maxIntervalMs, "submit interval in ms (0: burst)")
 	fs.StringVar(&o.SubmitSchedule, "submit-schedule", o.SubmitSchedule, "relative (sleep the interval after each submit) | absolute (target t0 + i*interval)")
-	fs.Var(rateFlag{&o.RequestRate}, "request-rate", fmt.Sprintf("Poisson arrivals at R requests/s (%g to %g), seeded by --seed; 0 or inf: off", minRate, maxRate))
+	fs.Var(rateFlag{&o.RequestRate}, "request-rate", fmt.Sprintf("Poisson arrivals at R requests/s (%g to %g), seeded by --seed; 0: off (the interval schedule); inf: every request at once", minRate, maxRate))
 	uint64Var(fs, &o.Seed, "seed", "seed of arrivals and sampling")
 	floatVar(fs, &o.Temperature, "temperature", 0, 100, "sampling temperature (0: greedy)")
 	intVar(fs, &o.TopK, "top-k", 0, 1<<24, "top-k sampling (0: off)")
@@ -184,8 +184,8 @@ func (o *options) finish(fs *flag.FlagSet, set map[string]bool, stderr io.Writer
 	if err := o.checkRemote(set, stderr); err != nil {
 		return err
 	}
-	if (set["request-rate"] || set["request-rates"]) && !set["submit-interval-ms"] {
-		o.SubmitIntervalMs = 0 // an explicit rate (or rosetop sweep's rates) replaces the job's interval
+	if ((set["request-rate"] && o.RequestRate != 0) || set["request-rates"]) && !set["submit-interval-ms"] {
+		o.SubmitIntervalMs = 0 // an explicit rate (or rosetop sweep's rates) replaces the job's interval; 0 is off
 	}
 	if o.PrefillMaxBatch == 0 || (!set["prefill-max-batch-size"] && o.PrefillMaxBatch > o.MaxBatch) {
 		o.PrefillMaxBatch = o.MaxBatch // the default, or a job's value under an explicit smaller max batch

@@ -111,6 +111,14 @@ func TestParseOptionsJobAndOverrides(t *testing.T) {
 	if a := o.sessionConfig().Arrivals; a.Schedule != "poisson" || a.Rate != 40 {
 		t.Errorf("--job paced --request-rate 40: arrivals %+v", a)
 	}
+	// --request-rate 0 is off: the job's interval schedule stays.
+	o, err = parseOptions([]string{"--job", "paced", "--request-rate", "0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.SubmitIntervalMs != 20 || o.sessionConfig().Arrivals.Schedule == "poisson" {
+		t.Errorf("--job paced --request-rate 0: interval %g ms, arrivals %+v; want the job's 20 ms", o.SubmitIntervalMs, o.sessionConfig().Arrivals)
+	}
 }
 
 func TestParseOptionsDefaultsAndHelp(t *testing.T) {

@@ -3,6 +3,7 @@
 //
 //	rosetop [flags]            the live dashboard (embedded tiny model, best device, decode-heavy job looping)
 //	rosetop bench [flags]      the same engine and workload headless: the seeds' benchmark report
+//	rosetop serve [flags]      the engine behind OpenAI's API, with Prometheus metrics
 //	rosetop sweep [flags]      bench runs over one setting's values: a table, JSON, CSV and charts
 //	rosetop generate [flags]   one prompt's continuation
 //	rosetop replay FILE        a dashboard recorded with --record, played back (--summary: headless)
@@ -140,16 +141,19 @@ func usage(w io.Writer) {
 Usage:
   rosetop [flags]            open the dashboard (default: embedded tiny model, best device, decode-heavy job)
   rosetop bench [flags]      run the benchmark headless and print the report
+  rosetop serve [flags]      serve the engine over OpenAI's API with Prometheus metrics
+                             (--dashboard: watch its traffic live)
   rosetop sweep [flags]      run it over a list of request rates, concurrency limits or prefill
                              batch sizes: a table, JSON, CSV and PNG/SVG charts
   rosetop generate [flags]   print one prompt's continuation
-  rosetop replay FILE        play back a dashboard recorded with --record FILE (any command takes
-                             it): seek, pause, speed; --summary prints its runs headless
+  rosetop replay FILE        play back a dashboard recorded with --record FILE (the dashboard,
+                             bench and serve take it): seek, pause, speed; --summary prints its
+                             runs headless
   rosetop help [COMMAND]     the usage, or one command's flags
-  rosetop version
+  rosetop version            the version, commit and commit date
 
-'rosetop bench -h', 'rosetop sweep -h' and 'rosetop generate -h' list every flag (the dashboard
-takes the bench flags).
+'rosetop bench -h', 'rosetop serve -h', 'rosetop sweep -h', 'rosetop generate -h' and
+'rosetop replay -h' list every flag (the dashboard takes the bench flags).
 
 Exit status: 0 success, 1 a failure while running, 2 bad flags or input, 128+N after signal N
 (Ctrl-C 130, SIGTERM 143, SIGHUP 129); a second signal exits at once.

@@ -141,13 +141,33 @@ func TestHelpAndVersion(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"help", "bench"}, "-num-requests"}, {[]string{"help", "sweep"}, "-out-dir"}, {[]string{"help", "generate"}, "-max-new-tokens"},
+		{[]string{"help", "bench"}, "-num-requests"}, {[]string{"help", "bench"}, "inf: every request at once"}, {[]string{"help", "sweep"}, "-out-dir"}, {[]string{"help", "generate"}, "-max-new-tokens"},
 		{[]string{"help", "serve"}, "-port"}, {[]string{"help", "replay"}, "-summary"}, {[]string{"help", "version"}, "Usage:"},
 		{[]string{"--version"}, "rosetop "},
 	} {
 		code, stdout, stderr := runCLI(t, tc.args...)
 		if code != 0 || !strings.Contains(stdout, tc.want) || stderr != "" {
 			t.Errorf("%v: exit %d, stdout %.60q, stderr %q; want exit 0 and %q on stdout", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+}
+
+// TestUsageNamesEveryCommand: rosetop help lists every command and points to the -h of each
+// that takes flags.
+func TestUsageNamesEveryCommand(t *testing.T) {
+	code, stdout, _ := runCLI(t, "help")
+	if code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	for _, c := range commands {
+		if c == "dashboard" {
+			continue // rosetop [flags]
+		}
+		if !strings.Contains(stdout, "\n  rosetop "+c+" ") && !strings.Contains(stdout, "\n  rosetop "+c+"\n") {
+			t.Errorf("usage has no line for rosetop %s:\n%s", c, stdout)
+		}
+		if c != "help" && c != "version" && !strings.Contains(stdout, "'rosetop "+c+" -h'") {
+			t.Errorf("usage does not point to 'rosetop %s -h':\n%s", c, stdout)
 		}
 	}
 }

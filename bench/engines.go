@@ -85,8 +85,9 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	if info.DeviceNote != "" {
 		s.logf(LogInfo, "%s", info.DeviceNote)
 	}
-	if want.CUDAGraph && !info.CUDAGraph && !s.graphNoted {
-		// Said once: the dashboard's jobs ask for graphs and run on any device.
+	if want.CUDAGraph && !info.CUDAGraph && info.Remote == nil && !s.graphNoted {
+		// Said once: the dashboard's jobs ask for graphs and run on any device. A remote
+		// server's own engine decides, so a job's preset says nothing there.
 		s.graphNoted = true
 		s.logf(LogInfo, "CUDA Graph asked for, but the engine runs on %s: graphs are off", info.DeviceDetail)
 		fmt.Fprintf(s.opts.Progress, "rosetop: CUDA Graphs (--cuda-graph) are off: the engine runs on %s, and they need a GPU\n", info.DeviceDetail)

@@ -113,13 +113,14 @@ func (s *Session) writeExports(exp Exports, results []*runResult, dropped int, n
 	}
 	what := fmt.Sprintf("%d runs, %d requests", len(results), reqs)
 	var errs []error
-	write := func(flag, path string, fill func(io.Writer) error) {
+	writeNoted := func(flag, path, what string, fill func(io.Writer) error) {
 		if err := writeFile(flag, path, fill); err != nil {
 			errs = append(errs, err)
 			return
 		}
 		fmt.Fprintf(notes, "rosetop: wrote %s: %s\n", path, what)
 	}
+	write := func(flag, path string, fill func(io.Writer) error) { writeNoted(flag, path, what, fill) }
 	switch {
 	case exp.JSONPath != "" && exp.JSONFormat == "vllm":
 		c := vllmContext{cfg: s.cfg, tool: exp.Tool, epoch: s.start, detailed: exp.Detailed}
@@ -145,7 +146,8 @@ func (s *Session) writeExports(exp Exports, results []*runResult, dropped int, n
 				path = RunTracePath(path, k+1)
 			}
 			recs := traceRecords(s.wl, r.reqs)
-			write("save-trace", path, func(w io.Writer) error { return writeTrace(w, recs) })
+			what := fmt.Sprintf("%s, %d requests", r.sum.Label, len(recs)) // one measured run a trace
+			writeNoted("save-trace", path, what, func(w io.Writer) error { return writeTrace(w, recs) })
 		}
 	}
 	return errors.Join(errs...)

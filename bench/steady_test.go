@@ -328,6 +328,21 @@ func TestGraphOnCPUNotedOnce(t *testing.T) {
 	}
 }
 
+// TestGraphNotNotedForRemote: a job's CUDA Graph preset means nothing against a remote server
+// (its own engine decides), so no note says graphs are off on it.
+func TestGraphNotNotedForRemote(t *testing.T) {
+	p := newFakeProvider()
+	p.remote = testRemote()
+	cfg := testConfig(requests(4, 3), runs(1, 1), func(c *Config) { c.Engine.CUDAGraph = true })
+	_, stderr, err := fakeBench(t, context.Background(), p, cfg, Exports{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stderr, "CUDA Graph") {
+		t.Errorf("a remote session notes CUDA Graphs on stderr:\n%s", stderr)
+	}
+}
+
 // TestColdSlower: the cold-vs-steady ratio says which way it goes: above 1 is slower for a
 // latency, below 1 is slower for a throughput.
 func TestColdSlower(t *testing.T) {

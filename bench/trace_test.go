@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -262,4 +263,25 @@ func FuzzParseTrace(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSaveTraceNotes: each trace file's note on stderr says what that file holds (one measured
+// run and its requests), not the whole session's runs.
+func TestSaveTraceNotes(t *testing.T) {
+	tracePath := filepath.Join(t.TempDir(), "t.jsonl")
+	cfg := testConfig(requests(5, 2), runs(1, 2))
+	_, stderr, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{TracePath: tracePath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= 2; k++ {
+		path := RunTracePath(tracePath, k)
+		if n := len(readTraceLines(t, path)); n != 5 {
+			t.Errorf("%s: %d lines, want 5", path, n)
+		}
+		want := fmt.Sprintf("rosetop: wrote %s: run %d/2, 5 requests\n", path, k)
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
 }
