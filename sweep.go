@@ -129,9 +129,25 @@ func sweepUsage(w io.Writer) {
 	o, sf := defaultOptions(), sweepFlags{}
 	fs := newFlagSet(&o)
 	bindSweepFlags(fs, &o, &sf)
-	fs.SetOutput(w)
+	shown := flag.NewFlagSet("sweep", flag.ContinueOnError) // the flags parseSweep takes
+	fs.VisitAll(func(f *flag.Flag) {
+		if !sweepRefuses(f.Name) {
+			shown.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	shown.SetOutput(w)
 	fmt.Fprintln(w, "usage: rosetop sweep (--request-rates L | --concurrency L | --prefill-max-batch-sizes L) [--out-dir DIR] [bench flags]")
-	fs.PrintDefaults()
+	shown.PrintDefaults()
+}
+
+// sweepRefuses reports whether parseSweep refuses bench flag name: sweep writes its own files to
+// --out-dir and has no dashboard.
+func sweepRefuses(name string) bool {
+	switch name {
+	case "json", "csv", "save-trace", "record":
+		return true
+	}
+	return false
 }
 
 // parseSweep parses the command line of `rosetop sweep`: the bench flags, which every point

@@ -450,3 +450,21 @@ func TestSweepCPUProfile(t *testing.T) {
 		t.Errorf("%s is not a gzip-compressed profile: %v", prof, err)
 	}
 }
+
+// TestSweepHelpOmitsRefusedFlags: sweep's help lists the bench flags it takes, not the ones it
+// refuses (its files go to --out-dir; it has no dashboard to record).
+func TestSweepHelpOmitsRefusedFlags(t *testing.T) {
+	var b strings.Builder
+	sweepUsage(&b)
+	help := b.String()
+	for _, f := range []string{"json", "csv", "save-trace", "record"} {
+		if strings.Contains(help, "\n  -"+f+" ") {
+			t.Errorf("sweep's help lists --%s, which sweep refuses", f)
+		}
+	}
+	for _, f := range []string{"out-dir", "request-rates", "num-requests", "cpuprofile"} {
+		if !strings.Contains(help, "\n  -"+f+" ") {
+			t.Errorf("sweep's help lacks --%s", f)
+		}
+	}
+}
