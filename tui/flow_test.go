@@ -12,6 +12,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/charmbracelet/x/term"
 	"go.uber.org/goleak"
 
 	"rosetop/bench"
@@ -340,5 +341,31 @@ func TestQueuedActionsBounded(t *testing.T) {
 	}
 	if !strings.Contains(m.View(), "key ignored") {
 		t.Error("the status line does not say the key was ignored")
+	}
+}
+
+// TestGate: once closed, the program's output takes no more writes (a renderer left running by
+// a failed program draws nothing after the reset), and a terminal passed through it is still a
+// terminal file with its descriptor, so Bubble Tea reads its size.
+func TestGate(t *testing.T) {
+	var out bytes.Buffer
+	g := &gate{w: &out}
+	w := g.writer()
+	io.WriteString(w, "frame 1")
+	g.close("reset")
+	io.WriteString(w, "frame 2")
+	g.close("reset again")
+	if out.String() != "frame 1reset" {
+		t.Errorf("output %q, want the frame before the reset and nothing after", out.String())
+	}
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer pw.Close()
+	f, ok := (&gate{w: pw}).writer().(term.File)
+	if !ok || f.Fd() != pw.Fd() {
+		t.Errorf("a file through the gate: %T, want a term.File of descriptor %d", f, pw.Fd())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -50,7 +51,8 @@ func Run(ctx context.Context, s Session, o Options) error {
 	// Signals reach the program through ctx, which the caller cancels: Bubble Tea's own handler
 	// would race it, its quit message sent to an event loop that ctx has already ended, and the
 	// program's shutdown would wait for that send for ever.
-	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithOutput(out), tea.WithoutSignalHandler()}
+	g := &gate{w: out}
+	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithOutput(g.writer()), tea.WithoutSignalHandler()}
 	if o.Input != nil {
 		opts = append(opts, tea.WithInput(o.Input))
 	}
@@ -65,10 +67,57 @@ func Run(ctx context.Context, s Session, o Options) error {
 	case errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil:
 		return nil
 	}
-	io.WriteString(out, ResetSequences(o.AltScreen))
+	g.close(ResetSequences(o.AltScreen))
 	restoreInput()
 	return fmt.Errorf("tui: %w", err)
 }
+
+// gate passes the program's output to the terminal until close. A program that fails after
+// starting its renderer returns with the renderer's goroutine still running: its late frames
+// must neither race Run's reset of the terminal nor land after it.
+type gate struct {
+	mu     sync.Mutex
+	w      io.Writer // the terminal; written under mu
+	closed bool      // guarded by mu
+}
+
+// writer is the program's output: a terminal stays one (term.File), so that Bubble Tea still
+// reads its size and mode through the gate.
+func (g *gate) writer() io.Writer {
+	if f, ok := g.w.(term.File); ok {
+		return gateFile{g, f}
+	}
+	return g
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return len(p), nil
+	}
+	return g.w.Write(p)
+}
+
+// close writes s as the last bytes and drops every later write.
+func (g *gate) close(s string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		io.WriteString(g.w, s)
+		g.closed = true
+	}
+}
+
+// gateFile is a gate over a terminal: writes go through the gate, the rest to the file.
+type gateFile struct {
+	*gate
+	f term.File
+}
+
+func (g gateFile) Read(p []byte) (int, error) { return g.f.Read(p) }
+func (g gateFile) Close() error               { return g.f.Close() }
+func (g gateFile) Fd() uintptr                { return g.f.Fd() }
 
 // ResetSequences undo what a Bubble Tea program turns on: bracketed paste, the hidden cursor
 // and, when asked for, the alternate screen.
