@@ -101,6 +101,50 @@ func TestSlowClient(t *testing.T) {
 	}
 }
 
+// TestUnreadReply: a client that asks for a reply and never reads it holds its handler and its
+// connection no longer than WriteTimeout, on a route whose handler sets no deadline of its own:
+// /metrics, its page made larger than the socket buffers.
+func TestUnreadReply(t *testing.T) {
+	ledger := make([]LedgerEntry, 2000)
+	for i := range ledger {
+		ledger[i] = LedgerEntry{What: "graph capture", Detail: fmt.Sprintf("batch %d", i), Took: time.Millisecond}
+	}
+	m, err := NewMetrics(MetricsOptions{Model: "tiny-gpt2", MaxModelLen: 256, Ledger: func() []LedgerEntry { return ledger }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make(logLines, 4)
+	small := func(c net.Conn) { c.(*net.TCPConn).SetWriteBuffer(4096) }
+	h := newHarnessConns(t, engineOpts{}, Options{Metrics: m, WriteTimeout: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(lines, nil))}, small)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET /metrics HTTP/1.1\r\nHost: rosetop\r\n\r\n")
+	select { // a failure, not a measurement: far past WriteTimeout
+	case line := <-lines:
+		if !strings.Contains(line, "path=/metrics") {
+			t.Fatalf("log line %q, want the /metrics request's", line)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the /metrics handler still writes to a client that reads nothing")
+	}
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		t.Fatalf("the connection was not closed: %v", err)
+	}
+}
+
+// logLines is a log's writer that hands each line to the test.
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	l <- string(p)
+	return len(p), nil
+}
+
 // TestUnsentBody: a client that declares a body and never sends it holds its connection no longer
 // than ReadTimeout, whether or not the handler reads the body (net/http reads an unread body
 // before it answers): on every route, and through a shutdown.

@@ -25,8 +25,8 @@ type Options struct {
 	MaxQueue     int
 	RetryAfter   time.Duration // the 429's Retry-After, rounded up to whole seconds [1 s]
 	MaxBodyBytes int64         // a larger body is answered 413 [1 MiB]
-	// ReadTimeout bounds reading a request's headers and body; WriteTimeout each write of a reply
-	// or stream event [30 s each].
+	// ReadTimeout bounds reading a request's headers and body; WriteTimeout writing each reply,
+	// or each event of a stream [30 s each].
 	ReadTimeout, WriteTimeout time.Duration
 	IdleTimeout               time.Duration // how long a keep-alive connection may idle [120 s]
 	// ShutdownTimeout is how long Serve lets in-flight requests run once its context is done,
@@ -114,8 +114,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// Bounds a body no handler reads too: net/http reads it before it answers.
 		ReadTimeout:       s.opts.ReadTimeout,
 		ReadHeaderTimeout: s.opts.ReadTimeout,
-		IdleTimeout:       s.opts.IdleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return base },
+		// Bounds every reply net/http or a handler writes (/metrics, net/http's own 4xx); a stream
+		// or a reply after a long generation sets its own deadline before it writes.
+		WriteTimeout: s.opts.WriteTimeout,
+		IdleTimeout:  s.opts.IdleTimeout,
+		BaseContext:  func(net.Listener) context.Context { return base },
 	}
 	if s.opts.Log != nil {
 		hs.ErrorLog = slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelWarn)
