@@ -283,6 +283,42 @@ func TestShutdownTimeout(t *testing.T) {
 	}
 }
 
+// TestShutdownStalledClient: a stream whose client stopped reading holds the shutdown no longer
+// than ShutdownTimeout and finishTimeout, however long WriteTimeout is: its connection is closed,
+// its request cancelled and its KV blocks returned.
+func TestShutdownStalledClient(t *testing.T) {
+	small := func(c net.Conn) { c.(*net.TCPConn).SetWriteBuffer(4096) }
+	// The engine holds after 300 steps, far more tokens than the buffers take.
+	eo := engineOpts{maxSeqLen: 1024, script: func(int) int32 { return 262 }, holdAt: 300}
+	h := newHarnessConns(t, eo, Options{WriteTimeout: time.Hour, ShutdownTimeout: 50 * time.Millisecond}, small)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := `{"prompt": "Hi", "max_tokens": 1000, "ignore_eos": true, "stream": true}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: rosetop\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// The client reads nothing from here on.
+	h.te.waitFor(func() bool { return h.te.held })
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.stop() }()
+	select { // a failure, not a measurement: far past ShutdownTimeout + finishTimeout
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(time.Minute):
+		conn.Close()
+		t.Fatal("the shutdown waits for a client that reads nothing")
+	}
+	h.te.resume()
+	snap, recs := h.te.waitIdle()
+	if r := recs[0]; r.Reason != sched.FinishCancelled || len(r.Output) >= 1000 || snap.KVUsed != 0 {
+		t.Fatalf("reason %s after %d tokens, KV blocks used %d; want cancelled early, 0", r.Reason, len(r.Output), snap.KVUsed)
+	}
+}
+
 // TestModelsHealth: GET /v1/models lists the served model as vLLM does; /health answers 200
 // with no body; /metrics is absent without Metrics.
 func TestModelsHealth(t *testing.T) {

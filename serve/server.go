@@ -103,9 +103,10 @@ const finishTimeout = time.Second
 
 // Serve answers requests on ln until ctx is done, then shuts down: it stops accepting, lets the
 // requests in flight finish within Options.ShutdownTimeout, then cancels those left (their
-// clients get a 503, or an error event in a stream) and returns once every handler has. It
-// returns nil after such a shutdown, or the listener's error (after closing the connections and
-// waiting for the handlers). Call it once.
+// clients get a 503, or an error event in a stream), closes within finishTimeout the connections
+// whose clients do not take that end, and returns once every handler has. It returns nil after
+// such a shutdown, or the listener's error (after closing the connections and waiting for the
+// handlers). Call it once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	base, hardStop := context.WithCancelCause(context.Background())
 	defer hardStop(nil)
@@ -138,14 +139,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	if err := hs.Shutdown(grace); err != nil {
 		hardStop(errShutdown) // every request context is done: the handlers cancel their requests
-		s.inflight.wait()
-		// The handlers have returned; their connections still write the end of each response (a
-		// stream's last chunk) before they go idle and Shutdown closes them. Then close the rest.
+		// The handlers end their responses (a 503, a stream's error event) and their connections
+		// go idle, where Shutdown closes them. A connection still busy then, a handler stuck in a
+		// write to a client that stopped reading, is closed: its write fails.
 		finish, cancelFinish := context.WithTimeout(context.Background(), finishTimeout)
 		defer cancelFinish()
 		if hs.Shutdown(finish) != nil {
 			hs.Close()
 		}
+		s.inflight.wait()
 	}
 	<-served // http.ErrServerClosed once Shutdown began
 	return nil
