@@ -137,6 +137,50 @@ func TestUnreadReply(t *testing.T) {
 	}
 }
 
+// TestLongRepliesOutliveWriteTimeout: the connection's write deadline, set when a request is
+// read, has passed long before a queued request's reply or stream is written; each write sets a
+// deadline of its own, so both arrive whole.
+func TestLongRepliesOutliveWriteTimeout(t *testing.T) {
+	const wt = 50 * time.Millisecond
+	h := newHarness(t, engineOpts{paused: true}, Options{WriteTimeout: wt})
+	type reply struct {
+		raw []byte
+		err error
+	}
+	send := func(stream bool) <-chan reply {
+		c := make(chan reply, 1)
+		go func() {
+			body := fmt.Sprintf(`{"prompt": "Hi", "max_tokens": 5, "ignore_eos": true, "stream": %v}`, stream)
+			resp, err := h.client.Post(h.url+"/v1/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				c <- reply{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			c <- reply{raw, err}
+		}()
+		return c
+	}
+	whole, stream := send(false), send(true)
+	h.te.waitFor(func() bool { return h.te.submitted == 2 })
+	<-time.After(4 * wt) // the condition under test: both connections' first deadlines have passed
+	h.te.release()
+	w := <-whole
+	var got gotReply
+	if w.err != nil || json.Unmarshal(w.raw, &got) != nil || got.Usage == nil || got.Usage.CompletionTokens != 5 {
+		t.Fatalf("the reply written after WriteTimeout: %q, %v; want 5 tokens", w.raw, w.err)
+	}
+	st := <-stream
+	if st.err != nil {
+		t.Fatalf("the stream written after WriteTimeout: %v", st.err)
+	}
+	s := parseStream(t, readSSE(t, bytes.NewReader(st.raw)))
+	if len(s.errs) != 0 || len(s.chunks) < 5 {
+		t.Fatalf("the stream written after WriteTimeout: %d chunks, errors %q; want 5 tokens", len(s.chunks), s.errs)
+	}
+}
+
 // logLines is a log's writer that hands each line to the test.
 type logLines chan string
 
