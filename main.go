@@ -9,7 +9,8 @@
 //	rosetop replay FILE        a dashboard recorded with --record, played back (--summary: headless)
 //
 // Exit status: 0 success, 1 a failure while running, 2 bad flags or input, 128+N when signal N
-// (SIGINT 130, SIGTERM 143, SIGHUP 129) interrupted the run; a second signal exits at once.
+// (SIGINT 130, SIGTERM 143, SIGHUP 129) interrupted the run (serve exits 0 after its graceful
+// shutdown); a second signal exits at once.
 package main
 
 import (
@@ -156,6 +157,7 @@ Usage:
 'rosetop replay -h' list every flag (the dashboard takes the bench flags).
 
 Exit status: 0 success, 1 a failure while running, 2 bad flags or input, 128+N after signal N
-(Ctrl-C 130, SIGTERM 143, SIGHUP 129); a second signal exits at once.
+(Ctrl-C 130, SIGTERM 143, SIGHUP 129; rosetop serve exits 0 after its graceful shutdown); a
+second signal exits at once.
 `)
 }

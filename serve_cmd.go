@@ -176,7 +176,9 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	if term != nil {
 		progress = term.out
 	}
-	sess, err = bench.NewSession(ctx, cfg, bench.SessionOptions{Provider: prov, Progress: progress, External: true,
+	// The session outlives a signal: the server's shutdown lets the requests in flight finish
+	// within --shutdown-timeout, and Close below ends the session after it.
+	sess, err = bench.NewSession(context.WithoutCancel(ctx), cfg, bench.SessionOptions{Provider: prov, Progress: progress, External: true,
 		OnStep: metrics.ObserveStep, KeepRecords: o.JSONPath != "" || o.CSVPath != ""})
 	if err != nil {
 		return err

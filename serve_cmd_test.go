@@ -6,6 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,30 +24,7 @@ import (
 // metrics that parse and count what was done, and on SIGTERM lets the request in flight finish,
 // prints its summary and exits 0.
 func TestServeCommand(t *testing.T) {
-	cmd := childCmd(t, "serve", "--port", "0", "--device", "cpu", "--threads", "1", "--window", "2")
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	errLines := bufio.NewScanner(errPipe)
-	addr := regexp.MustCompile(`serving tiny-gpt2 on (http://[^ ]+/v1)`)
-	var base string
-	for base == "" && errLines.Scan() {
-		if m := addr.FindStringSubmatch(errLines.Text()); m != nil {
-			base = m[1]
-		}
-	}
-	if base == "" {
-		t.Fatal("no start-up line with the URL")
-	}
-	go io.Copy(io.Discard, errPipe)
-
+	cmd, base, stdout := startServe(t, "--window", "2")
 	client := &http.Client{Timeout: time.Minute}
 	body := `{"model":"tiny-gpt2","prompt":"Hello","max_tokens":6,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`
 	resp, err := client.Post(base+"/completions", "application/json", strings.NewReader(body))
@@ -98,6 +78,91 @@ func TestServeCommand(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "=== rosetop session") {
 		t.Errorf("no summary on stdout:\n%s", stdout.String())
+	}
+}
+
+// startServe starts `rosetop serve` on the CPU on any free port, with args added, and returns it,
+// its API's base URL (.../v1) and its stdout once it serves.
+func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	cmd := childCmd(t, append([]string{"serve", "--port", "0", "--device", "cpu", "--threads", "1"}, args...)...)
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := &strings.Builder{}
+	cmd.Stdout = stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	errLines := bufio.NewScanner(errPipe)
+	addr := regexp.MustCompile(`serving tiny-gpt2 on (http://[^ ]+/v1)`)
+	var base string
+	for base == "" && errLines.Scan() {
+		if m := addr.FindStringSubmatch(errLines.Text()); m != nil {
+			base = m[1]
+		}
+	}
+	if base == "" {
+		t.Fatal("no start-up line with the URL")
+	}
+	go io.Copy(io.Discard, errPipe)
+	return cmd, base, stdout
+}
+
+// TestServeSignalLetsStreamsFinish: on SIGTERM a stream in flight runs to its end within
+// --shutdown-timeout (no error event), the process exits 0, and --json holds the request.
+func TestServeSignalLetsStreamsFinish(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "serve.json")
+	cmd, base, _ := startServe(t, "--shutdown-timeout", "10m", "--json", out)
+	body := `{"prompt":"Hello","max_tokens":1000,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`
+	resp, err := (&http.Client{Timeout: 10 * time.Minute}).Post(base+"/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "data: {") {
+		t.Fatalf("first line %q, %v", sc.Text(), sc.Err())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil { // the request is still generating
+		t.Fatal(err)
+	}
+	var last struct {
+		Usage *struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	done := false
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if done = data == "[DONE]"; done {
+			break
+		}
+		if err := json.Unmarshal([]byte(data), &last); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		if last.Error != nil {
+			t.Fatalf("the stream in flight got an error after SIGTERM: %s", last.Error.Message)
+		}
+	}
+	if !done || last.Usage == nil || last.Usage.CompletionTokens != 1000 {
+		t.Fatalf("the stream ended (done %v) with usage %+v; want [DONE] after 1000 tokens", done, last.Usage)
+	}
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d (%v) after SIGTERM, want 0", code, err)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(raw), `"output_tokens": 1000`) {
+		t.Fatalf("--json: %v\n%.2000s\nwant the request's 1000 output tokens", err, raw)
 	}
 }
 

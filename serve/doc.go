@@ -53,9 +53,14 @@
 // error is sent as an event holding the error object, then [DONE].
 //
 // A client that disconnects cancels its request at once (Stream.Cancel): its KV blocks return at
-// the next scheduler step. Server.Serve shuts down gracefully: it stops accepting when its
-// context ends, lets requests in flight finish within Options.ShutdownTimeout, then cancels the
-// rest.
+// the next scheduler step. The engine never waits for a client: a request's events queue in its
+// Stream (one a step at most) while its handler writes, and a client that takes no write for
+// Options.WriteTimeout is cut off and its request cancelled. Every reply's writes and every
+// request's reading have a deadline (Options.WriteTimeout, Options.ReadTimeout); connections are
+// not limited in number, as in vLLM, while Options.MaxQueue bounds the requests waiting.
+// Server.Serve shuts down gracefully: it stops accepting when its context ends, lets requests in
+// flight finish within Options.ShutdownTimeout, then cancels the rest (a 503, or an error event
+// and [DONE] in a stream), closing a second later the connections that do not take that end.
 //
 // The package serves any Engine: a running rosetop session provides one (Submit, Waiting, Model)
 // and feeds Metrics.ObserveStep with every scheduler step.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,25 +39,21 @@ func (e *sessionEngine) Submit(ctx context.Context, r sched.Request) (Stream, er
 func (e *sessionEngine) Waiting() int { return e.s.Waiting() }
 func (e *sessionEngine) Model() Model { return e.m }
 
-// TestBenchSession: the server over a real bench.Session in external mode (the CPU engine on the
-// embedded model), its metrics fed by the session's step tap: whole and streamed replies, and
-// counters that equal what the requests did.
-func TestBenchSession(t *testing.T) {
-	const maxSeqLen = 128
-	m, err := NewMetrics(MetricsOptions{Model: "tiny-gpt2", MaxModelLen: maxSeqLen})
-	if err != nil {
-		t.Fatal(err)
-	}
+// newSessionHarness runs a Server over a real bench.Session in external mode (the CPU engine on
+// the embedded model, batches of up to maxBatch), onStep seeing each step when not nil, accepted
+// connections passed to setup when not nil; the server and the session stop with the test.
+func newSessionHarness(t *testing.T, maxSeqLen, maxBatch int, so Options, onStep func(*sched.StepOutput), setup func(net.Conn)) *harness {
+	t.Helper()
 	cfg := bench.Config{
 		Workload:   bench.Workload{Prompt: "Hello", PromptRepeats: 1, NumRequests: 4, MaxNewTokens: 8, StreamInterval: 1},
 		Arrivals:   bench.Arrivals{Schedule: "relative"},
-		Sched:      sched.Config{MaxBatch: 8, PrefillMaxBatch: 8, Policy: sched.Mixed},
+		Sched:      sched.Config{MaxBatch: maxBatch, PrefillMaxBatch: maxBatch, Policy: sched.Mixed},
 		MaxSeqLen:  maxSeqLen,
 		RepeatRuns: 1,
 	}
 	s, err := bench.NewSession(context.Background(), cfg, bench.SessionOptions{
 		Provider: bench.NewInProcess(bench.InProcessOptions{Device: "cpu", Threads: 2, PrefixCache: true}),
-		External: true, OnStep: m.ObserveStep,
+		External: true, OnStep: onStep,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +61,7 @@ func TestBenchSession(t *testing.T) {
 	info := s.Model()
 	eng := &sessionEngine{s: s, m: Model{ID: "tiny-gpt2", MaxSeqLen: maxSeqLen, VocabSize: info.Vocab, Tokenizer: info.Codec,
 		EOS: info.EOS, Created: time.Unix(1700000000, 0)}}
-	srv, err := New(eng, Options{Metrics: m})
+	srv, err := New(eng, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,21 +69,36 @@ func TestBenchSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := &notifyListener{Listener: tcp, closed: make(chan struct{}), setup: setup}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, tcp) }()
+	go func() { served <- srv.Serve(ctx, ln) }()
 	tr := &http.Transport{}
-	h := &harness{t: t, url: "http://" + tcp.Addr().String(), client: &http.Client{Timeout: time.Minute, Transport: tr}}
-	defer func() {
+	h := &harness{t: t, lnClosed: ln.closed, srv: srv, url: "http://" + tcp.Addr().String(), client: &http.Client{Timeout: time.Minute, Transport: tr}}
+	h.stop = sync.OnceValue(func() error {
 		cancel()
-		if err := <-served; err != nil {
+		return <-served
+	})
+	t.Cleanup(func() {
+		if err := h.stop(); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 		tr.CloseIdleConnections()
 		if err := s.Close(); err != nil {
 			t.Errorf("session: %v", err)
 		}
-	}()
+	})
+	return h
+}
+
+// TestBenchSession: the server over a real bench.Session in external mode, its metrics fed by the
+// session's step tap: whole and streamed replies, and counters that equal what the requests did.
+func TestBenchSession(t *testing.T) {
+	m, err := NewMetrics(MetricsOptions{Model: "tiny-gpt2", MaxModelLen: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newSessionHarness(t, 128, 8, Options{Metrics: m}, m.ObserveStep, nil)
 
 	tokens := 0
 	for i, n := range []int{5, 7, 3} {

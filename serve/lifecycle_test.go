@@ -101,6 +101,94 @@ func TestSlowClient(t *testing.T) {
 	}
 }
 
+// TestUnreadReply: a client that asks for a reply and never reads it holds its handler and its
+// connection no longer than WriteTimeout, on a route whose handler sets no deadline of its own:
+// /metrics, its page made larger than the socket buffers.
+func TestUnreadReply(t *testing.T) {
+	ledger := make([]LedgerEntry, 2000)
+	for i := range ledger {
+		ledger[i] = LedgerEntry{What: "graph capture", Detail: fmt.Sprintf("batch %d", i), Took: time.Millisecond}
+	}
+	m, err := NewMetrics(MetricsOptions{Model: "tiny-gpt2", MaxModelLen: 256, Ledger: func() []LedgerEntry { return ledger }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make(logLines, 4)
+	small := func(c net.Conn) { c.(*net.TCPConn).SetWriteBuffer(4096) }
+	h := newHarnessConns(t, engineOpts{}, Options{Metrics: m, WriteTimeout: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(lines, nil))}, small)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET /metrics HTTP/1.1\r\nHost: rosetop\r\n\r\n")
+	select { // a failure, not a measurement: far past WriteTimeout
+	case line := <-lines:
+		if !strings.Contains(line, "path=/metrics") {
+			t.Fatalf("log line %q, want the /metrics request's", line)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the /metrics handler still writes to a client that reads nothing")
+	}
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		t.Fatalf("the connection was not closed: %v", err)
+	}
+}
+
+// TestLongRepliesOutliveWriteTimeout: the connection's write deadline, set when a request is
+// read, has passed long before a queued request's reply or stream is written; each write sets a
+// deadline of its own, so both arrive whole.
+func TestLongRepliesOutliveWriteTimeout(t *testing.T) {
+	const wt = 50 * time.Millisecond
+	h := newHarness(t, engineOpts{paused: true}, Options{WriteTimeout: wt})
+	type reply struct {
+		raw []byte
+		err error
+	}
+	send := func(stream bool) <-chan reply {
+		c := make(chan reply, 1)
+		go func() {
+			body := fmt.Sprintf(`{"prompt": "Hi", "max_tokens": 5, "ignore_eos": true, "stream": %v}`, stream)
+			resp, err := h.client.Post(h.url+"/v1/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				c <- reply{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			c <- reply{raw, err}
+		}()
+		return c
+	}
+	whole, stream := send(false), send(true)
+	h.te.waitFor(func() bool { return h.te.submitted == 2 })
+	<-time.After(4 * wt) // the condition under test: both connections' first deadlines have passed
+	h.te.release()
+	w := <-whole
+	var got gotReply
+	if w.err != nil || json.Unmarshal(w.raw, &got) != nil || got.Usage == nil || got.Usage.CompletionTokens != 5 {
+		t.Fatalf("the reply written after WriteTimeout: %q, %v; want 5 tokens", w.raw, w.err)
+	}
+	st := <-stream
+	if st.err != nil {
+		t.Fatalf("the stream written after WriteTimeout: %v", st.err)
+	}
+	s := parseStream(t, readSSE(t, bytes.NewReader(st.raw)))
+	if len(s.errs) != 0 || len(s.chunks) < 5 {
+		t.Fatalf("the stream written after WriteTimeout: %d chunks, errors %q; want 5 tokens", len(s.chunks), s.errs)
+	}
+}
+
+// logLines is a log's writer that hands each line to the test.
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	l <- string(p)
+	return len(p), nil
+}
+
 // TestUnsentBody: a client that declares a body and never sends it holds its connection no longer
 // than ReadTimeout, whether or not the handler reads the body (net/http reads an unread body
 // before it answers): on every route, and through a shutdown.
@@ -236,6 +324,42 @@ func TestShutdownTimeout(t *testing.T) {
 	}
 	if snap.KVUsed != 0 {
 		t.Fatalf("%d KV blocks used after the shutdown", snap.KVUsed)
+	}
+}
+
+// TestShutdownStalledClient: a stream whose client stopped reading holds the shutdown no longer
+// than ShutdownTimeout and finishTimeout, however long WriteTimeout is: its connection is closed,
+// its request cancelled and its KV blocks returned.
+func TestShutdownStalledClient(t *testing.T) {
+	small := func(c net.Conn) { c.(*net.TCPConn).SetWriteBuffer(4096) }
+	// The engine holds after 300 steps, far more tokens than the buffers take.
+	eo := engineOpts{maxSeqLen: 1024, script: func(int) int32 { return 262 }, holdAt: 300}
+	h := newHarnessConns(t, eo, Options{WriteTimeout: time.Hour, ShutdownTimeout: 50 * time.Millisecond}, small)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := `{"prompt": "Hi", "max_tokens": 1000, "ignore_eos": true, "stream": true}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: rosetop\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// The client reads nothing from here on.
+	h.te.waitFor(func() bool { return h.te.held })
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.stop() }()
+	select { // a failure, not a measurement: far past ShutdownTimeout + finishTimeout
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(time.Minute):
+		conn.Close()
+		t.Fatal("the shutdown waits for a client that reads nothing")
+	}
+	h.te.resume()
+	snap, recs := h.te.waitIdle()
+	if r := recs[0]; r.Reason != sched.FinishCancelled || len(r.Output) >= 1000 || snap.KVUsed != 0 {
+		t.Fatalf("reason %s after %d tokens, KV blocks used %d; want cancelled early, 0", r.Reason, len(r.Output), snap.KVUsed)
 	}
 }
 

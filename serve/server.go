@@ -25,8 +25,8 @@ type Options struct {
 	MaxQueue     int
 	RetryAfter   time.Duration // the 429's Retry-After, rounded up to whole seconds [1 s]
 	MaxBodyBytes int64         // a larger body is answered 413 [1 MiB]
-	// ReadTimeout bounds reading a request's headers and body; WriteTimeout each write of a reply
-	// or stream event [30 s each].
+	// ReadTimeout bounds reading a request's headers and body; WriteTimeout writing each reply,
+	// or each event of a stream [30 s each].
 	ReadTimeout, WriteTimeout time.Duration
 	IdleTimeout               time.Duration // how long a keep-alive connection may idle [120 s]
 	// ShutdownTimeout is how long Serve lets in-flight requests run once its context is done,
@@ -103,9 +103,10 @@ const finishTimeout = time.Second
 
 // Serve answers requests on ln until ctx is done, then shuts down: it stops accepting, lets the
 // requests in flight finish within Options.ShutdownTimeout, then cancels those left (their
-// clients get a 503, or an error event in a stream) and returns once every handler has. It
-// returns nil after such a shutdown, or the listener's error (after closing the connections and
-// waiting for the handlers). Call it once.
+// clients get a 503, or an error event in a stream), closes within finishTimeout the connections
+// whose clients do not take that end, and returns once every handler has. It returns nil after
+// such a shutdown, or the listener's error (after closing the connections and waiting for the
+// handlers). Call it once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	base, hardStop := context.WithCancelCause(context.Background())
 	defer hardStop(nil)
@@ -114,8 +115,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// Bounds a body no handler reads too: net/http reads it before it answers.
 		ReadTimeout:       s.opts.ReadTimeout,
 		ReadHeaderTimeout: s.opts.ReadTimeout,
-		IdleTimeout:       s.opts.IdleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return base },
+		// Bounds every reply net/http or a handler writes (/metrics, net/http's own 4xx); a stream
+		// or a reply after a long generation sets its own deadline before it writes.
+		WriteTimeout: s.opts.WriteTimeout,
+		IdleTimeout:  s.opts.IdleTimeout,
+		BaseContext:  func(net.Listener) context.Context { return base },
 	}
 	if s.opts.Log != nil {
 		hs.ErrorLog = slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelWarn)
@@ -135,14 +139,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	if err := hs.Shutdown(grace); err != nil {
 		hardStop(errShutdown) // every request context is done: the handlers cancel their requests
-		s.inflight.wait()
-		// The handlers have returned; their connections still write the end of each response (a
-		// stream's last chunk) before they go idle and Shutdown closes them. Then close the rest.
+		// The handlers end their responses (a 503, a stream's error event) and their connections
+		// go idle, where Shutdown closes them. A connection still busy then, a handler stuck in a
+		// write to a client that stopped reading, is closed: its write fails.
 		finish, cancelFinish := context.WithTimeout(context.Background(), finishTimeout)
 		defer cancelFinish()
 		if hs.Shutdown(finish) != nil {
 			hs.Close()
 		}
+		s.inflight.wait()
 	}
 	<-served // http.ErrServerClosed once Shutdown began
 	return nil
