@@ -112,3 +112,29 @@ func (s *Session) supersede(ctx context.Context) bool {
 		}
 	}
 }
+
+// enginePlan is the header's view of engine n with options o; the caller holds s.mu.
+func (s *Session) enginePlan(n int, o EngineOptions) *EnginePlan {
+	return &EnginePlan{Engine: n, Paged: o.Paged, CUDAGraph: o.CUDAGraph && s.info.Device != "cpu"}
+}
+
+// building is the engine being built, or stopped for (nil: none); the caller holds s.mu.
+func (s *Session) building() *EnginePlan {
+	switch s.rebuild {
+	case rebuildStopping:
+		return s.enginePlan(s.engine+1, s.want)
+	case rebuildBuilding:
+		return s.enginePlan(s.engine, s.engineOpts)
+	}
+	return nil
+}
+
+// pending is the engine asked for and not begun (nil: none); the caller holds s.mu.
+func (s *Session) pending() *EnginePlan {
+	if !s.rebuildWanted() {
+		return nil
+	}
+	p := s.enginePlan(s.engine+1, s.want)
+	p.Restart = s.want == s.engineOpts
+	return p
+}

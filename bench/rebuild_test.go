@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -84,6 +85,21 @@ func newGatedFakeSession(t *testing.T) (*fakeProvider, *gatedProvider, *Session,
 	return p, gp, s, published
 }
 
+// checkPlans checks the header's engine being built and engine pending.
+func checkPlans(t *testing.T, s *Session, when string, building, pending *EnginePlan) {
+	t.Helper()
+	h := s.View().Header
+	str := func(p *EnginePlan) string {
+		if p == nil {
+			return "none"
+		}
+		return fmt.Sprintf("%+v", *p)
+	}
+	if str(h.Building) != str(building) || str(h.Pending) != str(pending) {
+		t.Errorf("%s: building %s, pending %s; want %s and %s", when, str(h.Building), str(h.Pending), str(building), str(pending))
+	}
+}
+
 // p pressed twice in quick succession leaves the engine and its run alone: the first change
 // waits a moment for more keys, the second undoes it. It rebuilt the engine twice, into the
 // options it had, cutting the run and the first new engine's cold run.
@@ -109,9 +125,11 @@ func TestEngineKeyUndoneBeforeRebuild(t *testing.T) {
 	if d := within(t, clk.sleeping, "the change to settle"); d != rebuildSettle {
 		t.Errorf("the change settles for %v, want %v", d, rebuildSettle)
 	}
+	checkPlans(t, s, "after the first p", nil, &EnginePlan{Engine: 2, Paged: true})
 	if msg := doMsg(t, s, ActTogglePaged); msg != "paged attention off: as engine 1 runs: no rebuild" {
 		t.Errorf("second p: %q", msg)
 	}
+	checkPlans(t, s, "after the second p", nil, nil)
 	clk.wake <- struct{}{}
 	release()
 
@@ -140,17 +158,21 @@ func TestEngineKeysDuringBuildFold(t *testing.T) {
 
 	doMsg(t, s, ActTogglePaged)
 	within(t, gp.building, "engine 2's build")
+	two := &EnginePlan{Engine: 2, Paged: true}
+	checkPlans(t, s, "during engine 2's build", two, nil)
 	for _, step := range []struct {
-		a    Action
-		want string
+		a       Action
+		want    string
+		pending *EnginePlan
 	}{
-		{ActTogglePaged, "paged attention off: engine 3 follows once engine 2 is built"},
-		{ActTogglePaged, "paged attention on: as engine 2, being built, has it: no further rebuild"},
-		{ActRestart, "restart: engine 2, being built, starts cold"},
+		{ActTogglePaged, "paged attention off: engine 3 follows once engine 2 is built", &EnginePlan{Engine: 3}},
+		{ActTogglePaged, "paged attention on: as engine 2, being built, has it: no further rebuild", nil},
+		{ActRestart, "restart: engine 2, being built, starts cold", nil},
 	} {
 		if msg := doMsg(t, s, step.a); msg != step.want {
 			t.Errorf("Do(%d) during the build: %q, want %q", step.a, msg, step.want)
 		}
+		checkPlans(t, s, "during engine 2's build", two, step.pending)
 	}
 	gp.release <- struct{}{}
 	v := waitFor(t, s, published, "engine 2's cold run, then its steady state", func(v *View) bool {
@@ -159,6 +181,7 @@ func TestEngineKeysDuringBuildFold(t *testing.T) {
 	if v.Cold.Partial || !v.Header.Paged {
 		t.Errorf("engine 2: cold run partial %v, paged %v; want a whole cold run, paged", v.Cold.Partial, v.Header.Paged)
 	}
+	checkPlans(t, s, "engine 2 running", nil, nil)
 	if got, want := builtOptions(p), []EngineOptions{{}, {Paged: true}}; !slices.Equal(got, want) {
 		t.Errorf("engines built: %+v, want %+v", got, want)
 	}

@@ -264,7 +264,7 @@ func (s *Session) publish(force bool) {
 // header is the dashboard's top line; the caller holds s.mu.
 func (s *Session) header(now time.Duration) Header {
 	cfg := s.knobs // applied with SetConfig before Do returns
-	return Header{
+	h := Header{
 		Model: s.info.Model, RandomWeights: s.info.RandomWeights, Device: s.info.DeviceDetail,
 		DeviceNote: s.info.DeviceNote, Job: s.cfg.Job, Paged: s.info.Paged, CUDAGraph: s.info.CUDAGraph,
 		Schedule: s.arr.label(), IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
@@ -272,6 +272,10 @@ func (s *Session) header(now time.Duration) Header {
 		Elapsed: now, Run: s.cur.status(now), SLOs: s.cfg.Goodput, Remote: s.info.Remote,
 		Concurrency: s.concurrency, Stopped: s.stopped,
 	}
+	if s.phase != PhaseDone { // an ended session builds nothing more
+		h.Building, h.Pending = s.building(), s.pending()
+	}
+	return h
 }
 
 // ledger is the model's and the current engine's cold-start costs; the caller holds s.mu.
