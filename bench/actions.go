@@ -19,14 +19,16 @@ var ErrSessionEnded = errors.New("the session has ended: actions no longer apply
 var intervalSteps = [...]float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}
 
 // Do applies a dashboard control. Scheduler knobs and the schedule change live; paged attention
-// and CUDA Graph need a new engine: the current run ends and a new engine starts with a cold run.
-// The message says what happened; an error says why nothing changed.
+// and CUDA Graph need a new engine: shortly after the last engine key (see rebuildSettle) the
+// current run ends and a new engine starts with a cold run, built with the latest options asked
+// for. The message says what happened; an error says why nothing changed.
 func (s *Session) Do(a Action) (string, error) {
 	s.mu.Lock()
 	msg, err := s.do(a)
 	if err == nil {
 		s.logf(LogConfig, "%s", msg)
-		s.live.mark(s.clock.Now(), strings.TrimSuffix(msg, ": restarting engine"))
+		change, _, _ := strings.Cut(msg, ": ") // an engine key's change, without what follows from it
+		s.live.mark(s.clock.Now(), change)
 	}
 	s.mu.Unlock()
 	s.publish(true)
@@ -55,7 +57,7 @@ func (s *Session) do(a Action) (string, error) {
 	switch a {
 	case ActTogglePaged:
 		s.want.Paged = !s.want.Paged
-		return s.requestRestart("paged attention " + onOff(s.want.Paged))
+		return s.askEngine("paged attention " + onOff(s.want.Paged)), nil
 	case ActToggleGraph:
 		if s.info.Device == "cpu" {
 			why := "no GPU was found"
@@ -65,9 +67,9 @@ func (s *Session) do(a Action) (string, error) {
 			return "", fmt.Errorf("%w; the engine runs on %s (%s)", ErrNeedsGPU, s.info.DeviceDetail, why)
 		}
 		s.want.CUDAGraph = !s.want.CUDAGraph
-		return s.requestRestart("CUDA Graph " + onOff(s.want.CUDAGraph))
+		return s.askEngine("CUDA Graph " + onOff(s.want.CUDAGraph)), nil
 	case ActRestart:
-		return s.requestRestart("restart")
+		return s.askRestart(), nil
 	case ActToggleSchedule:
 		next := "absolute"
 		if s.arr.Schedule == "absolute" {
@@ -95,15 +97,6 @@ func (s *Session) do(a Action) (string, error) {
 		return s.stepConcurrency(a == ActConcurrencyUp)
 	}
 	return "", fmt.Errorf("unknown action %d", a)
-}
-
-// requestRestart asks the session goroutine for a new engine.
-func (s *Session) requestRestart(what string) (string, error) {
-	select {
-	case s.restartCh <- what:
-	default: // one is pending; it builds with the latest wanted options
-	}
-	return what + ": restarting engine", nil
 }
 
 func (s *Session) stepInterval(up bool) (string, error) {

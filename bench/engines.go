@@ -30,10 +30,12 @@ type generation struct {
 	windowEnd         time.Duration
 }
 
-// startEngine builds the next engine with the wanted options and starts its goroutines.
+// startEngine builds the next engine with the wanted options and starts its goroutines. Engine
+// keys pressed while it builds are weighed against the options it was built with.
 func (s *Session) startEngine(index int) (*generation, error) {
 	s.mu.Lock()
 	want, knobs := s.want, s.knobs
+	s.engine, s.engineOpts, s.rebuild = index, want, rebuildBuilding
 	s.mu.Unlock()
 	spec := ServerSpec{Engine: want, MaxBatch: s.cfg.Sched.MaxBatch, MaxSeqLen: s.seqs, Sched: knobs, Clock: s.clock, Window: s.opts.Window}
 	srv, err := s.prov.NewServer(context.Background(), spec)
@@ -71,7 +73,7 @@ func (s *Session) startEngine(index int) (*generation, error) {
 		g.loopErr = srv.Run(ctx, g.out)
 	}()
 	go s.record(g)
-	s.srv, s.info, s.knobs = srv, info, knobs
+	s.srv, s.info, s.knobs, s.rebuild = srv, info, knobs, rebuildNone
 	s.live.cold = nil
 	s.live.steady = newRing[Summary](steadyCap)
 	s.live.resetRequests() // the stopped engine's recorder has returned: its requests are over

@@ -272,14 +272,7 @@ func (x *externalState) abandon(err error) {
 func (s *Session) serveExternal(ctx context.Context, g *generation) (outcome, error) {
 	s.setPhase(PhaseLive, "serving")
 	s.ext.open(g)
-	why := runStopped
-	select {
-	case <-s.restartCh:
-		why = runRestart
-	case <-ctx.Done():
-	case <-g.loopDone:
-		why = runFailed
-	}
+	why := s.awaitEnd(ctx, g, nil)
 	timeout := drainTimeout
 	if why != runRestart {
 		timeout = 0 // stopping: the server has already let its requests finish

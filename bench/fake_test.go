@@ -20,6 +20,12 @@ type fakeClock struct {
 
 func newFakeClock(start time.Duration) *fakeClock { return &fakeClock{now: start} }
 
+// fakeTime is what a fakeServer needs of the session's clock: a fakeClock, or a clock built on one.
+type fakeTime interface {
+	Now() time.Duration
+	advance(d time.Duration)
+}
+
 func (c *fakeClock) Now() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -88,7 +94,7 @@ func (p *fakeProvider) NewServer(ctx context.Context, spec ServerSpec) (Server, 
 	eo := spec.Engine
 	p.built = append(p.built, eo)
 	s := &fakeServer{
-		p: p, clock: spec.Clock.(*fakeClock), cfg: spec.Sched, queue: make(chan fakeReq, 1<<14),
+		p: p, clock: spec.Clock.(fakeTime), cfg: spec.Sched, queue: make(chan fakeReq, 1<<14),
 		cancels: make(chan sched.RequestID, 1<<14),
 		info: ServerInfo{Model: "fake-gpt2", Device: p.device, DeviceDetail: p.device + " (fake)", Paged: eo.Paged,
 			CUDAGraph: eo.CUDAGraph && p.device == "cuda", MaxBatch: spec.MaxBatch, KVTotal: 128},
@@ -111,7 +117,7 @@ type fakeReq struct {
 
 type fakeServer struct {
 	p       *fakeProvider
-	clock   *fakeClock
+	clock   fakeTime
 	info    ServerInfo
 	queue   chan fakeReq         // Submit -> Run
 	cancels chan sched.RequestID // Cancel -> Run

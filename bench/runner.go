@@ -104,7 +104,17 @@ func (s *Session) loop(ctx context.Context, g *generation) error {
 		if why != runRestart || ctx.Err() != nil { // a quit with a restart pending builds nothing
 			return ctx.Err()
 		}
-		s.setPhase(PhaseStarting, "restarting engine")
+		if g, err = s.nextEngine(ctx, g); err != nil {
+			return err
+		}
+	}
+}
+
+// nextEngine builds the engine after g, and builds again while a change asked for during a
+// build supersedes it: an engine no longer wanted is stopped before it runs a request.
+func (s *Session) nextEngine(ctx context.Context, g *generation) (*generation, error) {
+	for {
+		s.setPhase(PhaseStarting, fmt.Sprintf("building engine %d", g.index+1))
 		ng, err := s.startEngine(g.index + 1)
 		if err != nil {
 			// Keep the session alive on the options that worked.
@@ -113,8 +123,17 @@ func (s *Session) loop(ctx context.Context, g *generation) error {
 			s.want = EngineOptions{Paged: g.info.Paged, CUDAGraph: g.info.CUDAGraph}
 			s.mu.Unlock()
 			if ng, err = s.startEngine(g.index + 1); err != nil {
-				return err
+				return nil, err
 			}
+		}
+		if ctx.Err() != nil || !s.supersede(ctx) { // a quit: runEngine stops it at once
+			return ng, nil
+		}
+		s.mu.Lock()
+		s.logf(LogInfo, "engine %d stopped before it ran: other options were asked for while it was built", ng.index)
+		s.mu.Unlock()
+		if err := s.stopEngine(ng); err != nil {
+			return nil, fmt.Errorf("close engine: %w", err)
 		}
 		g = ng
 	}
@@ -326,7 +345,9 @@ func (s *Session) waitRun(ctx context.Context, g *generation, rs *runState, subD
 			submitted, subDone = true, nil
 		case <-rs.progress:
 		case <-s.restartCh:
-			return runRestart
+			if s.takeRebuild(ctx) {
+				return runRestart
+			}
 		case <-ctx.Done():
 			return runStopped
 		case <-g.loopDone:

@@ -76,7 +76,7 @@ type Session struct {
 	view  atomic.Pointer[View]
 	ext   *externalState // external submissions (SessionOptions.External)
 
-	restartCh chan string   // Do -> session goroutine: rebuild the engine (the reason); buffered 1
+	restartCh chan struct{} // Do and settle timers -> session goroutine: the engine wanted changed (state under mu); buffered 1
 	stop      func()        // cancels the session goroutine's context
 	done      chan struct{} // closed when the session goroutine has returned
 	err       error         // the session goroutine's result; read after done
@@ -88,6 +88,12 @@ type Session struct {
 	lastLedger  []LedgerEntry // the last stopped engine's ledger, shown until the next engine's
 	info        ServerInfo    // of srv
 	want        EngineOptions // what the next engine is built with
+	engine      int           // the number of the current engine, or of the one being built
+	engineOpts  EngineOptions // what that engine was asked for
+	restart     bool          // r: a fresh engine is wanted even with engineOpts
+	rebuild     rebuildState  // how far a rebuild the session goroutine took has got
+	keyAt       time.Duration // when the last engine key came: a pending change waits rebuildSettle from it
+	settling    bool          // a settle timer will wake the session goroutine
 	knobs       sched.Config  // the scheduler knobs asked for (kept across engines)
 	arr         Arrivals      // the submit schedule in force
 	arrGen      uint64        // bumped on every schedule change
@@ -128,8 +134,8 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	}
 	s := &Session{
 		cfg: cfg, opts: opts, clock: opts.Clock, start: time.Now().Add(-opts.Clock.Now()), prov: opts.Provider,
-		restartCh: make(chan string, 1), done: make(chan struct{}), live: newLiveState(opts.Window),
-		want: cfg.Engine, arr: cfg.Arrivals, phase: PhaseStarting, knobs: cfg.Sched, ext: newExternalState(),
+		restartCh: make(chan struct{}, 1), done: make(chan struct{}), live: newLiveState(opts.Window),
+		want: cfg.Engine, engineOpts: cfg.Engine, arr: cfg.Arrivals, phase: PhaseStarting, knobs: cfg.Sched, ext: newExternalState(),
 		concurrency: cmp.Or(cfg.Arrivals.MaxConcurrency, cfg.Workload.NumRequests),
 	}
 	if opts.External {
@@ -258,7 +264,7 @@ func (s *Session) publish(force bool) {
 // header is the dashboard's top line; the caller holds s.mu.
 func (s *Session) header(now time.Duration) Header {
 	cfg := s.knobs // applied with SetConfig before Do returns
-	return Header{
+	h := Header{
 		Model: s.info.Model, RandomWeights: s.info.RandomWeights, Device: s.info.DeviceDetail,
 		DeviceNote: s.info.DeviceNote, Job: s.cfg.Job, Paged: s.info.Paged, CUDAGraph: s.info.CUDAGraph,
 		Schedule: s.arr.label(), IntervalMs: s.arr.intervalMs(), MaxBatch: cfg.MaxBatch,
@@ -266,6 +272,10 @@ func (s *Session) header(now time.Duration) Header {
 		Elapsed: now, Run: s.cur.status(now), SLOs: s.cfg.Goodput, Remote: s.info.Remote,
 		Concurrency: s.concurrency, Stopped: s.stopped,
 	}
+	if s.phase != PhaseDone { // an ended session builds nothing more
+		h.Building, h.Pending = s.building(), s.pending()
+	}
+	return h
 }
 
 // ledger is the model's and the current engine's cold-start costs; the caller holds s.mu.

@@ -78,6 +78,13 @@ func TestCtrlCPrintsWhatFinishedAndLeaksNothing(t *testing.T) {
 // every new View.
 func newFakeSession(t *testing.T, p *fakeProvider, cfg Config) (s *Session, published chan struct{}) {
 	t.Helper()
+	return newClockedSession(t, p, newFakeClock(time.Second), cfg)
+}
+
+// newClockedSession starts a live session on prov (fakeProvider's servers, maybe wrapped) with
+// clk, a fakeClock or one built on it; published receives a token after every new View.
+func newClockedSession(t *testing.T, prov Provider, clk Clock, cfg Config) (s *Session, published chan struct{}) {
+	t.Helper()
 	published = make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -85,7 +92,7 @@ func newFakeSession(t *testing.T, p *fakeProvider, cfg Config) (s *Session, publ
 		default:
 		}
 	}
-	s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: p, Clock: newFakeClock(time.Second), onPublish: notify})
+	s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: prov, Clock: clk, onPublish: notify})
 	if err != nil {
 		t.Fatal(err)
 	}

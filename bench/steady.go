@@ -56,18 +56,7 @@ func (s *Session) runLive(ctx context.Context, g *generation) (outcome, error) {
 			return s.submitLive(subCtx, g, lr, liveReq{index: i % s.cfg.Workload.NumRequests, target: target, has: has})
 		})
 	}()
-	why := runStopped
-	select {
-	case <-s.restartCh:
-		why = runRestart
-	case <-ctx.Done():
-	case <-g.loopDone:
-		why = runFailed
-	case <-subDone:
-		if ctx.Err() == nil {
-			why = runFailed
-		}
-	}
+	why := s.awaitEnd(ctx, g, subDone)
 	subCancel()
 	<-subDone
 	s.cancelLive(g, lr)
@@ -85,6 +74,28 @@ func (s *Session) runLive(ctx context.Context, g *generation) (outcome, error) {
 		return why, fmt.Errorf("scheduler: %w", g.loopErr)
 	}
 	return why, errors.New("scheduler loop stopped")
+}
+
+// awaitEnd waits until the engine's open-ended load (the steady state, or an external
+// session's) is to end: a rebuild taken, a stop, a failed loop or submitter (subDone; nil: none).
+func (s *Session) awaitEnd(ctx context.Context, g *generation, subDone <-chan struct{}) outcome {
+	for {
+		select {
+		case <-s.restartCh:
+			if s.takeRebuild(ctx) {
+				return runRestart
+			}
+		case <-ctx.Done():
+			return runStopped
+		case <-g.loopDone:
+			return runFailed
+		case <-subDone:
+			if ctx.Err() == nil {
+				return runFailed
+			}
+			return runStopped
+		}
+	}
 }
 
 // submitLive waits for a free slot, submits one request and registers it.

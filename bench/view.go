@@ -89,6 +89,19 @@ type Header struct {
 	Remote      *RemoteInfo // the server outside this process the session drives; nil: rosetop's engine
 	Concurrency int         // the steady state's most requests in flight (c/C); 0 for external load
 	Stopped     string      // PhaseDone: the error that stopped the session; "" when it finished or was quit
+	// Engine changes not running yet; both nil while the engine runs as asked. Building is the
+	// engine being built (or the run being stopped for it); Pending is a change asked for and not
+	// begun, which waits a moment after the last engine key and then replaces the engine.
+	Building *EnginePlan
+	Pending  *EnginePlan
+}
+
+// EnginePlan is an engine the session builds or is asked to build.
+type EnginePlan struct {
+	Engine    int  // its number in the session (engine 1 is the first)
+	Paged     bool // paged attention
+	CUDAGraph bool // CUDA Graphs (never on a CPU)
+	Restart   bool // Pending only: the options are the current engine's; r asked for a fresh one
 }
 
 // RunProgress is how far a planned run (a cold or measured run) has got.

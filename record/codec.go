@@ -167,7 +167,32 @@ func encHeader(e *enc, h *bench.Header) {
 		}
 		e.int(h.Concurrency)
 		e.string(h.Stopped) // after the fields of the first recordings, which lack it
+		encPlan(e, h.Building)
+		encPlan(e, h.Pending)
 	})
+}
+
+// encPlan writes an engine being built or asked for (nil: none).
+func encPlan(e *enc, p *bench.EnginePlan) {
+	e.bool(p != nil)
+	if p != nil {
+		e.record(func(e *enc) {
+			e.int(p.Engine)
+			e.bool(p.Paged)
+			e.bool(p.CUDAGraph)
+			e.bool(p.Restart)
+		})
+	}
+}
+
+func decPlan(r *dec) *bench.EnginePlan {
+	if !r.bool() {
+		return nil
+	}
+	pr := r.record()
+	p := &bench.EnginePlan{Engine: pr.int(), Paged: pr.bool(), CUDAGraph: pr.bool(), Restart: pr.bool()}
+	r.done(&pr)
+	return p
 }
 
 func decHeader(d *dec, h *bench.Header) {
@@ -182,9 +207,12 @@ func decHeader(d *dec, h *bench.Header) {
 		h.Remote = &bench.RemoteInfo{Endpoint: rr.string(), API: rr.string(), Kind: rr.string()}
 		r.done(&rr)
 	}
-	h.Concurrency, h.Stopped = r.int(), ""
+	h.Concurrency, h.Stopped, h.Building, h.Pending = r.int(), "", nil, nil
 	if r.more() {
 		h.Stopped = r.string()
+	}
+	if r.more() { // recordings before engine plans lack them
+		h.Building, h.Pending = decPlan(&r), decPlan(&r)
 	}
 	d.done(&r)
 }

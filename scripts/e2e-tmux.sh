@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end check of the live dashboard in a real terminal. Builds bin/rosetop, then, each in a
 # detached tmux session at 140x45:
-#   1. rosetop --json --csv (embedded model): waits for two completed runs, presses s, ], p, w, ?,
+#   1. rosetop --json --csv (embedded model): waits for two completed runs, presses s, ], pp, p, w, ?,
 #      Esc, space (twice), {{{{ and }}}} in one write each, and checks each change on screen; q
 #      exits 0 with the summary table on stdout and both files written;
 #   2. the ways out: SIGHUP (129), SIGTERM (143) and Ctrl-C (0) each leave the terminal restored
@@ -138,9 +138,14 @@ snap 6-paused
 key Space
 wait_until "arrivals resumed" "$KEY_TIMEOUT" pane_lacks "PAUSED"
 
-# p: paged attention needs a new engine: "restarting engine", then the header shows paged on/off.
+# pp in one write: the second p undoes the first before the engine is rebuilt, so none is.
 paged_before=$(header_field 'paged (on|off)')
 [ -n "$paged_before" ] || fail "no 'paged on|off' in the header"
+key pp
+wait_until "'no rebuild' after pp" "$KEY_TIMEOUT" pane_has "as engine 1 runs: no rebuild"
+pane_lacks "engine 2" || fail "pp built a second engine"
+
+# p: paged attention needs a new engine: "restarting engine", then the header shows paged on/off.
 case "$paged_before" in on) paged_want=off ;; *) paged_want=on ;; esac
 key p
 wait_until "'restarting engine' after p" "$KEY_TIMEOUT" pane_has "restarting engine"
@@ -157,7 +162,7 @@ check_summary "$E2E_DIR/stdout" "q"
 grep -qE '^  steady \(median of [0-9]+\)' "$E2E_DIR/stdout" || fail "q: the summary table has no steady row"
 grep -qF '"label": "warmup 1/1"' "$E2E_DIR/out.json" || fail "q: --json lacks the cold run (see $E2E_DIR/out.json)"
 [ "$(grep -c '' "$E2E_DIR/out.csv")" -gt 64 ] || fail "q: --csv has no rows (see $E2E_DIR/out.csv)"
-echo "e2e-tmux: ok: keys s ] [ {{{{ }}}} w ? Esc space p, q exited 0 with the summary and both files" >&2
+echo "e2e-tmux: ok: keys s ] [ {{{{ }}}} w ? Esc space pp p, q exited 0 with the summary and both files" >&2
 
 # --- 2. the ways out ---------------------------------------------------------------------------
 for way in HUP:129 TERM:143 C-c:0; do

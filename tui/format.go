@@ -149,6 +149,14 @@ func onOff(st *paint, b bool) string {
 	return st.Muted.Render("off")
 }
 
+// onOffText is b as a word in running text.
+func onOffText(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
 // secs converts chart x values (seconds) back to a duration.
 func secs(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
 

@@ -14,6 +14,7 @@ func helpKeys() []helpRow {
 	return []helpRow{
 		{"p  g", "paged attention / CUDA Graph on-off: a new engine and a cold run"},
 		{"r", "restart: a fresh engine and a new cold run"},
+		{"", "p g r wait 0.5 s for more: together, one rebuild; twice, none"},
 		{"[  ]", "prefill max batch -1 / +1 (at most the max batch), live"},
 		{"{  }", "max batch to the power of two below / above, live"},
 		{"-  +", "submit interval down / up, live"},

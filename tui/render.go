@@ -203,6 +203,9 @@ func (m *Model) footer() string {
 		} else {
 			status = st.Good.Render("✓ " + m.flash)
 		}
+		if v := m.view; v != nil && engineChange(v.Header) != "" { // what the key set on its way
+			status += st.Muted.Render(" · ") + st.Warn.Render(engineChange(v.Header))
+		}
 	}
 	keys := m.keys.ShortHelp()
 	if replaying(m.view) {
@@ -257,6 +260,11 @@ func (m *Model) idleStatus() string {
 	if p := h.Run; p != nil && (h.Phase == bench.PhaseCold || h.Phase == bench.PhaseRun) {
 		out = st.Text.Render(phaseText(h)+" ") + runProgress(st, p)
 	}
+	if c := engineChange(h); c != "" && h.Phase == bench.PhaseStarting {
+		out = st.Warn.Render(c)
+	} else if c != "" { // before the run it is about to stop
+		out = st.Warn.Render(c) + st.Muted.Render(" · ") + out
+	}
 	if h.Paused && replaying(v) { // space is the replay's own
 		out += st.Muted.Render(" · ") + st.Warn.Render("arrivals paused")
 	} else if h.Paused {
@@ -276,4 +284,26 @@ func (m *Model) idleStatus() string {
 		out += st.Muted.Render(" · last change at "+clock(m.lastAt)+": ") + st.Text.Render(m.last)
 	}
 	return out
+}
+
+// engineChange is the status line's account of an engine change under way: the engine being
+// built (or the run being stopped for it) and the one asked for since; "" when there is none.
+func engineChange(h bench.Header) string {
+	opts := func(p *bench.EnginePlan) string {
+		return fmt.Sprintf("paged attention %s, CUDA Graph %s", onOffText(p.Paged), onOffText(p.CUDAGraph))
+	}
+	var parts []string
+	if b := h.Building; b != nil {
+		parts = append(parts, fmt.Sprintf("building engine %d: %s", b.Engine, opts(b)))
+	}
+	switch p := h.Pending; {
+	case p == nil:
+	case h.Building != nil:
+		parts = append(parts, fmt.Sprintf("then engine %d: %s", p.Engine, opts(p)))
+	case p.Restart:
+		parts = append(parts, fmt.Sprintf("restart pending: engine %d, %s", p.Engine, opts(p)))
+	default:
+		parts = append(parts, fmt.Sprintf("rebuild pending: engine %d, %s", p.Engine, opts(p)))
+	}
+	return strings.Join(parts, "; ")
 }

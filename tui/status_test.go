@@ -11,8 +11,9 @@ import (
 	"rosetop/bench"
 )
 
-// The status line between key results says where the session is and what was changed last;
-// a key's result flashes first, then stays as "last change".
+// The status line between key results says where the session is, the engine change under way
+// or pending, and what was changed last; a key's result flashes first, then stays as "last
+// change".
 func TestIdleStatus(t *testing.T) {
 	cold := testView()
 	cold.Header.Phase, cold.Header.RunLabel = bench.PhaseCold, "warmup 1/1"
@@ -22,6 +23,17 @@ func TestIdleStatus(t *testing.T) {
 	stopped.Header.Phase, stopped.Header.Stopped = bench.PhaseDone, "warmup 1/1: all 4 requests failed (http 404: 4)"
 	done := testView()
 	done.Header.Phase = bench.PhaseDone
+	pending := testView()
+	pending.Header.Pending = &bench.EnginePlan{Engine: 2}
+	restart := testView()
+	restart.Header.Phase, restart.Header.RunLabel = bench.PhaseCold, "warmup 1/1"
+	restart.Header.Pending = &bench.EnginePlan{Engine: 2, Paged: true, Restart: true}
+	building := testView()
+	building.Header.Phase, building.Header.RunLabel = bench.PhaseStarting, "building engine 2"
+	building.Header.Building = &bench.EnginePlan{Engine: 2, Paged: true}
+	superseded := testView()
+	superseded.Header.Phase, superseded.Header.RunLabel = bench.PhaseStarting, "building engine 2"
+	superseded.Header.Building, superseded.Header.Pending = &bench.EnginePlan{Engine: 2, Paged: true}, &bench.EnginePlan{Engine: 3}
 	tests := []struct {
 		name  string
 		v     *bench.View
@@ -33,6 +45,13 @@ func TestIdleStatus(t *testing.T) {
 		{"cold run", cold, nil, 0, "cold run on a fresh engine · p g r"},
 		{"paused", paused, nil, 0, "steady state · arrivals paused (space resumes)"},
 		{"done", done, nil, 0, "done: q quits and prints the summaries"},
+		{"rebuild pending", pending, nil, 0, "rebuild pending: engine 2, paged attention off, CUDA Graph off · steady state · p g r"},
+		{"restart pending", restart, nil, 0, "restart pending: engine 2, paged attention on, CUDA Graph off · cold run on a fresh engine"},
+		{"building", building, nil, 0, "building engine 2: paged attention on, CUDA Graph off · p g r"},
+		{"building, then another", superseded, nil, 0,
+			"building engine 2: paged attention on, CUDA Graph off; then engine 3: paged attention off, CUDA Graph off · p g r"},
+		{"flash of an engine key", pending, []tea.Msg{actionMsg{a: bench.ActTogglePaged, msg: "paged attention off: restarting engine"}}, 0,
+			"✓ paged attention off: restarting engine · rebuild pending: engine 2, paged attention off, CUDA Graph off"},
 		{"stopped by an error", stopped, nil, 0, "✗ stopped: warmup 1/1: all 4 requests failed (http 404: 4) · q quits"},
 		{"flash", testView(), []tea.Msg{actionMsg{a: bench.ActPrefillBatchDown, msg: "prefill max batch 15"}}, 0, "✓ prefill max batch 15"},
 		{"after the flash", testView(), []tea.Msg{actionMsg{a: bench.ActPrefillBatchDown, msg: "prefill max batch 15"}}, flashTicks,
