@@ -129,7 +129,7 @@ func TestJSONLOutputLenFromFlag(t *testing.T) {
 	if err := d.validate(2); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := d.sample(4, gpt2Model(t, 1024))
+	rs, err := d.sample(testBuild(2), 4, gpt2Model(t, 1024))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,11 +173,11 @@ func TestLoadDatasetErrorsNameTheFile(t *testing.T) {
 func TestSampleRandom(t *testing.T) {
 	m := gpt2Model(t, 1024)
 	d := &Dataset{Kind: "random", InputLen: 100, OutputLen: 20, RangeRatio: 0.5, Seed: 3}
-	a, err := d.sample(200, m)
+	a, err := d.sample(testBuild(2), 200, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := d.sample(200, m)
+	b, _ := d.sample(testBuild(2), 200, m)
 	hit, minIn, maxIn, minOut, maxOut := 0, 1<<30, 0, 1<<30, 0
 	for i, r := range a {
 		if !slices.Equal(r.tokens, b[i].tokens) || r.maxNew != b[i].maxNew {
@@ -197,7 +197,7 @@ func TestSampleRandom(t *testing.T) {
 		t.Errorf("inputs in [%d, %d] (want within and near [50, 150]), outputs in [%d, %d] (want [10, 30])", minIn, maxIn, minOut, maxOut)
 	}
 	fixed := &Dataset{Kind: "random", InputLen: 64, OutputLen: 8, Seed: 1}
-	rs, err := fixed.sample(20, m)
+	rs, err := fixed.sample(testBuild(2), 20, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestSampleRandom(t *testing.T) {
 		{Kind: "random", InputLen: 1000, OutputLen: 100, Seed: 1},
 		{Kind: "random", InputLen: 1, OutputLen: 1, RangeRatio: 0.9, Seed: 1},
 	} {
-		if _, err := bad.sample(2, m); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "--input-len") {
+		if _, err := bad.sample(testBuild(2), 2, m); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "--input-len") {
 			t.Errorf("%+v: err %v, want a --input-len error", bad, err)
 		}
 	}
@@ -224,7 +224,7 @@ func TestSampleShareGPT(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := gpt2Model(t, 1024)
-	rs, err := d.sample(5, m)
+	rs, err := d.sample(testBuild(2), 5, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,13 +239,13 @@ func TestSampleShareGPT(t *testing.T) {
 		t.Errorf("%d requests from %d distinct rows, want 5 from the 2 usable", len(rs), len(seen))
 	}
 	d.OutputLen = 7
-	rs, _ = d.sample(2, m)
+	rs, _ = d.sample(testBuild(2), 2, m)
 	for _, r := range rs {
 		if r.maxNew != 7 {
 			t.Errorf("--output-len 7: output %d", r.maxNew)
 		}
 	}
-	if _, err := d.sample(2, gpt2Model(t, 12)); err == nil || !strings.Contains(err.Error(), "no row fits") {
+	if _, err := d.sample(testBuild(2), 2, gpt2Model(t, 12)); err == nil || !strings.Contains(err.Error(), "no row fits") {
 		t.Errorf("12 positions: err %v, want no row fits", err)
 	}
 }

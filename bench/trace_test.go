@@ -71,7 +71,7 @@ func TestSampleTraceSharesBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := gpt2Model(t, 1024)
-	rs, err := d.sample(4, m)
+	rs, err := d.sample(testBuild(2), 4, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSampleTraceSharesBlocks(t *testing.T) {
 			t.Errorf("offset %d at speed 2 = %v, want %v", i, offs[i], want[i])
 		}
 	}
-	if _, err := d.sample(4, gpt2Model(t, 256)); err == nil || !strings.Contains(err.Error(), "line 1: input_length 600") {
+	if _, err := d.sample(testBuild(2), 4, gpt2Model(t, 256)); err == nil || !strings.Contains(err.Error(), "line 1: input_length 600") {
 		t.Errorf("256 positions: err %v, want line 1 named", err)
 	}
 }
@@ -109,7 +109,7 @@ func TestSampleTraceSharesBlocks(t *testing.T) {
 // remote server that gives no max_model_len leaves the limit at 2^31 positions.
 func TestSampleTraceRefusesLongRequests(t *testing.T) {
 	d := &Dataset{Kind: "trace", Path: "t.jsonl", rows: []datasetRow{{inputLen: maxRequestTokens, outputLen: maxRequestTokens, line: 1}}}
-	if _, err := d.sample(1, gpt2Model(t, 1<<24)); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "line 1") {
+	if _, err := d.sample(testBuild(2), 1, gpt2Model(t, 1<<24)); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("err %v, want line 1 named", err)
 	}
 }
