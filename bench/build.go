@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// build is how a dataset's requests are made: the per-request work (tokenizing) spread over
-// workers goroutines, stopped when ctx is done, and a slow build's progress noted on notes.
-// Results never depend on workers: each request's work draws only from its own random stream.
+// build is how a dataset is read and its requests made: the per-request work (tokenizing) spread
+// over workers goroutines, stopped when ctx is done, and a slow read's or build's progress noted
+// on notes. Results never depend on workers: each request's work draws only from its own random
+// stream.
 type build struct {
 	ctx     context.Context
 	workers int       // goroutines for the per-request work, at least 1

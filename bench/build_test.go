@@ -112,7 +112,7 @@ func TestBuildProgress(t *testing.T) {
 // on many, so a benchmark is reproducible across machines.
 func TestSampleIndependentOfWorkers(t *testing.T) {
 	m := gpt2Model(t, 1024)
-	sg, err := LoadDataset("sharegpt", writeTemp(t, "sg.json", shareGPTSample))
+	sg, err := LoadDataset(t.Context(), "sharegpt", writeTemp(t, "sg.json", shareGPTSample), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,40 +104,79 @@ func (d *Dataset) validate(n int) error {
 	return nil
 }
 
-// LoadDataset reads a sharegpt or jsonl file and checks its format; errors name the file and
-// what was expected and wrap ErrBadConfig.
-func LoadDataset(kind, path string) (*Dataset, error) {
+// LoadDataset reads a sharegpt or jsonl file and checks its format, noting a slow read's
+// progress on notes. Errors name the file and what was expected and wrap ErrBadConfig, except
+// ctx's (a signal stopped the read), which come back as they are.
+func LoadDataset(ctx context.Context, kind, path string, notes io.Writer) (*Dataset, error) {
 	d := &Dataset{Kind: kind, Path: path}
-	parse := map[string]func(io.Reader) ([]datasetRow, error){"sharegpt": parseShareGPT, "jsonl": parseJSONL}[kind]
+	parse := map[string]func(context.Context, io.Reader) ([]datasetRow, error){"sharegpt": parseShareGPT, "jsonl": parseJSONL}[kind]
 	if parse == nil {
 		return nil, &ConfigError{msg: fmt.Sprintf("--dataset: %q is not a file dataset (valid: sharegpt, jsonl)", kind)}
 	}
-	rows, err := readRows(path, parse)
-	if err != nil {
-		return nil, &ConfigError{msg: fmt.Sprintf("%s: %v", d.source(), err)}
+	if err := d.load(newBuild(ctx, NewRealClock(), notes), parse); err != nil {
+		return nil, err
 	}
-	d.rows = rows
 	return d, nil
 }
 
-// readRows opens path and parses it.
-func readRows(path string, parse func(io.Reader) ([]datasetRow, error)) ([]datasetRow, error) {
+// load reads the dataset's file into its rows with parse, noting a slow read's progress; errors
+// as LoadDataset's.
+func (d *Dataset) load(b build, parse func(context.Context, io.Reader) ([]datasetRow, error)) error {
+	rows, err := readRows(b, d.Path, d.source(), parse)
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return err
+	case err != nil:
+		return &ConfigError{msg: fmt.Sprintf("%s: %v", d.source(), err)}
+	}
+	d.rows = rows
+	return nil
+}
+
+// readRows opens path and parses it, noting the progress of a slow read of what (the file as
+// the command line names it) in the file's bytes.
+func readRows(b build, path, what string, parse func(context.Context, io.Reader) ([]datasetRow, error)) ([]datasetRow, error) {
 	if path == "" {
 		return nil, errors.New("no file given")
 	}
-	f, _, err := regular.Open(path) // a FIFO or a device would block or never end
+	f, size, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return parse(bufio.NewReaderSize(f, 1<<16))
+	p := b.progress("reading " + what)
+	p.count = func(done, total int64) string {
+		return fmt.Sprintf("%.0f/%.0f MB", float64(done)/1e6, float64(total)/1e6)
+	}
+	rows, err := parse(b.ctx, bufio.NewReaderSize(&progressReader{r: f, p: p, size: size}, 1<<16))
+	if err != nil {
+		return nil, err
+	}
+	p.done()
+	return rows, nil
+}
+
+// progressReader notes a read's progress as its bytes pass; used by the reading goroutine.
+type progressReader struct {
+	r    io.Reader
+	p    *progress
+	read int64
+	size int64
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.read += int64(n)
+	r.p.update(r.read, r.size)
+	return n, err
 }
 
 // parseShareGPT reads the ShareGPT JSON format (as vLLM's ShareGPTDataset reads it,
 // vllm/benchmarks/datasets/sharegpt.py): an array of entries whose "conversations" list turns
 // {"from", "value"}. A row is an entry's first human turn ("human" or "user"; the first turn
-// when no turn says who spoke) and the turn after it, the reply.
-func parseShareGPT(r io.Reader) ([]datasetRow, error) {
+// when no turn says who spoke) and the turn after it, the reply. The array is decoded an entry
+// at a time; a cancelled ctx stops it between two.
+func parseShareGPT(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 	const want = `a JSON array of {"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}]}`
 	dec := json.NewDecoder(r)
 	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
@@ -148,6 +188,9 @@ func parseShareGPT(r io.Reader) ([]datasetRow, error) {
 	}
 	var rows []datasetRow
 	for n := 1; dec.More(); n++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		var e struct {
 			Conversations []turn `json:"conversations"`
 		}
@@ -176,9 +219,9 @@ func parseShareGPT(r io.Reader) ([]datasetRow, error) {
 // parseJSONL reads one {"prompt": TEXT, "output_len": N} object per line; blank lines are
 // skipped, other fields ignored. output_len may be left out (vLLM's custom dataset has prompts
 // alone) when --output-len gives it (validate).
-func parseJSONL(r io.Reader) ([]datasetRow, error) {
+func parseJSONL(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 	var rows []datasetRow
-	err := eachLine(r, func(n int, line []byte) error {
+	err := eachLine(ctx, r, func(n int, line []byte) error {
 		var row struct {
 			Prompt    *string `json:"prompt"`
 			OutputLen *int    `json:"output_len"`
@@ -210,11 +253,15 @@ func parseJSONL(r io.Reader) ([]datasetRow, error) {
 	return rows, nil
 }
 
-// eachLine calls f with every non-blank line (1-based numbers), each at most maxLineBytes.
-func eachLine(r io.Reader, f func(n int, line []byte) error) error {
+// eachLine calls f with every non-blank line (1-based numbers), each at most maxLineBytes; a
+// cancelled ctx stops it between two lines.
+func eachLine(ctx context.Context, r io.Reader, f func(n int, line []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<16), maxLineBytes)
 	for n := 1; sc.Scan(); n++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		line := sc.Bytes()
 		if len(strings.TrimSpace(string(line))) == 0 {
 			continue

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -33,23 +34,22 @@ type traceLine struct {
 	HashIDs      []int64  `json:"hash_ids"`
 }
 
-// LoadTrace reads a Mooncake-shaped trace for --replay and checks it; errors name the file, the
-// line and what was expected, and wrap ErrBadConfig.
-func LoadTrace(path string) (*Dataset, error) {
+// LoadTrace reads a Mooncake-shaped trace for --replay and checks it, noting a slow read's
+// progress on notes. Errors name the file, the line and what was expected, and wrap
+// ErrBadConfig, except ctx's (a signal stopped the read), which come back as they are.
+func LoadTrace(ctx context.Context, path string, notes io.Writer) (*Dataset, error) {
 	d := &Dataset{Kind: "trace", Path: path}
-	rows, err := readRows(path, parseTrace)
-	if err != nil {
-		return nil, &ConfigError{msg: fmt.Sprintf("%s: %v", d.source(), err)}
+	if err := d.load(newBuild(ctx, NewRealClock(), notes), parseTrace); err != nil {
+		return nil, err
 	}
-	d.rows = rows
 	return d, nil
 }
 
 // parseTrace reads trace lines; timestamps must not decrease.
-func parseTrace(r io.Reader) ([]datasetRow, error) {
+func parseTrace(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 	const want = `{"timestamp": MS, "input_length": N, "output_length": N, "hash_ids": [...]}`
 	var rows []datasetRow
-	err := eachLine(r, func(n int, line []byte) error {
+	err := eachLine(ctx, r, func(n int, line []byte) error {
 		var t traceLine
 		if err := json.Unmarshal(line, &t); err != nil {
 			return fmt.Errorf("line %d: not a trace line %s (%v)", n, want, err)
