@@ -15,7 +15,7 @@ import (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseOptions(args, stderr)
+	o, err := parseOptions(ctx, args, stderr)
 	if err != nil {
 		return parseErr(err)
 	}

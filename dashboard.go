@@ -14,7 +14,7 @@ import (
 // and the --json/--csv files are written, so nothing measured is lost.
 func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	// The dashboard loops the decode-heavy job unless the user names another (a later --job wins).
-	o, err := parseOptions(append([]string{"--job", "decode-heavy"}, args...), stderr)
+	o, err := parseOptions(ctx, append([]string{"--job", "decode-heavy"}, args...), stderr)
 	if err != nil {
 		return parseErr(err)
 	}

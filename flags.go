@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -140,16 +141,17 @@ func benchUsage(w io.Writer) {
 }
 
 // parseOptions parses args (without the program and subcommand names), applies --job's preset
-// to every option not given explicitly, and validates the result. Errors are one line naming the
-// flag and wrap errBadFlag; -h/--help prints the usage on stderr and returns flag.ErrHelp.
-func parseOptions(args []string, stderr io.Writer) (options, error) {
-	o, _, err := parseOptionsWith(args, stderr, nil, benchUsage)
+// to every option not given explicitly, and validates the result, reading a dataset or trace
+// file until ctx is done (then its error). Errors are one line naming the flag and wrap
+// errBadFlag; -h/--help prints the usage on stderr and returns flag.ErrHelp.
+func parseOptions(ctx context.Context, args []string, stderr io.Writer) (options, error) {
+	o, _, err := parseOptionsWith(ctx, args, stderr, nil, benchUsage)
 	return o, err
 }
 
 // parseOptionsWith is parseOptions for a command with flags of its own, which bind adds to the
 // set; it also returns the flags given explicitly.
-func parseOptionsWith(args []string, stderr io.Writer, bind func(*flag.FlagSet, *options), usage func(io.Writer)) (options, map[string]bool, error) {
+func parseOptionsWith(ctx context.Context, args []string, stderr io.Writer, bind func(*flag.FlagSet, *options), usage func(io.Writer)) (options, map[string]bool, error) {
 	o := defaultOptions()
 	fs := newFlagSet(&o)
 	if bind != nil {
@@ -160,13 +162,13 @@ func parseOptionsWith(args []string, stderr io.Writer, bind func(*flag.FlagSet, 
 		return o, set, err
 	}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	err := o.finish(fs, set, stderr)
+	err := o.finish(ctx, fs, set, stderr)
 	return o, set, err
 }
 
 // finish applies --job's preset to every option not given explicitly (through fs, which is bound
 // to o) and validates the result; notes go to stderr.
-func (o *options) finish(fs *flag.FlagSet, set map[string]bool, stderr io.Writer) error {
+func (o *options) finish(ctx context.Context, fs *flag.FlagSet, set map[string]bool, stderr io.Writer) error {
 	if o.Job != "" {
 		job, ok := jobByName(o.Job)
 		if !ok {
@@ -190,7 +192,7 @@ func (o *options) finish(fs *flag.FlagSet, set map[string]bool, stderr io.Writer
 	if o.PrefillMaxBatch == 0 || (!set["prefill-max-batch-size"] && o.PrefillMaxBatch > o.MaxBatch) {
 		o.PrefillMaxBatch = o.MaxBatch // the default, or a job's value under an explicit smaller max batch
 	}
-	if err := o.applyLoad(set); err != nil {
+	if err := o.applyLoad(ctx, set, stderr); err != nil {
 		return err
 	}
 	return o.validate()

@@ -69,7 +69,7 @@ func TestParseOptionsBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseOptions(tc.args, io.Discard)
+			_, err := parseOptions(t.Context(), tc.args, io.Discard)
 			if err == nil {
 				t.Fatalf("parseOptions(%q) = nil error, want %q", tc.args, tc.want)
 			}
@@ -84,7 +84,7 @@ func TestParseOptionsBadInput(t *testing.T) {
 }
 
 func TestParseOptionsJobAndOverrides(t *testing.T) {
-	o, err := parseOptions([]string{"--job", "decode-heavy", "--num-requests", "8", "--max-batch-size", "4"}, io.Discard)
+	o, err := parseOptions(t.Context(), []string{"--job", "decode-heavy", "--num-requests", "8", "--max-batch-size", "4"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestParseOptionsJobAndOverrides(t *testing.T) {
 	if !o.UniquePrompts || !o.Paged || !o.CUDAGraph || !o.NoStopOnEOS || !o.NoPrefixCache {
 		t.Errorf("job flags not applied: %+v", o)
 	}
-	o, err = parseOptions([]string{"--job", "paced", "--submit-schedule", "relative", "--paged-attn=false"}, io.Discard)
+	o, err = parseOptions(t.Context(), []string{"--job", "paced", "--submit-schedule", "relative", "--paged-attn=false"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestParseOptionsJobAndOverrides(t *testing.T) {
 		t.Errorf("explicit flags must override the job: %+v", o)
 	}
 	// An explicit rate replaces the job's interval instead of conflicting with it.
-	o, err = parseOptions([]string{"--job", "paced", "--request-rate", "40"}, io.Discard)
+	o, err = parseOptions(t.Context(), []string{"--job", "paced", "--request-rate", "40"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestParseOptionsJobAndOverrides(t *testing.T) {
 		t.Errorf("--job paced --request-rate 40: arrivals %+v", a)
 	}
 	// --request-rate 0 is off: the job's interval schedule stays.
-	o, err = parseOptions([]string{"--job", "paced", "--request-rate", "0"}, io.Discard)
+	o, err = parseOptions(t.Context(), []string{"--job", "paced", "--request-rate", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,32 +122,32 @@ func TestParseOptionsJobAndOverrides(t *testing.T) {
 }
 
 func TestParseOptionsDefaultsAndHelp(t *testing.T) {
-	o, err := parseOptions(nil, io.Discard)
+	o, err := parseOptions(t.Context(), nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Prompt != "Hello" || o.RepeatRuns != 1 || o.PrefillMaxBatch != o.MaxBatch || o.Device != "auto" {
 		t.Errorf("defaults = %+v", o)
 	}
-	o, err = parseOptions([]string{"--request-rate", "0", "--submit-interval-ms", "3"}, io.Discard)
+	o, err = parseOptions(t.Context(), []string{"--request-rate", "0", "--submit-interval-ms", "3"}, io.Discard)
 	if a := o.sessionConfig().Arrivals; err != nil || a.Schedule != "relative" || a.Interval != 3e6 {
 		t.Errorf("--request-rate 0: %+v %v, want the interval schedule", a, err)
 	}
 	for _, args := range [][]string{{"--request-rate", "inf"}, {"--request-rate", "inf", "--job", "paced"}} {
-		o, err = parseOptions(args, io.Discard)
+		o, err = parseOptions(t.Context(), args, io.Discard)
 		if a := o.sessionConfig().Arrivals; err != nil || a.Schedule == "poisson" || a.Interval != 0 {
 			t.Errorf("%q: %+v %v, want every request at once", args, a, err)
 		}
 	}
-	_, err = parseOptions([]string{"--request-rate", "inf", "--submit-interval-ms", "3"}, io.Discard)
+	_, err = parseOptions(t.Context(), []string{"--request-rate", "inf", "--submit-interval-ms", "3"}, io.Discard)
 	if want := "--request-rate inf and --submit-interval-ms 3 both set the arrivals"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("--request-rate inf --submit-interval-ms 3: %v, want %q", err, want)
 	}
-	o, err = parseOptions([]string{"--request-rate", "50"}, io.Discard)
+	o, err = parseOptions(t.Context(), []string{"--request-rate", "50"}, io.Discard)
 	if a := o.sessionConfig().Arrivals; err != nil || a.Schedule != "poisson" || a.Rate != 50 || math.IsNaN(a.Rate) {
 		t.Errorf("--request-rate 50: %+v %v", a, err)
 	}
-	if _, err := parseOptions([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+	if _, err := parseOptions(t.Context(), []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: err = %v, want flag.ErrHelp", err)
 	}
 	var b strings.Builder
@@ -168,7 +168,7 @@ func TestPolicyFlag(t *testing.T) {
 		if name == "" {
 			args, want = nil, "mixed"
 		}
-		o, err := parseOptions(args, io.Discard)
+		o, err := parseOptions(t.Context(), args, io.Discard)
 		if err != nil {
 			t.Fatalf("parseOptions(%q): %v", args, err)
 		}
@@ -205,7 +205,7 @@ func TestEveryNumericFlag(t *testing.T) {
 		n++
 		for _, v := range []string{"-1", "0", "1e12", "1000000000000", "NaN", "Inf", "-Inf", "1e308", "1e-300", "0x10", " 7 "} {
 			args := []string{"--" + f.Name, v}
-			o, err := parseOptions(args, io.Discard)
+			o, err := parseOptions(t.Context(), args, io.Discard)
 			if err != nil {
 				if msg := err.Error(); !strings.Contains(msg, "--"+f.Name) || strings.Contains(msg, "\n") {
 					t.Errorf("%q: error %q does not name the flag on one line", args, msg)
@@ -238,7 +238,7 @@ func FuzzParseOptions(f *testing.F) {
 	f.Add("--job\x00paced\x00--request-rate\x00inf")
 	f.Fuzz(func(t *testing.T, line string) {
 		args := strings.Split(line, "\x00")
-		o, err := parseOptions(args, io.Discard)
+		o, err := parseOptions(t.Context(), args, io.Discard)
 		if err != nil {
 			if msg := err.Error(); strings.Contains(msg, "\n") {
 				t.Errorf("%q: error on several lines: %q", args, msg)
@@ -264,7 +264,7 @@ func FuzzParseOptions(f *testing.F) {
 // TestSeedFlag: --seed parses as the other integer flags do, to its full uint64 range.
 func TestSeedFlag(t *testing.T) {
 	for in, want := range map[string]uint64{"7": 7, " 7 ": 7, "0x10": 16, "18446744073709551615": math.MaxUint64} {
-		o, err := parseOptions([]string{"--seed", in}, io.Discard)
+		o, err := parseOptions(t.Context(), []string{"--seed", in}, io.Discard)
 		if err != nil || o.Seed != want {
 			t.Errorf("--seed %q: %d, %v; want %d", in, o.Seed, err, want)
 		}
@@ -274,7 +274,7 @@ func TestSeedFlag(t *testing.T) {
 // TestSecondsFlags: a flag in seconds takes a number or a duration.
 func TestSecondsFlags(t *testing.T) {
 	for in, want := range map[string]float64{"30": 30, "0.5": 0.5, "90s": 90, "2m": 120, " 1m30s ": 90, "250ms": 0.25} {
-		o, err := parseOptions([]string{"--request-rate", "4", "--ramp-up-s", in}, io.Discard)
+		o, err := parseOptions(t.Context(), []string{"--request-rate", "4", "--ramp-up-s", in}, io.Discard)
 		if err != nil || o.RampUpS != want {
 			t.Errorf("--ramp-up-s %q: %v s, %v; want %v s", in, o.RampUpS, err, want)
 		}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -63,8 +66,9 @@ func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 }
 
 // applyLoad checks the load flags against each other and the rest of the command line (set:
-// the flags given explicitly), parses the targets and loads the dataset or trace file.
-func (o *options) applyLoad(set map[string]bool) error {
+// the flags given explicitly), parses the targets and loads the dataset or trace file, noting a
+// slow load's progress on notes; a signal (ctx) stops the load.
+func (o *options) applyLoad(ctx context.Context, set map[string]bool, notes io.Writer) error {
 	l := &o.loadOptions
 	rate := o.RequestRate.poisson()
 	promptFlags := set["prompt"] || set["prompt-repeats"] || set["unique-prompts"]
@@ -101,15 +105,15 @@ func (o *options) applyLoad(set map[string]bool) error {
 	}
 	switch {
 	case l.Replay != "":
-		return o.loadReplay(set)
+		return o.loadReplay(ctx, set, notes)
 	case l.Dataset != "":
-		return o.loadDataset()
+		return o.loadDataset(ctx, notes)
 	}
 	return nil
 }
 
 // loadDataset loads --dataset: random is generated later, files are read and checked now.
-func (o *options) loadDataset() error {
+func (o *options) loadDataset(ctx context.Context, notes io.Writer) error {
 	l := &o.loadOptions
 	switch l.Dataset {
 	case "random":
@@ -126,9 +130,9 @@ func (o *options) loadDataset() error {
 		if l.DatasetPath == "" {
 			return badFlag("--dataset %s needs --dataset-path FILE", l.Dataset)
 		}
-		d, err := bench.LoadDataset(l.Dataset, l.DatasetPath)
+		d, err := bench.LoadDataset(ctx, l.Dataset, l.DatasetPath, notes)
 		if err != nil {
-			return badFlag("%s", err)
+			return loadErr(err)
 		}
 		d.OutputLen, d.Seed = l.OutputLen, o.Seed
 		l.dataset = d
@@ -139,10 +143,10 @@ func (o *options) loadDataset() error {
 
 // loadReplay loads --replay's trace; the run is the trace's requests unless --num-requests takes
 // its first N.
-func (o *options) loadReplay(set map[string]bool) error {
-	d, err := bench.LoadTrace(o.Replay)
+func (o *options) loadReplay(ctx context.Context, set map[string]bool, notes io.Writer) error {
+	d, err := bench.LoadTrace(ctx, o.Replay, notes)
 	if err != nil {
-		return badFlag("%s", err)
+		return loadErr(err)
 	}
 	d.Seed = o.Seed
 	switch n := d.Len(); {
@@ -155,6 +159,14 @@ func (o *options) loadReplay(set map[string]bool) error {
 	}
 	o.loadOptions.dataset = d
 	return nil
+}
+
+// loadErr is a dataset or trace file's load error as a bad flag, or a signal's as it is.
+func loadErr(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return badFlag("%s", err)
 }
 
 // withLoad adds the load flags to the Session's config.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,7 +78,7 @@ func TestLoadFlagsBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseOptions(tc.args, io.Discard)
+			_, err := parseOptions(t.Context(), tc.args, io.Discard)
 			if err == nil || !errors.Is(err, errBadFlag) {
 				t.Fatalf("parseOptions(%q) = %v, want a bad-flag error %q", tc.args, err, tc.want)
 			}
@@ -104,7 +105,7 @@ func TestDatasetTooLongForTheModel(t *testing.T) {
 
 // TestLoadFlagsReachTheSession: the flags become the Session's config.
 func TestLoadFlagsReachTheSession(t *testing.T) {
-	o, err := parseOptions([]string{"--job", "paced", "--request-rate", "40", "--burstiness", "0.5", "--ramp-up-s", "2",
+	o, err := parseOptions(t.Context(), []string{"--job", "paced", "--request-rate", "40", "--burstiness", "0.5", "--ramp-up-s", "2",
 		"--max-concurrency", "8", "--goodput", "ttft:100,e2el:900", "--dataset", "random", "--input-len", "32", "--range-ratio", "0.25"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestLoadFlagsReachTheSession(t *testing.T) {
 		t.Errorf("dataset %+v, want random 32 in, the job's 128 out", d)
 	}
 	trace := tempFile(t, "t.jsonl", "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 2}\n{\"timestamp\": 10, \"input_length\": 4, \"output_length\": 2}\n")
-	o, err = parseOptions([]string{"--job", "paced", "--replay", trace, "--replay-speed", "4"}, io.Discard)
+	o, err = parseOptions(t.Context(), []string{"--job", "paced", "--replay", trace, "--replay-speed", "4"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +344,7 @@ func TestOutputIsStdout(t *testing.T) {
 		{"stdout not a file", out.Name(), &strings.Builder{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parseOptions([]string{"--record", tc.record}, io.Discard)
+			o, err := parseOptions(t.Context(), []string{"--record", tc.record}, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -355,5 +356,24 @@ func TestOutputIsStdout(t *testing.T) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSignalWhileReadingDataset: a signal while a dataset or trace file is read ends the command
+// as an interrupt (exit 130), not as a bad --dataset-path or --replay file.
+func TestSignalWhileReadingDataset(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	jsonl := tempFile(t, "d.jsonl", "{\"prompt\": \"hi\", \"output_len\": 2}\n")
+	trace := tempFile(t, "t.jsonl", "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 2}\n")
+	for _, args := range [][]string{
+		{"bench", "--dataset", "jsonl", "--dataset-path", jsonl},
+		{"bench", "--replay", trace},
+		{"sweep", "--request-rates", "1,2", "--dataset", "jsonl", "--dataset-path", jsonl, "--out-dir", t.TempDir()},
+	} {
+		var stdout, stderr strings.Builder
+		if code := run(ctx, args, strings.NewReader(""), &stdout, &stderr); code != exitInterrupted || stderr.String() != "rosetop: interrupted\n" {
+			t.Errorf("%q: exit %d, stderr %q; want 130 and the interrupt", args, code, stderr.String())
+		}
 	}
 }

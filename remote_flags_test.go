@@ -37,7 +37,7 @@ func TestRemoteFlagErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseOptions(tc.args, &bytes.Buffer{})
+			_, err := parseOptions(t.Context(), tc.args, &bytes.Buffer{})
 			if err == nil || !errors.Is(err, errBadFlag) {
 				t.Fatalf("parseOptions(%q) = %v, want a flag error", tc.args, err)
 			}
@@ -52,17 +52,17 @@ func TestRemoteFlagErrors(t *testing.T) {
 // --pretok is turned off, with a note, when no tokenizer of the server's is given.
 func TestRemoteJobPresets(t *testing.T) {
 	var stderr bytes.Buffer
-	o, err := parseOptions([]string{"--endpoint", "http://h:8000/v1", "--job", "paced"}, &stderr)
+	o, err := parseOptions(t.Context(), []string{"--endpoint", "http://h:8000/v1", "--job", "paced"}, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Pretok || !strings.Contains(stderr.String(), "the job's --pretok is off against --endpoint") {
 		t.Errorf("pretok %v, stderr %q", o.Pretok, stderr.String())
 	}
-	if o, err = parseOptions([]string{"--endpoint", "http://h:8000/v1", "--job", "paced", "--tokenizer", "gpt2"}, &stderr); err != nil || !o.Pretok {
+	if o, err = parseOptions(t.Context(), []string{"--endpoint", "http://h:8000/v1", "--job", "paced", "--tokenizer", "gpt2"}, &stderr); err != nil || !o.Pretok {
 		t.Errorf("with --tokenizer: pretok %v, %v", o.Pretok, err)
 	}
-	if _, err := parseOptions([]string{"--endpoint", "http://h:8000/v1", "--job", "decode-heavy"}, &stderr); err != nil {
+	if _, err := parseOptions(t.Context(), []string{"--endpoint", "http://h:8000/v1", "--job", "decode-heavy"}, &stderr); err != nil {
 		t.Errorf("decode-heavy's engine presets refused: %v", err)
 	}
 }

@@ -164,3 +164,31 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		t.Fatal("the second SIGTERM did not end the process")
 	}
 }
+
+// TestSignalWhileBuildingPrompts: a signal while a large dataset's prompts are being built (after
+// the model loaded, before the first run) ends the process with 128+N instead of after the build.
+func TestSignalWhileBuildingPrompts(t *testing.T) {
+	cmd := childCmd(t, "bench", "--device", "cpu", "--threads", "1", "--dataset", "random", "--input-len", "1000",
+		"--output-len", "4", "--num-requests", "100000")
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(errPipe)
+	waitLine(t, sc, "loaded") // the build starts now and takes minutes
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan int, 1)
+	go func() { done <- exitStatus(t, cmd, sc) }()
+	select {
+	case code := <-done:
+		if code != 143 {
+			t.Errorf("exit %d, want 143", code)
+		}
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing check
+		t.Fatal("SIGTERM during the build did not end the process")
+	}
+}

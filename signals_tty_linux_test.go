@@ -110,3 +110,69 @@ func TestSecondSignalRestoresTerminal(t *testing.T) {
 		t.Errorf("the terminal got %q: want the alternate screen left and the cursor shown before the notice", got)
 	}
 }
+
+// TestSignalWhileDashboardBuildsPrompts: the dashboard builds a large dataset's prompts before it
+// takes the terminal; Ctrl-C then ends the process with 130, the terminal as it was, and the
+// dashboard never drawn.
+func TestSignalWhileDashboardBuildsPrompts(t *testing.T) {
+	master, slave := openPTY(t)
+	defer master.Close()
+	before, err := term.GetState(slave.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := childCmd(t, "--device", "cpu", "--threads", "1", "--dataset", "random", "--input-len", "1000",
+		"--output-len", "4", "--num-requests", "100000")
+	cmd.Env = append(cmd.Environ(), "NO_COLOR=1", "TERM=xterm")
+	cmd.Stdin, cmd.Stderr = slave, slave
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var screen strings.Builder // what the child wrote on the terminal
+	loaded, read := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(read)
+		buf, once := make([]byte, 4096), false
+		for {
+			n, err := master.Read(buf)
+			screen.Write(buf[:n])
+			if !once && strings.Contains(screen.String(), "loaded") {
+				once = true
+				close(loaded)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-loaded: // the build starts now and takes minutes
+	case <-read:
+		t.Fatal("the terminal closed before the model loaded")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan int, 1)
+	go func() { done <- exitStatus(t, cmd, bufio.NewScanner(out)) }()
+	select {
+	case code := <-done:
+		if code != 130 {
+			t.Errorf("exit %d, want 130", code)
+		}
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing check
+		t.Fatal("SIGINT during the build did not end the process")
+	}
+	after, err := term.GetState(slave.Fd())
+	if err != nil || *after != *before {
+		t.Errorf("the terminal's mode after the exit differs from before (%v)", err)
+	}
+	slave.Close()
+	<-read
+	if got := screen.String(); strings.Contains(got, ansi.SetModeAltScreenSaveCursor) {
+		t.Errorf("the dashboard was drawn: %q", got)
+	}
+}

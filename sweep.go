@@ -152,9 +152,9 @@ func sweepRefuses(name string) bool {
 
 // parseSweep parses the command line of `rosetop sweep`: the bench flags, which every point
 // shares, and exactly one axis; every point's options are checked before anything runs.
-func parseSweep(args []string, stderr io.Writer) (options, sweepAxis, string, error) {
+func parseSweep(ctx context.Context, args []string, stderr io.Writer) (options, sweepAxis, string, error) {
 	var sf sweepFlags
-	o, set, err := parseOptionsWith(args, stderr, func(fs *flag.FlagSet, o *options) { bindSweepFlags(fs, o, &sf) }, sweepUsage)
+	o, set, err := parseOptionsWith(ctx, args, stderr, func(fs *flag.FlagSet, o *options) { bindSweepFlags(fs, o, &sf) }, sweepUsage)
 	for _, ax := range sweepAxes() { // first: it explains what the bench checks would refuse
 		for _, c := range sweepReplaces[ax.flag] {
 			if set[ax.flag] && set[c] {
@@ -198,7 +198,7 @@ func parseSweep(args []string, stderr io.Writer) (options, sweepAxis, string, er
 // runs. It prints the table, writes the files and draws the charts; a progress bar with an ETA
 // goes to stderr.
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, ax, dir, err := parseSweep(args, stderr)
+	o, ax, dir, err := parseSweep(ctx, args, stderr)
 	if err != nil {
 		return parseErr(err)
 	}

@@ -341,11 +341,11 @@ func TestSweepListInf(t *testing.T) {
 // request at once, even under a job whose arrivals are paced.
 func TestSweepInfPointIsBench(t *testing.T) {
 	for _, extra := range [][]string{nil, {"--job", "paced"}, {"--job", "prefill-heavy", "--max-concurrency", "4"}} {
-		want, err := parseOptions(append([]string{"--request-rate", "inf"}, extra...), io.Discard)
+		want, err := parseOptions(t.Context(), append([]string{"--request-rate", "inf"}, extra...), io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, ax, _, err := parseSweep(append([]string{"--request-rates", "2,inf"}, extra...), io.Discard)
+		o, ax, _, err := parseSweep(t.Context(), append([]string{"--request-rates", "2,inf"}, extra...), io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,40 +104,79 @@ func (d *Dataset) validate(n int) error {
 	return nil
 }
 
-// LoadDataset reads a sharegpt or jsonl file and checks its format; errors name the file and
-// what was expected and wrap ErrBadConfig.
-func LoadDataset(kind, path string) (*Dataset, error) {
+// LoadDataset reads a sharegpt or jsonl file and checks its format, noting a slow read's
+// progress on notes. Errors name the file and what was expected and wrap ErrBadConfig, except
+// ctx's (a signal stopped the read), which come back as they are.
+func LoadDataset(ctx context.Context, kind, path string, notes io.Writer) (*Dataset, error) {
 	d := &Dataset{Kind: kind, Path: path}
-	parse := map[string]func(io.Reader) ([]datasetRow, error){"sharegpt": parseShareGPT, "jsonl": parseJSONL}[kind]
+	parse := map[string]func(context.Context, io.Reader) ([]datasetRow, error){"sharegpt": parseShareGPT, "jsonl": parseJSONL}[kind]
 	if parse == nil {
 		return nil, &ConfigError{msg: fmt.Sprintf("--dataset: %q is not a file dataset (valid: sharegpt, jsonl)", kind)}
 	}
-	rows, err := readRows(path, parse)
-	if err != nil {
-		return nil, &ConfigError{msg: fmt.Sprintf("%s: %v", d.source(), err)}
+	if err := d.load(newBuild(ctx, NewRealClock(), notes), parse); err != nil {
+		return nil, err
 	}
-	d.rows = rows
 	return d, nil
 }
 
-// readRows opens path and parses it.
-func readRows(path string, parse func(io.Reader) ([]datasetRow, error)) ([]datasetRow, error) {
+// load reads the dataset's file into its rows with parse, noting a slow read's progress; errors
+// as LoadDataset's.
+func (d *Dataset) load(b build, parse func(context.Context, io.Reader) ([]datasetRow, error)) error {
+	rows, err := readRows(b, d.Path, d.source(), parse)
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return err
+	case err != nil:
+		return &ConfigError{msg: fmt.Sprintf("%s: %v", d.source(), err)}
+	}
+	d.rows = rows
+	return nil
+}
+
+// readRows opens path and parses it, noting the progress of a slow read of what (the file as
+// the command line names it) in the file's bytes.
+func readRows(b build, path, what string, parse func(context.Context, io.Reader) ([]datasetRow, error)) ([]datasetRow, error) {
 	if path == "" {
 		return nil, errors.New("no file given")
 	}
-	f, _, err := regular.Open(path) // a FIFO or a device would block or never end
+	f, size, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return parse(bufio.NewReaderSize(f, 1<<16))
+	p := b.progress("reading " + what)
+	p.count = func(done, total int64) string {
+		return fmt.Sprintf("%.0f/%.0f MB", float64(done)/1e6, float64(total)/1e6)
+	}
+	rows, err := parse(b.ctx, bufio.NewReaderSize(&progressReader{r: f, p: p, size: size}, 1<<16))
+	if err != nil {
+		return nil, err
+	}
+	p.done()
+	return rows, nil
+}
+
+// progressReader notes a read's progress as its bytes pass; used by the reading goroutine.
+type progressReader struct {
+	r    io.Reader
+	p    *progress
+	read int64
+	size int64
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.read += int64(n)
+	r.p.update(r.read, r.size)
+	return n, err
 }
 
 // parseShareGPT reads the ShareGPT JSON format (as vLLM's ShareGPTDataset reads it,
 // vllm/benchmarks/datasets/sharegpt.py): an array of entries whose "conversations" list turns
 // {"from", "value"}. A row is an entry's first human turn ("human" or "user"; the first turn
-// when no turn says who spoke) and the turn after it, the reply.
-func parseShareGPT(r io.Reader) ([]datasetRow, error) {
+// when no turn says who spoke) and the turn after it, the reply. The array is decoded an entry
+// at a time; a cancelled ctx stops it between two.
+func parseShareGPT(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 	const want = `a JSON array of {"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}]}`
 	dec := json.NewDecoder(r)
 	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
@@ -148,6 +188,9 @@ func parseShareGPT(r io.Reader) ([]datasetRow, error) {
 	}
 	var rows []datasetRow
 	for n := 1; dec.More(); n++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		var e struct {
 			Conversations []turn `json:"conversations"`
 		}
@@ -176,9 +219,9 @@ func parseShareGPT(r io.Reader) ([]datasetRow, error) {
 // parseJSONL reads one {"prompt": TEXT, "output_len": N} object per line; blank lines are
 // skipped, other fields ignored. output_len may be left out (vLLM's custom dataset has prompts
 // alone) when --output-len gives it (validate).
-func parseJSONL(r io.Reader) ([]datasetRow, error) {
+func parseJSONL(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 	var rows []datasetRow
-	err := eachLine(r, func(n int, line []byte) error {
+	err := eachLine(ctx, r, func(n int, line []byte) error {
 		var row struct {
 			Prompt    *string `json:"prompt"`
 			OutputLen *int    `json:"output_len"`
@@ -210,11 +253,15 @@ func parseJSONL(r io.Reader) ([]datasetRow, error) {
 	return rows, nil
 }
 
-// eachLine calls f with every non-blank line (1-based numbers), each at most maxLineBytes.
-func eachLine(r io.Reader, f func(n int, line []byte) error) error {
+// eachLine calls f with every non-blank line (1-based numbers), each at most maxLineBytes; a
+// cancelled ctx stops it between two lines.
+func eachLine(ctx context.Context, r io.Reader, f func(n int, line []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<16), maxLineBytes)
 	for n := 1; sc.Scan(); n++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		line := sc.Bytes()
 		if len(strings.TrimSpace(string(line))) == 0 {
 			continue
@@ -238,24 +285,26 @@ type sampled struct {
 }
 
 // sample makes n requests that fit the model (prompt + output <= its positions).
-func (d *Dataset) sample(n int, model ModelInfo) ([]sampled, error) {
+func (d *Dataset) sample(b build, n int, model ModelInfo) ([]sampled, error) {
 	voc := newVocab(model)
 	if len(voc.allowed) == 0 {
 		return nil, &ConfigError{msg: d.source() + ": the tokenizer has no plain tokens to build prompts from"}
 	}
 	switch d.Kind {
 	case "random":
-		return d.sampleRandom(n, model.MaxPositions, voc)
+		return d.sampleRandom(b, n, model.MaxPositions, voc)
 	case "trace":
-		return d.sampleTrace(n, model.MaxPositions, voc)
+		return d.sampleTrace(b, n, model.MaxPositions, voc)
 	}
-	return d.sampleText(n, model.MaxPositions, voc)
+	return d.sampleText(b, n, model.MaxPositions, voc)
 }
 
 // sampleRandom is vLLM's random dataset (vllm/benchmarks/datasets/random.py): lengths uniform in
 // [floor(len*(1-r)), ceil(len*(1+r))] (outputs at least 1), and prompts of consecutive vocabulary
-// ids from a random offset, decoded and re-encoded to the sampled length.
-func (d *Dataset) sampleRandom(n, positions int, voc vocab) ([]sampled, error) {
+// ids from a random offset, decoded and re-encoded to the sampled length. The lengths and offsets
+// come from one seeded stream, as vLLM draws them before any prompt; each prompt is then fitted
+// on the build's workers from a stream of its own, so the sample does not depend on their number.
+func (d *Dataset) sampleRandom(b build, n, positions int, voc vocab) ([]sampled, error) {
 	r := d.RangeRatio
 	inLo, inHi := int(math.Floor(float64(d.InputLen)*(1-r))), int(math.Ceil(float64(d.InputLen)*(1+r)))
 	outLo, outHi := max(1, int(math.Floor(float64(d.OutputLen)*(1-r)))), max(1, int(math.Ceil(float64(d.OutputLen)*(1+r))))
@@ -266,51 +315,61 @@ func (d *Dataset) sampleRandom(n, positions int, voc vocab) ([]sampled, error) {
 		return nil, &ConfigError{msg: fmt.Sprintf("--input-len %d and --output-len %d with --range-ratio %v reach %d tokens, more than the model's %d positions", d.InputLen, d.OutputLen, r, inHi+outHi, positions)}
 	}
 	rng := rand.New(rand.NewPCG(d.Seed, 0xda7a))
+	inLens, offsets := make([]int, n), make([]int, n)
 	out := make([]sampled, n)
 	for i := range out {
-		inLen, outLen := inLo+rng.IntN(inHi-inLo+1), outLo+rng.IntN(outHi-outLo+1)
-		offset := rng.IntN(len(voc.allowed))
-		ids := make([]int32, inLen)
-		for j := range ids {
-			ids[j] = voc.allowed[(offset+i+j)%len(voc.allowed)]
-		}
-		text, ids := voc.fitLength(ids, inLen, rng)
-		out[i] = sampled{tokens: ids, text: text, maxNew: outLen}
+		inLens[i], out[i].maxNew = inLo+rng.IntN(inHi-inLo+1), outLo+rng.IntN(outHi-outLo+1)
+		offsets[i] = rng.IntN(len(voc.allowed))
 	}
+	p := b.progress(fmt.Sprintf("building %d prompts (%s)", n, d.source()))
+	err := b.each(n, func(done int) { p.update(int64(done), int64(n)) }, func(i int) {
+		ids := make([]int32, inLens[i])
+		for j := range ids {
+			ids[j] = voc.allowed[(offsets[i]+i+j)%len(voc.allowed)]
+		}
+		out[i].text, out[i].tokens = voc.fitLength(ids, inLens[i], rand.New(rand.NewPCG(d.Seed^0xda7a, uint64(i))))
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.done()
 	return out, nil
 }
 
 // sampleText samples sharegpt and jsonl rows: shuffled with the seed (as vLLM does), each kept
 // when it fits (ShareGPT as vLLM filters it: prompt and reply of at least 4 tokens; and prompt +
 // output within the model's positions); rows are reused in a seeded draw when fewer fit than n.
-func (d *Dataset) sampleText(n, positions int, voc vocab) ([]sampled, error) {
+// Rows are tokenized on the build's workers, as many at a time as are still wanted, and kept in
+// the shuffled order: the sample is the same for any number of workers.
+func (d *Dataset) sampleText(b build, n, positions int, voc vocab) ([]sampled, error) {
 	rng := rand.New(rand.NewPCG(d.Seed, 0x5a3b1e))
 	order := rng.Perm(len(d.rows))
-	var out []sampled
-	for _, k := range order {
-		if len(out) >= n {
-			break
-		}
-		row := &d.rows[k]
-		ids := voc.codec.Encode(row.prompt)
-		outLen := row.outputLen
-		if d.Kind == "sharegpt" {
-			outLen = len(voc.codec.Encode(row.completion))
-		}
-		minLen := 1
-		if d.Kind == "sharegpt" {
-			minLen = 4
-		}
-		if d.OutputLen > 0 {
-			outLen = d.OutputLen
-		} else if outLen < minLen {
-			continue
-		}
-		if len(ids) < minLen || len(ids)+outLen > positions {
-			continue
-		}
-		out = append(out, sampled{tokens: ids, text: row.prompt, maxNew: outLen})
+	minLen := 1
+	if d.Kind == "sharegpt" {
+		minLen = 4
 	}
+	want := min(n, len(order)) // rows tokenized at least
+	p := b.progress("tokenizing " + d.source())
+	p.count = func(done, total int64) string { return fmt.Sprintf("%d/%d rows", done, total) }
+	var out []sampled
+	for next := 0; len(out) < n && next < len(order); {
+		batch := order[next:min(len(order), next+max(n-len(out), 64))]
+		enc := make([]sampled, len(batch))
+		kept := len(out)
+		tick := func(done int) { p.update(int64(min(want, kept+done)), int64(want)) }
+		err := b.each(len(batch), tick, func(j int) { enc[j] = d.encodeRow(voc, &d.rows[batch[j]]) })
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range enc {
+			shortOutput := d.OutputLen == 0 && e.maxNew < minLen // --output-len is never too short
+			if len(out) < n && !shortOutput && len(e.tokens) >= minLen && len(e.tokens)+e.maxNew <= positions {
+				out = append(out, e)
+			}
+		}
+		next += len(batch)
+	}
+	p.done()
 	if len(out) == 0 {
 		return nil, &ConfigError{msg: fmt.Sprintf("%s: no row fits the model (a prompt of at least 1 token, 4 for sharegpt, and prompt + output within %d positions)", d.source(), positions)}
 	}
@@ -318,6 +377,19 @@ func (d *Dataset) sampleText(n, positions int, voc vocab) ([]sampled, error) {
 		out = append(out, out[rng.IntN(k)])
 	}
 	return out, nil
+}
+
+// encodeRow tokenizes a row's prompt and finds its output length: --output-len, else the row's
+// own (jsonl) or its reply's token count (sharegpt).
+func (d *Dataset) encodeRow(voc vocab, row *datasetRow) sampled {
+	s := sampled{tokens: voc.codec.Encode(row.prompt), text: row.prompt, maxNew: row.outputLen}
+	switch {
+	case d.OutputLen > 0:
+		s.maxNew = d.OutputLen
+	case d.Kind == "sharegpt":
+		s.maxNew = len(voc.codec.Encode(row.completion))
+	}
+	return s
 }
 
 // vocab is what synthesized prompts are made of.

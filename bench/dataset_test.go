@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"rosetop/engine/tokenizer"
 )
@@ -58,7 +61,7 @@ func TestParseShareGPT(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rows, err := parseShareGPT(strings.NewReader(c.in))
+			rows, err := parseShareGPT(t.Context(), strings.NewReader(c.in))
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want %q", err, c.err)
@@ -100,7 +103,7 @@ func TestParseJSONL(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rows, err := parseJSONL(strings.NewReader(c.in))
+			rows, err := parseJSONL(t.Context(), strings.NewReader(c.in))
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want %q", err, c.err)
@@ -118,7 +121,7 @@ func TestParseJSONL(t *testing.T) {
 // the lengths the lines leave out, and names the first such line when it does not.
 func TestJSONLOutputLenFromFlag(t *testing.T) {
 	path := writeTemp(t, "custom.jsonl", "{\"prompt\": \"What is the capital of India?\", \"output_len\": 3}\n{\"prompt\": \"What is the capital of Iran?\"}\n")
-	d, err := LoadDataset("jsonl", path)
+	d, err := LoadDataset(t.Context(), "jsonl", path, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +132,7 @@ func TestJSONLOutputLenFromFlag(t *testing.T) {
 	if err := d.validate(2); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := d.sample(4, gpt2Model(t, 1024))
+	rs, err := d.sample(testBuild(2), 4, gpt2Model(t, 1024))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +164,7 @@ func TestLoadDatasetErrorsNameTheFile(t *testing.T) {
 		{"jsonl", empty, "--dataset jsonl --dataset-path " + empty + ": no lines"},
 		{"random", "x", "not a file dataset"},
 	} {
-		_, err := LoadDataset(c.kind, c.path)
+		_, err := LoadDataset(t.Context(), c.kind, c.path, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrBadConfig) {
 			t.Errorf("LoadDataset(%s, %s) = %v, want ErrBadConfig naming %q", c.kind, c.path, err, c.want)
 		}
@@ -173,11 +176,11 @@ func TestLoadDatasetErrorsNameTheFile(t *testing.T) {
 func TestSampleRandom(t *testing.T) {
 	m := gpt2Model(t, 1024)
 	d := &Dataset{Kind: "random", InputLen: 100, OutputLen: 20, RangeRatio: 0.5, Seed: 3}
-	a, err := d.sample(200, m)
+	a, err := d.sample(testBuild(2), 200, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := d.sample(200, m)
+	b, _ := d.sample(testBuild(2), 200, m)
 	hit, minIn, maxIn, minOut, maxOut := 0, 1<<30, 0, 1<<30, 0
 	for i, r := range a {
 		if !slices.Equal(r.tokens, b[i].tokens) || r.maxNew != b[i].maxNew {
@@ -197,7 +200,7 @@ func TestSampleRandom(t *testing.T) {
 		t.Errorf("inputs in [%d, %d] (want within and near [50, 150]), outputs in [%d, %d] (want [10, 30])", minIn, maxIn, minOut, maxOut)
 	}
 	fixed := &Dataset{Kind: "random", InputLen: 64, OutputLen: 8, Seed: 1}
-	rs, err := fixed.sample(20, m)
+	rs, err := fixed.sample(testBuild(2), 20, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +213,7 @@ func TestSampleRandom(t *testing.T) {
 		{Kind: "random", InputLen: 1000, OutputLen: 100, Seed: 1},
 		{Kind: "random", InputLen: 1, OutputLen: 1, RangeRatio: 0.9, Seed: 1},
 	} {
-		if _, err := bad.sample(2, m); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "--input-len") {
+		if _, err := bad.sample(testBuild(2), 2, m); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "--input-len") {
 			t.Errorf("%+v: err %v, want a --input-len error", bad, err)
 		}
 	}
@@ -219,12 +222,12 @@ func TestSampleRandom(t *testing.T) {
 // TestSampleShareGPT: rows that fit are used, shuffled by the seed and reused when fewer fit than
 // asked for; a prompt too long for the model is skipped; --output-len overrides the reply's length.
 func TestSampleShareGPT(t *testing.T) {
-	d, err := LoadDataset("sharegpt", writeTemp(t, "sg.json", shareGPTSample))
+	d, err := LoadDataset(t.Context(), "sharegpt", writeTemp(t, "sg.json", shareGPTSample), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := gpt2Model(t, 1024)
-	rs, err := d.sample(5, m)
+	rs, err := d.sample(testBuild(2), 5, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,13 +242,13 @@ func TestSampleShareGPT(t *testing.T) {
 		t.Errorf("%d requests from %d distinct rows, want 5 from the 2 usable", len(rs), len(seen))
 	}
 	d.OutputLen = 7
-	rs, _ = d.sample(2, m)
+	rs, _ = d.sample(testBuild(2), 2, m)
 	for _, r := range rs {
 		if r.maxNew != 7 {
 			t.Errorf("--output-len 7: output %d", r.maxNew)
 		}
 	}
-	if _, err := d.sample(2, gpt2Model(t, 12)); err == nil || !strings.Contains(err.Error(), "no row fits") {
+	if _, err := d.sample(testBuild(2), 2, gpt2Model(t, 12)); err == nil || !strings.Contains(err.Error(), "no row fits") {
 		t.Errorf("12 positions: err %v, want no row fits", err)
 	}
 }
@@ -255,7 +258,7 @@ func FuzzParseShareGPT(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		rows, err := parseShareGPT(strings.NewReader(s))
+		rows, err := parseShareGPT(t.Context(), strings.NewReader(s))
 		if err == nil && len(rows) == 0 {
 			t.Fatal("no error and no rows")
 		}
@@ -267,7 +270,7 @@ func FuzzParseJSONL(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		rows, err := parseJSONL(strings.NewReader(s))
+		rows, err := parseJSONL(t.Context(), strings.NewReader(s))
 		if err != nil {
 			return
 		}
@@ -277,4 +280,65 @@ func FuzzParseJSONL(f *testing.F) {
 			}
 		}
 	})
+}
+
+// tickingClock is a fake clock that moves a second every time it is read.
+type tickingClock struct{ *fakeClock }
+
+func (c tickingClock) Now() time.Duration {
+	c.advance(time.Second)
+	return c.fakeClock.Now()
+}
+
+// TestLoadNotesASlowRead: reading a dataset file that takes a while notes how far it has got in
+// the file's bytes, then when it is done; a quick read notes nothing.
+func TestLoadNotesASlowRead(t *testing.T) {
+	var lines strings.Builder
+	for lines.Len() < 3<<20 {
+		lines.WriteString(`{"prompt": "a prompt of a few words to fill the file", "output_len": 8}` + "\n")
+	}
+	path := writeTemp(t, "big.jsonl", lines.String())
+	for _, tc := range []struct {
+		name  string
+		clock Clock
+		want  []string
+	}{
+		{"slow", tickingClock{newFakeClock(0)}, []string{"rosetop: reading --dataset jsonl --dataset-path " + path + ": ", " MB, about ", "s left\n", ": done in "}},
+		{"quick", newFakeClock(0), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var notes strings.Builder
+			d := &Dataset{Kind: "jsonl", Path: path}
+			if err := d.load(build{ctx: t.Context(), workers: 1, clock: tc.clock, notes: &notes}, parseJSONL); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(notes.String(), w) {
+					t.Errorf("notes %q, want %q in them", notes.String(), w)
+				}
+			}
+			if tc.want == nil && notes.Len() > 0 {
+				t.Errorf("a quick read noted %q", notes.String())
+			}
+		})
+	}
+}
+
+// TestLoadStopsWhenCancelled: a signal while a dataset or trace file is read stops the read and
+// comes back as the context's error, not as bad input.
+func TestLoadStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	sg := writeTemp(t, "sg.json", shareGPTSample)
+	jl := writeTemp(t, "d.jsonl", `{"prompt": "hi", "output_len": 2}`)
+	tr := writeTemp(t, "t.jsonl", mooncakeSample)
+	for name, load := range map[string]func() (*Dataset, error){
+		"sharegpt": func() (*Dataset, error) { return LoadDataset(ctx, "sharegpt", sg, io.Discard) },
+		"jsonl":    func() (*Dataset, error) { return LoadDataset(ctx, "jsonl", jl, io.Discard) },
+		"trace":    func() (*Dataset, error) { return LoadTrace(ctx, tr, io.Discard) },
+	} {
+		if d, err := load(); d != nil || !errors.Is(err, context.Canceled) || errors.Is(err, ErrBadConfig) {
+			t.Errorf("%s: %v, %v; want context.Canceled alone", name, d, err)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -32,7 +33,7 @@ func BenchmarkReplayRealClock(b *testing.B) {
 	if err := os.WriteFile(trace, []byte(lines.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	d, err := LoadTrace(trace)
+	d, err := LoadTrace(b.Context(), trace, io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}

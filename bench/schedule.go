@@ -32,6 +32,9 @@ func (s *submitter) run(ctx context.Context, n int, submit func(i int, target ti
 	plan := arrivalPlan{rng: rand.New(rand.NewPCG(s.seed, 0x5eed))}
 	plan.rebase(a, t0, 0)
 	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil { // a burst never sleeps: stop between two submits
+			return s.clock.Now() - t0, err
+		}
 		rebase := false
 		if s.waitResume != nil {
 			paused, err := s.waitResume(ctx)

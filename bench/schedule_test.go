@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -89,5 +90,23 @@ func TestScheduleBurstHasNoSleep(t *testing.T) {
 	starts, _, has, wall := runSchedule(t, Arrivals{Schedule: "absolute"}, 3, time.Millisecond)
 	if wall != 3*time.Millisecond || starts[2]-starts[0] != 2*time.Millisecond || has[0] {
 		t.Errorf("burst: wall %v starts %v has %v", wall, starts, has)
+	}
+}
+
+// TestScheduleBurstStopsWhenCancelled: a burst, which never sleeps, stops submitting at the
+// first request after the context is done instead of submitting (and tokenizing) the rest.
+func TestScheduleBurstStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	sub := submitter{clock: newFakeClock(0), settings: func() (Arrivals, uint64) { return Arrivals{Schedule: "relative"}, 0 }}
+	submits := 0
+	_, err := sub.run(ctx, 1000, func(i int, _ time.Duration, _ bool) error {
+		if submits++; submits == 10 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || submits != 10 {
+		t.Errorf("err %v after %d submits; want context.Canceled after the 10th", err, submits)
 	}
 }

@@ -153,7 +153,7 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	}
 	s.seqs = cfg.MaxSeqLen
 	if !opts.External {
-		wl, err := buildWorkload(cfg.Workload, model, cfg.MaxSeqLen)
+		wl, err := buildWorkload(newBuild(ctx, s.clock, opts.Progress), cfg.Workload, model, cfg.MaxSeqLen)
 		if err != nil {
 			s.prov.Close()
 			return nil, err

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -33,23 +34,22 @@ type traceLine struct {
 	HashIDs      []int64  `json:"hash_ids"`
 }
 
-// LoadTrace reads a Mooncake-shaped trace for --replay and checks it; errors name the file, the
-// line and what was expected, and wrap ErrBadConfig.
-func LoadTrace(path string) (*Dataset, error) {
+// LoadTrace reads a Mooncake-shaped trace for --replay and checks it, noting a slow read's
+// progress on notes. Errors name the file, the line and what was expected, and wrap
+// ErrBadConfig, except ctx's (a signal stopped the read), which come back as they are.
+func LoadTrace(ctx context.Context, path string, notes io.Writer) (*Dataset, error) {
 	d := &Dataset{Kind: "trace", Path: path}
-	rows, err := readRows(path, parseTrace)
-	if err != nil {
-		return nil, &ConfigError{msg: fmt.Sprintf("%s: %v", d.source(), err)}
+	if err := d.load(newBuild(ctx, NewRealClock(), notes), parseTrace); err != nil {
+		return nil, err
 	}
-	d.rows = rows
 	return d, nil
 }
 
 // parseTrace reads trace lines; timestamps must not decrease.
-func parseTrace(r io.Reader) ([]datasetRow, error) {
+func parseTrace(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 	const want = `{"timestamp": MS, "input_length": N, "output_length": N, "hash_ids": [...]}`
 	var rows []datasetRow
-	err := eachLine(r, func(n int, line []byte) error {
+	err := eachLine(ctx, r, func(n int, line []byte) error {
 		var t traceLine
 		if err := json.Unmarshal(line, &t); err != nil {
 			return fmt.Errorf("line %d: not a trace line %s (%v)", n, want, err)
@@ -98,39 +98,48 @@ func (d *Dataset) Offsets(n int, speed float64) []time.Duration {
 
 // sampleTrace makes the trace's first n requests: prompts of input_length tokens whose blocks
 // follow the hash ids (one block of random tokens per distinct id, so requests that share ids
-// share a prefix), output_length tokens each.
-func (d *Dataset) sampleTrace(n, positions int, voc vocab) ([]sampled, error) {
-	blocks := map[int64][]int32{}
-	block := func(id int64) []int32 {
-		if b, ok := blocks[id]; ok {
-			return b
-		}
-		rng := rand.New(rand.NewPCG(d.Seed^0x7ace, uint64(id)))
-		b := make([]int32, traceBlock)
-		for j := range b {
-			b[j] = voc.allowed[rng.IntN(len(voc.allowed))]
-		}
-		blocks[id] = b
-		return b
-	}
-	out := make([]sampled, min(n, len(d.rows)))
-	for i := range out {
-		row := &d.rows[i]
+// share a prefix), output_length tokens each. The blocks are made first; then each prompt is
+// fitted on the build's workers from a stream of its own.
+func (d *Dataset) sampleTrace(b build, n, positions int, voc vocab) ([]sampled, error) {
+	rows := d.rows[:min(n, len(d.rows))]
+	blocks := map[int64][]int32{} // read-only once made
+	for i := range rows {
+		row := &rows[i]
 		if row.inputLen+row.outputLen > positions {
 			return nil, &ConfigError{msg: fmt.Sprintf("%s: line %d: input_length %d + output_length %d is more than the model's %d positions", d.source(), row.line, row.inputLen, row.outputLen, positions)}
 		}
+		for k, id := range row.hashIDs {
+			if _, ok := blocks[id]; ok || k*traceBlock >= row.inputLen {
+				continue
+			}
+			rng := rand.New(rand.NewPCG(d.Seed^0x7ace, uint64(id)))
+			blk := make([]int32, traceBlock)
+			for j := range blk {
+				blk[j] = voc.allowed[rng.IntN(len(voc.allowed))]
+			}
+			blocks[id] = blk
+		}
+	}
+	out := make([]sampled, len(rows))
+	p := b.progress(fmt.Sprintf("building %d prompts (%s)", len(rows), d.source()))
+	err := b.each(len(rows), func(done int) { p.update(int64(done), int64(len(rows))) }, func(i int) {
+		row := &rows[i]
 		rng := rand.New(rand.NewPCG(d.Seed, uint64(i)))
 		ids := make([]int32, 0, row.inputLen)
 		for k := 0; len(ids) < row.inputLen; k++ {
 			if k < len(row.hashIDs) {
-				ids = append(ids, block(row.hashIDs[k])...)
+				ids = append(ids, blocks[row.hashIDs[k]]...)
 			} else {
 				ids = append(ids, voc.allowed[rng.IntN(len(voc.allowed))])
 			}
 		}
 		text, ids := voc.fitLength(ids[:row.inputLen], row.inputLen, rng)
 		out[i] = sampled{tokens: ids, text: text, maxNew: row.outputLen}
+	})
+	if err != nil {
+		return nil, err
 	}
+	p.done()
 	return out, nil
 }
 

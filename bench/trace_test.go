@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func TestParseTrace(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rows, err := parseTrace(strings.NewReader(c.in))
+			rows, err := parseTrace(t.Context(), strings.NewReader(c.in))
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want %q", err, c.err)
@@ -66,12 +67,12 @@ func TestParseTrace(t *testing.T) {
 // TestSampleTraceSharesBlocks: requests with the same first hash id share their first 512
 // tokens' text; lengths follow the trace; offsets follow the timestamps at the replay speed.
 func TestSampleTraceSharesBlocks(t *testing.T) {
-	d, err := LoadTrace(writeTemp(t, "trace.jsonl", mooncakeSample))
+	d, err := LoadTrace(t.Context(), writeTemp(t, "trace.jsonl", mooncakeSample), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := gpt2Model(t, 1024)
-	rs, err := d.sample(4, m)
+	rs, err := d.sample(testBuild(2), 4, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestSampleTraceSharesBlocks(t *testing.T) {
 			t.Errorf("offset %d at speed 2 = %v, want %v", i, offs[i], want[i])
 		}
 	}
-	if _, err := d.sample(4, gpt2Model(t, 256)); err == nil || !strings.Contains(err.Error(), "line 1: input_length 600") {
+	if _, err := d.sample(testBuild(2), 4, gpt2Model(t, 256)); err == nil || !strings.Contains(err.Error(), "line 1: input_length 600") {
 		t.Errorf("256 positions: err %v, want line 1 named", err)
 	}
 }
@@ -109,7 +110,7 @@ func TestSampleTraceSharesBlocks(t *testing.T) {
 // remote server that gives no max_model_len leaves the limit at 2^31 positions.
 func TestSampleTraceRefusesLongRequests(t *testing.T) {
 	d := &Dataset{Kind: "trace", Path: "t.jsonl", rows: []datasetRow{{inputLen: maxRequestTokens, outputLen: maxRequestTokens, line: 1}}}
-	if _, err := d.sample(1, gpt2Model(t, 1<<24)); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "line 1") {
+	if _, err := d.sample(testBuild(2), 1, gpt2Model(t, 1<<24)); err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("err %v, want line 1 named", err)
 	}
 }
@@ -200,7 +201,7 @@ func TestSaveTraceReplay(t *testing.T) {
 			t.Errorf("line %d: %+v for a request of %d prompt tokens", i, l, orig[i].PromptTokens)
 		}
 	}
-	d, err := LoadTrace(tracePath)
+	d, err := LoadTrace(t.Context(), tracePath, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func FuzzParseTrace(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		rows, err := parseTrace(strings.NewReader(s))
+		rows, err := parseTrace(t.Context(), strings.NewReader(s))
 		if err != nil {
 			return
 		}

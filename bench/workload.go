@@ -30,15 +30,15 @@ type workload struct {
 	totalNew     int // the output tokens of all requests, each run to its length
 }
 
-// buildWorkload makes spec's requests for the model: from its dataset, or from the prompt flags
-// (vocab bounds the marker ids: the model's vocabulary). Every request must fit maxSeqLen (0: no
-// such limit) and the model's positions; a prompt too long is refused before the rest are
-// tokenized.
-func buildWorkload(spec Workload, model ModelInfo, maxSeqLen int) (*workload, error) {
+// buildWorkload makes spec's requests for the model: from its dataset (on b's workers), or from
+// the prompt flags (vocab bounds the marker ids: the model's vocabulary). Every request must fit
+// maxSeqLen (0: no such limit) and the model's positions; a prompt too long is refused before the
+// rest are tokenized.
+func buildWorkload(b build, spec Workload, model ModelInfo, maxSeqLen int) (*workload, error) {
 	var w *workload
 	var err error
 	if spec.Dataset != nil {
-		w, err = buildDatasetWorkload(spec, model)
+		w, err = buildDatasetWorkload(b, spec, model)
 	} else {
 		w, err = buildPromptWorkload(spec, model, maxSeqLen)
 	}
@@ -54,9 +54,9 @@ func buildWorkload(spec Workload, model ModelInfo, maxSeqLen int) (*workload, er
 // buildDatasetWorkload samples the dataset. Random prompts and replayed traces run every output
 // to its length, as vLLM runs them (it sets ignore_eos for both); file prompts stop at EOS unless
 // the flags say otherwise.
-func buildDatasetWorkload(spec Workload, model ModelInfo) (*workload, error) {
+func buildDatasetWorkload(b build, spec Workload, model ModelInfo) (*workload, error) {
 	d := spec.Dataset
-	rows, err := d.sample(spec.NumRequests, model)
+	rows, err := d.sample(b, spec.NumRequests, model)
 	if err != nil {
 		return nil, err
 	}

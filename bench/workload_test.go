@@ -36,7 +36,7 @@ func TestUniqueMarkersTooFew(t *testing.T) {
 	}
 	spec := testConfig(requests(limit+1, 4)).Workload
 	spec.UniquePrompts = true
-	_, err := buildWorkload(spec, m, 0)
+	_, err := buildWorkload(testBuild(2), spec, m, 0)
 	if err == nil || !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("%d requests with %d marker words: err %v, want ErrBadConfig", limit+1, limit, err)
 	}
@@ -64,7 +64,7 @@ func TestLongPromptRefusedEarly(t *testing.T) {
 		m.Codec = codec
 		spec := testConfig(requests(10, 4)).Workload
 		spec.UniquePrompts, spec.PromptRepeats = true, c.repeats
-		_, err := buildWorkload(spec, m, c.maxSeqLen)
+		_, err := buildWorkload(testBuild(2), spec, m, c.maxSeqLen)
 		if err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--prompt-repeats %d --max-seq-len %d: err %v, want ErrBadConfig containing %q", c.repeats, c.maxSeqLen, err, c.want)
 		}
