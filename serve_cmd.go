@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"strconv"
@@ -188,7 +189,12 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 		log = slog.New(slog.NewTextHandler(stderr, nil))
 	}
 	eng := sessionEngine{s: sess, m: serve.Model{ID: name, MaxSeqLen: seqs, VocabSize: mi.Vocab, Tokenizer: mi.Codec, EOS: mi.EOS, Created: time.Now()}}
-	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: time.Duration(so.shutdownS * float64(time.Second)), Metrics: metrics, Log: log})
+	var errLog *stdlog.Logger // net/http's own errors: into the events pane, not over the dashboard
+	if term != nil {
+		errLog = stdlog.New(eventsWriter{sess}, "", 0)
+	}
+	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: time.Duration(so.shutdownS * float64(time.Second)),
+		Metrics: metrics, Log: log, ErrorLog: errLog})
 	if err != nil {
 		return errors.Join(err, sess.Close())
 	}
@@ -217,6 +223,14 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	repErr := sess.Report(stdout)
 	expErr := sess.Export(bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}, stderr)
 	return errors.Join(runErr, serveErr, closeErr, recErr, repErr, expErr)
+}
+
+// eventsWriter makes each write, a log entry, a line of the session's events pane.
+type eventsWriter struct{ s *bench.Session }
+
+func (w eventsWriter) Write(p []byte) (int, error) {
+	w.s.Note(string(p))
+	return len(p), nil
 }
 
 // sessionEngine is a bench.Session taking external load as serve's Engine.

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rosetop/internal/oneline"
 	"rosetop/sched"
 )
 
@@ -229,6 +230,15 @@ func (s *Session) Close() error {
 
 // Model describes the model the session's engines run.
 func (s *Session) Model() ModelInfo { return s.prov.Model() }
+
+// Note adds text from outside the session (an HTTP server's error) to the events pane as one
+// line of error, so that nothing writes over a dashboard drawn on the terminal.
+func (s *Session) Note(text string) {
+	s.mu.Lock()
+	s.logf(LogError, "%s", oneline.Clip(oneline.Fold(text), maxFailureText))
+	s.mu.Unlock()
+	s.publish(true)
+}
 
 // logf adds an event line; the caller holds s.mu.
 func (s *Session) logf(kind LogKind, format string, args ...any) {

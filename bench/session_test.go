@@ -235,3 +235,26 @@ func TestEveryExportErrorReturned(t *testing.T) {
 		t.Errorf("report not printed:\n%s", out)
 	}
 }
+
+// TestNote: text from outside the session reaches the events pane as one line of error, its
+// line breaks and control characters folded, so that it cannot draw over the dashboard.
+func TestNote(t *testing.T) {
+	p := newFakeProvider()
+	s, published := newFakeSession(t, p, testConfig(requests(4, 3), runs(1, 1)))
+	s.Note("http: Accept error: accept tcp: too many open files; retrying in 5ms\n\x1b[2Jmore\n")
+	v := waitFor(t, s, published, "the note", func(v *View) bool {
+		for _, e := range v.Events {
+			if strings.Contains(e.Text, "Accept error") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, e := range v.Events {
+		if strings.Contains(e.Text, "Accept error") {
+			if want := "http: Accept error: accept tcp: too many open files; retrying in 5ms [2Jmore"; e.Kind != LogError || e.Text != want {
+				t.Errorf("event %d %q, want %d %q", e.Kind, e.Text, LogError, want)
+			}
+		}
+	}
+}

@@ -7,11 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,6 +183,61 @@ func TestLongRepliesOutliveWriteTimeout(t *testing.T) {
 	if len(s.errs) != 0 || len(s.chunks) < 5 {
 		t.Fatalf("the stream written after WriteTimeout: %d chunks, errors %q; want 5 tokens", len(s.chunks), s.errs)
 	}
+}
+
+// TestErrorLog: net/http's own error lines (here a failed accept, as when the process is out of
+// file descriptors) go to ErrorLog, not to the standard logger's stderr, where a dashboard draws;
+// the server goes on accepting.
+func TestErrorLog(t *testing.T) {
+	lines := make(logLines, 4)
+	srv, err := New(newTestEngine(t, engineOpts{maxBatch: 4, maxSeqLen: 256}), Options{ErrorLog: log.New(lines, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, &failOnce{Listener: tcp}) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	select {
+	case line := <-lines:
+		if !strings.Contains(line, "Accept error") || !strings.Contains(line, "too many open files") {
+			t.Fatalf("error log line %q, want net/http's accept error", line)
+		}
+	case <-time.After(time.Minute): // a failure, not a measurement
+		t.Fatal("net/http's accept error did not reach ErrorLog")
+	}
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + tcp.Addr().String() + "/health")
+	if err != nil {
+		t.Fatalf("after the failed accept: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health after the failed accept: %d", resp.StatusCode)
+	}
+}
+
+// failOnce is a listener whose first Accept fails as it does when the process has no file
+// descriptor left: a temporary error, after which net/http retries.
+type failOnce struct {
+	net.Listener
+	failed atomic.Bool
+}
+
+func (l *failOnce) Accept() (net.Conn, error) {
+	if !l.failed.Swap(true) {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
 }
 
 // logLines is a log's writer that hands each line to the test.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,6 +35,9 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	Metrics         *Metrics     // served at GET /metrics; nil: 404 there
 	Log             *slog.Logger // one line per request (--log-requests); nil: none
+	// ErrorLog takes net/http's own error lines (a failed accept, a query with a semicolon); nil:
+	// Log's, else the standard logger's (stderr), which would draw over a dashboard there.
+	ErrorLog *log.Logger
 }
 
 // Server answers OpenAI's completions and chat completions API over an Engine (see the package
@@ -121,7 +125,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:  s.opts.IdleTimeout,
 		BaseContext:  func(net.Listener) context.Context { return base },
 	}
-	if s.opts.Log != nil {
+	switch {
+	case s.opts.ErrorLog != nil:
+		hs.ErrorLog = s.opts.ErrorLog
+	case s.opts.Log != nil:
 		hs.ErrorLog = slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelWarn)
 	}
 	served := make(chan error, 1)
