@@ -52,17 +52,18 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 // depend only on the submit times (stamped from the fake clock by the submitter goroutine), so
 // reports are reproducible to the last digit whatever the goroutine interleaving.
 type fakeProvider struct {
-	tok        *tokenizer.Tokenizer
-	device     string
-	hold       int           // > 0: finish only the first hold requests; the rest wait for Cancel
-	held       chan struct{} // closed when a request is first held
-	heldOnce   sync.Once
-	addCost    func(k int) time.Duration // add_request cost of the k-th request; nil: default
-	onSubmit   func(k int)               // called after the k-th request (of every server) was queued; nil: none
-	prewarmErr error                     // what the servers' Prewarm returns
-	runPanic   any                       // what the servers' Run panics with (nil: none)
-	captures   bool                      // each request adds a "graph capture" to its server's ledger
-	fails      func(k int) bool          // the k-th request (of every server) fails with HTTP 429 before its first token; nil: none
+	tok         *tokenizer.Tokenizer
+	device      string
+	hold        int           // > 0: finish only the first hold requests; the rest wait for Cancel
+	held        chan struct{} // closed when a request is first held
+	heldOnce    sync.Once
+	addCost     func(k int) time.Duration // add_request cost of the k-th request; nil: default
+	onSubmit    func(k int)               // called after the k-th request (of every server) was queued; nil: none
+	prewarmErr  error                     // what the servers' Prewarm returns
+	prewarmPays bool                      // each Prewarm adds a "cuBLAS warm-up" to its server's ledger
+	runPanic    any                       // what the servers' Run panics with (nil: none)
+	captures    bool                      // each request adds a "graph capture" to its server's ledger
+	fails       func(k int) bool          // the k-th request (of every server) fails with HTTP 429 before its first token; nil: none
 	// remote, when set, makes the servers stand for a remote server's: records without the
 	// server's inner times, tokens in chunks of two, every fifth request failing with HTTP 429.
 	remote  *RemoteInfo
@@ -127,6 +128,7 @@ type fakeServer struct {
 	closed  bool         // guarded by mu
 	// prewarms holds, for each Prewarm call, the requests submitted before it. Guarded by mu.
 	prewarms []int
+	warmups  int // ledger entries the Prewarm calls added; guarded by mu
 }
 
 // Prewarm records when the session called it and fails with the provider's prewarmErr.
@@ -134,6 +136,9 @@ func (s *fakeServer) Prewarm() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.prewarms = append(s.prewarms, s.next)
+	if s.p.prewarmPays {
+		s.warmups++
+	}
 	return s.p.prewarmErr
 }
 
@@ -182,13 +187,16 @@ func (s *fakeServer) Config() sched.Config {
 
 func (s *fakeServer) Ledger(from int) []LedgerEntry {
 	all := []LedgerEntry{{What: "KV pool allocation", Detail: "fake", Took: time.Millisecond}}
+	s.mu.Lock()
 	if s.p.captures {
-		s.mu.Lock()
 		for k := range s.next {
 			all = append(all, LedgerEntry{What: "graph capture", Detail: fmt.Sprintf("shape %d", k), Took: time.Millisecond})
 		}
-		s.mu.Unlock()
 	}
+	for range s.warmups {
+		all = append(all, LedgerEntry{What: "cuBLAS warm-up", Detail: "prewarm", Took: time.Millisecond})
+	}
+	s.mu.Unlock()
 	if from >= len(all) {
 		return nil
 	}

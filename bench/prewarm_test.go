@@ -43,3 +43,18 @@ func TestPrewarmBetweenColdAndSteadyRuns(t *testing.T) {
 		}
 	})
 }
+
+// TestPrewarmLoggedWhenItPays: the events pane says the prewarm paid costs only when it did (the
+// ledger grew); an engine with nothing left to pay, as the CPU engine, logs nothing.
+func TestPrewarmLoggedWhenItPays(t *testing.T) {
+	for _, pays := range []bool{false, true} {
+		p := newFakeProvider()
+		p.prewarmPays = pays
+		s, published := newFakeSession(t, p, testConfig(requests(3, 2), runs(1, 1)))
+		v := waitFor(t, s, published, "a steady run", func(v *View) bool { return len(v.Steady) >= 1 })
+		logged := slices.ContainsFunc(v.Events, func(e LogEvent) bool { return strings.HasPrefix(e.Text, "prewarm: ") })
+		if logged != pays {
+			t.Errorf("prewarm paid %v: logged %v, want %v", pays, logged, pays)
+		}
+	}
+}
