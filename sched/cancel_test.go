@@ -122,3 +122,22 @@ func TestMassCancelWaiting(t *testing.T) {
 	}
 	h.s.Close()
 }
+
+// TestCancelIDNotYetGiven: Cancel and Stopped of an id no Submit has returned yet are ignored, as
+// unknown ids are; they do not end the request that Submit gives the id to afterwards.
+func TestCancelIDNotYetGiven(t *testing.T) {
+	h := newHarness(t, pagedOptions(64, Config{MaxBatch: 2, PrefillMaxBatch: 2}))
+	h.s.Cancel(0)
+	h.s.Cancel(1)
+	h.s.Stopped(2)
+	for i := range 2 {
+		h.submit(Request{Tokens: prompt(int32(i+1), 3), MaxNewTokens: 3})
+	}
+	h.drain(100)
+	for _, id := range h.order {
+		if r := h.records[id]; r.Reason != FinishLength {
+			t.Errorf("request %d ended %s, want %s", id, r.Reason, FinishLength)
+		}
+	}
+	h.checkOutputs()
+}
