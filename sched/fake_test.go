@@ -330,6 +330,9 @@ func (h *harness) checkEvents(out StepOutput) {
 		h.t.Errorf("step %d: running %d (max %d), admitted %d (max %d), KV %d/%d",
 			snap.Step, snap.Running, cfg.MaxBatch, snap.Admitted, cfg.PrefillMaxBatch, snap.KVUsed, snap.KVTotal)
 	}
+	if cfg.PrefillMaxTokens > 0 && snap.Admitted > 1 && snap.PrefillTokens > cfg.PrefillMaxTokens {
+		h.t.Errorf("step %d: %d prompt tokens run for %d admissions, over the budget of %d", snap.Step, snap.PrefillTokens, snap.Admitted, cfg.PrefillMaxTokens)
+	}
 	if snap.Running == 0 && snap.KVUsed != 0 {
 		h.t.Errorf("step %d: nothing running but %d KV blocks in use", snap.Step, snap.KVUsed)
 	}
