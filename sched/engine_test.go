@@ -231,7 +231,7 @@ func TestCancelStopsCall(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			be.hook = func(call int) {
+			be.hook = func(call int, _ *engine.Batch) {
 				if call == c.call {
 					for _, i := range c.cancel {
 						s.Cancel(ids[i])
@@ -290,10 +290,11 @@ func TestCancelStopsCall(t *testing.T) {
 	}
 }
 
-// hookBackend runs hook inside each call, before the engine, and keeps each call's error.
+// hookBackend runs hook inside each call, with its batch, before the engine, and keeps each
+// call's error.
 type hookBackend struct {
 	engine.Backend
-	hook  func(call int)
+	hook  func(call int, b *engine.Batch)
 	calls int
 	errs  []error
 }
@@ -301,7 +302,7 @@ type hookBackend struct {
 func (h *hookBackend) Step(b *engine.Batch, next []int32) error {
 	h.calls++
 	if h.hook != nil {
-		h.hook(h.calls)
+		h.hook(h.calls, b)
 	}
 	err := h.Backend.Step(b, next)
 	h.errs = append(h.errs, err)

@@ -266,8 +266,8 @@ func (s *Scheduler) tooLong(prompt, maxNew int) error {
 
 // Cancel ends request id with FinishCancelled at the next step boundary, releasing its KV blocks;
 // when every request of the backend call in progress has been cancelled, the call may stop early
-// (engine.Batch.Stop). Unknown and already finished ids are ignored. Safe from any goroutine, at
-// any time.
+// (engine.Batch.Stop). Unknown ids (Submit has not returned them) and already finished ones are
+// ignored. Safe from any goroutine, at any time.
 func (s *Scheduler) Cancel(id RequestID) { s.end(id, FinishCancelled) }
 
 // Stopped ends request id as Cancel does, with FinishStop: for a caller that found a stop
@@ -283,6 +283,10 @@ type ending struct {
 
 func (s *Scheduler) end(id RequestID, reason FinishReason) {
 	s.mu.Lock()
+	if id == 0 || id > s.nextID { // not handed out yet: kept, it would end the request that gets it
+		s.mu.Unlock()
+		return
+	}
 	s.cancels = append(s.cancels, ending{id, reason})
 	s.uncall(id)
 	s.mu.Unlock()
