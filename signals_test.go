@@ -95,6 +95,23 @@ func exitStatus(t *testing.T, cmd *exec.Cmd, sc *bufio.Scanner) int {
 	return cmd.ProcessState.ExitCode()
 }
 
+// signalExit sends sig to cmd and checks that it then exits with code; what names the signal's
+// moment for the failure. The deadline is a guard against a hang, not a timing check.
+func signalExit(t *testing.T, cmd *exec.Cmd, sc *bufio.Scanner, sig os.Signal, code int, what string) {
+	t.Helper()
+	cmd.Process.Signal(sig)
+	done := make(chan int, 1)
+	go func() { done <- exitStatus(t, cmd, sc) }()
+	select {
+	case got := <-done:
+		if got != code {
+			t.Errorf("%s: exit %d, want %d", what, got, code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not end the process", what)
+	}
+}
+
 // TestSignalKeepsResults: SIGHUP or SIGTERM during `bench --json --csv` stops the run, writes
 // both files with what was measured (the warmup run whole, the interrupted run marked partial)
 // and exits 128+N.
@@ -180,15 +197,5 @@ func TestSignalWhileBuildingPrompts(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(errPipe)
 	waitLine(t, sc, "loaded") // the build starts now and takes minutes
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan int, 1)
-	go func() { done <- exitStatus(t, cmd, sc) }()
-	select {
-	case code := <-done:
-		if code != 143 {
-			t.Errorf("exit %d, want 143", code)
-		}
-	case <-time.After(30 * time.Second): // a guard against a hang, not a timing check
-		t.Fatal("SIGTERM during the build did not end the process")
-	}
+	signalExit(t, cmd, sc, syscall.SIGTERM, 143, "SIGTERM during the build")
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/term"
@@ -87,17 +86,7 @@ func TestSecondSignalRestoresTerminal(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	waitLine(t, sc, "cancelled")
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan int, 1)
-	go func() { done <- exitStatus(t, cmd, sc) }()
-	select {
-	case code := <-done:
-		if code != 143 {
-			t.Errorf("exit %d, want 143", code)
-		}
-	case <-time.After(30 * time.Second): // a guard against a hang, not a timing check
-		t.Fatal("the second SIGTERM did not end the process")
-	}
+	signalExit(t, cmd, sc, syscall.SIGTERM, 143, "the second SIGTERM")
 	after, err := term.GetState(slave.Fd())
 	if err != nil || *after != *before {
 		t.Errorf("the terminal's mode after the exit differs from before (%v): left raw", err)
@@ -155,17 +144,7 @@ func TestSignalWhileDashboardBuildsPrompts(t *testing.T) {
 	case <-read:
 		t.Fatal("the terminal closed before the model loaded")
 	}
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan int, 1)
-	go func() { done <- exitStatus(t, cmd, bufio.NewScanner(out)) }()
-	select {
-	case code := <-done:
-		if code != 130 {
-			t.Errorf("exit %d, want 130", code)
-		}
-	case <-time.After(30 * time.Second): // a guard against a hang, not a timing check
-		t.Fatal("SIGINT during the build did not end the process")
-	}
+	signalExit(t, cmd, bufio.NewScanner(out), syscall.SIGINT, 130, "SIGINT during the build")
 	after, err := term.GetState(slave.Fd())
 	if err != nil || *after != *before {
 		t.Errorf("the terminal's mode after the exit differs from before (%v)", err)
