@@ -83,20 +83,7 @@ func TestDisconnect(t *testing.T) {
 // TestSlowClient: a streaming client that stops reading holds its handler no longer than one
 // write's WriteTimeout: its request is then cancelled and its KV blocks return.
 func TestSlowClient(t *testing.T) {
-	small := func(c net.Conn) { c.(*net.TCPConn).SetWriteBuffer(4096) } // the stream backs up soon
-	// The engine holds after 300 steps, far more tokens than the buffers take, until the
-	// request is cancelled.
-	eo := engineOpts{maxSeqLen: 1024, script: func(int) int32 { return 262 }, holdAt: 300}
-	h := newHarnessConns(t, eo, Options{WriteTimeout: 50 * time.Millisecond}, small)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.(*net.TCPConn).SetReadBuffer(4096)
-	body := `{"prompt": "Hi", "max_tokens": 1000, "ignore_eos": true, "stream": true}`
-	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: rosetop\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	// The client reads nothing from here on.
+	h, _ := stalledStream(t, Options{WriteTimeout: 50 * time.Millisecond})
 	h.te.waitFor(func() bool { return h.te.cancels == 1 })
 	h.te.resume()
 	snap, recs := h.te.waitIdle()
@@ -238,6 +225,25 @@ func (l *failOnce) Accept() (net.Conn, error) {
 		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
 	}
 	return l.Listener.Accept()
+}
+
+// stalledStream serves a scripted engine that holds after 300 steps, far more tokens than the
+// small socket buffers take, to a client that asks for a 1000-token stream and then reads
+// nothing; the connection is closed when the test ends.
+func stalledStream(t *testing.T, o Options) (*harness, net.Conn) {
+	t.Helper()
+	small := func(c net.Conn) { c.(*net.TCPConn).SetWriteBuffer(4096) } // the stream backs up soon
+	eo := engineOpts{maxSeqLen: 1024, script: func(int) int32 { return 262 }, holdAt: 300}
+	h := newHarnessConns(t, eo, o, small)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := `{"prompt": "Hi", "max_tokens": 1000, "ignore_eos": true, "stream": true}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: rosetop\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	return h, conn
 }
 
 // logLines is a log's writer that hands each line to the test.
@@ -390,19 +396,7 @@ func TestShutdownTimeout(t *testing.T) {
 // than ShutdownTimeout and finishTimeout, however long WriteTimeout is: its connection is closed,
 // its request cancelled and its KV blocks returned.
 func TestShutdownStalledClient(t *testing.T) {
-	small := func(c net.Conn) { c.(*net.TCPConn).SetWriteBuffer(4096) }
-	// The engine holds after 300 steps, far more tokens than the buffers take.
-	eo := engineOpts{maxSeqLen: 1024, script: func(int) int32 { return 262 }, holdAt: 300}
-	h := newHarnessConns(t, eo, Options{WriteTimeout: time.Hour, ShutdownTimeout: 50 * time.Millisecond}, small)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.(*net.TCPConn).SetReadBuffer(4096)
-	body := `{"prompt": "Hi", "max_tokens": 1000, "ignore_eos": true, "stream": true}`
-	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: rosetop\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	// The client reads nothing from here on.
+	h, conn := stalledStream(t, Options{WriteTimeout: time.Hour, ShutdownTimeout: 50 * time.Millisecond})
 	h.te.waitFor(func() bool { return h.te.held })
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.stop() }()
