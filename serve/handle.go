@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -27,11 +28,15 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo,
 		s.writeError(w, e)
 		return
 	}
-	if e := s.admit(); e != nil {
-		s.writeError(w, e)
+	submitted, e := s.admit(r.Context())
+	if submitted == nil {
+		if e != nil {
+			s.writeError(w, e)
+		}
 		return
 	}
 	st, err := s.eng.Submit(r.Context(), j.req)
+	submitted()
 	if err != nil {
 		if e := submitError(r, j, err); e != nil {
 			s.writeError(w, e)
@@ -65,21 +70,31 @@ func checkJSON(r *http.Request) *apiError {
 	return badRequest("", "", "Unsupported Media Type: Only 'application/json' is allowed, not Content-Type %.60q", ct)
 }
 
-// admit answers 503 while shutting down and 429 past Options.MaxQueue waiting requests.
-func (s *Server) admit() *apiError {
+// admit answers 503 while shutting down and 429 past Options.MaxQueue waiting requests; else the
+// caller submits and then calls submitted. With a limit, the check and the Submit after it hold
+// s.admitting, so that requests arriving together are counted one after another, not each against
+// a queue that none of them has entered yet. submitted and e are both nil when ctx ended first.
+func (s *Server) admit(ctx context.Context) (submitted func(), e *apiError) {
 	if s.draining.Load() {
-		return newAPIError(http.StatusServiceUnavailable, typeServer, "", "shutting_down", "%v", errShutdown)
+		return nil, newAPIError(http.StatusServiceUnavailable, typeServer, "", "shutting_down", "%v", errShutdown)
 	}
 	if s.opts.MaxQueue == 0 {
-		return nil
+		return func() {}, nil
 	}
+	select {
+	case s.admitting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil
+	}
+	submitted = func() { <-s.admitting }
 	if n := s.eng.Waiting(); n >= s.opts.MaxQueue {
+		submitted()
 		e := newAPIError(http.StatusTooManyRequests, typeRateLimit, "", "rate_limit_exceeded",
 			"the server is overloaded: %d requests are waiting (--max-queue %d); retry later", n, s.opts.MaxQueue)
 		e.retryAfter = int(math.Ceil(s.opts.RetryAfter.Seconds()))
-		return e
+		return nil, e
 	}
-	return nil
+	return submitted, nil
 }
 
 // submitError maps Submit's error onto a reply; nil when the client has gone.

@@ -322,6 +322,50 @@ func TestOverload(t *testing.T) {
 	}
 }
 
+// TestOverloadBurst: a burst of concurrent requests against --max-queue 3 and an engine that
+// admits none queues exactly 3 of them (each handler checking the queue before any had entered it
+// let most of the burst through); the rest are answered 429, the queued ones served at release.
+func TestOverloadBurst(t *testing.T) {
+	const limit, burst = 3, 40
+	h := newHarness(t, engineOpts{paused: true}, Options{MaxQueue: limit})
+	var mu sync.Mutex // guards count
+	count := map[int]int{}
+	var done sync.WaitGroup
+	start := make(chan struct{})
+	for range burst {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			<-start
+			code := 0
+			if resp, err := h.client.Post(h.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt": "Hi", "max_tokens": 2}`)); err == nil {
+				resp.Body.Close()
+				code = resp.StatusCode
+			}
+			mu.Lock()
+			count[code]++
+			mu.Unlock()
+			h.te.mu.Lock() // wake waitFor below: an answer is not an engine event
+			h.te.cond.Broadcast()
+			h.te.mu.Unlock()
+		}()
+	}
+	close(start)
+	// Every request is either answered (429 at once) or in the engine's queue until the release.
+	h.te.waitFor(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return h.te.submitted+count[http.StatusTooManyRequests]+count[0] == burst
+	})
+	queued := h.te.submitted
+	h.te.release()
+	done.Wait()
+	if ok, busy := count[http.StatusOK], count[http.StatusTooManyRequests]; queued != limit || ok != limit || busy != burst-limit {
+		t.Fatalf("a burst of %d against --max-queue %d: %d queued, %d served, %d answered 429 (%v); want %d queued and served, the rest 429",
+			burst, limit, queued, ok, busy, count, limit)
+	}
+}
+
 // TestShutdownLetsRequestsFinish: once Serve's context is done it stops accepting, and a stream
 // in flight runs to its end.
 func TestShutdownLetsRequestsFinish(t *testing.T) {

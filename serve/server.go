@@ -47,8 +47,9 @@ type Server struct {
 	model Model // eng.Model(), read once by New
 	opts  Options
 
-	draining atomic.Bool // set by Serve when its context is done: new generations and /health get 503
-	inflight tracker     // requests being handled, for Serve's shutdown
+	draining  atomic.Bool   // set by Serve when its context is done: new generations and /health get 503
+	admitting chan struct{} // capacity 1: held from a generation's MaxQueue check to its Submit's return (admit)
+	inflight  tracker       // requests being handled, for Serve's shutdown
 }
 
 // New returns a Server over eng.
@@ -66,7 +67,7 @@ func New(eng Engine, o Options) (*Server, error) {
 	case m.MaxSeqLen < 2 || m.VocabSize < 1:
 		return nil, fmt.Errorf("%w: model %q: max sequence length %d, vocabulary %d; want >= 2 and >= 1", ErrBadOptions, m.ID, m.MaxSeqLen, m.VocabSize)
 	}
-	s := &Server{eng: eng, model: m, opts: o}
+	s := &Server{eng: eng, model: m, opts: o, admitting: make(chan struct{}, 1)}
 	s.inflight.cond = sync.NewCond(&s.inflight.mu)
 	return s, nil
 }
