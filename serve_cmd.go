@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -221,8 +223,36 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	closeErr := sess.Close()
 	recErr := closeRecording(rec, o, stderr)
 	repErr := sess.Report(stdout)
-	expErr := sess.Export(bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}, stderr)
+	settings, expErr := serveSettings(o, so)
+	if expErr == nil {
+		expErr = sess.Export(bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: settings}, stderr)
+	}
 	return errors.Join(runErr, serveErr, closeErr, recErr, repErr, expErr)
+}
+
+// serveSettings is the "config" of serve's --json export: the shared flags as bench writes them
+// and serve's own, without bench's workload flags (on a server the clients are the workload).
+func serveSettings(o options, so serveOptions) (map[string]any, error) {
+	cfg := map[string]any{
+		"command": "serve", "host": so.host, "port": so.port, "served_model_name": so.servedName, "max_queue": so.maxQueue,
+		"window": so.window, "shutdown_timeout_s": so.shutdownS, "metrics_names": so.metricsNames,
+		"log_requests": so.logRequests, "dashboard": so.dashboard,
+	}
+	var all map[string]json.RawMessage
+	raw, err := json.Marshal(o)
+	if err == nil {
+		err = json.Unmarshal(raw, &all)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--json: the settings: %w", err)
+	}
+	for _, name := range serveShared {
+		key := strings.ReplaceAll(name, "-", "_")
+		if v, ok := all[key]; ok { // --json, --csv, ...: not in options' JSON
+			cfg[key] = v
+		}
+	}
+	return cfg, nil
 }
 
 // eventsWriter makes each write, a log entry, a line of the session's events pane.

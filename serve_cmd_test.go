@@ -164,6 +164,22 @@ func TestServeSignalLetsStreamsFinish(t *testing.T) {
 	if err != nil || !strings.Contains(string(raw), `"output_tokens": 1000`) {
 		t.Fatalf("--json: %v\n%.2000s\nwant the request's 1000 output tokens", err, raw)
 	}
+	// The config holds the server's settings, not bench's workload defaults.
+	var exp struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := json.Unmarshal(raw, &exp); err != nil {
+		t.Fatalf("--json: %v", err)
+	}
+	c := exp.Config
+	if c["command"] != "serve" || c["shutdown_timeout_s"] != 600.0 || c["max_batch_size"] == nil || c["paged_attn"] != true {
+		t.Fatalf("--json config %v: want command serve, shutdown_timeout_s 600, the scheduler's and the engine's settings", c)
+	}
+	for _, k := range []string{"prompt", "num_requests", "max_new_tokens", "request_rate", "warmup_runs", "input_len"} {
+		if _, ok := c[k]; ok {
+			t.Fatalf("--json config has bench's %q (%v): not a setting of a server", k, c[k])
+		}
+	}
 }
 
 // TestServeBusyPort: a port already taken fails before the model loads, in one line, exit 1.
