@@ -30,6 +30,7 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return err
 	}
 	defer term.close()
+	defer term.quiet()()
 	return withCPUProfile(o.CPUProfilePath, func() error {
 		opts := bench.SessionOptions{Provider: prov, Progress: term.out, KeepRecords: o.JSONPath != "" || o.CSVPath != ""}
 		sess, err := bench.NewSession(ctx, o.sessionConfig(), opts)
@@ -40,6 +41,7 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		if err != nil {
 			return errors.Join(err, sess.Close())
 		}
+		term.discardKeys()
 		runErr := tui.Run(ctx, tapped(sess, rec), term.options())
 		closeErr := sess.Close()
 		recErr := closeRecording(rec, o, stderr)

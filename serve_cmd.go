@@ -128,6 +128,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return err
 		}
 		defer t.close()
+		defer t.quiet()()
 		term = &t
 	}
 	return withCPUProfile(o.CPUProfilePath, func() error { return serveSession(ctx, o, so, term, args, stdout, stderr) })
@@ -216,6 +217,7 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	var runErr error
 	if term != nil {
+		term.discardKeys()
 		runErr = tui.Run(ctx, tapped(sess, rec), term.options())
 		stopServing() // q on the dashboard stops the server as a signal would
 	}

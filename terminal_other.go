@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+// quietInput does nothing off Linux: keys typed while the model loads echo, and reach the
+// dashboard once it starts.
+func quietInput(int) (discard, restore func()) { return func() {}, func() {} }
