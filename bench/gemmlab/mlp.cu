@@ -15,8 +15,9 @@
 //   +8) of columns [64(b%12), +64) in cluster order and runs wg_res's epilogue (residual, fp16
 //   copy, the next norm's statistics). All 96 blocks must be resident at once (checked).
 // Each path's output after 1 and 12 layers is compared (fp32 residual stream, its fp16 copy and
-// statistics); then graphs of 2 and 12 layers are timed, and the fused kernel's thread 0 stamps
-// show where its time goes.
+// statistics); then graphs of 2 and 12 layers are timed (the fused kernel prefetching into L2 the
+// next layer's fc and fc proj weights, or fc's only), and the fused kernel's thread 0 stamps show
+// where its time goes.
 // Build and run on the GPU machine: bench/gemmlab/run.sh mlp [ROWS...].
 #include "../../gpu/kernels/gemm_sm90a.cu"
 #include "lab.cuh"
@@ -49,9 +50,9 @@ struct MLP {
 	const float *b1, *c1, *b2;        // fc's folded bias and column sums, fc proj's bias
 	float *part;                      // NCL x 64 x C: the clusters' partial products
 	unsigned long long *ctr;          // the grid's arrivals, never reset
-	const unsigned char *pf;          // the next weights, prefetched into L2
+	const unsigned char *pf, *pf2;    // the next weights, prefetched into L2 (two ranges)
 	long long *ts;                    // NB x NTS clock64 stamps, or null
-	int pfBytes, M, P;
+	int pfBytes, pf2Bytes, M, P;
 	float eps;
 };
 
@@ -100,8 +101,12 @@ __global__ void __launch_bounds__(256, 1) mlp_fused(const __grid_constant__ MLP 
 		expect_tx(barW2, W2_BYTES);
 		expect_tx(barX, M * C * 2);
 		expect_tx(barH, (CL - 1) * M * HB * 2);
-		const int share = (a.pfBytes / NB + 15) & ~15, off = b * share, n = min(share, a.pfBytes - off);
-		if (n > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.pf + off), "r"(n) : "memory");
+		for (int k = 0; k < 2; k++) {
+			const unsigned char *pf = k ? a.pf2 : a.pf;
+			const int bytes = k ? a.pf2Bytes : a.pfBytes, share = (bytes / NB + 15) & ~15, off = b * share;
+			const int n = min(share, bytes - off);
+			if (n > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf + off), "r"(n) : "memory");
+		}
 	}
 	if (tid < 32) {
 		__syncwarp(); // after thread 0's expect_tx
@@ -408,7 +413,7 @@ int main(int argc, char **argv) {
 			                      (const float *)nullptr, v.stats, 1, PSTAT, 1e-5f, v.x16, pf, pf ? C * F * 2 : 0));
 		}
 	};
-	bool stamps = false;
+	bool stamps = false, pf2 = true;
 	auto fused = [&](State &v, int layers) {
 		for (int l = 0; l < layers; l++) {
 			cudaLaunchConfig_t cfg;
@@ -418,8 +423,11 @@ int main(int argc, char **argv) {
 			m.x = v.x, m.x16 = v.x16, m.stats = v.stats, m.w1 = w1[l], m.w2 = w2[l], m.b1 = b1[l], m.c1 = c1[l],
 			m.b2 = b2[l];
 			m.part = part, m.ctr = ctr, m.ts = stamps && l == layers / 2 ? ts : nullptr;
+			// the next layer's weights, both GEMMs' (the pair's GEMMs each prefetch the next one's)
 			m.pf = l + 1 < LAYERS ? (const unsigned char *)w1[l + 1] : nullptr;
+			m.pf2 = l + 1 < LAYERS && pf2 ? (const unsigned char *)w2[l + 1] : nullptr;
 			m.pfBytes = m.pf ? C * F * 2 : 0;
+			m.pf2Bytes = m.pf2 ? C * F * 2 : 0;
 			m.M = M, m.P = C / 64, m.eps = 1e-5f;
 			CK(cudaLaunchKernelEx(&cfg, mlp_fused, m));
 		}
@@ -472,13 +480,15 @@ int main(int argc, char **argv) {
 	}
 
 	printf("\nus (a graph replayed 100 times)   %9s %9s %9s\n", "2 layers", "12 layers", "a layer");
+	const char *names[3] = {"pair: fc, fc proj", "fused: one launch", "fused, next fc prefetched only"};
 	for (int round = 0; round < 2; round++)
-		for (int v = 0; v < 2; v++) {
+		for (int v = 0; v < 3; v++) {
+			pf2 = v != 2;
 			auto f = [&](int n) { v ? fused(s[1], n) : pair(s[0], n); };
 			const float t2 = time_graph(st, 100, [&] { f(2); }), t12 = time_graph(st, 100, [&] { f(LAYERS); });
-			printf("%-33s %9.2f %9.2f %9.2f\n", v ? "fused: one launch" : "pair: fc, fc proj", t2, t12,
-			       (t12 - t2) / (LAYERS - 2));
+			printf("%-33s %9.2f %9.2f %9.2f\n", names[v], t2, t12, (t12 - t2) / (LAYERS - 2));
 		}
+	pf2 = true;
 
 	// Where the fused kernel's time goes: a middle layer's stamps, medians over blocks, in ns.
 	stamps = true;
