@@ -64,7 +64,8 @@ func saveTTY(stdin, stdout, stderr *os.File) ttyMode {
 }
 
 // restore puts the terminal back as the process found it when its mode differs (a dashboard
-// made it raw), and leaves the dashboard's alternate screen.
+// made it raw, or its echo is off while the model loads), and leaves the dashboard's alternate
+// screen when it was raw.
 func (t ttyMode) restore() {
 	if t.st == nil {
 		return
@@ -72,8 +73,9 @@ func (t ttyMode) restore() {
 	if now, err := term.GetState(t.fd); err != nil || *now == *t.st {
 		return
 	}
+	raw := rawInput(int(t.fd))
 	term.Restore(t.fd, t.st)
-	if t.out != nil {
+	if t.out != nil && raw {
 		io.WriteString(t.out, tui.ResetSequences(true))
 	}
 }

@@ -41,6 +41,13 @@ func TestMain(m *testing.M) {
 		<-sig.ctx.Done()
 		fmt.Println("cancelled")
 		select {}
+	case "stuck-quiet": // stuck while a model loads: the terminal's echo off, no dashboard yet
+		sig := watchSignals(os.Stdin, os.Stdout, os.Stderr)
+		quietInput(int(os.Stdin.Fd()))
+		fmt.Println("ready")
+		<-sig.ctx.Done()
+		fmt.Println("cancelled")
+		select {}
 	}
 	os.Exit(m.Run())
 }

@@ -100,6 +100,58 @@ func TestSecondSignalRestoresTerminal(t *testing.T) {
 	}
 }
 
+// TestSecondSignalWhileLoading: a second signal while the model still loads (the terminal's echo
+// off, no dashboard drawn) exits with the terminal's mode put back and writes no dashboard reset
+// (leaving an alternate screen that was never entered moves the cursor on some terminals).
+func TestSecondSignalWhileLoading(t *testing.T) {
+	master, slave := openPTY(t)
+	defer master.Close()
+	before, err := term.GetState(slave.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var screen bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			screen.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	cmd := childCmd(t)
+	cmd.Env = append(cmd.Environ(), "ROSETOP_TEST_MAIN=stuck-quiet")
+	cmd.Stdin, cmd.Stderr = slave, slave
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	waitLine(t, sc, "ready")
+	if now, err := term.GetState(slave.Fd()); err != nil || *now == *before {
+		t.Fatalf("the child did not turn the echo off (%v)", err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	waitLine(t, sc, "cancelled")
+	signalExit(t, cmd, sc, syscall.SIGINT, 130, "the second SIGINT")
+	if after, err := term.GetState(slave.Fd()); err != nil || *after != *before {
+		t.Errorf("the terminal's mode after the exit differs from before (%v): the echo left off", err)
+	}
+	slave.Close()
+	<-read
+	if got := screen.String(); !strings.Contains(got, "again: exiting at once") || strings.Contains(got, ansi.ResetModeAltScreenSaveCursor) {
+		t.Errorf("the terminal got %q: want the notice and no alternate screen's reset", got)
+	}
+}
+
 // TestSignalWhileDashboardBuildsPrompts: the dashboard builds a large dataset's prompts before it
 // takes the terminal; Ctrl-C then ends the process with 130, the terminal as it was, and the
 // dashboard never drawn.
@@ -143,6 +195,9 @@ func TestSignalWhileDashboardBuildsPrompts(t *testing.T) {
 	case <-loaded: // the build starts now and takes minutes
 	case <-read:
 		t.Fatal("the terminal closed before the model loaded")
+	}
+	if now, err := term.GetState(slave.Fd()); err != nil || *now == *before {
+		t.Errorf("the terminal echoes during the build (%v): keys typed now would print over it", err)
 	}
 	signalExit(t, cmd, bufio.NewScanner(out), syscall.SIGINT, 130, "SIGINT during the build")
 	after, err := term.GetState(slave.Fd())

@@ -21,3 +21,10 @@ func quietInput(fd int) (discard, restore func()) {
 	return func() { unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH) },
 		func() { unix.IoctlSetTermios(fd, unix.TCSETS, &saved) }
 }
+
+// rawInput reports whether the terminal open at fd reads keys one by one (a dashboard's raw
+// mode), not by lines.
+func rawInput(fd int) bool {
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	return err == nil && t.Lflag&unix.ICANON == 0
+}
