@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -45,55 +47,111 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return m, s
 }
 
-// TestSecondSignalRestoresTerminal: a second signal that comes while the dashboard still holds
-// the terminal (raw, on the alternate screen) exits at once with the terminal put back as the
-// process found it, then says so on a restored screen.
-func TestSecondSignalRestoresTerminal(t *testing.T) {
+// ptyChild is this test binary run as rosetop on a pseudo-terminal: stdin and stderr are the
+// terminal, stdout comes line by line (out); everything written on the terminal is kept.
+type ptyChild struct {
+	cmd    *exec.Cmd
+	slave  *os.File
+	before *term.State // the terminal's mode before the child started
+	out    *bufio.Scanner
+	mu     sync.Mutex
+	cond   *sync.Cond   // on mu: the screen grew or the reads ended
+	screen bytes.Buffer // guarded by mu
+	ended  bool         // guarded by mu: the master's reads ended
+}
+
+// startOnPTY starts the child with env added to its environment (ROSETOP_TEST_MAIN=mode picks
+// another main) and args.
+func startOnPTY(t *testing.T, env []string, args ...string) *ptyChild {
+	t.Helper()
 	master, slave := openPTY(t)
-	defer master.Close()
-	before, err := term.GetState(slave.Fd())
-	if err != nil {
+	t.Cleanup(func() { master.Close(); slave.Close() })
+	p := &ptyChild{slave: slave}
+	p.cond = sync.NewCond(&p.mu)
+	var err error
+	if p.before, err = term.GetState(slave.Fd()); err != nil {
 		t.Fatal(err)
 	}
-	var screen bytes.Buffer // what the child wrote on the terminal; read until the child is gone
-	read := make(chan struct{})
 	go func() {
-		defer close(read)
 		buf := make([]byte, 4096)
 		for {
 			n, err := master.Read(buf)
-			screen.Write(buf[:n])
+			p.mu.Lock()
+			p.screen.Write(buf[:n])
+			p.ended = err != nil
+			p.cond.Broadcast()
+			p.mu.Unlock()
 			if err != nil {
 				return
 			}
 		}
 	}()
-	cmd := childCmd(t)
-	cmd.Env = append(cmd.Environ(), "ROSETOP_TEST_MAIN=stuck-raw")
-	cmd.Stdin, cmd.Stderr = slave, slave
-	out, err := cmd.StdoutPipe()
+	p.cmd = childCmd(t, args...)
+	p.cmd.Env = append(p.cmd.Environ(), env...)
+	p.cmd.Stdin, p.cmd.Stderr = slave, slave
+	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	waitLine(t, sc, "ready")
-	if now, err := term.GetState(slave.Fd()); err != nil || *now == *before {
-		t.Fatalf("the child did not make the terminal raw (%v)", err)
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	p.out = bufio.NewScanner(out)
+	return p
+}
+
+// waitScreen waits until the terminal shows text; false when the reads ended first.
+func (p *ptyChild) waitScreen(text string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !strings.Contains(p.screen.String(), text) {
+		if p.ended {
+			return false
+		}
+		p.cond.Wait()
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	waitLine(t, sc, "cancelled")
-	signalExit(t, cmd, sc, syscall.SIGTERM, 143, "the second SIGTERM")
-	after, err := term.GetState(slave.Fd())
-	if err != nil || *after != *before {
-		t.Errorf("the terminal's mode after the exit differs from before (%v): left raw", err)
+	return true
+}
+
+// modeChanged reports whether the terminal's mode differs from before the child started.
+func (p *ptyChild) modeChanged(t *testing.T) bool {
+	t.Helper()
+	now, err := term.GetState(p.slave.Fd())
+	if err != nil {
+		t.Fatal(err)
 	}
-	slave.Close() // the master's reads end once no one holds the terminal
-	<-read
-	got := screen.String()
+	return *now != *p.before
+}
+
+// screenAfterExit closes this end of the terminal once the child has exited and returns all it
+// wrote there.
+func (p *ptyChild) screenAfterExit() string {
+	p.slave.Close() // the master's reads end once no one holds the terminal
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.ended {
+		p.cond.Wait()
+	}
+	return p.screen.String()
+}
+
+// TestSecondSignalRestoresTerminal: a second signal that comes while the dashboard still holds
+// the terminal (raw, on the alternate screen) exits at once with the terminal put back as the
+// process found it, then says so on a restored screen.
+func TestSecondSignalRestoresTerminal(t *testing.T) {
+	p := startOnPTY(t, []string{"ROSETOP_TEST_MAIN=stuck-raw"})
+	waitLine(t, p.out, "ready")
+	if !p.modeChanged(t) {
+		t.Fatal("the child did not make the terminal raw")
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	waitLine(t, p.out, "cancelled")
+	signalExit(t, p.cmd, p.out, syscall.SIGTERM, 143, "the second SIGTERM")
+	if p.modeChanged(t) {
+		t.Error("the terminal's mode after the exit differs from before: left raw")
+	}
+	got := p.screenAfterExit()
 	on, notice := strings.Index(got, ansi.SetModeAltScreenSaveCursor), strings.Index(got, "again: exiting at once")
 	if on < 0 || notice < on || !strings.Contains(got[on:notice], ansi.ResetModeAltScreenSaveCursor) || !strings.Contains(got[on:notice], ansi.ShowCursor) {
 		t.Errorf("the terminal got %q: want the alternate screen left and the cursor shown before the notice", got)
@@ -104,109 +162,39 @@ func TestSecondSignalRestoresTerminal(t *testing.T) {
 // off, no dashboard drawn) exits with the terminal's mode put back and writes no dashboard reset
 // (leaving an alternate screen that was never entered moves the cursor on some terminals).
 func TestSecondSignalWhileLoading(t *testing.T) {
-	master, slave := openPTY(t)
-	defer master.Close()
-	before, err := term.GetState(slave.Fd())
-	if err != nil {
-		t.Fatal(err)
+	p := startOnPTY(t, []string{"ROSETOP_TEST_MAIN=stuck-quiet"})
+	waitLine(t, p.out, "ready")
+	if !p.modeChanged(t) {
+		t.Fatal("the child did not turn the echo off")
 	}
-	var screen bytes.Buffer
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		buf := make([]byte, 4096)
-		for {
-			n, err := master.Read(buf)
-			screen.Write(buf[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
-	cmd := childCmd(t)
-	cmd.Env = append(cmd.Environ(), "ROSETOP_TEST_MAIN=stuck-quiet")
-	cmd.Stdin, cmd.Stderr = slave, slave
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	p.cmd.Process.Signal(syscall.SIGINT)
+	waitLine(t, p.out, "cancelled")
+	signalExit(t, p.cmd, p.out, syscall.SIGINT, 130, "the second SIGINT")
+	if p.modeChanged(t) {
+		t.Error("the terminal's mode after the exit differs from before: the echo left off")
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	waitLine(t, sc, "ready")
-	if now, err := term.GetState(slave.Fd()); err != nil || *now == *before {
-		t.Fatalf("the child did not turn the echo off (%v)", err)
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	waitLine(t, sc, "cancelled")
-	signalExit(t, cmd, sc, syscall.SIGINT, 130, "the second SIGINT")
-	if after, err := term.GetState(slave.Fd()); err != nil || *after != *before {
-		t.Errorf("the terminal's mode after the exit differs from before (%v): the echo left off", err)
-	}
-	slave.Close()
-	<-read
-	if got := screen.String(); !strings.Contains(got, "again: exiting at once") || strings.Contains(got, ansi.ResetModeAltScreenSaveCursor) {
+	if got := p.screenAfterExit(); !strings.Contains(got, "again: exiting at once") || strings.Contains(got, ansi.ResetModeAltScreenSaveCursor) {
 		t.Errorf("the terminal got %q: want the notice and no alternate screen's reset", got)
 	}
 }
 
 // TestSignalWhileDashboardBuildsPrompts: the dashboard builds a large dataset's prompts before it
-// takes the terminal; Ctrl-C then ends the process with 130, the terminal as it was, and the
-// dashboard never drawn.
+// takes the terminal, its echo off; Ctrl-C then ends the process with 130, the terminal as it
+// was, and the dashboard never drawn.
 func TestSignalWhileDashboardBuildsPrompts(t *testing.T) {
-	master, slave := openPTY(t)
-	defer master.Close()
-	before, err := term.GetState(slave.Fd())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := childCmd(t, "--device", "cpu", "--threads", "1", "--dataset", "random", "--input-len", "1000",
-		"--output-len", "4", "--num-requests", "100000")
-	cmd.Env = append(cmd.Environ(), "NO_COLOR=1", "TERM=xterm")
-	cmd.Stdin, cmd.Stderr = slave, slave
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var screen strings.Builder // what the child wrote on the terminal
-	loaded, read := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(read)
-		buf, once := make([]byte, 4096), false
-		for {
-			n, err := master.Read(buf)
-			screen.Write(buf[:n])
-			if !once && strings.Contains(screen.String(), "loaded") {
-				once = true
-				close(loaded)
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	select {
-	case <-loaded: // the build starts now and takes minutes
-	case <-read:
+	p := startOnPTY(t, []string{"NO_COLOR=1", "TERM=xterm"}, "--device", "cpu", "--threads", "1", "--dataset", "random",
+		"--input-len", "1000", "--output-len", "4", "--num-requests", "100000")
+	if !p.waitScreen("loaded") { // the build starts now and takes minutes
 		t.Fatal("the terminal closed before the model loaded")
 	}
-	if now, err := term.GetState(slave.Fd()); err != nil || *now == *before {
-		t.Errorf("the terminal echoes during the build (%v): keys typed now would print over it", err)
+	if !p.modeChanged(t) {
+		t.Error("the terminal echoes during the build: keys typed now would print over it")
 	}
-	signalExit(t, cmd, bufio.NewScanner(out), syscall.SIGINT, 130, "SIGINT during the build")
-	after, err := term.GetState(slave.Fd())
-	if err != nil || *after != *before {
-		t.Errorf("the terminal's mode after the exit differs from before (%v)", err)
+	signalExit(t, p.cmd, p.out, syscall.SIGINT, 130, "SIGINT during the build")
+	if p.modeChanged(t) {
+		t.Error("the terminal's mode after the exit differs from before")
 	}
-	slave.Close()
-	<-read
-	if got := screen.String(); strings.Contains(got, ansi.SetModeAltScreenSaveCursor) {
+	if got := p.screenAfterExit(); strings.Contains(got, ansi.SetModeAltScreenSaveCursor) {
 		t.Errorf("the dashboard was drawn: %q", got)
 	}
 }
