@@ -204,22 +204,12 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(128, 1) chain_persi
 }
 
 int main(int argc, char **argv) {
-	const int M = argc > 1 ? atoi(argv[1]) : 64;
-	if (M < 1 || M > 64) {
-		fprintf(stderr, "usage: chain [ROWS (1..64)]\n");
-		return 2;
-	}
+	cudaStream_t st;
+	const int M = lab_start(argc, argv, "chain", &st);
+	printf("%d GEMMs (fc, fc proj alternating)\n", G);
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
-	printf("%s, %d SMs; M = %d rows; %d GEMMs (fc, fc proj alternating)\n", prop.name, prop.multiProcessorCount, M, G);
-	cudaStream_t st;
-	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-
-	unsigned rng = 12345;
-	auto frand = [&] {
-		rng = rng * 1664525u + 1013904223u;
-		return (rng >> 8) / 16777216.f - 0.5f;
-	};
+	Rand frand;
 	std::vector<std::vector<uint16_t>> Wh(G);
 	Chain ch{};
 	std::vector<half *> wS(G); // the engine's plans' packing for pdl (S 2 for fc: KS 384; 8 for fc proj: 384)

@@ -18,6 +18,31 @@
 		}                                                                                       \
 	} while (0)
 
+// Rand is the labs' fixed sequence of uniform numbers in [-0.5, 0.5) (an LCG), so that every
+// run draws the same weights and inputs.
+struct Rand {
+	unsigned s = 12345;
+	float operator()() {
+		s = s * 1664525u + 1013904223u;
+		return (s >> 8) / 16777216.f - 0.5f;
+	}
+};
+
+// lab_start reads a lab's ROWS argument (1..64, default 64; else the usage line and exit 2),
+// prints the GPU and makes the stream the lab runs on.
+static int lab_start(int argc, char **argv, const char *name, cudaStream_t *st) {
+	const int M = argc > 1 ? atoi(argv[1]) : 64;
+	if (M < 1 || M > 64 || argc > 2) {
+		fprintf(stderr, "usage: %s [ROWS (1..64)]\n", name);
+		exit(2);
+	}
+	cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, 0));
+	printf("%s, %d SMs; M = %d rows; ", prop.name, prop.multiProcessorCount, M);
+	CK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+	return M;
+}
+
 static uint16_t h16(float v) {
 	half h = __float2half(v);
 	uint16_t u;

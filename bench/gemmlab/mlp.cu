@@ -287,22 +287,12 @@ struct State {
 };
 
 int main(int argc, char **argv) {
-	const int M = argc > 1 ? atoi(argv[1]) : 64;
-	if (M < 1 || M > 64) {
-		fprintf(stderr, "usage: mlp [ROWS (1..64)]\n");
-		return 2;
-	}
+	cudaStream_t st;
+	const int M = lab_start(argc, argv, "mlp", &st);
+	printf("%d layers' MLPs\n", LAYERS);
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
-	printf("%s, %d SMs; M = %d rows; %d layers' MLPs\n", prop.name, prop.multiProcessorCount, M, LAYERS);
-	cudaStream_t st;
-	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-
-	unsigned rng = 12345;
-	auto frand = [&] {
-		rng = rng * 1664525u + 1013904223u;
-		return (rng >> 8) / 16777216.f - 0.5f;
-	};
+	Rand frand;
 	auto upload = [&](const void *src, size_t bytes) {
 		void *p;
 		CK(cudaMalloc(&p, bytes));
