@@ -41,7 +41,6 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		if err != nil {
 			return errors.Join(err, sess.Close())
 		}
-		term.discardKeys()
 		runErr := tui.Run(ctx, tapped(sess, rec), term.options())
 		closeErr := sess.Close()
 		recErr := closeRecording(rec, o, stderr)

@@ -217,7 +217,6 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	var runErr error
 	if term != nil {
-		term.discardKeys()
 		runErr = tui.Run(ctx, tapped(sess, rec), term.options())
 		stopServing() // q on the dashboard stops the server as a signal would
 	}

@@ -22,11 +22,10 @@ var errDumbTerminal = errors.New("the dashboard needs a terminal that can move t
 // terminal, else the controlling terminal (/dev/tty), so `rosetop 2>log` and `rosetop </dev/null`
 // still draw on, and read keys from, the terminal the user sees.
 type dashTerminal struct {
-	in      io.Reader
-	out     io.Writer
-	theme   string       // resolved when the terminal is found (see findTerminal)
-	close   func() error // closes what was opened here
-	discard func()       // drops the input typed since quiet; nil before it
+	in    io.Reader
+	out   io.Writer
+	theme string       // resolved when the terminal is found (see findTerminal)
+	close func() error // closes what was opened here
 }
 
 // options are the dashboard's tui options on t.
@@ -35,22 +34,13 @@ func (t dashTerminal) options() tui.Options {
 }
 
 // quiet turns the input terminal's echo off while the model loads, so that keys typed meanwhile
-// do not print over its progress lines, and returns what puts the terminal back. discardKeys,
-// called as the dashboard starts, drops those keys, so that a q pressed during a slow load does not
-// end the dashboard it waited for.
-func (t *dashTerminal) quiet() (restore func()) {
-	t.discard, restore = func() {}, func() {}
+// do not print over its progress lines, and returns what puts the terminal back. The keys stay
+// queued for the dashboard: a q pressed during a slow load quits it as soon as it starts.
+func (t dashTerminal) quiet() (restore func()) {
 	if f, ok := t.in.(term.File); ok && term.IsTerminal(f.Fd()) {
-		t.discard, restore = quietInput(int(f.Fd()))
+		return quietInput(int(f.Fd()))
 	}
-	return restore
-}
-
-// discardKeys drops the keys typed since quiet.
-func (t *dashTerminal) discardKeys() {
-	if t.discard != nil {
-		t.discard()
-	}
+	return func() {}
 }
 
 // findTerminal picks the dashboard's terminal; devTTY opens the controlling terminal. Without

@@ -4,22 +4,20 @@ package main
 
 import "golang.org/x/sys/unix"
 
-// quietInput turns off the echo of the terminal open at fd, keeping its line editing and its
-// signals (Ctrl-C still interrupts). discard drops the input typed since; restore puts the mode
-// back. Both do nothing when fd is not a terminal.
-func quietInput(fd int) (discard, restore func()) {
-	noop := func() {}
+// quietInput turns off the echo of the terminal open at fd, keeping its line editing, its
+// signals (Ctrl-C still interrupts) and what is typed, and returns what puts the mode back; it
+// does nothing when fd is not a terminal.
+func quietInput(fd int) (restore func()) {
 	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
-		return noop, noop
+		return func() {}
 	}
 	saved := *t
 	t.Lflag &^= unix.ECHO | unix.ECHONL
 	if err := unix.IoctlSetTermios(fd, unix.TCSETS, t); err != nil {
-		return noop, noop
+		return func() {}
 	}
-	return func() { unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH) },
-		func() { unix.IoctlSetTermios(fd, unix.TCSETS, &saved) }
+	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, &saved) }
 }
 
 // rawInput reports whether the terminal open at fd reads keys one by one (a dashboard's raw
