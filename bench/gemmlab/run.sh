@@ -2,14 +2,15 @@
 # run.sh: builds bench/gemmlab on the GPU machine (nvcc 12 or newer: wgmma needs sm_90a) and runs
 # it at 64 rows, then at the rows given; GEMMLAB_SWEEP=1 times every wg_gemm plan at each.
 # "run.sh chain [ROWS...]" builds and runs chain.cu instead (the persistent chain against PDL),
-# "run.sh mlp [ROWS...]" mlp.cu (the MLP block as one kernel against the engine's two).
-# Usage: bench/gemmlab/run.sh [chain|mlp] [ROWS...]
+# "run.sh mlp [ROWS...]" mlp.cu (the MLP block as one kernel against the engine's two),
+# "run.sh kvstream" kvstream.cu (a decode step's keys and values streamed by 96 or 768 blocks).
+# Usage: bench/gemmlab/run.sh [chain|mlp|kvstream] [ROWS...]
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH=/usr/local/cuda/bin:$PATH
 out=${TMPDIR:-/tmp}/gemmlab
 flags=(-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -diag-suppress 177,1886)
-if [[ ${1:-} == chain || ${1:-} == mlp ]]; then
+if [[ ${1:-} == chain || ${1:-} == mlp || ${1:-} == kvstream ]]; then
 	lab=$1
 	shift
 	nvcc "${flags[@]}" -o "$out-$lab" "$lab.cu"
