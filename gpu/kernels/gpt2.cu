@@ -385,7 +385,8 @@ __device__ __forceinline__ float dot8(const float (&q)[8], uint4 u) {
 // j0 + k*G + grp into ku[k], vu[k] (zero from lim on). kh and vh point at the thread's 8 dims of
 // slot 0; a slot is C8 16-byte words. table and base as kv_slot's. Every slot is computed before
 // the first load, with no branch (positions past lim read a valid entry and are not loaded), so
-// a table in global memory costs one round trip, not one per position.
+// a table in global memory costs one round trip, not one per position. The loads stream (evict
+// first): a step reads each key once, and the L2 keeps the weights the GEMMs prefetched into it.
 template <bool PAGED, int U>
 __device__ __forceinline__ void kv_row(uint4 (&ku)[U], uint4 (&vu)[U], const uint4 *kh, const uint4 *vh,
                                        const int *table, unsigned base, int j0, int lim, int G, int grp, int sh,
@@ -397,8 +398,8 @@ __device__ __forceinline__ void kv_row(uint4 (&ku)[U], uint4 (&vu)[U], const uin
 	for (int k = 0; k < U; k++) {
 		ku[k] = vu[k] = make_uint4(0, 0, 0, 0);
 		if (j0 + k * G + grp < lim) {
-			ku[k] = kh[sl[k]];
-			vu[k] = vh[sl[k]];
+			ku[k] = __ldcs(kh + sl[k]);
+			vu[k] = __ldcs(vh + sl[k]);
 		}
 	}
 }
