@@ -514,6 +514,8 @@ __device__ __forceinline__ void attention(half *__restrict__ out, const half *__
 	__shared__ __align__(16) uint4 staged[SR ? SR : 1][U][2][ATT_THREADS];
 	if (FUSED) {
 		unsigned base = PAGED ? 0 : (unsigned)gtable[0] * bs;
+		uint64_t first; // the staged rows stream past the L2 too (kv_row)
+		asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
 #pragma unroll
 		for (int r = 0; r < ATT_BUFS; r++)
 			if (r == 0 || r * R < ctx) kv_row<PAGED, U>(ku[r], vu[r], kh, vh, gtable, base, r * R, ctx - 1, G, grp, sh, C8);
@@ -526,8 +528,10 @@ __device__ __forceinline__ void attention(half *__restrict__ out, const half *__
 					const unsigned sl = kv_slot<PAGED>(gtable, base, j, sh) * C8;
 					const uint32_t dk = (uint32_t)__cvta_generic_to_shared(&staged[r][k][0][threadIdx.x]),
 					               dv = (uint32_t)__cvta_generic_to_shared(&staged[r][k][1][threadIdx.x]);
-					asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dk), "l"(kh + sl) : "memory");
-					asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dv), "l"(vh + sl) : "memory");
+					asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dk), "l"(kh + sl), "l"(first)
+					             : "memory");
+					asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dv), "l"(vh + sl), "l"(first)
+					             : "memory");
 				} else if (j > ctx - 1) {
 					staged[r][k][0][threadIdx.x] = staged[r][k][1][threadIdx.x] = make_uint4(0, 0, 0, 0);
 				}
