@@ -75,6 +75,15 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, int byt
 	             : "memory");
 }
 
+// bulk_stream is bulk_copy for bytes a step reads once (weights): they leave the L2 first.
+__device__ __forceinline__ void bulk_stream(uint32_t dst, const void *src, int bytes, uint32_t bar) {
+	uint64_t first;
+	asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+	             "l"(src), "r"(bytes), "r"(bar), "l"(first)
+	             : "memory");
+}
+
 __device__ __forceinline__ void expect_tx(uint32_t bar, int bytes) {
 	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
@@ -142,7 +151,7 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		expect_tx(barW, KS * BN * 2);
-		if (!inSlab) bulk_copy(wA, ws + ((size_t)blockIdx.x * K + (size_t)split * KS) * BN, KS * BN * 2, barW);
+		if (!inSlab) bulk_stream(wA, ws + ((size_t)blockIdx.x * K + (size_t)split * KS) * BN, KS * BN * 2, barW);
 		expect_tx(barX, M * KS * 2);
 		expect_tx(barR, (S - 1) * W * own * BN * 4);
 		// The next GEMM's weights into L2, a share a block.
@@ -154,7 +163,7 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 	if (inSlab && warp == 0 && wgi == 0) { // after thread 0's expect_tx: this half of every k16 step
 		__syncwarp();
 		const half *src = ws + (size_t)(blockIdx.x / 2) * K * 64 + (blockIdx.x % 2) * 512;
-		for (int kk = lane; kk < K / 16; kk += 32) bulk_copy(wA + kk * 1024, src + (size_t)kk * 1024, 1024, barW);
+		for (int kk = lane; kk < K / 16; kk += 32) bulk_stream(wA + kk * 1024, src + (size_t)kk * 1024, 1024, barW);
 	}
 	const int ncol = blockIdx.x * BN + 4 * (threadIdx.x % q4); // a thread's columns in step 5
 	float4 bv = make_float4(0.f, 0.f, 0.f, 0.f), cv = bv;
@@ -310,7 +319,7 @@ __device__ __forceinline__ void lm_head(unsigned long long *__restrict__ part, c
 		for (int h = 0; h < 2; h++) {
 			const uint32_t bar = bar0 + 8 * (2 * s + h);
 			expect_tx(bar, KW * 128);
-			bulk_copy(s0 + s * stage + h * KW * 128, src + (size_t)h * KW * 64, KW * 128, bar);
+			bulk_stream(s0 + s * stage + h * KW * 128, src + (size_t)h * KW * 64, KW * 128, bar);
 		}
 	};
 	// sw: float c of row r in a swap buffer, the 8-float groups swizzled by the row so that the
