@@ -9,10 +9,15 @@
 //   blocks), of 512 a head of 4 sequences (192) or of 1024 a head of 8 (96); also over the cache
 //   head-major within blocks of 16 positions (a head's positions one 2 KB run);
 // - tma: 96 blocks; one thread issues 2D bulk tensor copies of 16 positions x 64 dims (2 KB)
-//   into a ring of S stages on mbarriers; the other warps sum each stage as it lands.
+//   into a ring of S stages on mbarriers; the other warps sum each stage as it lands;
+// - fused: rows' blocks of a head of SEQ sequences in clusters of the 12 heads (every head of the
+//   cluster's sequences), then the cross-head reduction a fused attention + output projection
+//   needs: each block's (SEQ, C) fp32 partial summed over the cluster through distributed shared
+//   memory, block h taking columns [64h, 64h + 64); and the same clusters without the sum.
 // Build and run on the GPU machine: bench/gemmlab/run.sh kvstream.
 #include "../../gpu/kernels/gemm_sm90a.cu"
 #include "lab.cuh"
+#include <cooperative_groups.h>
 #include <cuda.h>
 #include <vector>
 
@@ -125,6 +130,60 @@ __global__ void __launch_bounds__(256) tma(const __grid_constant__ CUtensorMap k
 #endif
 }
 
+// fused: block (head h = its rank in a cluster of NH, sequences [SEQ g, + SEQ)) streams as rows
+// does, keeping a sum a sequence; its partial (SEQ, C), each sequence's sum in every column (the
+// shape of an output projection's partial), goes to shared memory; then block h sums columns
+// [64h, 64h + 64) of the cluster's NH partials (distributed shared memory, ranks in order) into
+// out (SEQS, C). Every column of a row is the sequence's sum over all heads. Without RED, block h
+// writes its own partial's columns [64h, 64h + 64) instead: the clusters' cost without the sum.
+template <int SEQ, int T, bool RED = true>
+__global__ void __launch_bounds__(T) fused(const half *__restrict__ k, const half *__restrict__ v, float *__restrict__ out) {
+	namespace cg = cooperative_groups;
+	constexpr int PP = T / 8, PASSES = (CTX + PP - 1) / PP, W = T / 32;
+	__shared__ __align__(16) float part[SEQ][C];
+	__shared__ float red[SEQ][W];
+	cg::cluster_group cl = cg::this_cluster();
+	const int h = (int)cl.block_rank(), q0 = blockIdx.x / NH * SEQ, c = threadIdx.x % 8, pt = threadIdx.x / 8;
+	float s[SEQ];
+#pragma unroll
+	for (int qq = 0; qq < SEQ; qq++) {
+		uint4 r[PASSES][2];
+#pragma unroll
+		for (int i = 0; i < PASSES; i++) {
+			const int p = pt + i * PP;
+			const size_t o = slot_off(q0 + qq, min(p, CTX - 1), h, false) + 8 * c;
+			r[i][0] = p < CTX ? __ldcs(reinterpret_cast<const uint4 *>(k + o)) : make_uint4(0, 0, 0, 0);
+			r[i][1] = p < CTX ? __ldcs(reinterpret_cast<const uint4 *>(v + o)) : make_uint4(0, 0, 0, 0);
+		}
+		s[qq] = 0.f;
+#pragma unroll
+		for (int i = 0; i < PASSES; i++) s[qq] += sum8(r[i][0]) + sum8(r[i][1]);
+	}
+#pragma unroll
+	for (int qq = 0; qq < SEQ; qq++) {
+		for (int o = 16; o > 0; o >>= 1) s[qq] += __shfl_xor_sync(0xffffffffu, s[qq], o);
+		if (threadIdx.x % 32 == 0) red[qq][threadIdx.x / 32] = s[qq];
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < SEQ * C; i += T) {
+		float t = 0.f;
+		for (int w = 0; w < W; w++) t += red[i / C][w];
+		part[i / C][i % C] = t;
+	}
+	if (RED) cl.sync(); // every block's partial written
+	else __syncthreads();
+	for (int i = threadIdx.x; i < SEQ * 64; i += T) {
+		const int qq = i / 64, col = 64 * h + i % 64;
+		float t = 0.f;
+		if (RED)
+			for (int r = 0; r < NH; r++) t += cl.map_shared_rank(&part[0][0], r)[qq * C + col];
+		else
+			t = part[qq][col];
+		out[(size_t)(q0 + qq) * C + col] = t;
+	}
+	if (RED) cl.sync(); // no block leaves while a peer reads its partial
+}
+
 int main(int argc, char **argv) {
 	cudaStream_t st;
 	lab_start(argc, argv, "kvstream", &st); // ROWS is not used: the step is batch 64
@@ -150,8 +209,28 @@ int main(int argc, char **argv) {
 			CK(cudaMemcpy(d, host.data(), CACHE * 2, cudaMemcpyHostToDevice));
 			(m ? v : k)[l] = d;
 		}
-	float *out;
+	float *out, *vec;
 	CK(cudaMalloc(&out, 4));
+	CK(cudaMalloc(&vec, (size_t)SEQS * C * 4));
+	// launch_fused: fused<SEQ, T> over clusters of the NH heads (a non-portable size).
+	auto launch_fused = [&](auto kern, int seq, int threads, int l) {
+		cudaLaunchConfig_t cfg = {};
+		cfg.gridDim = dim3(SEQS / seq * NH);
+		cfg.blockDim = dim3(threads);
+		cfg.stream = st;
+		cudaLaunchAttribute at[1];
+		at[0].id = cudaLaunchAttributeClusterDimension;
+		at[0].val.clusterDim.x = NH;
+		at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+		cfg.attrs = at;
+		cfg.numAttrs = 1;
+		CK(cudaLaunchKernelEx(&cfg, kern, (const half *)k[l], (const half *)v[l], vec));
+	};
+	CK(cudaFuncSetAttribute(fused<2, 256>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+	CK(cudaFuncSetAttribute(fused<4, 512>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+	CK(cudaFuncSetAttribute(fused<8, 1024>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+	CK(cudaFuncSetAttribute(fused<2, 256, false>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+	CK(cudaFuncSetAttribute(fused<4, 512, false>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 
 	// Tensor maps through the driver's entry point (no -lcuda needed).
 	cudaDriverEntryPointQueryResult qr;
@@ -176,6 +255,9 @@ int main(int argc, char **argv) {
 	struct Variant {
 		const char *name;
 		std::function<void(int)> launch; // layer l's cache
+		// 0: writes out; 1: vec, every column of a row the sequence's sum (fused); 2: vec, a head's
+		// sum in each of its 64 columns (fused without the sum)
+		int vec = 0;
 	};
 	std::vector<Variant> vs = {
 	    {"rows: 768 blocks of 128 (a sequence's head)", [&](int l) { rows<false, 1, 128><<<SEQS * NH, 128, 0, st>>>(k[l], v[l], out); }},
@@ -187,6 +269,11 @@ int main(int argc, char **argv) {
 	    {"tma: 96 blocks, 8 stages of 2 KB", [&](int l) { tma<8><<<SEQS / GROUP * NH, 256, 8 * 2048, st>>>(km[l], vm[l], out); }},
 	    {"tma: 96 blocks, 32 stages", [&](int l) { tma<32><<<SEQS / GROUP * NH, 256, 32 * 2048, st>>>(km[l], vm[l], out); }},
 	    {"tma: 96 blocks, 64 stages", [&](int l) { tma<64><<<SEQS / GROUP * NH, 256, 64 * 2048, st>>>(km[l], vm[l], out); }},
+	    {"fused: 384 blocks of 256, clusters of 12 heads", [&](int l) { launch_fused(fused<2, 256>, 2, 256, l); }, 1},
+	    {"fused: 192 blocks of 512, clusters of 12 heads", [&](int l) { launch_fused(fused<4, 512>, 4, 512, l); }, 1},
+	    {"fused: 96 blocks of 1024, clusters of 12 heads", [&](int l) { launch_fused(fused<8, 1024>, 8, 1024, l); }, 1},
+	    {"clusters of 12 heads, no sum: 384 blocks of 256", [&](int l) { launch_fused(fused<2, 256, false>, 2, 256, l); }, 2},
+	    {"clusters of 12 heads, no sum: 192 blocks of 512", [&](int l) { launch_fused(fused<4, 512, false>, 4, 512, l); }, 2},
 	};
 	CK(cudaFuncSetAttribute(tma<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, 32 * 2048));
 	CK(cudaFuncSetAttribute(tma<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 2048));
@@ -200,6 +287,23 @@ int main(int argc, char **argv) {
 			CK(cudaMemcpyAsync(&got, out, 4, cudaMemcpyDeviceToHost, st));
 			CK(cudaStreamSynchronize(st));
 			CK(cudaGetLastError());
+			if (x.vec) { // the rows add up to the total (column 0, or every column / 64)
+				std::vector<float> hv((size_t)SEQS * C);
+				CK(cudaMemcpy(hv.data(), vec, hv.size() * 4, cudaMemcpyDeviceToHost));
+				double t = 0;
+				for (int q = 0; q < SEQS; q++) {
+					for (int col = 0; col < C; col++) {
+						const float y = hv[(size_t)q * C + col];
+						if (x.vec == 2) t += y / 64;
+						else if (col == 0) t += y;
+						else if (y != hv[(size_t)q * C]) {
+							fprintf(stderr, "kvstream: %s: row %d column %d is %g, column 0 %g\n", x.name, q, col, y, hv[(size_t)q * C]);
+							return 1;
+						}
+					}
+				}
+				got = (float)t;
+			}
 			const float us = time_graph(st, 50, [&] {
 				for (int l = 0; l < LAYERS; l++) x.launch(l);
 			}) / LAYERS;

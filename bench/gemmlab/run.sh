@@ -3,7 +3,8 @@
 # it at 64 rows, then at the rows given; GEMMLAB_SWEEP=1 times every wg_gemm plan at each.
 # "run.sh chain [ROWS...]" builds and runs chain.cu instead (the persistent chain against PDL),
 # "run.sh mlp [ROWS...]" mlp.cu (the MLP block as one kernel against the engine's two),
-# "run.sh kvstream" kvstream.cu (a decode step's keys and values streamed by 96 or 768 blocks).
+# "run.sh kvstream" kvstream.cu (a decode step's keys and values streamed by 96 to 768 blocks, and in
+# clusters of the 12 heads with the cross-head sum of their partials).
 # Usage: bench/gemmlab/run.sh [chain|mlp|kvstream] [ROWS...]
 set -euo pipefail
 cd "$(dirname "$0")"
