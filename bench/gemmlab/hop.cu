@@ -147,12 +147,13 @@ int main(int argc, char **argv) {
 		int cn, xm;
 	};
 #define V(CN, XM, WT) {#CN " " #XM " " #WT, hop<CN, XM, WT>, CN, XM}
-	const Variant vs[] = {V(1, 0, false), V(1, 1, false), V(1, 3, false), V(1, 5, false), V(4, 1, false),
-	                      V(4, 2, false), V(4, 3, false), V(4, 4, false), V(4, 5, false), V(8, 2, false),
-	                      V(8, 4, false), V(1, 1, true),  V(1, 3, true),  V(1, 5, true),  V(4, 2, true),
-	                      V(4, 4, true),  V(8, 2, true),  V(8, 4, true)};
+	const Variant vs[] = {V(1, 0, false), V(1, 1, false), V(1, 3, false), V(1, 5, false), V(2, 0, false), V(2, 1, false),
+	                      V(2, 2, false), V(4, 0, false), V(4, 1, false), V(4, 2, false), V(4, 3, false), V(4, 4, false),
+	                      V(4, 5, false), V(8, 0, false), V(8, 1, false), V(8, 2, false), V(8, 4, false), V(1, 0, true),
+	                      V(1, 1, true),  V(1, 3, true),  V(1, 5, true),  V(4, 0, true),  V(4, 1, true),  V(4, 2, true),
+	                      V(4, 4, true),  V(8, 1, true),  V(8, 2, true),  V(8, 4, true)};
 #undef V
-	printf("cluster, X (0 global, 1 own copy, 2 multicast), weights: us a link (two rounds)\n");
+	printf("cluster, X (XM: the header), weights: us a link (two rounds)\n");
 	for (int round = 0; round < 2; round++)
 		for (const auto &v : vs) {
 			CK(cudaFuncSetAttribute(v.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
