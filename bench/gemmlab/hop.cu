@@ -17,7 +17,6 @@
 // Build and run on the GPU machine: bench/gemmlab/run.sh hop.
 #include "../../gpu/kernels/gemm_sm90a.cu"
 #include "lab.cuh"
-#include <cuda.h>
 #include <vector>
 
 constexpr int HM = 64, HC = 768, HKS = 384, HB = 96, HT = 128, LINKS = 48;
@@ -111,23 +110,9 @@ int main(int argc, char **argv) {
 	for (auto &v : wh) v = h16(frand());
 	half *xb[2], *w;
 	for (auto &p : xb) CK(cudaMalloc(&p, XPAD * 2));
-	// X's tensor maps (XM 5), through the driver's entry point (no -lcuda needed).
-	cudaDriverEntryPointQueryResult qr;
-	void *fn = nullptr;
-	CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
-	auto encode = reinterpret_cast<CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-	                                            const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-	                                            CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill)>(fn);
-	CUtensorMap tm[2];
-	for (int i = 0; i < 2; i++) {
-		const cuuint64_t dims[2] = {HC, HM}, strides[1] = {HC * 2};
-		const cuuint32_t box[2] = {64, HM}, estr[2] = {1, 1};
-		if (encode(&tm[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, xb[i], dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-		           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-			fprintf(stderr, "hop: cuTensorMapEncodeTiled failed\n");
-			return 1;
-		}
-	}
+	CUtensorMap tm[2]; // XM 5
+	for (int i = 0; i < 2; i++)
+		tm[i] = tensor_map_2d(xb[i], HC, HM, HC * 2, 64, HM, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 	// The chain's result on the host: LINKS gathers of x0.
 	std::vector<uint16_t> want = x0, next(HM * HC);
 	auto gather = [&](int cn) {

@@ -18,7 +18,6 @@
 #include "../../gpu/kernels/gemm_sm90a.cu"
 #include "lab.cuh"
 #include <cooperative_groups.h>
-#include <cuda.h>
 #include <vector>
 
 constexpr int C = 768, NH = 12, HD = 64, SEQS = 64, CTX = 129, SLOTS = 256, LAYERS = 12, GROUP = 8;
@@ -232,25 +231,11 @@ int main(int argc, char **argv) {
 	CK(cudaFuncSetAttribute(fused<2, 256, false>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 	CK(cudaFuncSetAttribute(fused<4, 512, false>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 
-	// Tensor maps through the driver's entry point (no -lcuda needed).
-	cudaDriverEntryPointQueryResult qr;
-	void *fn = nullptr;
-	CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
-	auto encode = reinterpret_cast<CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-	                                            const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-	                                            CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill)>(fn);
 	std::vector<CUtensorMap> km(LAYERS), vm(LAYERS);
 	for (int l = 0; l < LAYERS; l++)
-		for (int m = 0; m < 2; m++) {
-			const cuuint64_t dims[2] = {C, (cuuint64_t)SEQS * SLOTS}, strides[1] = {C * 2};
-			const cuuint32_t box[2] = {HD, 16}, estr[2] = {1, 1};
-			if (encode(m ? &vm[l] : &km[l], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, m ? (void *)v[l] : (void *)k[l], dims, strides,
-			           box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-			           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-				fprintf(stderr, "kvstream: cuTensorMapEncodeTiled failed\n");
-				return 1;
-			}
-		}
+		for (int m = 0; m < 2; m++)
+			(m ? vm : km)[l] = tensor_map_2d(m ? v[l] : k[l], C, SEQS * SLOTS, C * 2, HD, 16, CU_TENSOR_MAP_SWIZZLE_NONE,
+			                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 
 	struct Variant {
 		const char *name;

@@ -1,6 +1,7 @@
-// lab.cuh: what gemmlab.cu and chain.cu share: CUDA error checks, fp16 conversions on the host,
-// packWG's weight order and a graph timer.
+// lab.cuh: what the labs share: CUDA error checks, fp16 conversions on the host, packWG's weight
+// order, tensor maps and a graph timer.
 #pragma once
+#include <cuda.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cstdint>
@@ -72,6 +73,30 @@ static void pack_wg(uint16_t *dst, const uint16_t *W, int K, int N) {
 // wg_shared is a gemm_wg block's dynamic shared memory at 64 rows, K slices of KS over S
 // blocks, plain epilogue (gpu/wg.go wgShared).
 static int wg_shared(int KS, int S) { return KS * 64 * 2 + 64 * (KS + 8) * 2 + S * ((64 + S - 1) / S) * 64 * 4 + 64 * 8 + 24; }
+
+// tensor_map_2d encodes a tensor map of the fp16 matrix at base (rows x cols, rowBytes apart), in
+// boxes of boxCols x boxRows, through the driver's entry point (no -lcuda needed); exits on failure.
+static CUtensorMap tensor_map_2d(const void *base, int cols, int rows, int rowBytes, int boxCols, int boxRows,
+                                 CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion) {
+	static CUresult (*encode)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+	                          const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+	                          CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+	if (encode == nullptr) {
+		cudaDriverEntryPointQueryResult qr;
+		void *fn = nullptr;
+		CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
+		encode = reinterpret_cast<decltype(encode)>(fn);
+	}
+	CUtensorMap m;
+	const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)rowBytes};
+	const cuuint32_t box[2] = {(cuuint32_t)boxCols, (cuuint32_t)boxRows}, estr[2] = {1, 1};
+	if (encode(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void *>(base), dims, strides, box, estr,
+	           CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+		fprintf(stderr, "cuTensorMapEncodeTiled failed (%d x %d in boxes of %d x %d)\n", rows, cols, boxRows, boxCols);
+		exit(1);
+	}
+	return m;
+}
 
 // launch_config fills cfg for a launch of grid blocks of 128 threads on st with smem bytes of
 // dynamic shared memory in clusters of (cx, cy), after the kernel before it with PDL when pdl.
