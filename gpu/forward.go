@@ -153,14 +153,15 @@ func (s *state) layerGEMM(p *stepPlan, prog *program, L *devLayer, g layerGEMM, 
 		mma, wgp cu.Ptr
 		sp       smallPlan
 		wp       wgPlan
+		xb       xBuffer // x, for wg_gemm's tensor copies
 	}{
-		gemmQKV:    {"gemm qkv", C, 3 * C, L.attnWp, L.attnWg, sg.qkv, wg.qkv},
-		gemmProj:   {"gemm attn proj", C, C, L.projWp, L.projWg, sg.proj, wg.proj},
-		gemmFC:     {"gemm fc", C, F, L.fcWp, L.fcWg, sg.fc, wg.fc},
-		gemmFCProj: {"gemm fc proj", F, C, L.fcProjWp, L.fcProjWg, sg.fcProj, wg.fcProj},
+		gemmQKV:    {"gemm qkv", C, 3 * C, L.attnWp, L.attnWg, sg.qkv, wg.qkv, xLN},
+		gemmProj:   {"gemm attn proj", C, C, L.projWp, L.projWg, sg.proj, wg.proj, xAtt},
+		gemmFC:     {"gemm fc", C, F, L.fcWp, L.fcWg, sg.fc, wg.fc, xLN},
+		gemmFCProj: {"gemm fc proj", F, C, L.fcProjWp, L.fcProjWg, sg.fcProj, wg.fcProj, xH},
 	}[g]
-	if p.gemms == viaWG {
-		prog.wgGEMM(shape.name, p.pdl, y, x, shape.wgp, p.rows, shape.in, shape.out, shape.wp, e, C, s.cfg.Eps)
+	if p.gemms == viaWG { // x is shape.xb's buffer
+		prog.wgGEMM(shape.name, p.pdl, y, x, shape.xb, shape.wgp, p.rows, shape.in, shape.out, shape.wp, e, C, s.cfg.Eps)
 		return
 	}
 	prog.smallGEMM(shape.name, p.pdl, y, x, shape.mma, p.rows, shape.in, shape.out, shape.sp, e, C, s.cfg.Eps)

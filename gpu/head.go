@@ -22,8 +22,8 @@ const (
 )
 
 // headFits reports whether lm_head_argmax takes a model of width C: half of K in a warpgroup's
-// registers.
-func headFits(C int) bool { return C%32 == 0 && C/2 <= wgMaxSlice }
+// registers, from a box of X's first column (xmaps.go).
+func headFits(C int) bool { return C%(2*xBox) == 0 && C/2 <= wgMaxSlice }
 
 // headTiles is the 64-column tiles of a vocabulary of V tokens (the last one zero-padded).
 func headTiles(V int) int { return (V + headTile - 1) / headTile }
@@ -32,7 +32,8 @@ func headTiles(V int) int { return (V + headTile - 1) / headTile }
 func headBlocks(sms, V int) int { return max(1, min(sms, headTiles(V))) }
 
 // headShared is lm_head_argmax's dynamic shared memory at width C: two stages of a tile (64 x C
-// halves; X's 64 rows of C + 8 halves overlay the second and the swap buffers), the swap buffers
+// halves; X's boxes overlay the second, and the swap buffers where C is not a multiple of xBox),
+// the swap buffers
 // (2 x 2 x 64 x 32 floats), 64 row norms and five mbarriers.
 func headShared(C int) int { return 2*headTile*C*2 + 2*2*64*32*4 + 64*8 + 5*8 }
 
@@ -54,8 +55,9 @@ func (s *state) packHead() error {
 	return s.ctx.Sync()
 }
 
-// lmHeadArgmax appends lm_head_argmax over m rows of x (fp16, the residual stream written by
-// the last layer's residual epilogue) with its statistics (parts pairs a row, pstride apart):
+// lmHeadArgmax appends lm_head_argmax over m rows of x, act.xln (fp16, the residual stream
+// written by the last layer's residual epilogue; row by row or by its tensor maps, xmaps.go) with
+// its statistics (parts pairs a row, pstride apart):
 // part (m, blocks) gets each block's per-row argmax. wp, colc and d are the folded head
 // (devWeights.head*), C the width, V the vocabulary.
 func (p *program) lmHeadArgmax(pdl bool, part, x, wp, colc, d, stats cu.Ptr, parts, pstride int, eps float32, m, C, V, blocks int) {
@@ -64,9 +66,13 @@ func (p *program) lmHeadArgmax(pdl bool, part, x, wp, colc, d, stats cu.Ptr, par
 		p.fail(fmt.Errorf("gpu: lm_head_argmax for %d rows, want 1..%d", m, wgMaxRows))
 		return
 	case !headFits(C):
-		p.fail(fmt.Errorf("gpu: lm_head_argmax for width %d, want a multiple of 32 up to %d", C, 2*wgMaxSlice))
+		p.fail(fmt.Errorf("gpu: lm_head_argmax for width %d, want a multiple of %d up to %d", C, 2*xBox, 2*wgMaxSlice))
 		return
 	}
-	p.launch("lm head + argmax", kLMHead, blocks, 1, headThreads, headShared(C), pdl, cu.P(part), cu.P(x), cu.P(wp), cu.P(colc),
+	k := kLMHead
+	if xBoxes(m) {
+		k++
+	}
+	p.launch("lm head + argmax", k, blocks, 1, headThreads, headShared(C), pdl, cu.P(part), xArg(x, xLN, m), cu.P(wp), cu.P(colc),
 		cu.P(d), cu.P(stats), cu.I(parts), cu.I(pstride), cu.F(eps), cu.I(m), cu.I(C), cu.I(V), cu.I(headTiles(V)))
 }

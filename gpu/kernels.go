@@ -76,9 +76,9 @@ const (
 	kSample
 	kArgmaxPartsNext
 	kSmallGEMM                                         // the first of small_gemm's: 2 tiles a warp (nt) times numEpilogues (smallGEMMKernel)
-	kWGGEMM    = kSmallGEMM + 2*kernelID(numEpilogues) // the first of wg_gemm's: its epilogues at 64 columns, then at 32 (wgKernel)
-	kLMHead    = kWGGEMM + numWGKernels                // lm_head_argmax (head.go)
-	numKernels = kLMHead + 1
+	kWGGEMM    = kSmallGEMM + 2*kernelID(numEpilogues) // the first of wg_gemm's: its epilogues at 64 columns, then at 32, X by rows then by boxes (wgKernel)
+	kLMHead    = kWGGEMM + numWGKernels                // lm_head_argmax (head.go): X by rows, then by boxes
+	numKernels = kLMHead + 2
 )
 
 // kernelNames are the kernels' names in their modules, by kernelID (read-only).
@@ -88,7 +88,9 @@ var kernelNames = [numKernels]string{
 	"attention_decode_contig", "meta_copy", "tables_refresh", "spin_ns", "pack_head", "argmax_part", "argmax_next", "sample",
 	"argmax_parts_next", "gemm_small_n1", "gemm_small_n1_gelu", "gemm_small_n1_ln", "gemm_small_n1_ln_gelu", "gemm_small_n1_res",
 	"gemm_small_n2", "gemm_small_n2_gelu", "gemm_small_n2_ln", "gemm_small_n2_ln_gelu", "gemm_small_n2_res",
-	"gemm_wg", "gemm_wg_ln", "gemm_wg_ln_gelu", "gemm_wg_res", "gemm_wg32_ln_gelu", "lm_head_argmax",
+	"gemm_wg", "gemm_wg_ln", "gemm_wg_ln_gelu", "gemm_wg_res", "gemm_wg32_ln_gelu",
+	"gemm_wg_box", "gemm_wg_ln_box", "gemm_wg_ln_gelu_box", "gemm_wg_res_box", "gemm_wg32_ln_gelu_box",
+	"lm_head_argmax", "lm_head_argmax_box",
 }
 
 // module is the module k is in.
@@ -134,9 +136,12 @@ func loadKernels(ctx *cu.Context) ([numKernels]cu.Kernel, loaded, error) {
 		}
 		mods[i] = m
 	}
-	if ctx.Info().CC/10 != 9 {
+	switch {
+	case ctx.Info().CC/10 != 9:
 		ld.wg = fmt.Errorf("compute capability %d.%d is not Hopper", ctx.Info().CC/10, ctx.Info().CC%10)
-	} else {
+	case !ctx.HasTensorMaps(): // wg_gemm's X and lm_head_argmax's come by tensor copies (xmaps.go)
+		ld.wg = fmt.Errorf("the driver has no tensor maps (cuTensorMapEncodeTiled, CUDA 12.0 or newer)")
+	default:
 		mods[modWG], ld.wg = ctx.LoadModule(fatbinWG, "gemm_sm90a.fatbin")
 	}
 	for k := range numKernels {

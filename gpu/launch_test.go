@@ -17,7 +17,8 @@ import (
 var ptxEntry = regexp.MustCompile(`\.entry (\w+)\(([^)]*)\)`)
 
 // ptxParams returns each kernel of a PTX module with the types of its parameters, in order
-// (".u64", ".u32", ".f32"); PTX ISA, "Kernel Function Parameters".
+// (".u64", ".u32", ".f32", or ".align 128 .b8[128]" for a tensor map); PTX ISA, "Kernel Function
+// Parameters".
 func ptxParams(t *testing.T, ptx string) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -28,10 +29,14 @@ func ptxParams(t *testing.T, ptx string) map[string][]string {
 			if len(f) == 0 {
 				continue
 			}
-			if len(f) != 3 || f[0] != ".param" {
-				t.Fatalf("kernel %s: parameter %q is not a plain .param TYPE NAME", m[1], line)
+			switch {
+			case len(f) == 3 && f[0] == ".param":
+				types = append(types, f[1])
+			case len(f) == 5 && f[0] == ".param" && f[1] == ".align" && strings.HasSuffix(f[4], "]"): // .align A .b8 NAME[N]
+				types = append(types, fmt.Sprintf(".align %s %s%s", f[2], f[3], f[4][strings.Index(f[4], "["):]))
+			default:
+				t.Fatalf("kernel %s: parameter %q is neither .param TYPE NAME nor .param .align A TYPE NAME[N]", m[1], line)
 			}
-			types = append(types, f[1])
 		}
 		out[m[1]] = types
 	}
@@ -39,14 +44,14 @@ func ptxParams(t *testing.T, ptx string) map[string][]string {
 }
 
 // ptxType is the PTX parameter type each kind of argument fills.
-var ptxType = map[cu.ArgKind]string{cu.U64: ".u64", cu.U32: ".u32", cu.F32: ".f32"}
+var ptxType = map[cu.ArgKind]string{cu.U64: ".u64", cu.U32: ".u32", cu.F32: ".f32", cu.TensorMap: ".align 128 .b8[128]"}
 
 // TestPTXParams reads a parameter list as nvcc writes it.
 func TestPTXParams(t *testing.T) {
-	ptx := ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u32 k_param_1,\n\t.param .f32 k_param_2\n)\n{\n}\n" +
-		".visible .entry none(\n\n)\n{\n}\n"
+	ptx := ".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .align 128 .b8 k_param_1[128],\n\t.param .u32 k_param_2,\n" +
+		"\t.param .f32 k_param_3\n)\n{\n}\n" + ".visible .entry none(\n\n)\n{\n}\n"
 	got := ptxParams(t, ptx)
-	if !slices.Equal(got["k"], []string{".u64", ".u32", ".f32"}) || len(got["none"]) != 0 || len(got) != 2 {
+	if !slices.Equal(got["k"], []string{".u64", ".align 128 .b8[128]", ".u32", ".f32"}) || len(got["none"]) != 0 || len(got) != 2 {
 		t.Fatalf("parsed %v", got)
 	}
 }
@@ -140,7 +145,7 @@ func TestLaunchersMatchPTX(t *testing.T) {
 		}
 		for _, paged := range []bool{false, true} {
 			s := launchState(path.cfg, paged, path.caps, path.lt)
-			for _, shape := range [][2]int{{4, 4}, {10, 3}} {
+			for _, shape := range [][2]int{{4, 4}, {10, 3}, {8, 8}} { // {8, 8}: decode steps whose X comes by tensor copies
 				for _, greedy := range []bool{true, false} {
 					for _, k := range []stepKind{eagerStep, graphStep, predictedStep} {
 						p, err := s.newPlan(shape[0], shape[1], greedy, k, k == predictedStep)

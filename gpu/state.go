@@ -89,6 +89,11 @@ func (s *state) open(w *Weights, narrow func(*caps)) error {
 	if err = s.allocBuffers(); err != nil {
 		return fitErr(err)
 	}
+	if s.caps.wg.on {
+		if err = s.setXMaps(); err != nil {
+			return err
+		}
+	}
 	s.record("activation buffers", fmt.Sprintf("%d tokens x %d sequences, %d MB", s.opt.MaxTokens, s.opt.MaxBatch,
 		ctx.Stats().DeviceBytes>>20-s.wts.bytes>>20-cu.WorkspaceBytes>>20), time.Since(t0))
 	if s.caps.lt {
@@ -151,8 +156,10 @@ func (s *state) decideCaps(narrow func(*caps), wgLoaded bool) error {
 	}
 	if c.head = c.head && c.wg.on && headShared(s.cfg.NEmbd) <= info.MaxSharedOptin; c.head {
 		c.headGrid = headBlocks(info.SMs, s.cfg.VocabSize)
-		if err := s.ctx.SetMaxShared(s.k[kLMHead], headShared(s.cfg.NEmbd)); err != nil {
-			return err
+		for _, k := range []kernelID{kLMHead, kLMHead + 1} {
+			if err := s.ctx.SetMaxShared(s.k[k], headShared(s.cfg.NEmbd)); err != nil {
+				return err
+			}
 		}
 	}
 	c.small.on = c.small.on && c.smallRows > 0 // unused: no packed copies, no attributes

@@ -10,8 +10,8 @@ import (
 
 // The decode GEMMs of steps of up to 64 rows on Hopper: gemm_sm90a.cu's wg_gemm, where its
 // module loads. A block computes a block of columns with wgmma, its weights bulk copies issued
-// before the PDL wait from a copy packed in wgmma's order (packWG), X's slice shared over a
-// cluster row of column blocks by multicast. Either a block takes 64 columns of a K slice, and the
+// before the PDL wait from a copy packed in wgmma's order (packWG), X's slice (by tensor copies
+// or row by row: xmaps.go) shared over a cluster row of column blocks by multicast. Either a block takes 64 columns of a K slice, and the
 // slices of a cluster column are summed by pushing partial rows into their owners' shared memory;
 // or it takes 32 columns of all of K, split over its two warpgroups and summed in its own shared
 // memory. It runs only with the norms folded into its epilogues (fold.go): a layer is its four
@@ -34,19 +34,23 @@ const (
 )
 
 // wgEpilogues are wg_gemm's kernels for blocks of wgBN columns, in kernelID order from kWGGEMM
-// (gemm_sm90a.cu WG_KERNEL); wgWholeEpilogues are those for blocks of wgWholeBN, after them.
+// (gemm_sm90a.cu WG_KERNEL); wgWholeEpilogues are those for blocks of wgWholeBN, after them; then
+// the same again whose X comes by tensor copies (xmaps.go).
 var (
 	wgEpilogues      = [...]epilogue{epiPlain, epiLN, epiLNGELU, epiRes}
 	wgWholeEpilogues = [...]epilogue{epiLNGELU}
 )
 
 // numWGKernels counts wg_gemm's kernels.
-const numWGKernels = kernelID(len(wgEpilogues) + len(wgWholeEpilogues))
+const numWGKernels = 2 * kernelID(len(wgEpilogues)+len(wgWholeEpilogues))
 
-// wgKernel is wg_gemm with epilogue e for blocks of bn columns; ok is false for an epilogue or a
-// width it does not have.
-func wgKernel(e epilogue, bn int) (kernelID, bool) {
+// wgKernel is wg_gemm with epilogue e for blocks of bn columns, X by tensor copies when boxes; ok
+// is false for an epilogue or a width it does not have.
+func wgKernel(e epilogue, bn int, boxes bool) (kernelID, bool) {
 	k, es := kWGGEMM, wgEpilogues[:]
+	if boxes {
+		k += numWGKernels / 2
+	}
 	switch bn {
 	case wgBN:
 	case wgWholeBN:
@@ -76,7 +80,7 @@ func (p wgPlan) groups() int {
 }
 
 // planWG, when whole, keeps K whole in a block of wgWholeBN columns where its wgMaxGroups
-// warpgroups of wgMinWhole to wgMaxSlice K each hold it (no partial sums leave the block); else, or
+// warpgroups of wgMinWhole to wgMaxSlice K each (a multiple of xBox) hold it (no partial sums leave the block); else, or
 // where they cannot, it picks the fewest K slices of at most wgMaxSlice (a multiple of 16) over
 // blocks of wgBN columns. The cluster row is the widest that divides the column blocks, within
 // maxCluster blocks a cluster: up to wgMaxRow blocks for K slices, wgWholeRow for K whole. ok is
@@ -91,7 +95,7 @@ func planWG(N, K, maxCluster int, whole bool) (p wgPlan, ok bool) {
 		}
 		return cn
 	}
-	if g := wgMaxGroups; whole && K%(16*g) == 0 && K/g <= wgMaxSlice && K/g >= wgMinWhole {
+	if g := wgMaxGroups; whole && K%(xBox*g) == 0 && K/g <= wgMaxSlice && K/g >= wgMinWhole { // each warpgroup's K from a box's first column
 		return wgPlan{cn: row(N/wgWholeBN, 1, wgWholeRow), splits: 1, bn: wgWholeBN}, true
 	}
 	for s := 1; s <= smallMaxCluster; s++ {
@@ -145,11 +149,12 @@ func planWGLayer(C, F int) wgGEMMs {
 }
 
 // wgShared is the dynamic shared memory of a wg_gemm block for m rows and K = k with epilogue e
-// (gemm_sm90a.cu): W's slab, X's slice, the partial slots, the residual's rows (epiRes), the
-// rows' norms and three mbarriers.
+// (gemm_sm90a.cu): W's slab, X's slice (room for whole boxes of xBox x xBox, or for 64 rows of
+// ks + 8 halves), the partial slots, the residual's rows (epiRes), the rows' norms and three
+// mbarriers.
 func wgShared(m, k int, p wgPlan, e epilogue) int {
 	ks, r := k/p.splits, (m+p.splits-1)/p.splits
-	n := ks*p.bn*2 + 64*(ks+8)*2 + 64*8 + 3*8
+	n := ks*p.bn*2 + max((ks+xBox-1)/xBox*xBox*xBox*2, 64*(ks+8)*2) + 64*8 + 3*8
 	if p.bn == wgBN { // the partial slots: blocks that keep K whole sum theirs in their weights' slab
 		n += p.splits * r * p.bn * 4
 	}
@@ -213,11 +218,12 @@ func (s *state) wgAttrs(g wgGEMMs, C, F int) (bool, error) {
 	return true, nil
 }
 
-// wgGEMM appends y(m, out) = x(m, in) W through epilogue e on wg_gemm, from W's packed copy wp
-// with plan pl (y fp32, or fp16 for the GELU epilogue; with epiRes y is the residual stream). C
-// and eps are the model's width and norm epsilon, for the folded norms. m must be 1..wgMaxRows.
-func (p *program) wgGEMM(name string, pdl bool, y, x, wp cu.Ptr, m, in, out int, pl wgPlan, e gemmEpi, C int, eps float32) {
-	k, ok := wgKernel(e.kind, pl.bn)
+// wgGEMM appends y(m, out) = x(m, in) W through epilogue e on wg_gemm, x activation buffer xb,
+// from W's packed copy wp with plan pl (y fp32, or fp16 for the GELU epilogue; with epiRes y is
+// the residual stream). C and eps are the model's width and norm epsilon, for the folded norms.
+// m must be 1..wgMaxRows.
+func (p *program) wgGEMM(name string, pdl bool, y, x cu.Ptr, xb xBuffer, wp cu.Ptr, m, in, out int, pl wgPlan, e gemmEpi, C int, eps float32) {
+	k, ok := wgKernel(e.kind, pl.bn, xBoxes(m))
 	switch {
 	case m < 1 || m > wgMaxRows:
 		p.fail(fmt.Errorf("gpu: wg_gemm for %d rows, want 1..%d", m, wgMaxRows))
@@ -227,6 +233,6 @@ func (p *program) wgGEMM(name string, pdl bool, y, x, wp cu.Ptr, m, in, out int,
 		return
 	}
 	p.launchCluster(name, k, out/pl.bn, pl.splits, wgGroupThread*pl.groups(), wgShared(m, in, pl, e.kind), pdl, pl.cn, pl.splits,
-		cu.P(y), cu.P(x), cu.P(wp), cu.P(e.bias), cu.I(m), cu.I(out), cu.I(in), cu.I(pl.cn), cu.P(e.colc), cu.P(e.stats),
+		cu.P(y), xArg(x, xb, m), cu.P(wp), cu.P(e.bias), cu.I(m), cu.I(out), cu.I(in), cu.I(pl.cn), cu.P(e.colc), cu.P(e.stats),
 		cu.I(e.parts), cu.I(statStride(C)), cu.F(eps), cu.P(e.x16), cu.P(e.next), cu.I(e.nextBytes))
 }

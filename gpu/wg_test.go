@@ -135,10 +135,14 @@ func TestPlanWG(t *testing.T) {
 	if g := planWGLayer(1280, 5120); g.on {
 		t.Error("a width of 1280 runs wg_gemm; its embedding's 20 parts a row are more than the epilogues combine")
 	}
-	// The shared memory kept for the partials: none where they fit in the weights' slab.
+	// The shared memory kept for the partials: none where they fit in the weights' slab; X's room
+	// for 64 rows of K + 8 halves, or for whole 64 x 64 boxes (K 40 in one).
 	if a, b := wgShared(64, 768, whole(4), epiLN), wgShared(64, 768, sliced(4, 2), epiLN); a != 768*32*2+64*776*2+64*8+24 ||
 		b != 384*64*2+64*392*2+2*32*64*4+64*8+24 {
 		t.Errorf("wgShared: %d bytes whole, %d sliced", a, b)
+	}
+	if n := wgShared(64, 80, sliced(1, 2), epiLN); n != 40*64*2+64*64*2+2*32*64*4+64*8+24 {
+		t.Errorf("wgShared: %d bytes for slices of 40", n)
 	}
 }
 
@@ -176,7 +180,7 @@ func TestWGGEMMMatchesCuBLAS(t *testing.T) {
 		{"fc proj", s.act.h, L.fcProjW, gemmFCProj, F, C, wg.fcProj},
 	} {
 		for _, m := range []int{1, 3, 16, 33, 37, 48, 64} {
-			if _, ok := wgKernel(epiPlain, wg.at(m).fc.bn); g.gemm == gemmFC && !ok {
+			if _, ok := wgKernel(epiPlain, wg.at(m).fc.bn, xBoxes(m)); g.gemm == gemmFC && !ok {
 				continue // blocks that keep K whole: TestWGWholeMatchesSliced
 			}
 			n := m * g.out
@@ -232,7 +236,7 @@ func TestWGWholeMatchesSliced(t *testing.T) {
 	for i := range poison {
 		poison[i] = 0x7e00 // fp16 NaN
 	}
-	for _, m := range []int{49, 64} {
+	for _, m := range []int{40, 49, 64} { // 40: X by tensor copies (the _box kernels)
 		var out [2][]uint16
 		for i, pl := range []wgPlan{whole, sliced} {
 			out[i] = make([]uint16, m*F)
@@ -248,7 +252,7 @@ func TestWGWholeMatchesSliced(t *testing.T) {
 					}
 				}
 				var p program
-				p.wgGEMM("gemm fc", s.caps.pdl, a.h, a.xln, L.fcWg, m, C, F, pl,
+				p.wgGEMM("gemm fc", s.caps.pdl, a.h, a.xln, xLN, L.fcWg, m, C, F, pl,
 					gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: parts}, C, eps)
 				if err := s.run(&p); err != nil {
 					return err
@@ -404,7 +408,7 @@ func TestWGPrefetchesNextWeights(t *testing.T) {
 			a := prog.args[o.a0:o.a1]
 			want, wantN := cu.P(0), cu.I(0)
 			if i+1 < len(wgs) {
-				want, wantN = prog.args[wgs[i+1].a0+2], cu.I(bytes[(i+1)%4]) // the next one's ws
+				want, wantN = prog.args[wgs[i+1].a0+2], cu.I(bytes[(i+1)%4]) // the next one's ws (y, X, ws, ...)
 			}
 			if a[len(a)-2] != want || a[len(a)-1] != wantN {
 				t.Errorf("%d rows, wg_gemm %d (%s): prefetches %v, %v; want %v, %v", rows, i, o.name, a[len(a)-2], a[len(a)-1], want, wantN)

@@ -241,8 +241,10 @@ int main(int argc, char **argv) {
 	for (const void *k : {(const void *)chain_persist<false, false>, (const void *)chain_persist<true, false>,
 	                      (const void *)chain_persist<false, true>, (const void *)chain_persist<true, true>})
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-	CK(cudaFuncSetAttribute(gemm_wg, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)prop.sharedMemPerBlockOptin));
-	CK(cudaFuncSetAttribute(gemm_wg, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+	for (const void *k : {(const void *)gemm_wg, (const void *)gemm_wg_box}) {
+		CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)prop.sharedMemPerBlockOptin));
+		CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+	}
 	{
 		cudaLaunchConfig_t cfg = {};
 		cfg.gridDim = dim3(NBLK);
@@ -269,6 +271,7 @@ int main(int argc, char **argv) {
 	};
 	// pdl: gemm_wg on the engine's plans, each GEMM reading a fixed input of its K (its time does
 	// not depend on the values), writing fp32.
+	const CUtensorMap xms[2] = {x_map(x0, C, M), x_map(ch.y[0], F, M)};
 	auto pdl = [&](int n) {
 		for (int g = 0; g < n; g++) {
 			const int K = g % 2 ? F : C, N = g % 2 ? C : F, S = K / KS, CN = g % 2 ? 1 : 4;
@@ -276,9 +279,9 @@ int main(int argc, char **argv) {
 			cudaLaunchAttribute at[2];
 			launch_config(cfg, at, st, dim3(N / 64, S), CN, S, wg_shared(KS, S), true);
 			const unsigned char *pf = g + 1 < n ? (const unsigned char *)wS[g + 1] : nullptr;
-			CK(cudaLaunchKernelEx(&cfg, gemm_wg, (void *)yf[g], (const half *)(g % 2 ? ch.y[0] : x0), (const half *)wS[g],
-			                      (const float *)nullptr, M, N, K, CN, (const float *)nullptr, (float2 *)nullptr, 1, 1, 1e-5f,
-			                      (half *)nullptr, pf, pf ? C * F * 2 : 0));
+			launch_wg(cfg, gemm_wg, gemm_wg_box, M, (void *)yf[g], (const half *)(g % 2 ? ch.y[0] : x0), xms[g % 2],
+			          (const half *)wS[g], (const float *)nullptr, M, N, K, CN, (const float *)nullptr, (float2 *)nullptr, 1,
+			          1, 1e-5f, (half *)nullptr, pf, pf ? C * F * 2 : 0);
 		}
 	};
 	auto timeGraph = [&](std::function<void()> body) { return time_graph(st, 100, body); };

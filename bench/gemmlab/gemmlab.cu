@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
 	for (int l = 0; l < LAYERS; l++) CK(cudaMalloc(&dy[l], (size_t)64 * 3072 * 4));
 	auto xin = [&](const Shape &s) { return s.K == 768 ? dx768 : dx3072; };
 
-	for (const void *k : {(const void *)gemm_small_n2, (const void *)gemm_wg}) {
+	for (const void *k : {(const void *)gemm_small_n2, (const void *)gemm_wg, (const void *)gemm_wg_box}) {
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)prop.sharedMemPerBlockOptin));
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 	}
@@ -207,13 +207,14 @@ int main(int argc, char **argv) {
 			CK(cudaMemcpy(pw[l], P.data(), n * 2, cudaMemcpyHostToDevice));
 		}
 		printf("%-7s CN %d x S %2d = %2d, %3d blocks:", s.name, p.CN, p.S, p.CN * p.S, s.N / BN * p.S);
+		const CUtensorMap xm = x_map(xin(s), s.K, M);
 		auto one = [&](int l, float *y, bool pdl) {
 			cudaLaunchConfig_t cfg;
 			cudaLaunchAttribute at[2];
 			launch_config(cfg, at, st, dim3(s.N / BN, p.S), p.CN, p.S, wg_shared(KS, p.S), pdl);
-			CK(cudaLaunchKernelEx(&cfg, gemm_wg, (void *)y, (const half *)xin(s), (const half *)pw[l], (const float *)nullptr, M,
-			                      s.N, s.K, p.CN, (const float *)nullptr, (float2 *)nullptr, 1, 1, 1e-5f, (half *)nullptr,
-			                      (const unsigned char *)nullptr, 0));
+			launch_wg(cfg, gemm_wg, gemm_wg_box, M, (void *)y, (const half *)xin(s), xm, (const half *)pw[l],
+			          (const float *)nullptr, M, s.N, s.K, p.CN, (const float *)nullptr, (float2 *)nullptr, 1, 1, 1e-5f,
+			          (half *)nullptr, (const unsigned char *)nullptr, 0);
 		};
 		float us = timeGraph([&] {
 			for (int l = 0; l < LAYERS; l++) one(l, dy[l], true);

@@ -110,9 +110,9 @@ int main(int argc, char **argv) {
 	for (auto &v : wh) v = h16(frand());
 	half *xb[2], *w;
 	for (auto &p : xb) CK(cudaMalloc(&p, XPAD * 2));
-	CUtensorMap tm[2]; // XM 5
-	for (int i = 0; i < 2; i++)
-		tm[i] = tensor_map_2d(xb[i], HC, HM, HC * 2, 64, HM, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+	CK(cudaMalloc(&w, WALL * 2));
+	CK(cudaMemcpy(w, wh.data(), WALL * 2, cudaMemcpyHostToDevice));
+	const CUtensorMap tm[2] = {x_map(xb[0], HC, HM), x_map(xb[1], HC, HM)}; // XM 5
 	// The chain's result on the host: LINKS gathers of x0.
 	std::vector<uint16_t> want = x0, next(HM * HC);
 	auto gather = [&](int cn) {

@@ -1,14 +1,16 @@
 // lab.cuh: what the labs share: CUDA error checks, fp16 conversions on the host, packWG's weight
-// order, tensor maps and a graph timer.
+// order, tensor maps (wg_gemm's X among them) and a graph timer.
 #pragma once
 #include <cuda.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #define CK(x)                                                                                   \
 	do {                                                                                        \
@@ -72,7 +74,10 @@ static void pack_wg(uint16_t *dst, const uint16_t *W, int K, int N) {
 
 // wg_shared is a gemm_wg block's dynamic shared memory at 64 rows, K slices of KS over S
 // blocks, plain epilogue (gpu/wg.go wgShared).
-static int wg_shared(int KS, int S) { return KS * 64 * 2 + 64 * (KS + 8) * 2 + S * ((64 + S - 1) / S) * 64 * 4 + 64 * 8 + 24; }
+static int wg_shared(int KS, int S) {
+	const int xs = std::max((KS + 63) / 64 * 64 * 64 * 2, 64 * (KS + 8) * 2); // X's boxes or rows
+	return KS * 64 * 2 + xs + S * ((64 + S - 1) / S) * 64 * 4 + 64 * 8 + 24;
+}
 
 // tensor_map_2d encodes a tensor map of the fp16 matrix at base (rows x cols, rowBytes apart), in
 // boxes of boxCols x boxRows, through the driver's entry point (no -lcuda needed); exits on failure.
@@ -96,6 +101,28 @@ static CUtensorMap tensor_map_2d(const void *base, int cols, int rows, int rowBy
 		exit(1);
 	}
 	return m;
+}
+
+// x_boxes_at reports whether the engine's wg_gemm takes X of M rows by tensor copies (its _box
+// kernels) rather than row by row (gpu/xmaps.go xBoxes).
+static bool x_boxes_at(int M) { return M >= 8 && M <= 48; }
+
+// launch_wg launches the engine's pick for M rows (x_boxes_at) of a wg_gemm kernel: rows, X by the
+// pointer x, or boxes, X by the tensor map xm; rest are the parameters after X.
+template <class... A, class... R>
+static void launch_wg(const cudaLaunchConfig_t &cfg, void (*rows)(void *, const half *, A...),
+                      void (*boxes)(void *, CUtensorMap, A...), int M, void *y, const half *x, const CUtensorMap &xm,
+                      R &&...rest) {
+	if (x_boxes_at(M))
+		CK(cudaLaunchKernelEx(&cfg, boxes, y, xm, std::forward<R>(rest)...));
+	else
+		CK(cudaLaunchKernelEx(&cfg, rows, y, x, std::forward<R>(rest)...));
+}
+
+// x_map is wg_gemm's tensor map of X's first rows rows of cols, in boxes of 64 columns x rows
+// (gpu/xmaps.go).
+static CUtensorMap x_map(const void *x, int cols, int rows) {
+	return tensor_map_2d(x, cols, rows, cols * 2, 64, rows, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 // launch_config fills cfg for a launch of grid blocks of 128 threads on st with smem bytes of

@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(256, 1) mlp_fused(const __grid_constant__ MLP 
 	{
 		float d[16];
 		const uint32_t xa = xs0 + 2 * ((16 * warp + lane % 16) * XST + (lane / 16) * 8 + wgi * (C / 2));
-		wg_products<C / 32, 32>(d, xa, w1s + wgi * (W1_BYTES / 2), C / 32, barW1);
+		wg_products<C / 32, 32>(d, [=](int kk) { return xa + 32 * kk; }, w1s + wgi * (W1_BYTES / 2), C / 32, barW1);
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		float *p = reinterpret_cast<float *>(smem + W1_OFF + wgi * (W1_BYTES / 2));
 #pragma unroll
@@ -356,7 +356,8 @@ int main(int argc, char **argv) {
 	CK(cudaMalloc(&ts, NB * NTS * 8));
 
 	CK(cudaFuncSetAttribute(mlp_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-	for (const void *k : {(const void *)gemm_wg32_ln_gelu, (const void *)gemm_wg_ln_gelu, (const void *)gemm_wg_res}) {
+	for (const void *k : {(const void *)gemm_wg32_ln_gelu, (const void *)gemm_wg_ln_gelu, (const void *)gemm_wg_res,
+	                      (const void *)gemm_wg32_ln_gelu_box, (const void *)gemm_wg_ln_gelu_box, (const void *)gemm_wg_res_box}) {
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)prop.sharedMemPerBlockOptin));
 		CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 	}
@@ -382,25 +383,26 @@ int main(int argc, char **argv) {
 	// pair: the engine's two launches a layer (gpu/wg.go planWGLayer, wgShared).
 	const bool wide = M > 48;
 	auto pair = [&](State &v, int layers) {
+		const CUtensorMap xm = x_map(v.x16, C, M), hm = x_map(hbuf, F, M);
 		for (int l = 0; l < layers; l++) {
 			cudaLaunchConfig_t cfg;
 			cudaLaunchAttribute at[2];
 			const unsigned char *pf = (const unsigned char *)w2[l];
 			if (wide) {
 				config(cfg, at, dim3(F / 32, 1), 256, 8, 1, C * 32 * 2 + 64 * (C + 8) * 2 + 64 * 8 + 24);
-				CK(cudaLaunchKernelEx(&cfg, gemm_wg32_ln_gelu, (void *)hbuf, (const half *)v.x16, w1[l], b1[l], M, F, C, 8,
-				                      c1[l], v.stats, C / 64, PSTAT, 1e-5f, (half *)nullptr, pf, F * C * 2));
+				launch_wg(cfg, gemm_wg32_ln_gelu, gemm_wg32_ln_gelu_box, M, (void *)hbuf, (const half *)v.x16, xm, w1[l],
+				          b1[l], M, F, C, 8, c1[l], v.stats, C / 64, PSTAT, 1e-5f, (half *)nullptr, pf, F * C * 2);
 			} else {
 				const int R = (M + 1) / 2;
 				config(cfg, at, dim3(F / 64, 2), 128, 4, 2, 384 * 64 * 2 + 64 * 392 * 2 + 2 * R * 64 * 4 + 64 * 8 + 24);
-				CK(cudaLaunchKernelEx(&cfg, gemm_wg_ln_gelu, (void *)hbuf, (const half *)v.x16, w1[l], b1[l], M, F, C, 4,
-				                      c1[l], v.stats, C / 64, PSTAT, 1e-5f, (half *)nullptr, pf, F * C * 2));
+				launch_wg(cfg, gemm_wg_ln_gelu, gemm_wg_ln_gelu_box, M, (void *)hbuf, (const half *)v.x16, xm, w1[l], b1[l],
+				          M, F, C, 4, c1[l], v.stats, C / 64, PSTAT, 1e-5f, (half *)nullptr, pf, F * C * 2);
 			}
 			const int CN = wide ? 1 : 2, R = (M + 7) / 8;
 			pf = l + 1 < LAYERS ? (const unsigned char *)w1[l + 1] : nullptr;
 			config(cfg, at, dim3(C / 64, 8), 128, CN, 8, 384 * 64 * 2 + 64 * 392 * 2 + 8 * R * 64 * 4 + R * 64 * 4 + 64 * 8 + 24);
-			CK(cudaLaunchKernelEx(&cfg, gemm_wg_res, (void *)v.x, (const half *)hbuf, w2[l], b2[l], M, C, F, CN,
-			                      (const float *)nullptr, v.stats, 1, PSTAT, 1e-5f, v.x16, pf, pf ? C * F * 2 : 0));
+			launch_wg(cfg, gemm_wg_res, gemm_wg_res_box, M, (void *)v.x, (const half *)hbuf, hm, w2[l], b2[l], M, C, F,
+			          CN, (const float *)nullptr, v.stats, 1, PSTAT, 1e-5f, v.x16, pf, pf ? C * F * 2 : 0);
 		}
 	};
 	bool stamps = false, pf2 = true;

@@ -56,6 +56,7 @@ rt_api *rt_open(char *err, int errlen, int with_cublas) {
 	SYM(libcuda, cuFuncSetAttribute, "cuFuncSetAttribute");
 	SYM(libcuda, cuLaunchKernel, "cuLaunchKernel");
 	*(void **)(&a->cuLaunchKernelEx) = dlsym(a->libcuda, "cuLaunchKernelEx"); // optional (CUDA 11.8+)
+	*(void **)(&a->cuTensorMapEncodeTiled) = dlsym(a->libcuda, "cuTensorMapEncodeTiled"); // optional (CUDA 12.0+)
 	SYM(libcuda, cuStreamBeginCapture, "cuStreamBeginCapture_v2");
 	SYM(libcuda, cuStreamEndCapture, "cuStreamEndCapture");
 	SYM(libcuda, cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
@@ -133,8 +134,23 @@ CUresult w_moduleLoad(rt_api *a, CUmodule *m, const void *img) { return a->cuMod
 CUresult w_moduleUnload(rt_api *a, CUmodule m) { return a->cuModuleUnload(m); }
 CUresult w_moduleFunc(rt_api *a, CUfunction *f, CUmodule m, const char *n) { return a->cuModuleGetFunction(f, m, n); }
 CUresult w_funcAttr(rt_api *a, CUfunction f, int attr, int v) { return a->cuFuncSetAttribute(f, attr, v); }
-CUresult w_launch(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args) {
-	return a->cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shmem, s, args, NULL);
+// args_bind points the tensor map slots at their maps for a launch; args_unbind points them back
+// at their values and clears the marks, so that between launches every slot is a plain value.
+static void args_bind(rt_args *a) {
+	for (int i = 0; i < 24; i++)
+		if (a->maps_used >> i & 1) a->ptrs[i] = a->maps + 128 * a->vals[i];
+}
+static void args_unbind(rt_args *a) {
+	for (int i = 0; i < 24; i++)
+		if (a->maps_used >> i & 1) a->ptrs[i] = &a->vals[i];
+	a->maps_used = 0;
+}
+
+CUresult w_launch(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, rt_args *args) {
+	args_bind(args);
+	CUresult r = a->cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shmem, s, args->ptrs, NULL);
+	args_unbind(args);
+	return r;
 }
 
 // cuLaunchKernelEx's configuration (cuda.h, CUDA 11.8+): the attribute is an 8-byte id slot and a
@@ -161,7 +177,7 @@ int w_haveLaunchEx(rt_api *a) { return a->cuLaunchKernelEx != NULL; }
 // w_launchEx launches f with programmatic dependent launch (pdl: the kernel may start before the
 // previous kernel on the stream ends, and waits for it with griddepcontrol.wait) and/or in
 // clusters of (clusterX, clusterY, 1) blocks (more than one).
-CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args,
+CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, rt_args *args,
                     int pdl, unsigned clusterX, unsigned clusterY) {
 	launch_attr at[2];
 	memset(at, 0, sizeof at);
@@ -179,7 +195,23 @@ CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned 
 		n++;
 	}
 	launch_config c = {gx, gy, 1, bx, 1, 1, shmem, s, at, n};
-	return a->cuLaunchKernelEx(&c, f, args, NULL);
+	args_bind(args);
+	CUresult r = a->cuLaunchKernelEx(&c, f, args->ptrs, NULL);
+	args_unbind(args);
+	return r;
+}
+
+int w_haveTensorMaps(rt_api *a) { return a->cuTensorMapEncodeTiled != NULL; }
+
+// w_encodeMap encodes map i of args: the row-major fp16 matrix at base (rows x cols, rows
+// 2 cols bytes apart) copied in boxes of boxCols x boxRows with the 128-byte swizzle
+// (CU_TENSOR_MAP_DATA_TYPE_FLOAT16 6, CU_TENSOR_MAP_SWIZZLE_128B 3, CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+// 2); rows past the matrix land as zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0).
+CUresult w_encodeMap(rt_api *a, rt_args *args, int i, CUdeviceptr base, unsigned long long cols, unsigned long long rows,
+                     unsigned boxCols, unsigned boxRows) {
+	const unsigned long long dims[2] = {cols, rows}, strides[1] = {2 * cols};
+	const unsigned box[2] = {boxCols, boxRows}, estr[2] = {1, 1};
+	return a->cuTensorMapEncodeTiled(args->maps + 128 * i, 6, 2, (void *)base, dims, strides, box, estr, 0, 3, 2, 0);
 }
 
 CUresult w_beginCapture(rt_api *a, CUstream s) { return a->cuStreamBeginCapture(s, 1); } // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
@@ -229,4 +261,20 @@ rt_args *args_new(void) {
 	rt_args *a = calloc(1, sizeof(rt_args));
 	if (a) for (int i = 0; i < 24; i++) a->ptrs[i] = &a->vals[i];
 	return a;
+}
+
+void args_free(rt_args *a) {
+	free(a->maps);
+	free(a);
+}
+
+// args_maps makes room for n tensor maps (zeroed), dropping any before; 0 when out of memory.
+int args_maps(rt_args *a, int n) {
+	free(a->maps);
+	a->nmaps = 0;
+	a->maps = aligned_alloc(64, 128 * (size_t)(n > 0 ? n : 1));
+	if (a->maps == NULL) return 0;
+	memset(a->maps, 0, 128 * (size_t)(n > 0 ? n : 1));
+	a->nmaps = n;
+	return 1;
 }

@@ -55,6 +55,9 @@ typedef struct rt_api {
 	CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
 	                           unsigned, CUstream, void **, void **);
 	CUresult (*cuLaunchKernelEx)(const void *, CUfunction, void **, void **); // NULL before CUDA 11.8
+	CUresult (*cuTensorMapEncodeTiled)(void *, int, unsigned, void *, const unsigned long long *,
+	                                   const unsigned long long *, const unsigned *, const unsigned *, int, int, int,
+	                                   int); // NULL before CUDA 12.0
 	CUresult (*cuStreamBeginCapture)(CUstream, int);
 	CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
 	CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
@@ -86,9 +89,18 @@ void rt_close(rt_api *a);
 
 // Kernel parameters live in C memory: cuLaunchKernel takes an array of pointers to the values,
 // and Go memory holding pointers must not be handed to C. Each slot is 8 bytes; 4-byte parameters
-// use the low half (little endian).
-typedef struct { unsigned long long vals[24]; void *ptrs[24]; } rt_args;
+// use the low half (little endian). A slot whose bit is set in maps_used holds the index of a
+// tensor map (CUtensorMap: 128 bytes, 64-byte aligned) in maps instead, which the launch passes.
+typedef struct {
+	unsigned long long vals[24];
+	void *ptrs[24];
+	unsigned maps_used;
+	int nmaps;
+	unsigned char *maps;
+} rt_args;
 rt_args *args_new(void);
+void args_free(rt_args *a);
+int args_maps(rt_args *a, int n);
 
 CUresult w_cuInit(rt_api *a);
 const char *w_errName(rt_api *a, CUresult r);
@@ -116,10 +128,13 @@ CUresult w_moduleLoad(rt_api *a, CUmodule *m, const void *img);
 CUresult w_moduleUnload(rt_api *a, CUmodule m);
 CUresult w_moduleFunc(rt_api *a, CUfunction *f, CUmodule m, const char *n);
 CUresult w_funcAttr(rt_api *a, CUfunction f, int attr, int v);
-CUresult w_launch(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args);
+CUresult w_launch(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, rt_args *args);
 int w_haveLaunchEx(rt_api *a);
-CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, void **args,
+CUresult w_launchEx(rt_api *a, CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s, rt_args *args,
                     int pdl, unsigned clusterX, unsigned clusterY);
+int w_haveTensorMaps(rt_api *a);
+CUresult w_encodeMap(rt_api *a, rt_args *args, int i, CUdeviceptr base, unsigned long long cols, unsigned long long rows,
+                     unsigned boxCols, unsigned boxRows);
 CUresult w_beginCapture(rt_api *a, CUstream s);
 CUresult w_endCapture(rt_api *a, CUstream s, CUgraph *g);
 CUresult w_instantiate(rt_api *a, CUgraphExec *e, CUgraph g);

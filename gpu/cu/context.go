@@ -160,7 +160,7 @@ func (c *Context) Close() error {
 		c.ctx = nil
 	}
 	if c.args != nil {
-		C.free(unsafe.Pointer(c.args))
+		C.args_free(c.args)
 		c.args = nil
 	}
 	a.close()

@@ -10,8 +10,11 @@
 //   columns, a 1 KB half of each k16 step for 32.
 // - It prefetches its share of the next GEMM's weights (pf) into L2: that GEMM's blocks that can
 //   start only once this one's leave (shared memory) then copy theirs from L2, not DRAM.
-// - The CN column blocks of a cluster row share X's slice: each copies 64/CN of its rows with a
-//   bulk copy multicast to all CN.
+// - X's slice lands, shared by the CN column blocks of a cluster row (multicast), either by bulk
+//   tensor copies (the _box kernels: xm, a tensor map of X's M rows, gpu/xmaps.go) of 64 columns
+//   x M rows in the 128-byte swizzle, each block copying every CN-th box; or by a bulk copy of
+//   each row of x (64/CN rows a block) into rows padded by 8 halves. Either way ldmatrix reads it
+//   without bank conflicts. The boxes are faster at 8-48 rows, the rows at 1 and 64 (bench/RESULTS.md).
 // - A in registers (ldmatrix), B from shared memory: wgmma m64nBNk16, BN 64 or 32 columns.
 // - K is split over the W warpgroups of a block (their partials summed in its shared memory) and
 //   over the S blocks of a cluster column. Each block pushes the rows other blocks own into their
@@ -20,8 +23,10 @@
 // grid (N/BN, S), cluster (CN, S, 1), 128 x W threads.
 #include "argmax.cuh"
 #include "gemm.cuh"
+#include <cuda.h>
 
 #define WG_KSMAX 384 // the longest K slice a warpgroup: 24 k16 steps of A in registers (gpu/wg.go wgMaxSlice)
+#define X_BOX 64     // X's tensor copies: boxes of 64 columns (128 bytes, the swizzle's span) x 64 rows
 
 #if __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
@@ -69,6 +74,7 @@ __device__ __forceinline__ void wgmma_n32(float (&d)[16], const uint32_t (&a)[4]
 __device__ __forceinline__ void wgmma_n(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) { wgmma_n64(d, a, desc); }
 __device__ __forceinline__ void wgmma_n(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) { wgmma_n32(d, a, desc); }
 
+// bulk_copy copies bytes from src to dst (shared) on bar's transaction count.
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, int bytes, uint32_t bar) {
 	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
 	             "l"(src), "r"(bytes), "r"(bar)
@@ -88,15 +94,57 @@ __device__ __forceinline__ void expect_tx(uint32_t bar, int bytes) {
 	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 
+// x_rows: a lane's ldmatrix addresses of A, k16 step by k16 step, in X's rows as their bulk copies
+// land them, xst halves apart: row r, chunk h of each step, from column k0.
+struct x_rows {
+	uint32_t base;
+	__device__ __forceinline__ x_rows(uint32_t xs, int xst, int r, int k0, int h) : base(xs + 2 * (r * xst + h * 8 + k0)) {}
+	__device__ __forceinline__ uint32_t operator()(int kk) const { return base + 32 * kk; }
+};
+
+// x_lane: a lane's ldmatrix addresses of A, k16 step by k16 step, in X as its tensor copies land
+// it from xs (128-byte aligned): box b (columns [64b, 64b + 64)) 8 KB from the last (room for 64
+// rows), row r's 128 bytes in it, the row's 16-byte chunk j at chunk j ^ (bits 7-9 of the row's
+// address: the 128-byte swizzle). The lane reads row r, chunk h of each step, from column 8 c0 (a
+// box's first, c0 % 8 == 0). Rows past M hold whatever was there: their products are never written.
+struct x_lane {
+	uint32_t base, o[4]; // box c0 / 8, row r; the swizzled chunk of the four k16 steps of a box
+	__device__ __forceinline__ x_lane(uint32_t xs, int r, int c0, int h) {
+		base = xs + (c0 >> 3) * (X_BOX * X_BOX * 2) + r * (X_BOX * 2);
+#pragma unroll
+		for (int q = 0; q < 4; q++) o[q] = ((2 * q + h) ^ ((base >> 7) & 7)) << 4;
+	}
+	__device__ __forceinline__ uint32_t operator()(int kk) const { return base + (kk >> 2) * (X_BOX * X_BOX * 2) + o[kk & 3]; }
+};
+
+// x_boxes copies boxes b0, b0 + db, ... below nb of X's rows (those of xm: box b is columns
+// from c0 + 64 b) into xs on bar: multicast to the blocks of mask when it is not 0, else to this one.
+__device__ __forceinline__ void x_boxes(uint32_t xs, const CUtensorMap *xm, int c0, int b0, int nb, int db, uint32_t bar,
+                                        uint16_t mask) {
+	for (int b = b0; b < nb; b += db) {
+		const uint32_t dst = xs + b * (X_BOX * X_BOX * 2);
+		if (mask)
+			asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+			             "[%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+			             "l"(xm), "r"(c0 + b * X_BOX), "r"(0), "r"(bar), "h"(mask)
+			             : "memory");
+		else
+			asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+			                 dst),
+			             "l"(xm), "r"(c0 + b * X_BOX), "r"(0), "r"(bar)
+			             : "memory");
+	}
+}
+
 // wg_products: d = A B over nk k16 steps (NK when it is not 0: then known at compile time), A's
-// fragments by ldmatrix from X's slice at xa, B the weights' slab of BN columns at wA once barW
-// completes.
-template <int NK, int BN>
-__device__ __forceinline__ void wg_products(float (&d)[BN / 2], uint32_t xa, uint32_t wA, int nk, uint32_t barW) {
+// fragments by ldmatrix, k16 step kk's for this lane from xa(kk), B the weights' slab of BN
+// columns at wA once barW completes.
+template <int NK, int BN, class XA>
+__device__ __forceinline__ void wg_products(float (&d)[BN / 2], XA xa, uint32_t wA, int nk, uint32_t barW) {
 	uint32_t a[WG_KSMAX / 16][4];
 #pragma unroll
 	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
-		if (kk < (NK ? NK : nk)) ldsm_x4(a[kk], xa + 32 * kk);
+		if (kk < (NK ? NK : nk)) ldsm_x4(a[kk], xa(kk));
 #pragma unroll
 	for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
 	mbar_wait(barW, 0);
@@ -110,15 +158,17 @@ __device__ __forceinline__ void wg_products(float (&d)[BN / 2], uint32_t xa, uin
 #endif
 
 // wg_gemm: BN 64: one warpgroup a block, K in S slices; BN 32: K whole (S 1) over two warpgroups
-// of 128 to 384 K each, whose partials (at most 64 rows of 32 floats) go into their own halves of
+// of 128 to 384 K each (a multiple of 64: x_lane), whose partials (at most 64 rows of 32 floats) go into their own halves of
 // the weights' slab once their products are done. Dynamic shared memory (gpu/wg.go wgShared), in
-// this order: W's slab (KS x BN halves); X's slice (64 rows of KS + 8 halves); BN 64: the partial
+// this order: W's slab (KS x BN halves); X's slice (room for ceil(KS / 64) boxes of 64 x 64 halves
+// in x_lane's order, or 64 rows of KS + 8 halves); BN 64: the partial
 // slots (S x R rows of BN floats, R = ceil(M/S) the rows a block owns); EPI_RES: the residual's R
 // rows (BN floats each); the owned rows' norms (64 float pairs); three mbarriers (W, X, partials).
 // ws is W packed by packWG: the slab of 64-column block nb and K slice s starts at (nb * K + s *
 // KS) * 64 halves, a k16 step of it 1024 halves, of which columns 32h.. are the 512 from 512h.
-template <int EPI, int BN>
-__device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__restrict__ x, const half *__restrict__ ws,
+template <int EPI, int BN, bool BOX>
+__device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__restrict__ x, const CUtensorMap *xm,
+                                        const half *__restrict__ ws,
                                         const float *__restrict__ bias, int M, int N, int K, int CN,
                                         const float *__restrict__ colc, float2 *__restrict__ stats, int P, int pstride,
                                         float eps, half *__restrict__ x16, const unsigned char *__restrict__ pf,
@@ -129,10 +179,10 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 	constexpr int W = inSlab ? 2 : 1, nt = 128 * W; // warpgroups, threads
 	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, q4 = BN / 4, wgi = W == 1 ? 0 : threadIdx.x / 128;
 	const int S = inSlab ? 1 : gridDim.y, split = inSlab ? 0 : blockIdx.y, KS = K / S, KW = KS / W;
-	const int cx = blockIdx.x % CN, xst = KS + 8;
+	const int cx = blockIdx.x % CN, nbox = (KS + X_BOX - 1) / X_BOX, xst = KS + 8;
 	const int R = (M + S - 1) / S, r0 = split * R, r1 = min(M, r0 + R), own = max(r1 - r0, 0), NP = S * W;
 	unsigned char *xsm = smem + KS * BN * 2;
-	float *slots = reinterpret_cast<float *>(xsm + 64 * xst * 2);
+	float *slots = reinterpret_cast<float *>(xsm + (BOX ? max(nbox * X_BOX * X_BOX * 2, 64 * xst * 2) : 64 * xst * 2));
 	float *xres = slots + (inSlab ? 0 : NP * R * BN);
 	float2 *rowNorm = reinterpret_cast<float2 *>(xres + (EPI == EPI_RES ? R * BN : 0));
 	const uint32_t wA = (uint32_t)__cvta_generic_to_shared(smem), xs0 = (uint32_t)__cvta_generic_to_shared(xsm);
@@ -152,7 +202,8 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		expect_tx(barW, KS * BN * 2);
 		if (!inSlab) bulk_stream(wA, ws + ((size_t)blockIdx.x * K + (size_t)split * KS) * BN, KS * BN * 2, barW);
-		expect_tx(barX, M * KS * 2);
+		expect_tx(barX, BOX ? nbox * M * X_BOX * 2 : M * KS * 2); // rows past M are never loaded
+		if (BOX) asm volatile("prefetch.tensormap [%0];" ::"l"(xm) : "memory");
 		expect_tx(barR, (S - 1) * W * own * BN * 4);
 		// The next GEMM's weights into L2, a share a block.
 		const int nb = gridDim.x * gridDim.y, share = (pfBytes / nb + 15) & ~15;
@@ -178,21 +229,26 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;");
 
-	// 2. X's slice: rows [cx*64/CN, (cx+1)*64/CN) below M from this block, multicast to its
-	// cluster row; rows past M are never loaded (their products are never written).
-	const int per = 64 / CN;
-	if ((int)threadIdx.x < per) {
-		const int r = cx * per + threadIdx.x;
-		if (r < M) {
-			const half *src = x + (size_t)r * K + split * KS;
-			const uint32_t dst = xs0 + 2 * r * xst;
-			if (CN == 1)
-				bulk_copy(dst, src, KS * 2, barX);
-			else
-				asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-				             "[%1], %2, [%3], %4;" ::"r"(dst),
-				             "l"(src), "r"(KS * 2), "r"(barX), "h"((uint16_t)(((1u << CN) - 1) << (split * CN)))
-				             : "memory");
+	// 2. X's slice from this block, multicast to its cluster row: boxes cx, cx + CN, ...; or rows
+	// [cx*64/CN, (cx+1)*64/CN) below M.
+	if constexpr (BOX) {
+		const uint16_t mask = CN == 1 ? 0 : (uint16_t)(((1u << CN) - 1) << (split * CN));
+		if (threadIdx.x == 0) x_boxes(xs0, xm, split * KS, cx, nbox, CN, barX, mask);
+	} else {
+		const int per = 64 / CN;
+		if ((int)threadIdx.x < per) {
+			const int r = cx * per + threadIdx.x;
+			if (r < M) {
+				const half *src = x + (size_t)r * K + split * KS;
+				const uint32_t dst = xs0 + 2 * r * xst;
+				if (CN == 1)
+					bulk_copy(dst, src, KS * 2, barX);
+				else
+					asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+					             "[%1], %2, [%3], %4;" ::"r"(dst),
+					             "l"(src), "r"(KS * 2), "r"(barX), "h"((uint16_t)(((1u << CN) - 1) << (split * CN)))
+					             : "memory");
+			}
 		}
 	}
 	// EPI_RES: the residual stream's rows this block owns; EPI_LN*: their norms.
@@ -211,12 +267,19 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 	// medium) run with their length compiled in, so that the wgmmas issue back to back with no
 	// branch between them (bench/RESULTS.md).
 	float d[BN / 2];
-	const uint32_t xa = xs0 + 2 * ((16 * warp + lane % 16) * xst + (lane / 16) * 8 + wgi * KW), wa = wA + wgi * KW * BN * 2;
-	switch (KW / 16) {
-	case 24: wg_products<24, BN>(d, xa, wa, KW / 16, barW); break;
-	case 16: wg_products<16, BN>(d, xa, wa, KW / 16, barW); break;
-	default: wg_products<0, BN>(d, xa, wa, KW / 16, barW);
-	}
+	const uint32_t wa = wA + wgi * KW * BN * 2;
+	const auto products = [&](auto xa) {
+		switch (KW / 16) {
+		case 24: wg_products<24, BN>(d, xa, wa, KW / 16, barW); break;
+		case 16: wg_products<16, BN>(d, xa, wa, KW / 16, barW); break;
+		default: wg_products<0, BN>(d, xa, wa, KW / 16, barW);
+		}
+	};
+	const int xr = 16 * warp + lane % 16;
+	if (BOX)
+		products(x_lane(xs0, xr, wgi * KW / 8, lane / 16));
+	else
+		products(x_rows(xs0, xst, xr, wgi * KW, lane / 16));
 	if (inSlab) // this warpgroup's partial overwrites the weights it has just read
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 
@@ -270,12 +333,20 @@ __device__ __forceinline__ void wg_gemm(void *__restrict__ y, const half *__rest
 #endif
 }
 
-#define WG_ARGS                                                                                                  \
-	void *y, const half *x, const half *ws, const float *bias, int M, int N, int K, int CN, const float *colc,    \
-	    float2 *stats, int P, int pstride, float eps, half *x16, const unsigned char *pf, int pfBytes
-#define WG_CALL y, x, ws, bias, M, N, K, CN, colc, stats, P, pstride, eps, x16, pf, pfBytes
-#define WG_KERNEL(name, EPI, BN, THREADS)                                                                        \
-	extern "C" __global__ void __launch_bounds__(THREADS) gemm_wg##name(WG_ARGS) { wg_gemm<EPI, BN>(WG_CALL); }
+// A kernel takes X as its second parameter: the rows' kernels a pointer, the _box kernels a tensor
+// map (only what each reads: a kernel's parameters are loaded at every launch).
+#define WG_ARGS                                                                                                 \
+	const half *ws, const float *bias, int M, int N, int K, int CN, const float *colc, float2 *stats, int P,    \
+	    int pstride, float eps, half *x16, const unsigned char *pf, int pfBytes
+#define WG_CALL ws, bias, M, N, K, CN, colc, stats, P, pstride, eps, x16, pf, pfBytes
+#define WG_KERNEL(name, EPI, BN, THREADS)                                                                      \
+	extern "C" __global__ void __launch_bounds__(THREADS) gemm_wg##name(void *y, const half *x, WG_ARGS) {      \
+		wg_gemm<EPI, BN, false>(y, x, nullptr, WG_CALL);                                                       \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(THREADS)                                                      \
+	    gemm_wg##name##_box(void *y, const __grid_constant__ CUtensorMap xm, WG_ARGS) {                        \
+		wg_gemm<EPI, BN, true>(y, nullptr, &xm, WG_CALL);                                                      \
+	}
 // The folded step's epilogues (gpu/forward.go viaWG; the plain one is the last layer's MLP) for
 // blocks of 64 columns (one warpgroup, K sliced), and the MLP's first GEMM's for blocks of 32
 // (two, K whole) (gpu/wg.go planWGLayer).
@@ -294,19 +365,20 @@ WG_KERNEL(32_ln_gelu, EPI_LN_GELU, 32, 256)
 // two stages of shared memory, the first copy issued before the PDL wait; each tile's two K
 // halves land on mbarriers of their own, one for each warpgroup. A warpgroup multiplies its half
 // of K (A in registers, loaded once from X), and the two swap halves of the tile's columns
-// through shared memory to sum them. At most 64 rows, K / 2 <= WG_KSMAX.
+// through shared memory to sum them. At most 64 rows, K / 2 <= WG_KSMAX and a multiple of 64 (x_lane).
 // grid (G), block 256; dynamic shared memory (gpu/head.go headShared): stage 0; stage 1, which
-// holds X's rows (K + 8 halves apart) while A loads; the swap buffers (2 tiles x 2 warpgroups x
+// holds X (as in wg_gemm: xm's boxes, or x's rows K + 8 halves apart, past the stage into the swap
+// buffers) while A loads; the swap buffers (2 tiles x 2 warpgroups x
 // 64 rows x 32 floats, swizzled); 64 row norms; five mbarriers (the stages' halves, X).
-template <int NK>
-__device__ __forceinline__ void lm_head(unsigned long long *__restrict__ part, const half *__restrict__ x,
+template <int NK, bool BOX>
+__device__ __forceinline__ void lm_head(unsigned long long *__restrict__ part, const half *__restrict__ x, const CUtensorMap *xm,
                                         const half *__restrict__ ws, const float *__restrict__ colc,
                                         const float *__restrict__ dv, const float2 *__restrict__ stats, int P, int pstride,
                                         float eps, int M, int K, int V, int tiles) {
 #if __CUDA_ARCH__ >= 900
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, wgi = threadIdx.x / 128, g = lane / 4, t = lane % 4;
-	const int KW = K / 2, nk = NK ? NK : KW / 16, stage = K * 64 * 2, xst = K + 8;
+	const int KW = K / 2, nk = NK ? NK : KW / 16, stage = K * 64 * 2, nbox = (K + X_BOX - 1) / X_BOX, xst = K + 8;
 	const int t0 = (int)((long long)blockIdx.x * tiles / gridDim.x);
 	const int n = (int)((long long)(blockIdx.x + 1) * tiles / gridDim.x) - t0;
 	float *swap = reinterpret_cast<float *>(smem + 2 * stage);
@@ -331,21 +403,29 @@ __device__ __forceinline__ void lm_head(unsigned long long *__restrict__ part, c
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		if (n > 0) load(0, 0);
-		expect_tx(barX, M * K * 2);
+		expect_tx(barX, BOX ? nbox * M * X_BOX * 2 : M * K * 2);
+		if (BOX) asm volatile("prefetch.tensormap [%0];" ::"l"(xm) : "memory");
 	}
 	__syncthreads();
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;");
+	if (BOX && threadIdx.x == 0) x_boxes(xs0, xm, 0, 0, nbox, 1, barX, 0);
 	if ((int)threadIdx.x < M) {
-		bulk_copy(xs0 + 2 * threadIdx.x * xst, x + (size_t)threadIdx.x * K, K * 2, barX);
+		if (!BOX) bulk_copy(xs0 + 2 * threadIdx.x * xst, x + (size_t)threadIdx.x * K, K * 2, barX);
 		rowNorm[threadIdx.x] = row_norm(stats + (size_t)threadIdx.x * pstride, P, K, eps);
 	}
 	mbar_wait(barX, 0);
 	uint32_t a[WG_KSMAX / 16][4];
-	const uint32_t xa = xs0 + 2 * ((16 * warp + lane % 16) * xst + (lane / 16) * 8 + wgi * KW);
+	const auto load_a = [&](auto xa) {
 #pragma unroll
-	for (int kk = 0; kk < WG_KSMAX / 16; kk++)
-		if (kk < nk) ldsm_x4(a[kk], xa + 32 * kk);
+		for (int kk = 0; kk < WG_KSMAX / 16; kk++)
+			if (kk < nk) ldsm_x4(a[kk], xa(kk));
+	};
+	const int xr = 16 * warp + lane % 16;
+	if (BOX)
+		load_a(x_lane(xs0, xr, wgi * KW / 8, lane / 16));
+	else
+		load_a(x_rows(xs0, xst, xr, wgi * KW, lane / 16));
 	__syncthreads(); // every warp's A and the norms are in place: stage 1 is free
 	if (threadIdx.x == 0 && n > 1) {
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -427,12 +507,20 @@ __device__ __forceinline__ void lm_head(unsigned long long *__restrict__ part, c
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-    lm_head_argmax(unsigned long long *part, const half *x, const half *ws, const float *colc, const float *dv,
-                   const float2 *stats, int P, int pstride, float eps, int M, int K, int V, int tiles) {
-	switch (K / 32) { // the K halves of GPT-2 (384) and GPT-2 medium's width at 512 (256) compiled in
-	case 24: lm_head<24>(part, x, ws, colc, dv, stats, P, pstride, eps, M, K, V, tiles); break;
-	case 16: lm_head<16>(part, x, ws, colc, dv, stats, P, pstride, eps, M, K, V, tiles); break;
-	default: lm_head<0>(part, x, ws, colc, dv, stats, P, pstride, eps, M, K, V, tiles);
+// X as in wg_gemm: lm_head_argmax takes a pointer, lm_head_argmax_box a tensor map.
+#define LM_HEAD_ARGS                                                                                          \
+	const half *ws, const float *colc, const float *dv, const float2 *stats, int P, int pstride, float eps,  \
+	    int M, int K, int V, int tiles
+#define LM_HEAD_SWITCH(BOX, x, xm)                                                                            \
+	switch (K / 32) { /* the K halves of GPT-2 (384) and GPT-2 medium's width at 512 (256) compiled in */ \
+	case 24: lm_head<24, BOX>(part, x, xm, ws, colc, dv, stats, P, pstride, eps, M, K, V, tiles); break;   \
+	case 16: lm_head<16, BOX>(part, x, xm, ws, colc, dv, stats, P, pstride, eps, M, K, V, tiles); break;   \
+	default: lm_head<0, BOX>(part, x, xm, ws, colc, dv, stats, P, pstride, eps, M, K, V, tiles);           \
 	}
+extern "C" __global__ void __launch_bounds__(256, 1) lm_head_argmax(unsigned long long *part, const half *x, LM_HEAD_ARGS) {
+	LM_HEAD_SWITCH(false, x, nullptr)
+}
+extern "C" __global__ void __launch_bounds__(256, 1)
+    lm_head_argmax_box(unsigned long long *part, const __grid_constant__ CUtensorMap xm, LM_HEAD_ARGS) {
+	LM_HEAD_SWITCH(true, nullptr, &xm)
 }

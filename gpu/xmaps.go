@@ -1,0 +1,57 @@
+//go:build cgo
+
+package gpu
+
+import "rosetop/gpu/cu"
+
+// wg_gemm and lm_head_argmax take X, their input rows, either by one bulk copy a row or, in their
+// _box kernels, by bulk tensor copies of 64 columns x m rows (gemm_sm90a.cu x_boxes): one copy a
+// box, not one a row. The boxes are the faster at 8 to 48 rows and the slower at 1 and 64
+// (bench/RESULTS.md), so they take those steps only (xBoxes). A tensor map fixes its box,
+// so each of the three buffers a decode step's GEMMs read has one map for every row count m in
+// 1..wgMaxRows, whose boxes are m rows: a step's copies read its rows and no more.
+
+// xBuffer is an activation buffer wg_gemm reads X from.
+type xBuffer uint8
+
+const (
+	xLN  xBuffer = iota // act.xln: the QKV and first MLP GEMMs, the LM head (C columns)
+	xAtt                // act.att: the attention output projection (C columns)
+	xH                  // act.h: the MLP's second GEMM (F columns)
+	numXBuffers
+)
+
+const (
+	xBox        = 64 // the columns of X's tensor copies (128 bytes, the swizzle's span) and the most rows
+	xBoxMinRows = 8  // the fewest rows whose X comes by tensor copies ...
+	xBoxMaxRows = 48 // ... and the most
+)
+
+// xBoxes reports whether X of m rows comes by tensor copies (the _box kernels) rather than row
+// by row.
+func xBoxes(m int) bool { return m >= xBoxMinRows && m <= xBoxMaxRows }
+
+// xArg is the X argument of a kernel of m rows of x, buffer b: the tensor map of its first m rows
+// where xBoxes, else x.
+func xArg(x cu.Ptr, b xBuffer, m int) cu.Arg {
+	if xBoxes(m) {
+		return cu.T(int(b)*wgMaxRows + m - 1)
+	}
+	return cu.P(x)
+}
+
+// setXMaps encodes the maps xArg names over the activation buffers.
+func (s *state) setXMaps() error {
+	C, F := s.cfg.NEmbd, s.cfg.Inner
+	bufs := [numXBuffers]struct {
+		base cu.Ptr
+		cols int
+	}{xLN: {s.act.xln, C}, xAtt: {s.act.att, C}, xH: {s.act.h, F}}
+	maps := make([]cu.Map2D, 0, int(numXBuffers)*wgMaxRows)
+	for _, b := range bufs {
+		for m := 1; m <= wgMaxRows; m++ {
+			maps = append(maps, cu.Map2D{Base: b.base, Cols: b.cols, Rows: m, BoxCols: xBox, BoxRows: m})
+		}
+	}
+	return s.ctx.SetTensorMaps(maps)
+}
