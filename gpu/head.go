@@ -70,9 +70,10 @@ func (p *program) lmHeadArgmax(pdl bool, part, x, wp, colc, d, stats cu.Ptr, par
 		return
 	}
 	k := kLMHead
-	if xBoxes(m) {
+	boxes := xBoxes(m, 1)
+	if boxes {
 		k++
 	}
-	p.launch("lm head + argmax", k, blocks, 1, headThreads, headShared(C), pdl, cu.P(part), xArg(x, xLN, m), cu.P(wp), cu.P(colc),
+	p.launch("lm head + argmax", k, blocks, 1, headThreads, headShared(C), pdl, cu.P(part), xArg(x, xLN, m, boxes), cu.P(wp), cu.P(colc),
 		cu.P(d), cu.P(stats), cu.I(parts), cu.I(pstride), cu.F(eps), cu.I(m), cu.I(C), cu.I(V), cu.I(headTiles(V)))
 }

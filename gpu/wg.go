@@ -223,7 +223,8 @@ func (s *state) wgAttrs(g wgGEMMs, C, F int) (bool, error) {
 // the residual stream). C and eps are the model's width and norm epsilon, for the folded norms.
 // m must be 1..wgMaxRows.
 func (p *program) wgGEMM(name string, pdl bool, y, x cu.Ptr, xb xBuffer, wp cu.Ptr, m, in, out int, pl wgPlan, e gemmEpi, C int, eps float32) {
-	k, ok := wgKernel(e.kind, pl.bn, xBoxes(m))
+	boxes := xBoxes(m, pl.cn)
+	k, ok := wgKernel(e.kind, pl.bn, boxes)
 	switch {
 	case m < 1 || m > wgMaxRows:
 		p.fail(fmt.Errorf("gpu: wg_gemm for %d rows, want 1..%d", m, wgMaxRows))
@@ -233,6 +234,6 @@ func (p *program) wgGEMM(name string, pdl bool, y, x cu.Ptr, xb xBuffer, wp cu.P
 		return
 	}
 	p.launchCluster(name, k, out/pl.bn, pl.splits, wgGroupThread*pl.groups(), wgShared(m, in, pl, e.kind), pdl, pl.cn, pl.splits,
-		cu.P(y), xArg(x, xb, m), cu.P(wp), cu.P(e.bias), cu.I(m), cu.I(out), cu.I(in), cu.I(pl.cn), cu.P(e.colc), cu.P(e.stats),
+		cu.P(y), xArg(x, xb, m, boxes), cu.P(wp), cu.P(e.bias), cu.I(m), cu.I(out), cu.I(in), cu.I(pl.cn), cu.P(e.colc), cu.P(e.stats),
 		cu.I(e.parts), cu.I(statStride(C)), cu.F(eps), cu.P(e.x16), cu.P(e.next), cu.I(e.nextBytes))
 }

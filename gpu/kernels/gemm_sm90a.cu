@@ -14,7 +14,7 @@
 //   tensor copies (the _box kernels: xm, a tensor map of X's M rows, gpu/xmaps.go) of 64 columns
 //   x M rows in the 128-byte swizzle, each block copying every CN-th box; or by a bulk copy of
 //   each row of x (64/CN rows a block) into rows padded by 8 halves. Either way ldmatrix reads it
-//   without bank conflicts. The boxes are faster at 8-48 rows, the rows at 1 and 64 (bench/RESULTS.md).
+//   without bank conflicts. Which kernel takes which steps: gpu/xmaps.go xBoxes.
 // - A in registers (ldmatrix), B from shared memory: wgmma m64nBNk16, BN 64 or 32 columns.
 // - K is split over the W warpgroups of a block (their partials summed in its shared memory) and
 //   over the S blocks of a cluster column. Each block pushes the rows other blocks own into their
