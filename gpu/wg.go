@@ -115,7 +115,8 @@ type wgGEMMs struct {
 	on           bool
 	wgLayerPlans // clusters of up to 16 blocks
 	// wide: clusters of up to wgWideCluster blocks, for steps of more than wgWideRows rows (GPT-2:
-	// the MLP's second GEMM 1 x 8 instead of 2 x 8; faster at 64 rows, slower at 1-48: RESULTS.md).
+	// the MLP's second GEMM 1 x 8 instead of 2 x 8, QKV 1 x 2 instead of 4 x 2; faster at 64 rows,
+	// slower at 1-48: RESULTS.md).
 	wide wgLayerPlans
 }
 
@@ -128,9 +129,10 @@ func (g *wgGEMMs) at(m int) *wgLayerPlans {
 }
 
 // planWGLayer plans the four GEMMs of a layer of width C and MLP width F. The MLP's first keeps K
-// whole past wgWideRows rows; the rest slice it (GPT-2 124M: whole is faster only there,
-// bench/RESULTS.md). They run only folded (fold.go); the GEMMs that end a residual branch take
-// blocks of 64 columns, so that the next norm combines few statistics pairs (one a block).
+// whole past wgWideRows rows, and the QKV GEMM's cluster rows are single blocks there (each copies
+// X alone, by tensor copies: xBoxes); the rest slice K and share X (GPT-2 124M: each faster only
+// there, bench/RESULTS.md). They run only folded (fold.go); the GEMMs that end a residual branch
+// take blocks of 64 columns, so that the next norm combines few statistics pairs (one a block).
 func planWGLayer(C, F int) wgGEMMs {
 	var g wgGEMMs
 	var ok [4]bool
@@ -143,6 +145,7 @@ func planWGLayer(C, F int) wgGEMMs {
 		return p
 	}
 	g.wide = plan(wgWideCluster)
+	g.wide.qkv.cn = 1
 	g.wgLayerPlans = plan(smallMaxCluster) // ok: whether a slice fits, the same for both
 	g.on = ok[0] && ok[1] && ok[2] && ok[3] && foldsAt(C, wgBN)
 	return g

@@ -128,7 +128,7 @@ func TestPlanWG(t *testing.T) {
 	if g := planWGLayer(768, 3072); !g.on {
 		t.Error("GPT-2 124M has no wg_gemm plans")
 	} else if g.at(wgWideRows) != &g.wgLayerPlans || g.at(wgWideRows+1) != &g.wide || g.wide.fcProj != sliced(1, 8) ||
-		g.qkv != sliced(4, 2) || g.wide.qkv != sliced(4, 2) || g.proj != sliced(4, 2) || g.wide.proj != sliced(4, 2) ||
+		g.qkv != sliced(4, 2) || g.wide.qkv != sliced(1, 2) || g.proj != sliced(4, 2) || g.wide.proj != sliced(4, 2) ||
 		g.fc != sliced(4, 2) || g.wide.fc != whole(8) {
 		t.Errorf("GPT-2 124M's plans by rows: %+v", g)
 	}
