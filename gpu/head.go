@@ -32,9 +32,8 @@ func headTiles(V int) int { return (V + headTile - 1) / headTile }
 func headBlocks(sms, V int) int { return max(1, min(sms, headTiles(V))) }
 
 // headShared is lm_head_argmax's dynamic shared memory at width C: two stages of a tile (64 x C
-// halves; X's boxes overlay the second, and the swap buffers where C is not a multiple of xBox),
-// the swap buffers
-// (2 x 2 x 64 x 32 floats), 64 row norms and five mbarriers.
+// halves; X overlays the second: its boxes exactly, its 64 rows of C + 8 halves spilling into the
+// swap buffers), the swap buffers (2 x 2 x 64 x 32 floats), 64 row norms and five mbarriers.
 func headShared(C int) int { return 2*headTile*C*2 + 2*2*64*32*4 + 64*8 + 5*8 }
 
 // packHead appends pack_head (gpt2.cu): w's LM head tensors (weightSpecs: filled on the device)

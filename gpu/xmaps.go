@@ -8,9 +8,9 @@ import "rosetop/gpu/cu"
 // _box kernels, by bulk tensor copies of 64 columns x m rows (gemm_sm90a.cu x_boxes): one copy a
 // box, not one a row. The boxes are the faster at 8 to 48 rows, and past that where a block copies
 // X alone; the rows at 1 to 7, and at 49 to 64 multicast over a cluster row (bench/RESULTS.md):
-// xBoxes picks by that. A tensor map fixes its box,
-// so each of the three buffers a decode step's GEMMs read has one map for every row count m in
-// 1..wgMaxRows, whose boxes are m rows: a step's copies read its rows and no more.
+// xBoxes picks by that. A tensor map fixes its box, so each of the three buffers a decode step's
+// GEMMs read has one map for every row count m in 1..wgMaxRows, whose boxes are m rows: a step's
+// copies read its rows and no more.
 
 // xBuffer is an activation buffer wg_gemm reads X from.
 type xBuffer uint8

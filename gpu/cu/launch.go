@@ -166,14 +166,16 @@ func (c *Context) SetTensorMaps(maps []Map2D) error {
 	if !c.HasTensorMaps() {
 		return fmt.Errorf("cu: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or newer)")
 	}
-	if C.args_maps(c.args, C.int(len(maps))) == 0 {
-		return fmt.Errorf("cu: out of host memory for %d tensor maps", len(maps))
-	}
 	for i, m := range maps {
 		if m.Cols < 1 || m.Rows < 1 || m.BoxCols < 1 || m.BoxCols*2 > 128 || m.BoxRows < 1 || m.BoxRows > 256 {
 			return fmt.Errorf("cu: tensor map %d: %d x %d in boxes of %d x %d, want boxes of at most 64 columns and 256 rows", i,
 				m.Rows, m.Cols, m.BoxRows, m.BoxCols)
 		}
+	}
+	if C.args_maps(c.args, C.int(len(maps))) == 0 {
+		return fmt.Errorf("cu: out of host memory for %d tensor maps", len(maps))
+	}
+	for i, m := range maps {
 		res := C.w_encodeMap(c.a.c, c.args, C.int(i), C.CUdeviceptr(m.Base), C.ulonglong(m.Cols), C.ulonglong(m.Rows),
 			C.uint(m.BoxCols), C.uint(m.BoxRows))
 		if err := c.a.check(res, "cuTensorMapEncodeTiled(map %d: %d x %d, boxes of %d x %d)", i, m.Rows, m.Cols, m.BoxRows, m.BoxCols); err != nil {
