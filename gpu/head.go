@@ -69,7 +69,7 @@ func (p *program) lmHeadArgmax(pdl bool, part, x, wp, colc, d, stats cu.Ptr, par
 		return
 	}
 	k := kLMHead
-	boxes := xBoxes(m, 1)
+	boxes := xBoxes(m)
 	if boxes {
 		k++
 	}

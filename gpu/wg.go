@@ -226,7 +226,7 @@ func (s *state) wgAttrs(g wgGEMMs, C, F int) (bool, error) {
 // the residual stream). C and eps are the model's width and norm epsilon, for the folded norms.
 // m must be 1..wgMaxRows.
 func (p *program) wgGEMM(name string, pdl bool, y, x cu.Ptr, xb xBuffer, wp cu.Ptr, m, in, out int, pl wgPlan, e gemmEpi, C int, eps float32) {
-	boxes := xBoxes(m, pl.cn)
+	boxes := xBoxes(m)
 	k, ok := wgKernel(e.kind, pl.bn, boxes)
 	switch {
 	case m < 1 || m > wgMaxRows:

@@ -180,7 +180,7 @@ func TestWGGEMMMatchesCuBLAS(t *testing.T) {
 		{"fc proj", s.act.h, L.fcProjW, gemmFCProj, F, C, wg.fcProj},
 	} {
 		for _, m := range []int{1, 3, 16, 33, 37, 48, 64} {
-			if _, ok := wgKernel(epiPlain, wg.at(m).fc.bn, xBoxes(m, wg.at(m).fc.cn)); g.gemm == gemmFC && !ok {
+			if _, ok := wgKernel(epiPlain, wg.at(m).fc.bn, xBoxes(m)); g.gemm == gemmFC && !ok {
 				continue // blocks that keep K whole: TestWGWholeMatchesSliced
 			}
 			n := m * g.out

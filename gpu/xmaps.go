@@ -6,8 +6,7 @@ import "rosetop/gpu/cu"
 
 // wg_gemm and lm_head_argmax take X, their input rows, either by one bulk copy a row or, in their
 // _box kernels, by bulk tensor copies of 64 columns x m rows (gemm_sm90a.cu x_boxes): one copy a
-// box, not one a row. The boxes are the faster at 8 to 48 rows, and past that where a block copies
-// X alone; the rows at 1 to 7, and at 49 to 64 multicast over a cluster row (bench/RESULTS.md):
+// box, not one a row. The boxes are the faster from 8 rows on, the rows below (bench/RESULTS.md):
 // xBoxes picks by that. A tensor map fixes its box, so each of the three buffers a decode step's
 // GEMMs read has one map for every row count m in 1..wgMaxRows, whose boxes are m rows: a step's
 // copies read its rows and no more.
@@ -24,15 +23,12 @@ const (
 
 const (
 	xBox        = 64 // the columns of X's tensor copies (128 bytes, the swizzle's span) and the most rows
-	xBoxMinRows = 8  // the fewest rows whose X comes by tensor copies ...
-	xBoxMaxRows = 48 // ... and the most where a cluster row shares X (xBoxes)
+	xBoxMinRows = 8  // the fewest rows whose X comes by tensor copies
 )
 
 // xBoxes reports whether X of m rows comes by tensor copies (the _box kernels) rather than row
-// by row, for a kernel whose cluster rows share X over cn blocks (the LM head: 1). Past
-// xBoxMaxRows only a block that copies X alone takes boxes: the row copies multicast over a
-// cluster row are as fast there, and the boxes' kernels slower.
-func xBoxes(m, cn int) bool { return m >= xBoxMinRows && (m <= xBoxMaxRows || cn == 1) }
+// by row.
+func xBoxes(m int) bool { return m >= xBoxMinRows }
 
 // xArg is the X argument of a kernel of m rows of x, buffer b: the tensor map of its first m rows
 // where boxes, else x.

@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
 			cudaLaunchAttribute at[2];
 			launch_config(cfg, at, st, dim3(N / 64, S), CN, S, wg_shared(KS, S), true);
 			const unsigned char *pf = g + 1 < n ? (const unsigned char *)wS[g + 1] : nullptr;
-			launch_wg(cfg, gemm_wg, gemm_wg_box, M, CN, (void *)yf[g], (const half *)(g % 2 ? ch.y[0] : x0), xms[g % 2],
+			launch_wg(cfg, gemm_wg, gemm_wg_box, M, (void *)yf[g], (const half *)(g % 2 ? ch.y[0] : x0), xms[g % 2],
 			          (const half *)wS[g], (const float *)nullptr, M, N, K, CN, (const float *)nullptr, (float2 *)nullptr, 1,
 			          1, 1e-5f, (half *)nullptr, pf, pf ? C * F * 2 : 0);
 		}

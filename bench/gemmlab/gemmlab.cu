@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
 			cudaLaunchConfig_t cfg;
 			cudaLaunchAttribute at[2];
 			launch_config(cfg, at, st, dim3(s.N / BN, p.S), p.CN, p.S, wg_shared(KS, p.S), pdl);
-			launch_wg(cfg, gemm_wg, gemm_wg_box, M, p.CN, (void *)y, (const half *)xin(s), xm, (const half *)pw[l],
+			launch_wg(cfg, gemm_wg, gemm_wg_box, M, (void *)y, (const half *)xin(s), xm, (const half *)pw[l],
 			          (const float *)nullptr, M, s.N, s.K, p.CN, (const float *)nullptr, (float2 *)nullptr, 1, 1, 1e-5f,
 			          (half *)nullptr, (const unsigned char *)nullptr, 0);
 		};

@@ -104,16 +104,16 @@ static CUtensorMap tensor_map_2d(const void *base, int cols, int rows, int rowBy
 }
 
 // x_boxes_at reports whether the engine's wg_gemm takes X of M rows by tensor copies (its _box
-// kernels) rather than row by row, its cluster rows sharing X over CN blocks (gpu/xmaps.go xBoxes).
-static bool x_boxes_at(int M, int CN) { return M >= 8 && (M <= 48 || CN == 1); }
+// kernels) rather than row by row (gpu/xmaps.go xBoxes).
+static bool x_boxes_at(int M) { return M >= 8; }
 
-// launch_wg launches the engine's pick (x_boxes_at) of a wg_gemm kernel for M rows in cluster rows
-// of CN: rows, X by the pointer x, or boxes, X by the tensor map xm; rest are the parameters after X.
+// launch_wg launches the engine's pick (x_boxes_at) of a wg_gemm kernel for M rows: rows, X by the
+// pointer x, or boxes, X by the tensor map xm; rest are the parameters after X.
 template <class... A, class... R>
 static void launch_wg(const cudaLaunchConfig_t &cfg, void (*rows)(void *, const half *, A...),
-                      void (*boxes)(void *, CUtensorMap, A...), int M, int CN, void *y, const half *x,
-                      const CUtensorMap &xm, R &&...rest) {
-	if (x_boxes_at(M, CN))
+                      void (*boxes)(void *, CUtensorMap, A...), int M, void *y, const half *x, const CUtensorMap &xm,
+                      R &&...rest) {
+	if (x_boxes_at(M))
 		CK(cudaLaunchKernelEx(&cfg, boxes, y, xm, std::forward<R>(rest)...));
 	else
 		CK(cudaLaunchKernelEx(&cfg, rows, y, x, std::forward<R>(rest)...));

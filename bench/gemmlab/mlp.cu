@@ -390,18 +390,18 @@ int main(int argc, char **argv) {
 			const unsigned char *pf = (const unsigned char *)w2[l];
 			if (wide) {
 				config(cfg, at, dim3(F / 32, 1), 256, 8, 1, C * 32 * 2 + 64 * (C + 8) * 2 + 64 * 8 + 24);
-				launch_wg(cfg, gemm_wg32_ln_gelu, gemm_wg32_ln_gelu_box, M, 8, (void *)hbuf, (const half *)v.x16, xm, w1[l],
+				launch_wg(cfg, gemm_wg32_ln_gelu, gemm_wg32_ln_gelu_box, M, (void *)hbuf, (const half *)v.x16, xm, w1[l],
 				          b1[l], M, F, C, 8, c1[l], v.stats, C / 64, PSTAT, 1e-5f, (half *)nullptr, pf, F * C * 2);
 			} else {
 				const int R = (M + 1) / 2;
 				config(cfg, at, dim3(F / 64, 2), 128, 4, 2, 384 * 64 * 2 + 64 * 392 * 2 + 2 * R * 64 * 4 + 64 * 8 + 24);
-				launch_wg(cfg, gemm_wg_ln_gelu, gemm_wg_ln_gelu_box, M, 4, (void *)hbuf, (const half *)v.x16, xm, w1[l], b1[l],
+				launch_wg(cfg, gemm_wg_ln_gelu, gemm_wg_ln_gelu_box, M, (void *)hbuf, (const half *)v.x16, xm, w1[l], b1[l],
 				          M, F, C, 4, c1[l], v.stats, C / 64, PSTAT, 1e-5f, (half *)nullptr, pf, F * C * 2);
 			}
 			const int CN = wide ? 1 : 2, R = (M + 7) / 8;
 			pf = l + 1 < LAYERS ? (const unsigned char *)w1[l + 1] : nullptr;
 			config(cfg, at, dim3(C / 64, 8), 128, CN, 8, 384 * 64 * 2 + 64 * 392 * 2 + 8 * R * 64 * 4 + R * 64 * 4 + 64 * 8 + 24);
-			launch_wg(cfg, gemm_wg_res, gemm_wg_res_box, M, CN, (void *)v.x, (const half *)hbuf, hm, w2[l], b2[l], M, C, F,
+			launch_wg(cfg, gemm_wg_res, gemm_wg_res_box, M, (void *)v.x, (const half *)hbuf, hm, w2[l], b2[l], M, C, F,
 			          CN, (const float *)nullptr, v.stats, 1, PSTAT, 1e-5f, v.x16, pf, pf ? C * F * 2 : 0);
 		}
 	};
