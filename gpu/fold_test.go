@@ -119,9 +119,9 @@ func testFoldedEpilogues(t *testing.T, r *Runner, cfg Config, w *Weights, path l
 				return err
 			}
 			var p, q program
-			s.layerGEMM(&pl, &p, L, gemmProj, a.x, a.att, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln})
-			s.layerGEMM(&pl, &p, L, gemmFC, a.h, a.xln, gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: parts})
-			s.layerGEMM(&pl, &q, L, gemmQKV, a.y, a.xln, gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts})
+			s.layerGEMM(&pl, &p, L, gemmProj, a.x, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln})
+			s.layerGEMM(&pl, &p, L, gemmFC, a.h, gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats, parts: parts})
+			s.layerGEMM(&pl, &q, L, gemmQKV, a.y, gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts})
 			if err := s.run(&p); err != nil {
 				return err
 			}

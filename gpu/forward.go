@@ -59,10 +59,10 @@ func (s *state) attentionBlock(p *stepPlan, l int, prog *program) {
 		if l > 0 {
 			parts = s.resParts(p, gemmFCProj)
 		}
-		s.layerGEMM(p, prog, L, gemmQKV, a.y, a.xln, gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts,
+		s.layerGEMM(p, prog, L, gemmQKV, a.y, gemmEpi{kind: epiLN, bias: L.qkvD, colc: L.qkvC, stats: a.stats, parts: parts,
 			next: L.projWg, nextBytes: C * C * 2})
 	case p.gemms == viaSmall:
-		s.layerGEMM(p, prog, L, gemmQKV, a.y, a.xln, gemmEpi{})
+		s.layerGEMM(p, prog, L, gemmQKV, a.y, gemmEpi{})
 	default:
 		prog.gemm("gemm qkv", a.y, a.xln, L.attnW, p.m, C, 3*C)
 	}
@@ -77,11 +77,11 @@ func (s *state) attentionBlock(p *stepPlan, l int, prog *program) {
 	}
 	switch {
 	case p.gemms.folded():
-		s.layerGEMM(p, prog, L, gemmProj, a.x, a.att, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln,
+		s.layerGEMM(p, prog, L, gemmProj, a.x, gemmEpi{kind: epiRes, bias: L.projB, stats: a.stats, x16: a.xln,
 			next: L.fcWg, nextBytes: C * c.Inner * 2})
 		return
 	case p.gemms == viaSmall:
-		s.layerGEMM(p, prog, L, gemmProj, a.y, a.att, gemmEpi{})
+		s.layerGEMM(p, prog, L, gemmProj, a.y, gemmEpi{})
 	default:
 		prog.gemmSplitK("gemm attn proj", a.y, a.att, L.projW, p.m, C, C, p.projSplits)
 	}
@@ -98,22 +98,22 @@ func (s *state) mlpBlock(p *stepPlan, l int, prog *program) {
 	C, F, n, eps, m := c.NEmbd, c.Inner, p.rows, c.Eps, p.m
 	switch {
 	case p.gemms.folded():
-		s.layerGEMM(p, prog, L, gemmFC, a.h, a.xln, gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats,
+		s.layerGEMM(p, prog, L, gemmFC, a.h, gemmEpi{kind: epiLNGELU, bias: L.fcD, colc: L.fcC, stats: a.stats,
 			parts: s.resParts(p, gemmProj), next: L.fcProjWg, nextBytes: F * C * 2})
 		switch {
 		case !last:
-			s.layerGEMM(p, prog, L, gemmFCProj, a.x, a.h, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln,
+			s.layerGEMM(p, prog, L, gemmFCProj, a.x, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln,
 				next: w.layers[l+1].attnWg, nextBytes: 3 * C * C * 2})
 			return
 		case p.head: // ln_f is folded into lm_head_argmax, which reads x in fp16 and its statistics
-			s.layerGEMM(p, prog, L, gemmFCProj, a.x, a.h, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln})
+			s.layerGEMM(p, prog, L, gemmFCProj, a.x, gemmEpi{kind: epiRes, bias: L.fcProjB, stats: a.stats, x16: a.xln})
 			return
 		}
-		s.layerGEMM(p, prog, L, gemmFCProj, a.y, a.h, gemmEpi{})
+		s.layerGEMM(p, prog, L, gemmFCProj, a.y, gemmEpi{})
 		m = n // the plain product's rows
 	case p.gemms == viaSmall:
-		s.layerGEMM(p, prog, L, gemmFC, a.h, a.xln, gemmEpi{kind: epiGELU, bias: L.fcB})
-		s.layerGEMM(p, prog, L, gemmFCProj, a.y, a.h, gemmEpi{})
+		s.layerGEMM(p, prog, L, gemmFC, a.h, gemmEpi{kind: epiGELU, bias: L.fcB})
+		s.layerGEMM(p, prog, L, gemmFCProj, a.y, gemmEpi{})
 	default:
 		if p.fc != nil { // cuBLASLt adds the bias, applies GELU and writes h itself
 			prog.ltFC(a.h, a.xln, L.fcW, L.fcBh, m, C, F, p.fc)
@@ -143,9 +143,10 @@ const (
 )
 
 // layerGEMM appends layer L's GEMM g, y = x W through epilogue e, on the step's small-step path:
-// small_gemm (viaSmall, viaFolded) or wg_gemm (viaWG), from W's packed copy for that path.
-func (s *state) layerGEMM(p *stepPlan, prog *program, L *devLayer, g layerGEMM, y, x cu.Ptr, e gemmEpi) {
-	C, F := s.cfg.NEmbd, s.cfg.Inner
+// small_gemm (viaSmall, viaFolded) or wg_gemm (viaWG), from W's packed copy for that path; x is
+// g's input buffer (act.xln, act.att or act.h).
+func (s *state) layerGEMM(p *stepPlan, prog *program, L *devLayer, g layerGEMM, y cu.Ptr, e gemmEpi) {
+	C, F, a := s.cfg.NEmbd, s.cfg.Inner, &s.act
 	sg, wg := &s.caps.small, s.caps.wg.at(p.rows)
 	shape := [...]struct {
 		name     string
@@ -153,18 +154,19 @@ func (s *state) layerGEMM(p *stepPlan, prog *program, L *devLayer, g layerGEMM, 
 		mma, wgp cu.Ptr
 		sp       smallPlan
 		wp       wgPlan
-		xb       xBuffer // x, for wg_gemm's tensor copies
+		x        cu.Ptr
+		xb       xBuffer // x's tensor maps, for wg_gemm's tensor copies
 	}{
-		gemmQKV:    {"gemm qkv", C, 3 * C, L.attnWp, L.attnWg, sg.qkv, wg.qkv, xLN},
-		gemmProj:   {"gemm attn proj", C, C, L.projWp, L.projWg, sg.proj, wg.proj, xAtt},
-		gemmFC:     {"gemm fc", C, F, L.fcWp, L.fcWg, sg.fc, wg.fc, xLN},
-		gemmFCProj: {"gemm fc proj", F, C, L.fcProjWp, L.fcProjWg, sg.fcProj, wg.fcProj, xH},
+		gemmQKV:    {"gemm qkv", C, 3 * C, L.attnWp, L.attnWg, sg.qkv, wg.qkv, a.xln, xLN},
+		gemmProj:   {"gemm attn proj", C, C, L.projWp, L.projWg, sg.proj, wg.proj, a.att, xAtt},
+		gemmFC:     {"gemm fc", C, F, L.fcWp, L.fcWg, sg.fc, wg.fc, a.xln, xLN},
+		gemmFCProj: {"gemm fc proj", F, C, L.fcProjWp, L.fcProjWg, sg.fcProj, wg.fcProj, a.h, xH},
 	}[g]
-	if p.gemms == viaWG { // x is shape.xb's buffer
-		prog.wgGEMM(shape.name, p.pdl, y, x, shape.xb, shape.wgp, p.rows, shape.in, shape.out, shape.wp, e, C, s.cfg.Eps)
+	if p.gemms == viaWG {
+		prog.wgGEMM(shape.name, p.pdl, y, shape.x, shape.xb, shape.wgp, p.rows, shape.in, shape.out, shape.wp, e, C, s.cfg.Eps)
 		return
 	}
-	prog.smallGEMM(shape.name, p.pdl, y, x, shape.mma, p.rows, shape.in, shape.out, shape.sp, e, C, s.cfg.Eps)
+	prog.smallGEMM(shape.name, p.pdl, y, shape.x, shape.mma, p.rows, shape.in, shape.out, shape.sp, e, C, s.cfg.Eps)
 }
 
 // resParts is the statistics pairs a row gets from GEMM g's residual epilogue on the step's

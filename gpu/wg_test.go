@@ -187,7 +187,7 @@ func TestWGGEMMMatchesCuBLAS(t *testing.T) {
 			pl := stepPlan{rows: m, gemms: viaWG, pdl: s.caps.pdl}
 			err := (&againstCuBLAS{x: g.x, w: g.w, dst: s.act.y, input: input, m: m, in: g.in, out: g.out, bytes: int64((n + g.out) * 4),
 				ref: ref, got: unsafe.Pointer(&got[0]), nan: nan, build: func(p *program) {
-					s.layerGEMM(&pl, p, L, g.gemm, s.act.y, g.x, gemmEpi{})
+					s.layerGEMM(&pl, p, L, g.gemm, s.act.y, gemmEpi{})
 				}}).run(r)
 			if err != nil {
 				t.Fatalf("%s, %d rows: %v", g.name, m, err)
