@@ -9,6 +9,9 @@
 #   .ptx:    the same source as PTX, for reviewers and TestLaunchersMatchPTX; never loaded.
 # Both carry the source sha256 as scripts/gen-ptx.sh writes it (the .cu and every .cuh), and the
 # fatbin's line in kernels/fatbin.sha256 is replaced; TestPTXUpToDate checks them.
+# To try a kernel change in one device call, run the gpu test binary built here with
+# ROSETOP_WG_FATBIN=gpu/kernels/gemm_sm90a.fatbin after this script: it loads that file instead of
+# the fatbin embedded when it was built (gpu/fatbin_test.go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
