@@ -144,9 +144,9 @@ const (
 
 // layerGEMM appends layer L's GEMM g, y = x W through epilogue e, on the step's small-step path:
 // small_gemm (viaSmall, viaFolded) or wg_gemm (viaWG), from W's packed copy for that path; x is
-// g's input buffer (act.xln, act.att or act.h).
+// g's input buffer (xBuf).
 func (s *state) layerGEMM(p *stepPlan, prog *program, L *devLayer, g layerGEMM, y cu.Ptr, e gemmEpi) {
-	C, F, a := s.cfg.NEmbd, s.cfg.Inner, &s.act
+	C, F := s.cfg.NEmbd, s.cfg.Inner
 	sg, wg := &s.caps.small, s.caps.wg.at(p.rows)
 	shape := [...]struct {
 		name     string
@@ -154,19 +154,19 @@ func (s *state) layerGEMM(p *stepPlan, prog *program, L *devLayer, g layerGEMM, 
 		mma, wgp cu.Ptr
 		sp       smallPlan
 		wp       wgPlan
-		x        cu.Ptr
-		xb       xBuffer // x's tensor maps, for wg_gemm's tensor copies
+		xb       xBuffer // x
 	}{
-		gemmQKV:    {"gemm qkv", C, 3 * C, L.attnWp, L.attnWg, sg.qkv, wg.qkv, a.xln, xLN},
-		gemmProj:   {"gemm attn proj", C, C, L.projWp, L.projWg, sg.proj, wg.proj, a.att, xAtt},
-		gemmFC:     {"gemm fc", C, F, L.fcWp, L.fcWg, sg.fc, wg.fc, a.xln, xLN},
-		gemmFCProj: {"gemm fc proj", F, C, L.fcProjWp, L.fcProjWg, sg.fcProj, wg.fcProj, a.h, xH},
+		gemmQKV:    {"gemm qkv", C, 3 * C, L.attnWp, L.attnWg, sg.qkv, wg.qkv, xLN},
+		gemmProj:   {"gemm attn proj", C, C, L.projWp, L.projWg, sg.proj, wg.proj, xAtt},
+		gemmFC:     {"gemm fc", C, F, L.fcWp, L.fcWg, sg.fc, wg.fc, xLN},
+		gemmFCProj: {"gemm fc proj", F, C, L.fcProjWp, L.fcProjWg, sg.fcProj, wg.fcProj, xH},
 	}[g]
+	x, _ := s.xBuf(shape.xb)
 	if p.gemms == viaWG {
-		prog.wgGEMM(shape.name, p.pdl, y, shape.x, shape.xb, shape.wgp, p.rows, shape.in, shape.out, shape.wp, e, C, s.cfg.Eps)
+		prog.wgGEMM(shape.name, p.pdl, y, x, shape.xb, shape.wgp, p.rows, shape.in, shape.out, shape.wp, e, C, s.cfg.Eps)
 		return
 	}
-	prog.smallGEMM(shape.name, p.pdl, y, shape.x, shape.mma, p.rows, shape.in, shape.out, shape.sp, e, C, s.cfg.Eps)
+	prog.smallGEMM(shape.name, p.pdl, y, x, shape.mma, p.rows, shape.in, shape.out, shape.sp, e, C, s.cfg.Eps)
 }
 
 // resParts is the statistics pairs a row gets from GEMM g's residual epilogue on the step's

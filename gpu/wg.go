@@ -12,10 +12,10 @@ import (
 // module loads. A block computes a block of columns with wgmma, its weights bulk copies issued
 // before the PDL wait from a copy packed in wgmma's order (packWG), X's slice (by tensor copies
 // or row by row: xmaps.go) shared over a cluster row of column blocks by multicast. Either a
-// block takes 64 columns of a K slice, and the slices of a cluster column are summed by pushing partial rows into their owners' shared memory;
-// or it takes 32 columns of all of K, split over its two warpgroups and summed in its own shared
-// memory. It runs only with the norms folded into its epilogues (fold.go): a layer is its four
-// GEMMs and the attention kernel.
+// block takes 64 columns of a K slice, and the slices of a cluster column are summed by pushing
+// partial rows into their owners' shared memory; or it takes 32 columns of all of K, split over
+// its two warpgroups and summed in its own shared memory. It runs only with the norms folded
+// into its epilogues (fold.go): a layer is its four GEMMs and the attention kernel.
 
 const (
 	wgBN          = 64  // columns a block of a K-sliced plan
@@ -81,10 +81,11 @@ func (p wgPlan) groups() int {
 
 // planWG, when whole, keeps K whole in a block of wgWholeBN columns where its wgMaxGroups
 // warpgroups of wgMinWhole to wgMaxSlice K each (a multiple of xBox: each starts at a box's first
-// column) hold it (no partial sums leave the block); else, or where they cannot, it picks the fewest K slices of at most wgMaxSlice (a multiple of 16) over
-// blocks of wgBN columns. The cluster row is the widest that divides the column blocks, within
-// maxCluster blocks a cluster: up to wgMaxRow blocks for K slices, wgWholeRow for K whole. ok is
-// false when N is not a positive multiple of 64 (packWG's blocks) or no slice fits.
+// column) hold it (no partial sums leave the block); else, or where they cannot, it picks the
+// fewest K slices of at most wgMaxSlice (a multiple of 16) over blocks of wgBN columns. The
+// cluster row is the widest that divides the column blocks, within maxCluster blocks a cluster:
+// up to wgMaxRow blocks for K slices, wgWholeRow for K whole. ok is false when N is not a
+// positive multiple of 64 (packWG's blocks) or no slice fits.
 func planWG(N, K, maxCluster int, whole bool) (p wgPlan, ok bool) {
 	if N%wgBN != 0 || N < wgBN {
 		return p, false

@@ -39,17 +39,24 @@ func xArg(x cu.Ptr, b xBuffer, m int, boxes bool) cu.Arg {
 	return cu.P(x)
 }
 
+// xBuf is buffer b's device address and its row's columns.
+func (s *state) xBuf(b xBuffer) (cu.Ptr, int) {
+	switch b {
+	case xAtt:
+		return s.act.att, s.cfg.NEmbd
+	case xH:
+		return s.act.h, s.cfg.Inner
+	}
+	return s.act.xln, s.cfg.NEmbd
+}
+
 // setXMaps encodes the maps xArg names over the activation buffers.
 func (s *state) setXMaps() error {
-	C, F := s.cfg.NEmbd, s.cfg.Inner
-	bufs := [numXBuffers]struct {
-		base cu.Ptr
-		cols int
-	}{xLN: {s.act.xln, C}, xAtt: {s.act.att, C}, xH: {s.act.h, F}}
 	maps := make([]cu.Map2D, 0, int(numXBuffers)*wgMaxRows)
-	for _, b := range bufs {
+	for b := range numXBuffers {
+		base, cols := s.xBuf(b)
 		for m := 1; m <= wgMaxRows; m++ {
-			maps = append(maps, cu.Map2D{Base: b.base, Cols: b.cols, Rows: m, BoxCols: xBox, BoxRows: m})
+			maps = append(maps, cu.Map2D{Base: base, Cols: cols, Rows: m, BoxCols: xBox, BoxRows: m})
 		}
 	}
 	return s.ctx.SetTensorMaps(maps)
