@@ -44,6 +44,15 @@ var serveShared = []string{
 	"tokenize-workers", "seed", "json", "csv", "cpuprofile", "record",
 }
 
+// grace is --shutdown-timeout as serve.Options takes it: 0 there is the default, a negative
+// duration none.
+func (so serveOptions) grace() time.Duration {
+	if d := time.Duration(so.shutdownS * float64(time.Second)); d > 0 {
+		return d
+	}
+	return -1
+}
+
 // newServeFlagSet binds serve's flags: its own to so, the shared ones to o.
 func newServeFlagSet(o *options, so *serveOptions) *flag.FlagSet {
 	all := newFlagSet(o)
@@ -57,8 +66,8 @@ func newServeFlagSet(o *options, so *serveOptions) *flag.FlagSet {
 	fs.StringVar(&so.servedName, "served-model-name", so.servedName, `the model id clients send as "model" (default: the --model value, or tiny-gpt2)`)
 	intVar(fs, &so.maxQueue, "max-queue", 0, maxRequests, "answer 429 with Retry-After while this many requests wait for the scheduler (0: no limit)")
 	intVar(fs, &so.window, "window", 1, maxRequests, "finished requests per cold/steady window of the dashboard and the summary")
-	secondsVar(fs, &so.shutdownS, "shutdown-timeout", 0, 86400, "on SIGTERM/SIGINT, how long requests in flight may run before they are cancelled")
-	fs.StringVar(&so.metricsNames, "metrics-names", so.metricsNames, "rosetop (rosetop_num_requests_running, ...) | vllm (vllm:num_requests_running, ...: a vLLM Grafana board works unchanged)")
+	secondsVar(fs, &so.shutdownS, "shutdown-timeout", 0, 86400, "on SIGTERM/SIGINT, how long requests in flight may run before they are cancelled (0: at once)")
+	fs.StringVar(&so.metricsNames, "metrics-names", so.metricsNames, "rosetop (rosetop_num_requests_running, ...) | vllm (vllm:num_requests_running, ...: vLLM's current names, not the ones it deprecated)")
 	fs.BoolVar(&so.logRequests, "log-requests", so.logRequests, "log one line per request on stderr (not with --dashboard)")
 	fs.BoolVar(&so.dashboard, "dashboard", so.dashboard, "show the live dashboard over the server's own traffic")
 	return fs
@@ -196,7 +205,7 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	if term != nil {
 		errLog = stdlog.New(eventsWriter{sess}, "", 0)
 	}
-	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: time.Duration(so.shutdownS * float64(time.Second)),
+	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: so.grace(),
 		Metrics: metrics, Log: log, ErrorLog: errLog})
 	if err != nil {
 		return errors.Join(err, sess.Close())

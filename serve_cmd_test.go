@@ -195,3 +195,12 @@ func TestServeBusyPort(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and the listen error before any model loads", code, stderr)
 	}
 }
+
+// TestServeGrace: --shutdown-timeout 0 means no time (serve.Options's negative), not its default.
+func TestServeGrace(t *testing.T) {
+	for s, want := range map[float64]time.Duration{0: -1, 0.5: 500 * time.Millisecond, 30: 30 * time.Second} {
+		if got := (serveOptions{shutdownS: s}).grace(); got != want {
+			t.Errorf("--shutdown-timeout %g: %v, want %v", s, got, want)
+		}
+	}
+}

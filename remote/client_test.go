@@ -110,7 +110,7 @@ func TestGaps(t *testing.T) {
 
 func TestRequestBody(t *testing.T) {
 	seed := int64(7)
-	extra, err := ParseExtraBody(`{"max_tokens": 5, "chat_template_kwargs": {"enable_thinking": false}}`)
+	extra, err := ParseExtraBody(`{"temperature": 0.5, "chat_template_kwargs": {"enable_thinking": false}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRequestBody(t *testing.T) {
 			name:  "extra body wins at the top level",
 			req:   Request{API: Completions, Model: "gpt2", Prompt: "x", MaxTokens: 16},
 			extra: extra,
-			want:  map[string]any{"max_tokens": 5.0, "chat_template_kwargs": map[string]any{"enable_thinking": false}, "stream": true},
+			want:  map[string]any{"temperature": 0.5, "max_tokens": 16.0, "chat_template_kwargs": map[string]any{"enable_thinking": false}, "stream": true},
 			path:  "/v1/completions",
 		},
 	}
@@ -202,6 +202,8 @@ func TestParseExtraBody(t *testing.T) {
 		{"two objects", `{} {}`, 0, false},
 		{"broken", `{"a": `, 0, false},
 		{"stream", `{"stream": false}`, 0, false},
+		{"max_tokens", `{"max_tokens": 20}`, 0, false},
+		{"max_completion_tokens", `{"top_k": 1, "max_completion_tokens": 16}`, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -97,7 +97,8 @@ type ExtraBody struct {
 }
 
 // ParseExtraBody reads --extra-body: it must be a JSON object, and may not set "stream" (the
-// client only speaks streaming).
+// client only speaks streaming) nor the output length (the client bounds and counts a stream by
+// the length it asked for: --max-new-tokens or the dataset's).
 func ParseExtraBody(s string) (ExtraBody, error) {
 	if strings.TrimSpace(s) == "" {
 		return ExtraBody{}, nil
@@ -110,6 +111,11 @@ func ParseExtraBody(s string) (ExtraBody, error) {
 	}
 	if _, ok := m["stream"]; ok {
 		return ExtraBody{}, fmt.Errorf("%w: extra body may not set \"stream\": the client streams", ErrConfig)
+	}
+	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+		if _, ok := m[k]; ok {
+			return ExtraBody{}, fmt.Errorf("%w: extra body may not set %q: give the output length with --max-new-tokens (or the dataset's), which the client's stream bounds follow", ErrConfig, k)
+		}
 	}
 	return ExtraBody{members: m}, nil
 }

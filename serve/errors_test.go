@@ -45,9 +45,11 @@ func TestErrors(t *testing.T) {
 		{"null in a token list", "POST", "/v1/completions", `{"prompt": [[null, 15496]]}`, 400, typeInvalid, "prompt", "", "prompt token id at index 0 is null"},
 		{"string among token ids", "POST", "/v1/completions", `{"prompt": [15496, "a"]}`, 400, typeInvalid, "prompt", "", "prompt must be a string, a list of token ids, or a list holding one of either"},
 		{"prompt over the context", "POST", "/v1/completions", `{"prompt": "` + long + `", "max_tokens": 1}`, 400, typeInvalid, "prompt", "context_length_exceeded", "maximum context length is 64"},
-		{"max_tokens over the context", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 64}`, 400, typeInvalid, "prompt", "context_length_exceeded", "65 tokens"},
-		{"max_tokens past int32", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 99999999999999}`, 400, typeInvalid, "prompt", "context_length_exceeded", "you requested 100000000000000 tokens (1 in the prompt, 99999999999999 in the completion)"},
-		{"messages over the context", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "` + long + `"}]}`, 400, typeInvalid, "messages", "context_length_exceeded", "in the messages"},
+		{"max_tokens over the context", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 64}`, 400, typeInvalid, "max_tokens", "context_length_exceeded", "'max_tokens' is too large: 64. This model's maximum context length is 64 tokens and your request has 1 input tokens (64 > 64 - 1)."},
+		{"max_tokens past int32", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 99999999999999}`, 400, typeInvalid, "max_tokens", "context_length_exceeded", "'max_tokens' is too large: 99999999999999."},
+		{"max_completion_tokens over the context", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 1000}`, 400, typeInvalid, "max_completion_tokens", "context_length_exceeded", "'max_completion_tokens' is too large: 1000."},
+		{"messages over the context", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "` + long + `"}]}`, 400, typeInvalid, "messages", "context_length_exceeded", "However, your request has "},
+		{"messages over the context, no negative count", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "` + long + `"}]}`, 400, typeInvalid, "messages", "context_length_exceeded", "input tokens. Please reduce the length of the messages."},
 		{"max_tokens 0", "POST", "/v1/completions", `{"prompt": "Hi", "max_tokens": 0}`, 400, typeInvalid, "max_tokens", "", "at least 1"},
 		{"max_completion_tokens 0", "POST", "/v1/chat/completions", chat(`, "max_completion_tokens": 0`), 400, typeInvalid, "max_completion_tokens", "", "at least 1"},
 		{"temperature too high", "POST", "/v1/completions", `{"prompt": "Hi", "temperature": 2.5}`, 400, typeInvalid, "temperature", "", "temperature"},
@@ -182,7 +184,7 @@ func TestNeutralValues(t *testing.T) {
 		t.Fatalf("status %d, reply %+v", code, r)
 	}
 	chat := `{"messages": [{"role": "user", "content": "Hi", "tool_calls": []}], "max_tokens": 2, "logprobs": false,
-		"top_logprobs": 0, "tools": [], "tool_choice": "none", "modalities": ["text"], "stream": false}`
+		"top_logprobs": 0, "tools": [], "tool_choice": "none", "modalities": ["text"], "stream": false, "stream_options": {}}`
 	if code := h.post("/v1/chat/completions", chat, &r); code != 200 || r.Usage.CompletionTokens != 2 {
 		t.Fatalf("chat: status %d, reply %+v", code, r)
 	}

@@ -396,9 +396,16 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 }
 
 // TestShutdownTimeout: requests still running after --shutdown-timeout are cancelled (their KV
-// blocks return) and their clients told so: a 503, or an error event closing the stream.
+// blocks return) and their clients told so: a 503, or an error event closing the stream; with no
+// time given (a negative timeout), at once rather than after the default.
 func TestShutdownTimeout(t *testing.T) {
-	h := newHarness(t, engineOpts{paused: true}, Options{ShutdownTimeout: 100 * time.Millisecond})
+	for _, grace := range []time.Duration{100 * time.Millisecond, -1} {
+		t.Run(grace.String(), func(t *testing.T) { testShutdownTimeout(t, grace) })
+	}
+}
+
+func testShutdownTimeout(t *testing.T, grace time.Duration) {
+	h := newHarness(t, engineOpts{paused: true}, Options{ShutdownTimeout: grace})
 	whole := make(chan string, 1)
 	go func() {
 		resp, err := h.client.Post(h.url+"/v1/completions", "application/json", strings.NewReader(`{"prompt": "Hi", "max_tokens": 5}`))
@@ -414,8 +421,15 @@ func TestShutdownTimeout(t *testing.T) {
 		map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 5, "stream": true})
 	defer resp.Body.Close()
 	h.te.waitFor(func() bool { return h.te.submitted == 2 })
-	if err := h.stop(); err != nil {
-		t.Fatalf("Serve: %v", err)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.stop() }()
+	select { // a failure, not a measurement: the default grace is 30 s
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Serve still running 20 s after its context ended, with a grace of %v", grace)
 	}
 	events := readSSE(t, resp.Body)
 	if len(events) != 2 || !strings.Contains(events[0], `"shutting_down"`) || events[1] != "[DONE]" {

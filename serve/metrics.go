@@ -18,7 +18,7 @@ type MetricNames string
 
 const (
 	RosetopNames MetricNames = "rosetop" // rosetop_num_requests_running, ... (the default)
-	VLLMNames    MetricNames = "vllm"    // vllm:num_requests_running, ...: a vLLM Grafana board works unchanged
+	VLLMNames    MetricNames = "vllm"    // vllm:num_requests_running, ...: vLLM's current names (not those it deprecated)
 )
 
 // MetricsOptions configure Metrics.
@@ -38,7 +38,8 @@ type MetricsOptions struct {
 //
 //   - num_requests_running, num_requests_waiting, kv_cache_usage_perc (0..1): the latest step's.
 //   - num_preemptions_total; generation_tokens_total: every token sampled; prompt_tokens_total:
-//     the prompt of every request that got its first token, counted when it finishes.
+//     the prompt tokens each step prefilled (cached ones included), counted with that step, as
+//     vLLM counts a prompt with its first token (not when the request finishes).
 //   - iteration_tokens_total: per engine step, the prompt tokens it prefilled (cached ones
 //     included) plus the tokens it sampled.
 //   - time_to_first_token_seconds: first token - submit; inter_token_latency_seconds: each gap
@@ -157,6 +158,7 @@ func (m *Metrics) ObserveStep(so *sched.StepOutput) {
 		m.lastToken[e.ID] = e.At
 	}
 	m.generationTokens.Add(float64(sampled))
+	m.promptTokens.Add(float64(snap.PrefillTokens + snap.CachedTokens))
 	if snap.Kind != sched.StepIdle {
 		m.iteration.Observe(float64(snap.PrefillTokens + snap.CachedTokens + sampled))
 	}
@@ -177,7 +179,6 @@ func (m *Metrics) finished(r *sched.Record) {
 	if t.FirstToken == 0 {
 		return
 	}
-	m.promptTokens.Add(float64(r.PromptTokens))
 	last := t.Tokens[len(t.Tokens)-1]
 	m.prefill.Observe(seconds(t.FirstToken - t.Admitted))
 	m.decode.Observe(seconds(last - t.FirstToken))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"rosetop/remote"
+	"rosetop/sched"
 )
 
 // scrape reads /metrics with Prometheus' own text parser; it returns the page too.
@@ -230,5 +232,31 @@ func TestMetricsOptions(t *testing.T) {
 		if _, err := NewMetrics(o); err == nil {
 			t.Errorf("NewMetrics(%+v): no error", o)
 		}
+	}
+}
+
+// TestPromptTokensCountedAtPrefill: prompt_tokens_total grows with the step that prefills a
+// prompt, before its request finishes (vLLM counts it with the first token), cached tokens
+// included.
+func TestPromptTokensCountedAtPrefill(t *testing.T) {
+	m, err := NewMetrics(MetricsOptions{Names: "vllm", Model: "tiny-gpt2", MaxModelLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &sched.Times{FirstToken: 2 * time.Millisecond, Tokens: []time.Duration{2 * time.Millisecond}}
+	m.ObserveStep(&sched.StepOutput{
+		Snapshot: sched.Snapshot{Kind: sched.StepPrefill, PrefillTokens: 5, CachedTokens: 3},
+		Events:   []sched.Event{{Kind: sched.EventTokens, ID: 1, Tokens: []int32{7}, First: first, At: 2 * time.Millisecond}},
+	})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fams["vllm:prompt_tokens_total"]
+	if f == nil || len(f.Metric) != 1 || f.Metric[0].GetCounter().GetValue() != 8 {
+		t.Fatalf("vllm:prompt_tokens_total after one prefill step of 5 + 3 cached tokens: %v, want 8", f)
 	}
 }

@@ -221,11 +221,11 @@ func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxPara
 		return e
 	}
 	j.stream = c.Stream != nil && *c.Stream
-	if c.StreamOptions != nil {
+	// vLLM refuses stream_options without stream only when they say something: {} passes.
+	if o := c.StreamOptions; o != nil && (o.IncludeUsage != nil || o.ContinuousUsageStats != nil) {
 		if !j.stream {
 			return badRequest("stream_options", "", "stream_options can only be set when stream is true")
 		}
-		o := c.StreamOptions
 		j.usage = o.IncludeUsage != nil && *o.IncludeUsage
 		j.continuous = j.usage && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
 	}
@@ -247,12 +247,17 @@ func (c *common) lengths(j *job, m *Model, n int, maxTokens *int, maxParam strin
 			return 0, 0, badRequest(maxParam, "", "%s must be at least 1, got %d", maxParam, maxNew)
 		}
 	}
-	if room := m.MaxSeqLen - n; maxNew > room || room < 1 {
-		asked := n + min(maxNew, math.MaxInt-n) // no overflow on an absurd max_tokens
+	// vLLM's two messages: the prompt alone leaves no room, or the completion asked for does not fit.
+	switch room := m.MaxSeqLen - n; {
+	case room < 1:
 		p := j.promptParam()
 		return 0, 0, badRequest(p, "context_length_exceeded",
-			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
-			m.MaxSeqLen, asked, n, p, maxNew, p)
+			"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the %s.",
+			m.MaxSeqLen, n, p)
+	case maxNew > room:
+		return 0, 0, badRequest(maxParam, "context_length_exceeded",
+			"'%s' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).",
+			maxParam, maxNew, m.MaxSeqLen, n, maxNew, m.MaxSeqLen, n)
 	}
 	if c.MinTokens != nil {
 		if minNew = *c.MinTokens; minNew < 0 || minNew > maxNew {

@@ -109,7 +109,7 @@ func TestWholeNumbers(t *testing.T) {
 		{name: "chat", body: `{"messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 4.0, "seed": 7E0}`,
 			chat: true, maxNew: 4, seed: 7},
 		{name: "exponent past the context", body: `{"prompt": "Hi", "max_tokens": 1e18}`,
-			errParam: "prompt", errText: "1000000000000000000 in the completion"},
+			errParam: "max_tokens", errText: "'max_tokens' is too large: 1000000000000000000."},
 		{name: "fraction", body: `{"prompt": "Hi", "max_tokens": 2.5}`, errParam: "max_tokens", errText: "must be an integer, got number 2.5"},
 		{name: "past int64", body: `{"prompt": "Hi", "seed": 1e19}`, errParam: "seed", errText: "must be an integer in [-9223372036854775808, 9223372036854775807]"},
 	} {

@@ -31,7 +31,8 @@ type Options struct {
 	ReadTimeout, WriteTimeout time.Duration
 	IdleTimeout               time.Duration // how long a keep-alive connection may idle [120 s]
 	// ShutdownTimeout is how long Serve lets in-flight requests run once its context is done,
-	// before it cancels them (--shutdown-timeout) [30 s].
+	// before it cancels them (--shutdown-timeout) [30 s]; a negative one: no time, they are
+	// cancelled at once.
 	ShutdownTimeout time.Duration
 	Metrics         *Metrics     // served at GET /metrics; nil: 404 there
 	Log             *slog.Logger // one line per request (--log-requests); nil: none
@@ -82,7 +83,6 @@ func (o *Options) defaults() error {
 		{"read timeout", &o.ReadTimeout, 30 * time.Second},
 		{"write timeout", &o.WriteTimeout, 30 * time.Second},
 		{"idle timeout", &o.IdleTimeout, 120 * time.Second},
-		{"--shutdown-timeout", &o.ShutdownTimeout, 30 * time.Second},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("%w: %s %v, want >= 0", ErrBadOptions, d.name, *d.v)
@@ -90,6 +90,9 @@ func (o *Options) defaults() error {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
 	}
 	switch {
 	case o.MaxQueue < 0:
@@ -143,7 +146,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
-	grace, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	grace, cancel := context.WithTimeout(context.Background(), max(s.opts.ShutdownTimeout, 0))
 	defer cancel()
 	if err := hs.Shutdown(grace); err != nil {
 		hardStop(errShutdown) // every request context is done: the handlers cancel their requests
