@@ -244,3 +244,49 @@ func TestWatcherBrokenPage(t *testing.T) {
 		}
 	}
 }
+
+// TestWatcherHistogramAppears: a histogram absent from an earlier page of the same server
+// (SGLang's and TGI's series appear with their first observation) counts from zero: its first
+// observations are admissions and fill the window. A page of no known server is no such zero.
+func TestWatcherHistogramAppears(t *testing.T) {
+	ttft := hist(0.1, 4, 1, 10, inf, 10)
+	ttft.Sum = 2
+	for _, tc := range []struct {
+		name     string
+		earlier  ServerKind
+		admitted int
+	}{{"same server", KindSGLang, 10}, {"unknown page", KindUnknown, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &watcher{window: time.Minute}
+			w.add(Snapshot{At: time.Second, Kind: tc.earlier}, nil)
+			w.add(Snapshot{At: 2 * time.Second, Kind: KindSGLang, TTFT: ttft}, nil)
+			var snap sched.Snapshot
+			w.fill(&snap)
+			if snap.Admitted != tc.admitted {
+				t.Errorf("%d admitted, want %d", snap.Admitted, tc.admitted)
+			}
+			l := w.latest().Latency[0]
+			if tc.admitted > 0 {
+				if !l.Known || math.IsNaN(l.Dist.P50) || l.Dist.Mean != 200 {
+					t.Errorf("TTFT over the window %+v, want 10 observations of mean 200 ms", l)
+				}
+			} else if !math.IsNaN(l.Dist.P50) {
+				t.Errorf("TTFT over the window %+v, want none", l)
+			}
+		})
+	}
+}
+
+// TestWatcherBaselineAfterFailedFirstScrape: without the provider's first scrape, the watcher's
+// first good one is the baseline of the server's lifetime counters.
+func TestWatcherBaselineAfterFailedFirstScrape(t *testing.T) {
+	w := &watcher{window: time.Minute}
+	w.add(Snapshot{}, errors.New("timeout"))
+	w.add(Snapshot{At: time.Second, Kind: KindVLLM, Preemptions: Value{V: 5000, Known: true}}, nil)
+	w.add(Snapshot{At: 2 * time.Second, Kind: KindVLLM, Preemptions: Value{V: 5003, Known: true}}, nil)
+	var snap sched.Snapshot
+	w.fill(&snap)
+	if snap.Preemptions != 3 {
+		t.Errorf("%d preemptions, want the 3 since the first good scrape", snap.Preemptions)
+	}
+}

@@ -21,11 +21,13 @@ type watcher struct {
 	url    string        // immutable
 	every  time.Duration // immutable
 	window time.Duration // immutable
-	base   *Snapshot     // the provider's first scrape: the baseline of the server's counters; read-only
 
 	pub atomic.Pointer[bench.ServerMetrics] // the latest view; written by the scrape loop
 
-	mu     sync.Mutex // guards the fields below; taken after remoteServer.mu when both are
+	mu sync.Mutex // guards the fields below; taken after remoteServer.mu when both are
+	// base is the baseline of the server's counters: the provider's first scrape, or where that
+	// failed, this watcher's first good one. The snapshot itself is never written.
+	base   *Snapshot
 	hist   []Snapshot // this watcher's scrapes spanning the window and one before it, oldest first
 	firsts int        // first tokens (TTFT observations) the server counted since the last step took them
 	note   string     // why figures are missing; "" when the last scrape worked and was understood
@@ -95,8 +97,11 @@ func (w *watcher) add(snap Snapshot, err error) {
 	if snap.Kind == KindUnknown {
 		w.note = "the remoteServer's /metrics name nothing rosetop knows"
 	}
+	if w.base == nil {
+		w.base = &snap
+	}
 	if n := len(w.hist); n > 0 {
-		if d := snap.TTFT.Sub(w.hist[n-1].TTFT); d.Known {
+		if d := since(&snap, &w.hist[n-1], (*Snapshot).ttft); d.Known {
 			w.firsts += int(math.Round(d.Count))
 		}
 	}
@@ -128,14 +133,14 @@ func (w *watcher) publishLocked() {
 	m.Kind, m.At, m.Window = last.Kind.String(), last.At, last.At-first.At
 	m.Waiting, m.Running, m.KVUsage = gauge(last.Waiting), gauge(last.Running), gauge(last.KVUsage)
 	for _, h := range []struct {
-		name      string
-		now, then Histogram
+		name string
+		of   func(*Snapshot) Histogram
 	}{
-		{"TTFT", last.TTFT, first.TTFT}, {"ITL", last.ITL, first.ITL}, {"E2E latency", last.E2E, first.E2E},
-		{"Queue", last.Queue, first.Queue}, {"Prefill", last.Prefill, first.Prefill},
+		{"TTFT", (*Snapshot).ttft}, {"ITL", (*Snapshot).itl}, {"E2E latency", (*Snapshot).e2e},
+		{"Queue", (*Snapshot).queue}, {"Prefill", (*Snapshot).prefill},
 	} {
-		d := h.now.Sub(h.then)
-		l := bench.ServerLatency{Name: h.name, Known: h.now.Known, Dist: msDist(d)}
+		d := since(last, first, h.of)
+		l := bench.ServerLatency{Name: h.name, Known: h.of(last).Known, Dist: msDist(d)}
 		if b, ok := d.FirstBound(); ok {
 			l.FirstBound = b * 1000
 		}
@@ -171,6 +176,23 @@ func (w *watcher) fill(snap *sched.Snapshot) {
 		snap.Preemptions = uint64(p)
 	}
 }
+
+// since is what histogram of gained from then's scrape to now's. One that then's page lacked,
+// where that page came from the same server, counts from zero: SGLang's and TGI's series appear
+// with their first observation.
+func since(now, then *Snapshot, of func(*Snapshot) Histogram) Histogram {
+	h, prev := of(now), of(then)
+	if h.Known && !prev.Known && then.Kind == now.Kind && then.Kind != KindUnknown {
+		return h
+	}
+	return h.Sub(prev)
+}
+
+func (s *Snapshot) ttft() Histogram    { return s.TTFT }
+func (s *Snapshot) itl() Histogram     { return s.ITL }
+func (s *Snapshot) e2e() Histogram     { return s.E2E }
+func (s *Snapshot) queue() Histogram   { return s.Queue }
+func (s *Snapshot) prefill() Histogram { return s.Prefill }
 
 // preemptions is the baseline scrape's preemption counter; unknown without a baseline.
 func (s *Snapshot) preemptions() Value {
