@@ -48,7 +48,7 @@ type jsonSummary struct {
 	LatencyMs        jsonDist       `json:"latency_ms"`
 	Throughput       float64        `json:"throughput_completion_tok_s"`
 	TotalThroughput  float64        `json:"throughput_total_tok_s"`
-	WallS            float64        `json:"wall_s"` // first submit (a window: the previous window's last finish, if later) to last finish
+	WallS            float64        `json:"wall_s"` // first submit (a window: the previous window's last finish, if later) to last finish, of the completed and failed requests
 	Preemptions      int            `json:"preemptions"`
 	Cancelled        int            `json:"cancelled"`
 	Failed           int            `json:"failed"`

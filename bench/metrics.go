@@ -143,7 +143,16 @@ type runInfo struct {
 func summarize(info runInfo, reqs []RequestResult) Summary {
 	var add, tok, queue, prefill, ttft, tpot, itl, gaps, lat, lag, cut []float64
 	s := Summary{Index: info.Index, Warmup: info.Warmup, Label: info.Label, SubmitWall: info.SubmitWall, Partial: info.Partial}
+	// The wall clock spans the completed and the failed requests (as vLLM's duration waits for
+	// every request), not those cancelled by an interruption.
 	var first, last time.Duration
+	spanned := false
+	span := func(t *sched.Times) {
+		if !spanned || t.SubmitStart < first {
+			first = t.SubmitStart
+		}
+		last, spanned = max(last, t.Finished), true
+	}
 	allGaps := true // every completed stream's token gaps are known
 	for i := range reqs {
 		r := &reqs[i]
@@ -160,6 +169,7 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 					cut = append(cut, ms(t.FirstToken-t.SubmitStart))
 				}
 			} else {
+				span(&r.Record.Times)
 				s.Failed++
 				s.Failures = addCount(s.Failures, failureName(r.Record))
 				if s.Failed == 1 {
@@ -191,13 +201,7 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 		if m.HasLag && info.LagPrinted {
 			lag = append(lag, m.Lag)
 		}
-		t := r.Record.Times
-		if s.Requests == 1 || t.SubmitStart < first {
-			first = t.SubmitStart
-		}
-		if t.Finished > last {
-			last = t.Finished
-		}
+		span(&r.Record.Times)
 	}
 	s.AddRequest, s.Tokenize, s.QueueWait = makeDist(add), makeDist(tok), makeDist(queue)
 	s.PrefillFirst, s.TTFT, s.TPOT = makeDist(prefill), makeDist(ttft), makeDist(tpot)
@@ -209,7 +213,7 @@ func summarize(info runInfo, reqs []RequestResult) Summary {
 		s.TokenGap = makeDist(nil)
 	}
 	first = max(first, info.Since)
-	if s.Requests > 0 && last > first {
+	if spanned && last > first {
 		s.Wall = last - first
 		s.Throughput = float64(s.CompletionTokens) / s.Wall.Seconds()
 		s.TotalThroughput = float64(s.PromptTokens+s.CompletionTokens) / s.Wall.Seconds()

@@ -67,4 +67,16 @@ func TestSummarizeThroughputAndCounts(t *testing.T) {
 	if s.Wall != time.Second || s.Throughput != 30 || s.TotalThroughput != 36 {
 		t.Errorf("wall %v throughput %v total %v, want 1s 30 36", s.Wall, s.Throughput, s.TotalThroughput)
 	}
+	// A failed request (a timeout) spans the run's wall clock as vLLM's duration does: 100 ms to
+	// its failure at 1600; a run of failures alone has one too.
+	failed := mk(150, 1600, 0)
+	failed.Reason = sched.FinishError
+	s = summarize(runInfo{Label: "run 1/1"}, append(reqs[:2:2], RequestResult{Record: failed}))
+	if s.Requests != 2 || s.Failed != 1 || s.Wall != 1500*time.Millisecond || s.Throughput != 20 {
+		t.Errorf("with a failure: %d requests, %d failed, wall %v, %v tokens/s; want 2, 1, 1.5s, 20", s.Requests, s.Failed, s.Wall, s.Throughput)
+	}
+	s = summarize(runInfo{Label: "run 1/1"}, []RequestResult{{Record: failed}})
+	if s.Wall != 1450*time.Millisecond || s.Throughput != 0 {
+		t.Errorf("failures alone: wall %v, %v tokens/s; want 1.45s, 0", s.Wall, s.Throughput)
+	}
 }
