@@ -14,6 +14,9 @@ type RemoteInfo struct {
 	// Kind is the server as its /metrics tell: "vllm", "sglang", "tgi", "llama.cpp", "rosetop";
 	// "unknown" when they name nothing known, or there are none.
 	Kind string
+	// ServerFirsts: the admissions are the first tokens the server's TTFT histogram counted,
+	// else (a server without one, or no /metrics) the first chunks the client received.
+	ServerFirsts bool
 }
 
 // Gauge is a value a server may or may not report.

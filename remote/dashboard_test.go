@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -131,6 +132,41 @@ func TestNoMetrics(t *testing.T) {
 	}
 }
 
+// TestAdmissionsSource: a step's admissions are the server's TTFT count where its /metrics have
+// one (the client's first chunks are not added to it), else the client's first chunks.
+func TestAdmissionsSource(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    remotetest.Options
+		server  bool
+		clients int
+	}{{"vllm", remotetest.Options{}, true, 0}, {"no metrics", remotetest.Options{NoMetrics: true}, false, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestProvider(t, startTestServer(t, tc.opts), ProviderOptions{})
+			if err := p.Prepare(context.Background(), io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			s, err := p.NewServer(context.Background(), bench.ServerSpec{Clock: bench.NewRealClock(), MaxBatch: 4, Sched: sched.Config{MaxBatch: 4, PrefillMaxBatch: 4}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			rs := s.(*remoteServer)
+			if rs.info.Remote.ServerFirsts != tc.server {
+				t.Errorf("header says the server counts first tokens: %v, want %v", rs.info.Remote.ServerFirsts, tc.server)
+			}
+			rs.mu.Lock()
+			for id := range 2 {
+				rs.pending = append(rs.pending, sched.Event{Kind: sched.EventTokens, ID: sched.RequestID(id), Tokens: []int32{0}, First: &sched.Times{}})
+			}
+			rs.mu.Unlock()
+			if got := rs.step().Snapshot.Admitted; got != tc.clients {
+				t.Errorf("%d admitted from two first chunks, want %d", got, tc.clients)
+			}
+		})
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
@@ -234,7 +270,7 @@ func TestWatcherBrokenPage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := &watcher{window: time.Minute}
+		w := &watcher{window: time.Minute, serverFirsts: true}
 		w.add(Snapshot{At: time.Second, Kind: KindVLLM, TTFT: hist(1, 0, inf, 0)}, nil)
 		w.add(s, nil)
 		w.fill(&snap)
@@ -257,7 +293,7 @@ func TestWatcherHistogramAppears(t *testing.T) {
 		admitted int
 	}{{"same server", KindSGLang, 10}, {"unknown page", KindUnknown, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &watcher{window: time.Minute}
+			w := &watcher{window: time.Minute, serverFirsts: true}
 			w.add(Snapshot{At: time.Second, Kind: tc.earlier}, nil)
 			w.add(Snapshot{At: 2 * time.Second, Kind: KindSGLang, TTFT: ttft}, nil)
 			var snap sched.Snapshot

@@ -230,6 +230,6 @@ func (p *Provider) info(spec bench.ServerSpec) bench.ServerInfo {
 	}
 	return bench.ServerInfo{
 		Model: p.model, Device: "remote", DeviceDetail: where, MaxBatch: spec.MaxBatch, Backend: p.opts.API.backend(),
-		Remote: &bench.RemoteInfo{Endpoint: p.base, API: p.opts.API.String(), Kind: p.kind.String()},
+		Remote: &bench.RemoteInfo{Endpoint: p.base, API: p.opts.API.String(), Kind: p.kind.String(), ServerFirsts: p.kind.countsFirstTokens()},
 	}
 }

@@ -307,12 +307,15 @@ func (s *remoteServer) step() sched.StepOutput {
 			snap.Waiting++
 		}
 	}
-	s.watch.fill(&snap)
 	for _, e := range so.Events {
 		if e.Kind == sched.EventFinished {
 			so.Finished = append(so.Finished, e.ID)
 		}
+		if e.First != nil {
+			snap.Admitted++ // the client's count: fill replaces it where the server counts
+		}
 	}
+	s.watch.fill(&snap)
 	so.Snapshot = snap
 	return so
 }

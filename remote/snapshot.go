@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"rosetop/internal/oneline"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,6 +161,17 @@ var servers = []server{
 		{fPromptTokens, bySum, []string{"prompt_tokens_total"}},
 		{fGenerationTokens, bySum, []string{"tokens_predicted_total"}},
 	}},
+}
+
+// countsFirstTokens reports whether k's /metrics have a time-to-first-token histogram, whose
+// count is the first tokens the server produced.
+func (k ServerKind) countsFirstTokens() bool {
+	for _, srv := range servers {
+		if srv.kind == k {
+			return slices.ContainsFunc(srv.specs, func(sp spec) bool { return sp.field == fTTFT })
+		}
+	}
+	return false
 }
 
 // ParseSnapshot reads a Prometheus text exposition into a Snapshot stamped at.

@@ -21,6 +21,9 @@ type watcher struct {
 	url    string        // immutable
 	every  time.Duration // immutable
 	window time.Duration // immutable
+	// serverFirsts (immutable): the admissions are the server's TTFT count, as the provider's
+	// first scrape found the server (bench.RemoteInfo.ServerFirsts); else the client's.
+	serverFirsts bool
 
 	pub atomic.Pointer[bench.ServerMetrics] // the latest view; written by the scrape loop
 
@@ -42,7 +45,8 @@ func newWatcher(p *Provider, spec bench.ServerSpec) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{sc: sc, url: p.opts.MetricsURL, every: p.opts.ScrapeEvery, window: spec.Window, base: p.first, note: p.note}
+	w := &watcher{sc: sc, url: p.opts.MetricsURL, every: p.opts.ScrapeEvery, window: spec.Window, base: p.first, note: p.note,
+		serverFirsts: p.kind.countsFirstTokens()}
 	if w.window <= 0 {
 		w.window = 30 * time.Second
 	}
@@ -152,12 +156,14 @@ func (w *watcher) publishLocked() {
 func (w *watcher) latest() *bench.ServerMetrics { return w.pub.Load() }
 
 // fill puts the server's own queue and preemption counts into a step's snapshot where the
-// server gives them, and the first tokens it counted since the last step as the step's
-// admissions. The caller holds remoteServer.mu.
+// server gives them, and, where it counts first tokens, those it counted since the last step as
+// the step's admissions (else the client's count stays). The caller holds remoteServer.mu.
 func (w *watcher) fill(snap *sched.Snapshot) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	snap.Admitted, w.firsts = w.firsts, 0
+	if w.serverFirsts {
+		snap.Admitted, w.firsts = w.firsts, 0
+	}
 	n := len(w.hist)
 	if n == 0 {
 		return

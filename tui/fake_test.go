@@ -221,7 +221,7 @@ func testView() *bench.View {
 func remoteView(v *bench.View) {
 	ep := "http://10.0.0.7:8000/v1"
 	v.Header.Model, v.Header.RandomWeights, v.Header.Device, v.Header.DeviceNote = "meta-llama/Llama-3.1-8B-Instruct", false, "vllm at "+ep, ""
-	v.Header.Remote, v.Header.Concurrency = &bench.RemoteInfo{Endpoint: ep, API: "completions", Kind: "vllm"}, 64
+	v.Header.Remote, v.Header.Concurrency = &bench.RemoteInfo{Endpoint: ep, API: "completions", Kind: "vllm", ServerFirsts: true}, 64
 	v.KVUsed, v.KVTotal = 0, 0
 	for i := range v.Admissions {
 		v.Admissions[i].Limit = 0 // no prefill limit of rosetop's

@@ -73,8 +73,10 @@ func (m *Model) renderPanes() {
 			title, body = "queue depth · "+spanName(chartSpans[m.ch.span]), m.queueBody(v, x0, x1, iw, ih)
 		case pAdmit:
 			title = "prefill admissions per step"
-			if v.Header.Remote != nil {
+			if r := v.Header.Remote; r != nil && r.ServerFirsts {
 				title = "first tokens per scrape (server's count)"
+			} else if r != nil {
+				title = "first tokens per step (client's count)"
 			}
 			body = m.ch.admit.body(st, v.Admissions, iw, ih)
 		case pP99:

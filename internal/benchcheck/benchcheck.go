@@ -69,7 +69,8 @@ func numpyLinear(xs []float64, p float64) float64 {
 	return s[i]*(1-w) + s[i+1]*w
 }
 
-// expectedLines recomputes every percentile line and the throughput of one run. remote: the
+// expectedLines recomputes every percentile line and the throughput of one run (over the wall
+// clock of its completed and failed requests). remote: the
 // report is of a server outside the process, whose ITL line is the chunk gap beside a token gap.
 func expectedLines(run Run, lag, remote bool) map[string][]float64 {
 	cols := map[string][]float64{}
@@ -80,7 +81,12 @@ func expectedLines(run Run, lag, remote bool) map[string][]float64 {
 		itl = "ITL (chunk gap)"
 	}
 	for _, r := range run.Requests {
-		if r.Reason != "length" && r.Reason != "eos" {
+		switch r.Reason {
+		case "length", "eos", "stop":
+		case "cancelled":
+			continue
+		default: // failed: its span counts in the run's wall clock, nothing else does
+			first, last = math.Min(first, r.SubmitStartMs), math.Max(last, r.FinishedMs)
 			continue
 		}
 		if r.SubmitEndMs != nil && r.TokenizedMs != nil {
