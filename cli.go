@@ -32,15 +32,16 @@ func parseErr(err error) error {
 	return usageError{err}
 }
 
-// oneLine is err's message as rosetop prints it: the first line (every error rosetop prints is
-// one line), with the flag named where a library's error names only its value (flagNamed).
-func oneLine(err error) string {
-	s := flagNamed(err)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
-}
+// oneLine is err's message as rosetop prints it: on one line, control characters escaped (a
+// newline in a file name the user gave), with the flag named where a library's error names only
+// its value (flagNamed).
+func oneLine(err error) string { return printable(flagNamed(err)) }
+
+// lineError is an error whose message is on one line (oneLine), wrapping the error it prints.
+type lineError struct{ err error }
+
+func (e lineError) Error() string { return oneLine(e.err) }
+func (e lineError) Unwrap() error { return e.err }
 
 // printErrors writes err as "rosetop: ..." lines, one for each error joined in it (errors.Join:
 // a JSON export and a CSV export can both fail), so that none is lost.
@@ -51,7 +52,7 @@ func printErrors(w io.Writer, err error) {
 		}
 		return
 	}
-	fmt.Fprintf(w, "rosetop: %v\n", printable(oneLine(err)))
+	fmt.Fprintf(w, "rosetop: %v\n", oneLine(err))
 }
 
 // joined returns the errors that errors.Join put together in err, or nil. An error that wraps

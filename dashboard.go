@@ -18,6 +18,9 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err != nil {
 		return parseErr(err)
 	}
+	if o.SaveTrace != "" { // a trace a measured run: the looping dashboard would write one a window
+		return usageError{badFlag("--save-trace writes each measured run of rosetop bench as a trace; the dashboard loops: use rosetop bench")}
+	}
 	if err := checkOutputs(o, stdout); err != nil {
 		return err
 	}
@@ -45,7 +48,7 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		closeErr := sess.Close()
 		recErr := closeRecording(rec, o, stderr)
 		repErr := sess.Report(stdout)
-		expErr := sess.Export(bench.Exports{JSONPath: o.JSONPath, CSVPath: o.CSVPath, Settings: o}, stderr)
+		expErr := sess.Export(o.exports(), stderr)
 		err = errors.Join(runErr, closeErr, recErr, repErr, expErr)
 		if ctx.Err() == nil {
 			return err

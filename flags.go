@@ -162,8 +162,10 @@ func parseOptionsWith(ctx context.Context, args []string, stderr io.Writer, bind
 		return o, set, err
 	}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	err := o.finish(ctx, fs, set, stderr)
-	return o, set, err
+	if err := o.finish(ctx, fs, set, stderr); err != nil {
+		return o, set, lineError{err}
+	}
+	return o, set, nil
 }
 
 // finish applies --job's preset to every option not given explicitly (through fs, which is bound

@@ -236,6 +236,7 @@ func FuzzParseOptions(f *testing.F) {
 	})
 	f.Add("--job\x00decode-heavy\x00--max-batch-size\x002")
 	f.Add("--job\x00paced\x00--request-rate\x00inf")
+	f.Add("--replay\x00a\nb.jsonl") // a file name with a newline: still one line
 	f.Fuzz(func(t *testing.T, line string) {
 		args := strings.Split(line, "\x00")
 		o, err := parseOptions(t.Context(), args, io.Discard)

@@ -60,7 +60,7 @@ func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 	floatVar(fs, &o.RangeRatio, "range-ratio", 0, 0.999, "--dataset random: lengths uniform in [len*(1-R), len*(1+R)]")
 	fs.StringVar(&o.Replay, "replay", o.Replay, "replay a Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids): its arrival times and lengths")
 	positiveVar(fs, &o.ReplaySpeed, "replay-speed", 0, maxReplaySpeed, "--replay: play the trace this many times faster")
-	fs.StringVar(&o.SaveTrace, "save-trace", o.SaveTrace, "write each measured run as a Mooncake-format JSONL trace to FILE (FILE-runK.jsonl when there are several)")
+	fs.StringVar(&o.SaveTrace, "save-trace", o.SaveTrace, "write each measured run as a Mooncake-format JSONL trace to FILE (with several, one a run: t.jsonl -> t-run1.jsonl, ...)")
 	fs.StringVar(&o.ResultFormat, "result-format", o.ResultFormat, "--json's format: rosetop (config, runs, per-request records) | vllm (vllm bench serve --save-result's keys, one object per measured run)")
 	fs.BoolVar(&o.SaveDetailed, "save-detailed", o.SaveDetailed, "--result-format vllm: add the per-request arrays (input_lens, ttfts, itls, ...)")
 }

@@ -366,3 +366,12 @@ func TestTaggedErrorPrintedWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardRefusesSaveTrace: the looping dashboard has no measured runs to write as traces
+// (it would write one a window): --save-trace is refused before any terminal is looked for.
+func TestDashboardRefusesSaveTrace(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "--save-trace", filepath.Join(t.TempDir(), "t.jsonl"))
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "--save-trace") || !strings.Contains(stderr, "use rosetop bench") {
+		t.Errorf("exit %d, stderr %q; want exit 2 naming --save-trace", code, stderr)
+	}
+}

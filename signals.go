@@ -34,6 +34,9 @@ func watchSignals(stdin, stdout, stderr *os.File) *signals {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &signals{ctx: ctx, cancel: cancel, ch: make(chan os.Signal, 2), done: make(chan struct{}), tty: saveTTY(stdin, stdout, stderr)}
 	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// A closed stdout (rosetop bench | head) is a write error the commands report, after writing
+	// their files, rather than the end of the process.
+	signal.Ignore(syscall.SIGPIPE)
 	go s.watch(stderr)
 	return s
 }

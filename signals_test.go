@@ -206,3 +206,36 @@ func TestSignalWhileBuildingPrompts(t *testing.T) {
 	waitLine(t, sc, "loaded") // the build starts now and takes minutes
 	signalExit(t, cmd, sc, syscall.SIGTERM, 143, "SIGTERM during the build")
 }
+
+// TestClosedStdoutKeepsResults: `rosetop bench --json --csv | head -1`: a closed stdout is a
+// write error (exit 1, said on stderr), not SIGPIPE's end of the process, and both files are
+// written.
+func TestClosedStdoutKeepsResults(t *testing.T) {
+	dir := t.TempDir()
+	js, csv := filepath.Join(dir, "p.json"), filepath.Join(dir, "p.csv")
+	cmd := childCmd(t, "bench", "--num-requests", "4", "--max-new-tokens", "8", "--warmup-runs", "1",
+		"--repeat-runs", "2", "--json", js, "--csv", csv)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out.Close() // before the child writes anything: its every write to stdout fails
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "broken pipe") {
+		t.Errorf("exit %d (%v), stderr %q; want 1 and the write error", code, cmd.ProcessState, stderr.String())
+	}
+	for _, p := range []string{js, csv} {
+		if b, err := os.ReadFile(p); err != nil || len(b) == 0 {
+			t.Errorf("%s: %d bytes, %v", p, len(b), err)
+		}
+	}
+}

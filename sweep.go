@@ -141,10 +141,10 @@ func sweepUsage(w io.Writer) {
 }
 
 // sweepRefuses reports whether parseSweep refuses bench flag name: sweep writes its own files to
-// --out-dir and has no dashboard.
+// --out-dir (not bench's --json, in either format) and has no dashboard.
 func sweepRefuses(name string) bool {
 	switch name {
-	case "json", "csv", "save-trace", "record":
+	case "json", "csv", "save-trace", "record", "result-format", "save-detailed":
 		return true
 	}
 	return false
@@ -211,6 +211,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := atomicfile.Check(filepath.Join(dir, "sweep.json")); err != nil {
 		return usageError{fmt.Errorf("--out-dir %s: cannot write there: %w", dir, err)}
 	}
+	if p := o.CPUProfilePath; p != "" && sameDir(filepath.Dir(p), dir) {
+		return usageError{fmt.Errorf("--cpuprofile %s is in --out-dir %s, whose files the sweep writes: put it elsewhere", p, dir)}
+	}
 	return withCPUProfile(o.CPUProfilePath, func() error { return sweepPoints(ctx, o, ax, dir, stdout, stderr) })
 }
 
@@ -246,9 +249,17 @@ func sweepPoints(ctx context.Context, o options, ax sweepAxis, dir string, stdou
 		}
 	}
 	if errors.Is(runErr, bench.ErrInterrupted) {
+		fmt.Fprintf(stderr, "rosetop: sweep interrupted: %d of %d points finished (their files are in %s)\n", len(sw.Points), len(ax.values), dir)
 		return bench.ErrInterrupted
 	}
 	return runErr
+}
+
+// sameDir reports whether a and b name one directory (b exists; a need not).
+func sameDir(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
 }
 
 // pointRun is one point's row and what it ran on.

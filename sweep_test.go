@@ -443,6 +443,11 @@ func TestSweepCPUProfile(t *testing.T) {
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("--out-dir made before the refusal: %v", err)
 	}
+	// A profile among the sweep's own files would replace one of them (sweep.json).
+	if code, _, stderr := runCLI(t, append(sweep[:len(sweep)-1:len(sweep)-1], dir, "--cpuprofile", filepath.Join(dir, "sweep.json"))...); code != exitUsage ||
+		!strings.Contains(stderr, "is in --out-dir") {
+		t.Errorf("a profile in --out-dir: exit %d, stderr %q; want exit 2", code, stderr)
+	}
 	if code, _, stderr := runCLI(t, append(sweep, "--cpuprofile", prof)...); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -457,7 +462,7 @@ func TestSweepHelpOmitsRefusedFlags(t *testing.T) {
 	var b strings.Builder
 	sweepUsage(&b)
 	help := b.String()
-	for _, f := range []string{"json", "csv", "save-trace", "record"} {
+	for _, f := range []string{"json", "csv", "save-trace", "record", "result-format", "save-detailed"} {
 		if strings.Contains(help, "\n  -"+f+" ") {
 			t.Errorf("sweep's help lists --%s, which sweep refuses", f)
 		}
