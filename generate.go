@@ -13,6 +13,7 @@ import (
 
 	"rosetop/engine"
 	"rosetop/engine/tokenizer"
+	"rosetop/internal/sticky"
 )
 
 // generateFlags are `rosetop generate`'s options.
@@ -103,9 +104,10 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		sp.TopP = max(sp.TopP, math.SmallestNonzeroFloat32) // not 0: the engine's "off"
 	}
 	stream := tokenizer.NewStream(m.Tokenizer)
+	text := &sticky.Writer{W: stdout} // a closed or full stdout is an error once generation ends
 	onToken := func(id int32) {
 		if !f.asJSON {
-			io.WriteString(stdout, stream.Push(id))
+			io.WriteString(text, stream.Push(id))
 		}
 	}
 	if room := m.Config.NPositions - len(ids); f.maxNewTokens > room {
@@ -134,7 +136,9 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			len(out), wall.Seconds(), e.Backend.Device(), float64(len(out))/wall.Seconds(), float64(first)/1e6)
 	}
 	if !f.asJSON {
-		io.WriteString(stdout, stream.Flush()+"\n")
+		if io.WriteString(text, stream.Flush()+"\n"); text.Err != nil {
+			err = errors.Join(err, fmt.Errorf("stdout: %w", text.Err))
+		}
 		return err
 	}
 	enc := json.NewEncoder(stdout)

@@ -41,6 +41,9 @@ const (
 	maxBurstiness  = 1e4
 	maxRampUpS     = 86_400
 	maxReplaySpeed = 1e6
+	// minReplaySpeed keeps the slowest replay of the longest trace (bench's maxTraceMs, 30 days)
+	// within a time.Duration's 292 years.
+	minReplaySpeed = 1e-3
 )
 
 func defaultLoadOptions() loadOptions {
@@ -59,7 +62,7 @@ func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 	intVar(fs, &o.OutputLen, "output-len", 0, maxNewTokens, "--dataset random: mean output tokens (0: --max-new-tokens); sharegpt, jsonl: every request's (0: the row's)")
 	floatVar(fs, &o.RangeRatio, "range-ratio", 0, 0.999, "--dataset random: lengths uniform in [len*(1-R), len*(1+R)]")
 	fs.StringVar(&o.Replay, "replay", o.Replay, "replay a Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids): its arrival times and lengths")
-	positiveVar(fs, &o.ReplaySpeed, "replay-speed", 0, maxReplaySpeed, "--replay: play the trace this many times faster")
+	floatVar(fs, &o.ReplaySpeed, "replay-speed", minReplaySpeed, maxReplaySpeed, "--replay: play the trace this many times faster")
 	fs.StringVar(&o.SaveTrace, "save-trace", o.SaveTrace, "write each measured run as a Mooncake-format JSONL trace to FILE (with several, one a run: t.jsonl -> t-run1.jsonl, ...)")
 	fs.StringVar(&o.ResultFormat, "result-format", o.ResultFormat, "--json's format: rosetop (config, runs, per-request records) | vllm (vllm bench serve --save-result's keys, one object per measured run)")
 	fs.BoolVar(&o.SaveDetailed, "save-detailed", o.SaveDetailed, "--result-format vllm: add the per-request arrays (input_lens, ttfts, itls, ...)")

@@ -25,6 +25,7 @@ import (
 	"rosetop/bench"
 	"rosetop/engine"
 	"rosetop/engine/hub"
+	"rosetop/internal/sticky"
 	"rosetop/remote"
 	"rosetop/sched"
 )
@@ -86,15 +87,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = badFlag("help takes a command, one of %s; got %q", strings.Join(commands, ", "), strings.Join(rest, " "))
 			break
 		}
-		usage(stdout)
-		return 0
+		out := &sticky.Writer{W: stdout}
+		if usage(out); out.Err != nil {
+			err = fmt.Errorf("stdout: %w", out.Err)
+		}
 	case "version":
 		if len(rest) > 0 {
 			err = badFlag("version takes no arguments, got %q", strings.Join(rest, " "))
 			break
 		}
-		fmt.Fprintln(stdout, "rosetop", version())
-		return 0
+		if _, werr := fmt.Fprintln(stdout, "rosetop", version()); werr != nil {
+			err = fmt.Errorf("stdout: %w", werr)
+		}
 	default:
 		err = badFlag("unknown command %q%s (commands: %s)", cmd, suggest(cmd, commands), strings.Join(commands, ", "))
 	}

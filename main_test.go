@@ -375,3 +375,20 @@ func TestDashboardRefusesSaveTrace(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want exit 2 naming --save-trace", code, stderr)
 	}
 }
+
+// fullWriter is a stdout that takes nothing (/dev/full).
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestStdoutWriteErrors: output stdout did not take is a failure (exit 1, said on stderr), not a
+// success: help, version and generate's text alike.
+func TestStdoutWriteErrors(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"version"}, {"generate", "--max-new-tokens", "2"}} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), args, strings.NewReader(""), fullWriter{}, &stderr)
+		if code != exitFail || !strings.Contains(stderr.String(), "rosetop: stdout: no space left on device") {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and the write error", args, code, stderr.String())
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"rosetop/internal/sticky"
 )
 
 // progressEvery is how often RunBench notes on stderr how far a slow run has got.
@@ -47,7 +49,7 @@ func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports,
 
 // Measure is RunBench that also returns the measured runs' summaries (rosetop sweep's points).
 func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, stdout, stderr io.Writer) (Result, error) {
-	out := &errWriter{w: stdout}
+	out := &sticky.Writer{W: stdout}
 	opts.headless = true
 	opts.KeepRecords = exp.JSONPath != "" || exp.CSVPath != "" || exp.TracePath != ""
 	opts.Progress = stderr
@@ -91,8 +93,8 @@ func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, 
 		errs = append(errs, runErr)
 	}
 	errs = append(errs, s.writeExports(exp, results, 0, stderr))
-	if out.err != nil {
-		errs = append(errs, fmt.Errorf("stdout: %w", out.err))
+	if out.Err != nil {
+		errs = append(errs, fmt.Errorf("stdout: %w", out.Err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return res, err
@@ -199,19 +201,4 @@ func waitWithProgress(s *Session, stderr io.Writer) error {
 			s.mu.Unlock()
 		}
 	}
-}
-
-// errWriter keeps the first write error so a long report is not cut short silently.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
 }
