@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,12 +133,20 @@ func checkEndpoint(raw string) error {
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return badFlag("--endpoint %q: want an http or https URL like http://127.0.0.1:8000/v1", printable(raw))
+	case u.Port() != "" && !validPort(u.Port()):
+		return badFlag("--endpoint %s://%s: port %q is not a number from 1 to 65535", u.Scheme, printable(u.Host), printable(u.Port()))
 	case u.User != nil:
 		return badFlag("--endpoint: put credentials in --api-key or OPENAI_API_KEY, not the URL")
 	case u.RawQuery != "" || u.Fragment != "":
 		return badFlag("--endpoint %s://%s%s: want the API root without a query or fragment (they may hold a credential: give it with --api-key)", u.Scheme, u.Host, printable(u.Path))
 	}
 	return nil
+}
+
+// validPort reports whether p is a TCP port a client can dial: 1 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // provider is where the session's engines come from: rosetop's own, or the --endpoint server.

@@ -23,6 +23,8 @@ func TestRemoteFlagErrors(t *testing.T) {
 		{"engine flags with endpoint", []string{"--endpoint", ep, "--device", "cpu", "--threads", "2", "--max-batch-size", "8"}, "--device, --threads, --max-batch-size mean nothing with --endpoint"},
 		{"remote flag without endpoint", []string{"--api", "chat"}, "--api: only with --endpoint"},
 		{"remote flags without endpoint", []string{"--api-key", "k", "--tokenizer", "gpt2"}, "--api-key, --tokenizer: only with --endpoint"},
+		{"port past 65535", []string{"--endpoint", "http://127.0.0.1:99999/v1"}, `--endpoint http://127.0.0.1:99999: port "99999" is not a number from 1 to 65535`},
+		{"port zero", []string{"--endpoint", "http://127.0.0.1:0/v1"}, `port "0" is not a number from 1 to 65535`},
 		{"unknown api", []string{"--endpoint", ep, "--api", "responses"}, `--api: unknown API "responses" (valid: completions, chat)`},
 		{"extra body not an object", []string{"--endpoint", ep, "--extra-body", "[1]"}, "--extra-body: extra body [1]: want one JSON object"},
 		{"extra body sets stream", []string{"--endpoint", ep, "--extra-body", `{"stream": false}`}, `may not set "stream"`},

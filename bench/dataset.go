@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
@@ -195,7 +196,7 @@ func parseShareGPT(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 			Conversations []turn `json:"conversations"`
 		}
 		if err := dec.Decode(&e); err != nil {
-			return nil, fmt.Errorf("entry %d: not ShareGPT JSON (%v): want %s", n, err, want)
+			return nil, fmt.Errorf("entry %d: not ShareGPT JSON (%s): want %s", n, jsonProblem(err), want)
 		}
 		for i := 0; i+1 < len(e.Conversations); i++ {
 			if from := strings.ToLower(e.Conversations[i].From); from == "human" || from == "user" || from == "" {
@@ -208,7 +209,10 @@ func parseShareGPT(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("not ShareGPT JSON (%v): want %s", err, want)
+		return nil, fmt.Errorf("not ShareGPT JSON (%s): want %s", jsonProblem(err), want)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("not ShareGPT JSON (text after the array's closing ]): want %s", want)
 	}
 	if len(rows) == 0 {
 		return nil, errors.New("no conversation has a human turn followed by a reply")
@@ -227,7 +231,7 @@ func parseJSONL(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 			OutputLen *int    `json:"output_len"`
 		}
 		if err := json.Unmarshal(line, &row); err != nil {
-			return fmt.Errorf("line %d: not a JSON object {\"prompt\": TEXT, \"output_len\": N} (%v)", n, err)
+			return fmt.Errorf("line %d: not a JSON object {\"prompt\": TEXT, \"output_len\": N} (%s)", n, jsonProblem(err))
 		}
 		switch {
 		case row.Prompt == nil || *row.Prompt == "":
@@ -436,4 +440,35 @@ func (v vocab) fitLength(ids []int32, target int, rng *rand.Rand) (string, []int
 			ids = append(ids, v.allowed[rng.IntN(len(v.allowed))])
 		}
 	}
+}
+
+// jsonProblem is a JSON decoding error in the file's terms: which member has the wrong kind of
+// value (encoding/json names the Go type it was decoding into), else the decoder's message.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	what := "the value"
+	if te.Field != "" {
+		what = fmt.Sprintf("%q", te.Field)
+	}
+	return fmt.Sprintf("%s is a JSON %s, want %s", what, te.Value, jsonKind(te.Type))
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "a number"
 }

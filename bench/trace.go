@@ -52,7 +52,7 @@ func parseTrace(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 	err := eachLine(ctx, r, func(n int, line []byte) error {
 		var t traceLine
 		if err := json.Unmarshal(line, &t); err != nil {
-			return fmt.Errorf("line %d: not a trace line %s (%v)", n, want, err)
+			return fmt.Errorf("line %d: not a trace line %s (%s)", n, want, jsonProblem(err))
 		}
 		switch {
 		case t.Timestamp == nil && t.InputLength == nil && t.OutputLength == nil:
