@@ -122,7 +122,7 @@ func bindSweepFlags(fs *flag.FlagSet, o *options, sf *sweepFlags) {
 		"concurrency", "sweep --max-concurrency over these limits, e.g. 1,4,16,64")
 	fs.Var(listFlag{values: sf.lists["prefill-max-batch-sizes"], lo: 1, hi: maxBatch, integer: true},
 		"prefill-max-batch-sizes", "sweep --prefill-max-batch-size over these sizes, e.g. 1,4,16,64")
-	fs.StringVar(&sf.outDir, "out-dir", "rosetop-sweep", "directory for sweep.json, sweep.csv, sweep.png, sweep.svg and each point's JSON and report")
+	fs.StringVar(&sf.outDir, "out-dir", "rosetop-sweep", "directory for sweep.json, sweep.csv, sweep.png, sweep.svg and each point's JSON and report (not one holding an earlier sweep's)")
 }
 
 func sweepUsage(w io.Writer) {
@@ -210,6 +210,14 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := atomicfile.Check(filepath.Join(dir, "sweep.json")); err != nil {
 		return usageError{fmt.Errorf("--out-dir %s: cannot write there: %w", dir, err)}
+	}
+	// An earlier sweep's points would sit beside this one's, unlisted in its sweep.json.
+	old, _ := filepath.Glob(filepath.Join(dir, "point-*"))
+	if _, err := os.Stat(filepath.Join(dir, "sweep.json")); err == nil {
+		old = append(old, filepath.Join(dir, "sweep.json"))
+	}
+	if len(old) > 0 {
+		return usageError{fmt.Errorf("--out-dir %s holds an earlier sweep's files (%s and %d more): give a new directory, or empty it", dir, filepath.Base(old[0]), len(old)-1)}
 	}
 	if p := o.CPUProfilePath; p != "" && sameDir(filepath.Dir(p), dir) {
 		return usageError{fmt.Errorf("--cpuprofile %s is in --out-dir %s, whose files the sweep writes: put it elsewhere", p, dir)}

@@ -473,3 +473,20 @@ func TestSweepHelpOmitsRefusedFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepRefusesAnEarlierSweepsDir: a second sweep into a directory that holds the first's
+// files is refused (its points would mix with the earlier ones), before anything runs.
+func TestSweepRefusesAnEarlierSweepsDir(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	sweep := []string{"sweep", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0", "--out-dir", out}
+	if code, _, stderr := runCLI(t, append(sweep, "--concurrency", "1,2")...); code != 0 {
+		t.Fatalf("first sweep: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, append(sweep, "--request-rates", "5")...)
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "holds an earlier sweep's files") {
+		t.Errorf("second sweep: exit %d, stderr %q; want exit 2 naming the earlier files", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "point-01-5.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused sweep ran a point: %v", err)
+	}
+}

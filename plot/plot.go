@@ -318,7 +318,8 @@ func newPanel(title, x, y string) *gplot.Plot {
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // Label formats a setting's value for the charts and tables: integers without a point, +Inf as
-// "inf" (the word --request-rates takes).
+// "inf" (the word --request-rates takes), others in the fewest digits that tell them apart from
+// every other float (1000.1 and 1000.2 stay two labels, two file names).
 func Label(v float64) string {
 	if math.IsInf(v, 1) {
 		return "inf"
@@ -326,5 +327,5 @@ func Label(v float64) string {
 	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
 		return strconv.FormatInt(int64(v), 10)
 	}
-	return strconv.FormatFloat(v, 'g', 4, 64)
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }

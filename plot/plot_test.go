@@ -126,8 +126,10 @@ func TestAxisPlaces(t *testing.T) {
 			}
 		}
 	}
-	if got := Label(inf); got != "inf" {
-		t.Errorf("Label(+Inf) = %q, want inf", got)
+	for v, want := range map[float64]string{inf: "inf", 16: "16", 0.5: "0.5", 1000.1: "1000.1", 1000.2: "1000.2", 1e20: "1e+20"} {
+		if got := Label(v); got != want {
+			t.Errorf("Label(%v) = %q, want %q", v, got, want)
+		}
 	}
 }
 
