@@ -34,6 +34,7 @@ type sseReader struct {
 	single  []byte // the current event's data when aliased is set (it points into buf)
 	aliased bool   // the current event's data is one field still in buf
 	typ     string // the current event's type
+	begun   bool   // the first line was read (and its byte-order mark, if any, dropped)
 	// Comments counts `:` lines (keep-alives) seen so far, Events the events dispatched.
 	Comments, Events int
 }
@@ -59,6 +60,9 @@ func (s *sseReader) next() (sseEvent, error) {
 				return s.dispatch(), nil
 			}
 			return sseEvent{}, err
+		}
+		if !s.begun { // the stream's one byte-order mark, which the event-stream format ignores
+			s.begun, line = true, bytes.TrimPrefix(line, []byte("\uFEFF"))
 		}
 		if len(line) == 0 {
 			if s.dataSet {

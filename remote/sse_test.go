@@ -56,6 +56,8 @@ func TestSSE(t *testing.T) {
 		{"eof mid line", "data: [DONE]", []ev{{"", "[DONE]"}}, 0},
 		{"eof after cr", "data: a\r", []ev{{"", "a"}}, 0},
 		{"empty", "", nil, 0},
+		{"byte-order mark", "\uFEFFdata: a\n\ndata: b\n\n", []ev{{"", "a"}, {"", "b"}}, 0},
+		{"a mark past the first line is data", "data: a\n\n\uFEFFdata: b\n\n", []ev{{"", "a"}}, 0},
 	}
 	for _, tt := range tests {
 		for _, bufSize := range []int{16, 4096} {
