@@ -81,6 +81,8 @@ func TestFaults(t *testing.T) {
 			reason: ReasonServerError, sentinel: ErrServer, detail: "model is loading"},
 		{name: "200 with a whole JSON reply", sc: script{header: map[string]string{"Content-Type": "application/json; charset=utf-8"}, steps: []step{{write: `{"choices": [{"text": "hi", "finish_reason": "length"}]}`}}},
 			reason: ReasonMalformedSSE, sentinel: ErrMalformed, detail: "not an event stream: {\"choices\""},
+		{name: "200 with a gzip-encoded stream", sc: script{header: map[string]string{"Content-Encoding": "gzip"}, steps: []step{{write: "\x1f\x8b\x08\x00"}}},
+			reason: ReasonMalformedSSE, sentinel: ErrMalformed, detail: "the server sent the stream gzip-encoded (Content-Encoding), unasked"},
 		{name: "200 with an html page", sc: script{header: map[string]string{"Content-Type": "text/html"}, steps: []step{{write: nginxHTML}}},
 			reason: ReasonStreamCut, sentinel: ErrStreamCut, detail: `not an event stream (Content-Type "text/html")`},
 		{name: "302 not followed", sc: script{status: 302, header: map[string]string{"Location": "/v2/completions"}, steps: []step{{write: "Found"}}},
