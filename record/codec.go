@@ -163,6 +163,7 @@ func encHeader(e *enc, h *bench.Header) {
 				e.string(r.Endpoint)
 				e.string(r.API)
 				e.string(r.Kind)
+				e.bool(r.ServerFirsts)
 			})
 		}
 		e.int(h.Concurrency)
@@ -204,7 +205,10 @@ func decHeader(d *dec, h *bench.Header) {
 	h.Remote = nil
 	if r.bool() {
 		rr := r.record()
-		h.Remote = &bench.RemoteInfo{Endpoint: rr.string(), API: rr.string(), Kind: rr.string()}
+		h.Remote = &bench.RemoteInfo{Endpoint: rr.string(), API: rr.string(), Kind: rr.string(), ServerFirsts: true}
+		if rr.more() { // earlier recordings lack it: their admissions were always the server's count
+			h.Remote.ServerFirsts = rr.bool()
+		}
 		r.done(&rr)
 	}
 	h.Concurrency, h.Stopped, h.Building, h.Pending = r.int(), "", nil, nil
