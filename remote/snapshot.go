@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"rosetop/internal/oneline"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"rosetop/internal/oneline"
 )
 
 // ServerKind is the inference server a /metrics page comes from, told by its metric names.

@@ -104,7 +104,7 @@ func (w *watcher) add(snap Snapshot, err error) {
 	if w.base == nil {
 		w.base = &snap
 	}
-	if n := len(w.hist); n > 0 {
+	if n := len(w.hist); n > 0 && w.serverFirsts {
 		if d := since(&snap, &w.hist[n-1], (*Snapshot).ttft); d.Known {
 			w.firsts += int(math.Round(d.Count))
 		}
