@@ -251,7 +251,8 @@ func (c *Client) Do(ctx context.Context, r Request, onChunk func(Chunk)) (Result
 	}
 	// The client asks for no compression (an encoded stream cannot be timed chunk by chunk).
 	if enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc != "" && enc != "identity" {
-		res.Failure = &Failure{Reason: ReasonMalformedSSE, Detail: c.detail(fmt.Sprintf("the server sent the stream %s-encoded (Content-Encoding), unasked: rosetop reads plain event streams", oneline.Clip(enc, 40)))}
+		msg := fmt.Sprintf("the server sent the stream %s-encoded (Content-Encoding), unasked: rosetop reads plain event streams", oneline.Clip(enc, 40))
+		res.Failure = &Failure{Reason: ReasonMalformedSSE, Detail: c.detail(msg)}
 		res.End = c.clock.Now()
 		return res, res.Failure
 	}

@@ -114,7 +114,8 @@ func ParseExtraBody(s string) (ExtraBody, error) {
 	}
 	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
 		if _, ok := m[k]; ok {
-			return ExtraBody{}, fmt.Errorf("%w: extra body may not set %q: give the output length with --max-new-tokens (or the dataset's), which the client's stream bounds follow", ErrConfig, k)
+			return ExtraBody{}, fmt.Errorf("%w: extra body may not set %q: give the output length with --max-new-tokens "+
+				"(or the dataset's), which the client's stream bounds follow", ErrConfig, k)
 		}
 	}
 	return ExtraBody{members: m}, nil

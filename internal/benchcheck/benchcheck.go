@@ -70,8 +70,8 @@ func numpyLinear(xs []float64, p float64) float64 {
 }
 
 // expectedLines recomputes every percentile line and the throughput of one run (over the wall
-// clock of its completed and failed requests). remote: the
-// report is of a server outside the process, whose ITL line is the chunk gap beside a token gap.
+// clock of its completed and failed requests). remote: the report is of a server outside the
+// process, whose ITL line is the chunk gap beside a token gap.
 func expectedLines(run Run, lag, remote bool) map[string][]float64 {
 	cols := map[string][]float64{}
 	var first, last float64 = math.Inf(1), math.Inf(-1)
