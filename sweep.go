@@ -232,11 +232,12 @@ func sweepPoints(ctx context.Context, o options, ax sweepAxis, dir string, stdou
 	sw := sweepResult{Axis: ax.flag, AxisName: ax.name, Goodput: bench.FormatGoodput(o.slos), Version: tool.Version, Commit: tool.Commit}
 	bar := newProgressBar(stderr, len(ax.values))
 	var runErr error
+	wls := &bench.Workloads{} // no axis changes the prompts: the points make them once
 	for k, v := range ax.values {
 		bar.start(k, fmt.Sprintf("%s %s", ax.flag, plot.Label(v)))
 		p := o
 		ax.apply(&p, v)
-		pt, err := runPoint(ctx, p, dir, k, v)
+		pt, err := runPoint(ctx, p, wls, dir, k, v)
 		if err != nil {
 			runErr = fmt.Errorf("%s %s: %w", ax.flag, plot.Label(v), err)
 			break
@@ -276,8 +277,9 @@ type pointRun struct {
 	model, device string
 }
 
-// runPoint runs one point; its report and progress go to point-K.txt, its records to point-K.json.
-func runPoint(ctx context.Context, o options, dir string, k int, v float64) (pointRun, error) {
+// runPoint runs one point, its workload from wls; its report and progress go to point-K.txt, its
+// records to point-K.json.
+func runPoint(ctx context.Context, o options, wls *bench.Workloads, dir string, k int, v float64) (pointRun, error) {
 	base := fmt.Sprintf("point-%02d-%s", k+1, plot.Label(v))
 	o.JSONPath = filepath.Join(dir, base+".json")
 	log := &lockedBuffer{}
@@ -287,7 +289,7 @@ func runPoint(ctx context.Context, o options, dir string, k int, v float64) (poi
 	}
 	// Every request of a later point failing is a result (the load is past what the server
 	// takes); of the first, a misconfiguration, which stops the sweep.
-	res, err := bench.Measure(ctx, o.sessionConfig(), bench.SessionOptions{Provider: prov, KeepFailedRuns: k > 0}, o.exports(), log, log)
+	res, err := bench.Measure(ctx, o.sessionConfig(), bench.SessionOptions{Provider: prov, KeepFailedRuns: k > 0, Workloads: wls}, o.exports(), log, log)
 	if werr := atomicfile.Write(filepath.Join(dir, base+".txt"), func(w io.Writer) error {
 		_, err := io.WriteString(w, log.String())
 		return err

@@ -41,6 +41,9 @@ type SessionOptions struct {
 	// otherwise does (a misconfigured benchmark, vLLM's initial test prompt): rosetop sweep's
 	// points after the first, where it is a result (a load past what the server takes).
 	KeepFailedRuns bool
+	// Workloads, when set, builds the session's workload, or hands back the one it built last for
+	// the same spec and model (rosetop sweep's points); nil: the session builds its own.
+	Workloads *Workloads
 
 	// headless (RunBench) stops after the warmup and repeat runs; a dashboard session then
 	// keeps the load continuous (runLive, the steady state) until Close.
@@ -154,7 +157,7 @@ func NewSession(ctx context.Context, cfg Config, opts SessionOptions) (*Session,
 	}
 	s.seqs = cfg.MaxSeqLen
 	if !opts.External {
-		wl, err := buildWorkload(newBuild(ctx, s.clock, opts.Progress), cfg.Workload, model, cfg.MaxSeqLen)
+		wl, err := opts.Workloads.get(newBuild(ctx, s.clock, opts.Progress), cfg.Workload, model, cfg.MaxSeqLen)
 		if err != nil {
 			s.prov.Close()
 			return nil, err
