@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +56,13 @@ func TestMain(m *testing.M) {
 // child starts this test binary as rosetop with args; its stdout comes line by line.
 func child(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Scanner, *strings.Builder) {
 	t.Helper()
+	cmd, out, stderr := childPipe(t, mode, args...)
+	return cmd, bufio.NewScanner(out), stderr
+}
+
+// childPipe is child with its stdout as the pipe itself.
+func childPipe(t *testing.T, mode string, args ...string) (*exec.Cmd, io.ReadCloser, *strings.Builder) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "ROSETOP_TEST_MAIN="+mode)
 	var stderr strings.Builder
@@ -67,7 +75,7 @@ func child(t *testing.T, mode string, args ...string) (*exec.Cmd, *bufio.Scanner
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd, bufio.NewScanner(out), &stderr
+	return cmd, out, &stderr
 }
 
 // childCmd is an unstarted command that runs this test binary as rosetop with args.
@@ -213,19 +221,10 @@ func TestSignalWhileBuildingPrompts(t *testing.T) {
 func TestClosedStdoutKeepsResults(t *testing.T) {
 	dir := t.TempDir()
 	js, csv := filepath.Join(dir, "p.json"), filepath.Join(dir, "p.csv")
-	cmd := childCmd(t, "bench", "--num-requests", "4", "--max-new-tokens", "8", "--warmup-runs", "1",
+	cmd, out, stderr := childPipe(t, "1", "bench", "--num-requests", "4", "--max-new-tokens", "8", "--warmup-runs", "1",
 		"--repeat-runs", "2", "--json", js, "--csv", csv)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	out.Close() // before the child writes anything: its every write to stdout fails
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatal(err)

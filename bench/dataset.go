@@ -9,10 +9,10 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"unicode/utf8"
 
+	"rosetop/internal/jsonkind"
 	"rosetop/internal/regular"
 )
 
@@ -453,22 +453,5 @@ func jsonProblem(err error) string {
 	if te.Field != "" {
 		what = fmt.Sprintf("%q", te.Field)
 	}
-	return fmt.Sprintf("%s is a JSON %s, want %s", what, te.Value, jsonKind(te.Type))
-}
-
-// jsonKind names the JSON value a Go type decodes from.
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	}
-	return "a number"
+	return fmt.Sprintf("%s is a JSON %s, want %s", what, te.Value, jsonkind.Name(te.Type, te.Value))
 }

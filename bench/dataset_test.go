@@ -95,7 +95,7 @@ func TestParseJSONL(t *testing.T) {
 		{"blank lines only", "\n \n", 0, "no lines"},
 		{"malformed", "{\"prompt\": \"hi\", \"output_len\": 2}\n{prompt: hi}\n", 0, "line 2: not a JSON object"},
 		{"an array", `[{"prompt": "hi", "output_len": 2}]`, 0, "(the value is a JSON array, want an object)"},
-		{"a string for a number", `{"prompt": "hi", "output_len": "2"}`, 0, `("output_len" is a JSON string, want a number)`},
+		{"a string for a number", `{"prompt": "hi", "output_len": "2"}`, 0, `("output_len" is a JSON string, want an integer)`},
 		{"no prompt", `{"output_len": 2}`, 0, `line 1: no "prompt"`},
 		{"empty prompt", `{"prompt": "", "output_len": 2}`, 0, `no "prompt"`},
 		{"zero output", `{"prompt": "x", "output_len": 0}`, 0, `"output_len" must be`},

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"rosetop/engine"
+	"rosetop/internal/jsonkind"
 	"rosetop/sched"
 )
 
@@ -108,7 +109,7 @@ func decodeBody(body []byte, v any) *apiError {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			field := strings.TrimPrefix(te.Field, "common.") // the embedded struct's fields are top-level
-			return badRequest(field, "", "'%s' must be %s, got %s", field, jsonType(te.Type, te.Value), te.Value)
+			return badRequest(field, "", "'%s' must be %s, got %s", field, jsonkind.Name(te.Type, te.Value), te.Value)
 		}
 		return badRequest("", "", "malformed JSON: %v", err)
 	}
@@ -149,7 +150,7 @@ func wholeInts(members map[string]json.RawMessage, t reflect.Type) bool {
 			continue
 		}
 		n := string(bytes.TrimSpace(raw))
-		if !strings.ContainsAny(n, ".eE") || !isWhole(n) {
+		if !strings.ContainsAny(n, ".eE") || !jsonkind.IsWhole(n) {
 			continue
 		}
 		if x, _ := strconv.ParseFloat(n, 64); x >= -(1<<63) && x < 1<<63 {
@@ -158,52 +159,6 @@ func wholeInts(members map[string]json.RawMessage, t reflect.Type) bool {
 		}
 	}
 	return rewrote
-}
-
-// isWhole reports whether n is a JSON number with no fractional part.
-func isWhole(n string) bool {
-	x, err := strconv.ParseFloat(n, 64)
-	return err == nil && x == math.Trunc(x)
-}
-
-// jsonType names the JSON value a Go type decodes from, for a client who never saw the Go type;
-// got is what the body held (encoding/json's "number 2.5", "string", ...). An integer's range is
-// named when got was a whole number outside it.
-func jsonType(t reflect.Type, got string) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n, ok := strings.CutPrefix(got, "number "); ok && isWhole(n) {
-			return "an integer in " + intRange(t)
-		}
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		if strings.HasPrefix(got, "number ") { // a number, but past the float's range
-			return "a finite number"
-		}
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return "a JSON value of another type"
-}
-
-// intRange is the range of an integer type, as "[lo, hi]".
-func intRange(t reflect.Type) string {
-	bits := t.Bits()
-	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
-		return fmt.Sprintf("[0, %d]", uint64(math.MaxUint64)>>(64-bits))
-	}
-	return fmt.Sprintf("[%d, %d]", int64(math.MinInt64)>>(64-bits), int64(math.MaxInt64)>>(64-bits))
 }
 
 // build validates the common fields against the prompt (its ids, already checked) and fills j.
