@@ -79,6 +79,9 @@ func (f listFlag) Set(s string) error {
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
 		v, err := parseFinite(p)
+		if f.integer {
+			v, err = parseListInt(p) // as the integer flags read theirs: 0x10 is 16, 1e2 is no integer
+		}
 		isInf := false
 		if x, perr := strconv.ParseFloat(p, 64); perr == nil && math.IsInf(x, 1) {
 			v, err, isInf = x, nil, true
@@ -86,10 +89,10 @@ func (f listFlag) Set(s string) error {
 		switch {
 		case isInf && !f.inf:
 			return fmt.Errorf("%q is not a number from %g to %g (only --request-rates takes inf)", p, f.lo, f.hi)
+		case err != nil && f.integer:
+			return fmt.Errorf("%q is not an integer", p)
 		case err != nil:
 			return fmt.Errorf("%q is not a number", p)
-		case !isInf && f.integer && v != math.Trunc(v):
-			return fmt.Errorf("%q is not an integer", p)
 		case !isInf && (v < f.lo || v > f.hi):
 			return fmt.Errorf("%s must be from %g to %g", p, f.lo, f.hi)
 		case slices.Contains(out, v):
@@ -106,6 +109,16 @@ func (f listFlag) Set(s string) error {
 		f.onSet(first)
 	}
 	return nil
+}
+
+// parseListInt parses an integer list's value with intFlag's syntax (decimal, 0x, 0o, 0b, digits
+// separated by _).
+func parseListInt(s string) (float64, error) {
+	v, err := strconv.ParseInt(s, 0, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, err
+	}
+	return float64(v), nil // out of range: saturated, refused by the range check
 }
 
 // sweepFlags are where rosetop sweep's own flags land.

@@ -227,8 +227,10 @@ func TestSweepBadInput(t *testing.T) {
 	}{
 		{"no axis", nil, "needs exactly one of --request-rates, --concurrency, --prefill-max-batch-sizes"},
 		{"two axes", []string{"--concurrency", "1,2", "--request-rates", "1"}, "needs exactly one of"},
-		{"not a number", []string{"--prefill-max-batch-sizes", "1,x,4"}, `--prefill-max-batch-sizes 1,x,4: "x" is not a number`},
-		{"empty item", []string{"--concurrency", "1,,4"}, `--concurrency 1,,4: "" is not a number`},
+		{"not a number", []string{"--prefill-max-batch-sizes", "1,x,4"}, `--prefill-max-batch-sizes 1,x,4: "x" is not an integer`},
+		{"empty item", []string{"--concurrency", "1,,4"}, `--concurrency 1,,4: "" is not an integer`},
+		{"exponent", []string{"--concurrency", "1e2"}, `"1e2" is not an integer`},
+		{"integer overflow", []string{"--prefill-max-batch-sizes", "99999999999999999999"}, "99999999999999999999 must be from 1 to 4096"},
 		{"empty list", []string{"--request-rates", ""}, `--request-rates "": want 1 to 64 comma-separated values`},
 		{"fraction", []string{"--concurrency", "1.5"}, `"1.5" is not an integer`},
 		{"zero", []string{"--prefill-max-batch-sizes", "0,4"}, "0 must be from 1 to 4096"},
@@ -305,6 +307,22 @@ func FuzzSweepList(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSweepIntegerListSyntax: an integer axis reads its values as the integer flags read theirs
+// (--max-concurrency 0x10 is 16, so --concurrency 0x10 is too).
+func TestSweepIntegerListSyntax(t *testing.T) {
+	var got []float64
+	if err := (listFlag{values: &got, lo: 1, hi: maxRequests, integer: true}).Set("0x10, 1_000,0b11"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []float64{16, 1000, 3}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	var n int
+	if err := (intFlag{p: &n, lo: 1, hi: maxRequests}).Set("0x10"); err != nil || n != 16 {
+		t.Errorf("--max-concurrency 0x10: %d, %v", n, err)
+	}
 }
 
 // TestSweepListInf: --request-rates takes inf in any case strconv.ParseFloat reads, once, in the
