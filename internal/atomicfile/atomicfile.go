@@ -1,6 +1,7 @@
 // Package atomicfile writes files so that a reader sees the old content or the whole new one,
-// never a part: the data goes to a temporary file beside the target, is synced, and is renamed
-// over it. A failed write (a full disk, an error from the producer) leaves the old file as it was.
+// never a part: the data goes to a temporary file beside the target (on Linux an unnamed one, so
+// a process killed while writing leaves nothing behind), is synced, and is renamed over it. A
+// failed write (a full disk, an error from the producer) leaves the old file as it was.
 // A symlink is followed (the file it names is replaced, the link stays), and a target that exists
 // and is not a regular file (/dev/stdout, /dev/null, a FIFO, a terminal) is written in place as
 // a stream: renaming over it would replace the device node or the pipe with a file.
@@ -19,7 +20,7 @@ import (
 )
 
 // Write creates or replaces path with what fill writes. The file gets mode 0644 (less the umask).
-func Write(path string, fill func(w io.Writer) error) (err error) {
+func Write(path string, fill func(w io.Writer) error) error {
 	path = resolve(path)
 	if f, ok, err := openStream(path); ok {
 		if err != nil {
@@ -31,33 +32,28 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 		}
 		return f.Close()
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	tmp, err := createTemp(split(path))
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
 	if err := fill(tmp); err != nil {
+		tmp.discard()
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := tmp.publish(path); err != nil {
+		tmp.discard()
 		return err
 	}
-	if err := tmp.Chmod(0o644 &^ umask()); err != nil {
-		return err
+	return tmp.Close()
+}
+
+// split is path's directory ("." for a bare name) and base name.
+func split(path string) (dir, base string) {
+	dir, base = filepath.Split(path)
+	if dir == "" {
+		dir = "."
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return dir, base
 }
 
 // Pending is a file being made to replace path: written beside it, and swapped in by Commit,
@@ -67,7 +63,7 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 type Pending struct {
 	*os.File
 	path      string // the target, its symlinks followed
-	stream    bool   // File is the target itself
+	tmp       *temp  // the file until Commit; nil for a stream
 	committed bool
 }
 
@@ -78,31 +74,23 @@ func Begin(path string) (*Pending, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Pending{File: f, path: path, stream: true}, nil
+		return &Pending{File: f, path: path}, nil
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	tmp, err := createTemp(split(path))
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{File: tmp, path: path}, nil
+	return &Pending{File: tmp.File, path: path, tmp: tmp}, nil
 }
 
 // Commit syncs what was written and renames the file over path; the file stays open.
 func (p *Pending) Commit() error {
-	if p.stream || p.committed {
+	if p.tmp == nil || p.committed {
 		return nil
 	}
-	if err := p.Sync(); err != nil {
-		return err
-	}
-	if err := p.Chmod(0o644 &^ umask()); err != nil {
-		return err
-	}
-	if err := os.Rename(p.Name(), p.path); err != nil {
+	err := p.tmp.publish(p.path)
+	p.File = p.tmp.File
+	if err != nil {
 		return err
 	}
 	p.committed = true
@@ -111,13 +99,10 @@ func (p *Pending) Commit() error {
 
 // Close closes the file and, before Commit, removes it: path keeps what it held.
 func (p *Pending) Close() error {
-	err := p.File.Close()
-	if !p.stream && !p.committed {
-		if rerr := os.Remove(p.Name()); err == nil {
-			err = rerr
-		}
+	if p.tmp == nil || p.committed {
+		return p.File.Close()
 	}
-	return err
+	return p.tmp.discard()
 }
 
 // Check reports, before any work is done, whether Write(path, ...) can succeed: the directory
