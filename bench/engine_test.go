@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,5 +118,46 @@ func TestLoopPanic(t *testing.T) {
 	_, _, err := fakeBench(t, context.Background(), p, testConfig(requests(3, 2), runs(1, 1)), Exports{})
 	if err == nil || !strings.Contains(err.Error(), "scheduler: panic: index out of range (in rosetop/bench.(*fakeServer).Run at fake_test.go:") {
 		t.Fatalf("got %v, want the panic with its place", err)
+	}
+}
+
+// TestStopsOnTheModelsEOS: the scheduler stops a request on the model's eos_token_id
+// (config.json), as generate and transformers do, not on the tokenizer's <|endoftext|>.
+func TestStopsOnTheModelsEOS(t *testing.T) {
+	prov := &inProcess{opts: InProcessOptions{Device: "cpu", Threads: 2}}
+	defer prov.Close()
+	if err := prov.Prepare(context.Background(), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	output := func(stopOnEOS bool) *sched.Record {
+		t.Helper()
+		cfg := testConfig(requests(1, 8), func(c *Config) { c.Workload.StopOnEOS = stopOnEOS })
+		s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: prov, KeepRecords: true, headless: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return s.results[0].reqs[0].Record
+	}
+	free := output(false).Output
+	if len(free) != 8 {
+		t.Fatalf("%d tokens without EOS, want 8", len(free))
+	}
+	eos := free[2]
+	if eos == prov.model.Tokenizer.EOS() {
+		t.Skipf("the third token is <|endoftext|> itself")
+	}
+	prov.model.Config.EOSTokenID = eos
+	if got := prov.Model().EOS; got != eos {
+		t.Errorf("Model().EOS = %d, want config.json's %d", got, eos)
+	}
+	r := output(true)
+	if want := slices.Index(free, eos) + 1; len(r.Output) != want || r.Reason != sched.FinishEOS {
+		t.Errorf("stopped after %d tokens (%s), want %d at EOS %d; free run %v", len(r.Output), r.Reason, want, eos, free)
 	}
 }

@@ -62,7 +62,9 @@ func (p *inProcess) Prepare(ctx context.Context, progress io.Writer) error {
 
 func (p *inProcess) Model() ModelInfo {
 	t := p.model.Tokenizer
-	return ModelInfo{Codec: t, Vocab: min(t.VocabSize(), p.model.Config.VocabSize), MaxPositions: p.model.Config.NPositions, EOS: t.EOS()}
+	// EOS is the model's (config.json's eos_token_id), on which generate stops too, as transformers'
+	// generate does; for GPT-2 it is the tokenizer's <|endoftext|>.
+	return ModelInfo{Codec: t, Vocab: min(t.VocabSize(), p.model.Config.VocabSize), MaxPositions: p.model.Config.NPositions, EOS: p.model.Config.EOSTokenID}
 }
 
 func (p *inProcess) Ledger() []LedgerEntry {
@@ -94,7 +96,7 @@ func (p *inProcess) NewServer(ctx context.Context, spec ServerSpec) (Server, err
 	}
 	s, err := sched.New(sched.Options{
 		Backend: e.Backend, Layout: e.Layout, PrefixCache: o.PrefixCache, MaxSeqLen: e.MaxSeqLen(),
-		EOS: p.model.Tokenizer.EOS(), Tokenizer: p.model.Tokenizer, TokenizeWorkers: o.TokenizeWorkers,
+		EOS: p.model.Config.EOSTokenID, Vocab: p.model.Config.VocabSize, Tokenizer: p.model.Tokenizer, TokenizeWorkers: o.TokenizeWorkers,
 		Clock: spec.Clock, Config: spec.Sched, BatchLimit: spec.MaxBatch,
 	})
 	if err != nil {

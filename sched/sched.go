@@ -54,6 +54,7 @@ type Options struct {
 	PrefixCache bool            // reuse computed prompt-prefix blocks (paged layouts only)
 	MaxSeqLen   int             // longest sequence: prompt + MaxNewTokens
 	EOS         int32           // end-of-text token id, for Request.StopOnEOS
+	Vocab       int             // prompt token ids are below it (the backend's vocabulary); 0: unchecked
 	Tokenizer   Tokenizer       // nil: only pretokenized requests, and no text in events
 	// TokenizeWorkers tokenizes text prompts on this many goroutines; 0 tokenizes inside Submit.
 	TokenizeWorkers int
@@ -75,6 +76,7 @@ type Scheduler struct {
 	tok        Tokenizer // nil: pretokenized requests only
 	clock      Clock
 	eos        int32
+	vocab      int // 0: prompt ids not checked against a vocabulary
 	maxSeqLen  int
 	seqCap     int // longest sequence the KV pool can hold on its own: min(MaxSeqLen, pool capacity)
 	batchLimit int
@@ -132,6 +134,7 @@ func New(o Options) (*Scheduler, error) {
 		tok:        o.Tokenizer,
 		clock:      o.Clock,
 		eos:        o.EOS,
+		vocab:      o.Vocab,
 		maxSeqLen:  o.MaxSeqLen,
 		batchLimit: o.BatchLimit,
 		workers:    o.TokenizeWorkers,
@@ -174,6 +177,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: --tokenize-workers %d without a tokenizer", ErrBadConfig, o.TokenizeWorkers)
 	case o.OutputBuffer < 0:
 		return fmt.Errorf("%w: output buffer %d, want >= 0", ErrBadConfig, o.OutputBuffer)
+	case o.Vocab < 0:
+		return fmt.Errorf("%w: vocabulary of %d ids, want >= 0", ErrBadConfig, o.Vocab)
 	case o.BatchLimit < 0:
 		return fmt.Errorf("%w: batch limit %d, want >= 0", ErrBadConfig, o.BatchLimit)
 	}
@@ -189,8 +194,11 @@ func (s *Scheduler) Submit(r Request) (RequestID, error) {
 	switch {
 	case r.MaxNewTokens < 1:
 		return 0, fmt.Errorf("%w: --max-new-tokens %d, want >= 1", ErrBadRequest, r.MaxNewTokens)
-	case r.MaxNewTokens >= s.seqCap || len(r.Tokens)+r.MaxNewTokens > s.seqCap:
-		// Checked before the sequence buffer, sized by both, is allocated.
+	case r.MaxNewTokens >= s.seqCap:
+		// Checked before the sequence buffer, sized by both, is allocated; a text prompt's
+		// length is not known yet.
+		return 0, fmt.Errorf("%w: --max-new-tokens %d leaves no position for a prompt: the longest sequence is %s", ErrBadRequest, r.MaxNewTokens, s.seqLimit())
+	case len(r.Tokens)+r.MaxNewTokens > s.seqCap:
 		return 0, s.tooLong(len(r.Tokens), r.MaxNewTokens)
 	}
 	if r.MinNewTokens < 0 || r.MinNewTokens > r.MaxNewTokens {
@@ -247,8 +255,8 @@ func (s *Scheduler) checkPrompt(q *request) error {
 		return s.tooLong(n, q.maxNew)
 	}
 	for _, id := range q.tokens[:n] {
-		if id < 0 {
-			return fmt.Errorf("%w: prompt token id %d, want >= 0", ErrBadRequest, id)
+		if id < 0 || (s.vocab > 0 && int(id) >= s.vocab) {
+			return fmt.Errorf("%w: prompt token id %d, want %s", ErrBadRequest, id, s.idRange())
 		}
 	}
 	return nil
@@ -257,11 +265,23 @@ func (s *Scheduler) checkPrompt(q *request) error {
 // tooLong is the error for a request whose prompt and output cannot fit one sequence; it says
 // whether the limit is the max sequence length or the KV pool.
 func (s *Scheduler) tooLong(prompt, maxNew int) error {
-	limit := fmt.Sprintf("the max sequence length, %d tokens", s.maxSeqLen)
+	return fmt.Errorf("%w: prompt of %d tokens + --max-new-tokens %d exceeds the longest sequence: %s", ErrBadRequest, prompt, maxNew, s.seqLimit())
+}
+
+// seqLimit names what bounds a sequence: the max sequence length or the KV pool.
+func (s *Scheduler) seqLimit() string {
 	if s.seqCap < s.maxSeqLen {
-		limit = fmt.Sprintf("the %d positions the KV pool holds for one sequence", s.seqCap)
+		return fmt.Sprintf("the %d positions the KV pool holds for one sequence", s.seqCap)
 	}
-	return fmt.Errorf("%w: prompt of %d tokens + --max-new-tokens %d exceeds the longest sequence: %s", ErrBadRequest, prompt, maxNew, limit)
+	return fmt.Sprintf("the max sequence length, %d tokens", s.maxSeqLen)
+}
+
+// idRange says which prompt token ids the backend takes.
+func (s *Scheduler) idRange() string {
+	if s.vocab > 0 {
+		return fmt.Sprintf("0..%d (the vocabulary)", s.vocab-1)
+	}
+	return ">= 0"
 }
 
 // Cancel ends request id with FinishCancelled at the next step boundary, releasing its KV blocks;

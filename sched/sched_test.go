@@ -72,7 +72,7 @@ func TestTooLongNamesItsLimit(t *testing.T) {
 
 func TestSubmitValidation(t *testing.T) {
 	s, err := New(Options{Backend: noopBackend{}, Layout: engine.KVLayout{BlockSize: 4, NumBlocks: 4, Paged: true},
-		MaxSeqLen: 32, Config: Config{MaxBatch: 2, PrefillMaxBatch: 1}})
+		MaxSeqLen: 32, Vocab: 100, Config: Config{MaxBatch: 2, PrefillMaxBatch: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,9 @@ func TestSubmitValidation(t *testing.T) {
 		{"text without tokenizer", Request{Text: "hi", MaxNewTokens: 1}, "needs a tokenizer"},
 		{"longer than max seq len", Request{Tokens: make([]int32, 30), MaxNewTokens: 3}, "exceeds the longest sequence: the 16 positions the KV pool"},
 		{"longer than the KV pool", Request{Tokens: make([]int32, 10), MaxNewTokens: 7}, "the 16 positions the KV pool holds for one sequence"},
-		{"negative token id", Request{Tokens: []int32{3, -1}, MaxNewTokens: 1}, "token id -1"},
+		{"negative token id", Request{Tokens: []int32{3, -1}, MaxNewTokens: 1}, "token id -1, want 0..99 (the vocabulary)"},
+		{"token id past the vocabulary", Request{Tokens: []int32{3, 100}, MaxNewTokens: 1}, "prompt token id 100, want 0..99"},
+		{"no room for a text prompt", Request{Text: "hi", MaxNewTokens: 16}, "--max-new-tokens 16 leaves no position for a prompt: the longest sequence is the 16 positions the KV pool"},
 		{"min new tokens above max", Request{Tokens: []int32{1}, MaxNewTokens: 2, MinNewTokens: 3}, "min new tokens 3"},
 		{"negative min new tokens", Request{Tokens: []int32{1}, MaxNewTokens: 2, MinNewTokens: -1}, "min new tokens -1"},
 	}
