@@ -22,7 +22,7 @@ func startRecording(o options, command string, args []string, sample func() *ben
 	if o.RecordPath == "" {
 		return nil, nil
 	}
-	m := record.Meta{Tool: "rosetop " + version(), Commit: toolInfo().Commit, Command: command, Args: args}
+	m := record.Meta{Tool: "rosetop " + version(), Commit: toolInfo().Commit, Command: command, Args: redactedArgs(args)}
 	m.Host, _ = os.Hostname()
 	if o.Device != "cpu" {
 		if gpu, ok := engine.ProbeGPU(); ok {

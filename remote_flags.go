@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,28 @@ func (f secretFlag) String() string {
 func (f secretFlag) Set(s string) error {
 	*f.p = remote.Secret(s)
 	return nil
+}
+
+// redactedArgs is args with the value of every secret flag (--api-key X, -api-key=X) replaced,
+// for the command line a recording keeps and replay --summary prints.
+func redactedArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		if out[i] == "--" {
+			break // the rest are not flags
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
+		if !strings.HasPrefix(out[i], "-") || name != "api-key" {
+			continue
+		}
+		if hasValue {
+			out[i] = out[i][:strings.IndexByte(out[i], '=')+1] + "[redacted]"
+		} else if i+1 < len(out) {
+			i++
+			out[i] = "[redacted]"
+		}
+	}
+	return out
 }
 
 // checkRemote applies the --endpoint rules to o, given the flags set explicitly: remote flags

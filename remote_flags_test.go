@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -272,5 +273,17 @@ func TestSweepPointAllFailed(t *testing.T) {
 				t.Fatalf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, c.code, c.want)
 			}
 		})
+	}
+}
+
+// TestRedactedArgs: every spelling of --api-key loses its value; nothing else changes.
+func TestRedactedArgs(t *testing.T) {
+	in := []string{"--endpoint", "http://h/v1", "--api-key", "k1", "-api-key=k2", "--api-key=", "--prompt", "api-key", "--", "--api-key", "k3"}
+	want := []string{"--endpoint", "http://h/v1", "--api-key", "[redacted]", "-api-key=[redacted]", "--api-key=[redacted]", "--prompt", "api-key", "--", "--api-key", "k3"}
+	if got := redactedArgs(in); !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if in[3] != "k1" {
+		t.Error("the caller's args were changed")
 	}
 }

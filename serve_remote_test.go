@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -80,8 +81,8 @@ func TestBenchAgainstServe(t *testing.T) {
 		t.Fatalf("rosetop serve did not start:\n%s", serveErr)
 	}
 
-	jsonPath := filepath.Join(t.TempDir(), "remote.json")
-	code, remote, stderr := runCLI(t, append([]string{"bench", "--endpoint", base, "--json", jsonPath}, job...)...)
+	jsonPath, recPath := filepath.Join(t.TempDir(), "remote.json"), filepath.Join(t.TempDir(), "remote.rec")
+	code, remote, stderr := runCLI(t, append([]string{"bench", "--endpoint", base, "--json", jsonPath, "--record", recPath, "--api-key", "sk-never-kept"}, job...)...)
 	cancel()
 	if code != 0 {
 		t.Fatalf("bench --endpoint: exit %d\n%s", code, stderr)
@@ -107,6 +108,14 @@ func TestBenchAgainstServe(t *testing.T) {
 		if len(got) != 2 || strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("%q: over HTTP %q, in-process %q", prefix, got, want)
 		}
+	}
+	for _, path := range []string{jsonPath, recPath} {
+		if data, err := os.ReadFile(path); err != nil || bytes.Contains(data, []byte("sk-never-kept")) {
+			t.Errorf("%s: %v; the API key must not be in it", path, err)
+		}
+	}
+	if code, summary, stderr := runCLI(t, "replay", "--summary", recPath); code != 0 || !strings.Contains(summary, " --api-key [redacted] ") {
+		t.Errorf("replay --summary: exit %d, %s\n%s; want the command line with the key redacted", code, stderr, summary)
 	}
 	data, err := os.ReadFile(jsonPath)
 	if err != nil {
