@@ -184,8 +184,7 @@ func parseShareGPT(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 		return nil, fmt.Errorf("not ShareGPT JSON: want %s", want)
 	}
 	type turn struct {
-		From  string `json:"from"`
-		Value string `json:"value"`
+		Value string `json:"value"` // "from" is not read: vLLM takes the first two turns whoever spoke
 	}
 	var rows []datasetRow
 	for n := 1; dec.More(); n++ {
@@ -198,11 +197,8 @@ func parseShareGPT(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 		if err := dec.Decode(&e); err != nil {
 			return nil, fmt.Errorf("entry %d: not ShareGPT JSON (%s): want %s", n, jsonProblem(err), want)
 		}
-		for i := 0; i+1 < len(e.Conversations); i++ {
-			if from := strings.ToLower(e.Conversations[i].From); from == "human" || from == "user" || from == "" {
-				rows = append(rows, datasetRow{prompt: e.Conversations[i].Value, completion: e.Conversations[i+1].Value, line: n})
-				break
-			}
+		if c := e.Conversations; len(c) >= 2 { // vLLM's ShareGPTDataset: the first two turns, whoever spoke
+			rows = append(rows, datasetRow{prompt: c[0].Value, completion: c[1].Value, line: n})
 		}
 		if len(rows) > maxDatasetRows {
 			return nil, fmt.Errorf("more than %d conversations: split the file", maxDatasetRows)
@@ -340,17 +336,25 @@ func (d *Dataset) sampleRandom(b build, n, positions int, voc vocab) ([]sampled,
 	return out, nil
 }
 
+// vLLM's is_valid_sequence bounds on a ShareGPT row: its prompt, and its prompt plus output.
+const (
+	shareGPTMaxPrompt = 1024
+	shareGPTMaxTotal  = 2048
+)
+
 // sampleText samples sharegpt and jsonl rows: shuffled with the seed (as vLLM does), each kept
-// when it fits (ShareGPT as vLLM filters it: prompt and reply of at least 4 tokens; and prompt +
-// output within the model's positions); rows are reused in a seeded draw when fewer fit than n.
+// when it fits (ShareGPT as vLLM's is_valid_sequence filters it: a prompt of 4 to 1024 tokens, a
+// reply of at least 4 unless --output-len sets it, prompt + output at most 2048; and prompt +
+// output within the model's positions); when fewer fit than n, the kept rows are drawn again
+// uniformly (vLLM's maybe_oversample_requests).
 // Rows are tokenized on the build's workers, as many at a time as are still wanted, and kept in
 // the shuffled order: the sample is the same for any number of workers.
 func (d *Dataset) sampleText(b build, n, positions int, voc vocab) ([]sampled, error) {
 	rng := rand.New(rand.NewPCG(d.Seed, 0x5a3b1e))
 	order := rng.Perm(len(d.rows))
-	minLen := 1
+	minLen, maxPrompt, maxTotal := 1, math.MaxInt, positions
 	if d.Kind == "sharegpt" {
-		minLen = 4
+		minLen, maxPrompt, maxTotal = 4, shareGPTMaxPrompt, min(positions, shareGPTMaxTotal)
 	}
 	want := min(n, len(order)) // rows tokenized at least
 	p := b.progress("tokenizing " + d.source())
@@ -367,7 +371,7 @@ func (d *Dataset) sampleText(b build, n, positions int, voc vocab) ([]sampled, e
 		}
 		for _, e := range enc {
 			shortOutput := d.OutputLen == 0 && e.maxNew < minLen // --output-len is never too short
-			if len(out) < n && !shortOutput && len(e.tokens) >= minLen && len(e.tokens)+e.maxNew <= positions {
+			if len(out) < n && !shortOutput && len(e.tokens) >= minLen && len(e.tokens) <= maxPrompt && len(e.tokens)+e.maxNew <= maxTotal {
 				out = append(out, e)
 			}
 		}
@@ -375,10 +379,10 @@ func (d *Dataset) sampleText(b build, n, positions int, voc vocab) ([]sampled, e
 	}
 	p.done()
 	if len(out) == 0 {
-		return nil, &ConfigError{msg: fmt.Sprintf("%s: no row fits the model (a prompt of at least 1 token, 4 for sharegpt, and prompt + output within %d positions)", d.source(), positions)}
+		return nil, &ConfigError{msg: fmt.Sprintf("%s: no row fits the model (a prompt of at least 1 token, 4 to %d for sharegpt, and prompt + output within %d positions)", d.source(), shareGPTMaxPrompt, maxTotal)}
 	}
-	for k := len(out); len(out) < n; k++ {
-		out = append(out, out[rng.IntN(k)])
+	for kept := len(out); len(out) < n; {
+		out = append(out, out[rng.IntN(kept)])
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ func writeTemp(t *testing.T, name, content string) string {
 const shareGPTSample = `[
  {"id": "a", "conversations": [{"from": "human", "value": "What is the capital of France? Answer in a sentence."},
    {"from": "gpt", "value": "The capital of France is Paris, on the Seine."}]},
- {"id": "b", "conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "Name three prime numbers please, in order."},
+ {"id": "b", "conversations": [{"from": "system", "value": "Be brief, and answer in order."}, {"from": "human", "value": "Name three prime numbers please, in order."},
    {"from": "gpt", "value": "Two, three and five are the first three primes."}, {"from": "human", "value": "more"}]},
  {"id": "c", "conversations": [{"from": "human", "value": "only a question"}]},
  {"id": "d", "conversations": []}
@@ -50,7 +51,7 @@ func TestParseShareGPT(t *testing.T) {
 		prompts  []string // the rows' prompts, in order
 		err      string
 	}{
-		{"two usable entries", shareGPTSample, []string{"What is the capital of France? Answer in a sentence.", "Name three prime numbers please, in order."}, ""},
+		{"two usable entries, their first two turns", shareGPTSample, []string{"What is the capital of France? Answer in a sentence.", "Be brief, and answer in order."}, ""},
 		{"turns without from", `[{"conversations": [{"value": "q one two three four"}, {"value": "a"}]}]`, []string{"q one two three four"}, ""},
 		{"not JSON", `hello`, nil, "not ShareGPT JSON"},
 		{"an object", `{"conversations": []}`, nil, "not ShareGPT JSON"},
@@ -253,6 +254,40 @@ func TestSampleShareGPT(t *testing.T) {
 	}
 	if _, err := d.sample(testBuild(2), 2, gpt2Model(t, 12)); err == nil || !strings.Contains(err.Error(), "no row fits") {
 		t.Errorf("12 positions: err %v, want no row fits", err)
+	}
+}
+
+// TestShareGPTLikeVLLM: vLLM's is_valid_sequence bounds hold however long the model's context
+// (a remote server's may be 128k): a prompt over 1024 tokens, or prompt + output over 2048, is
+// skipped; and when fewer rows fit than are asked for, each is drawn about as often.
+func TestShareGPTLikeVLLM(t *testing.T) {
+	words := func(n int) string { return strings.Repeat(" hello", n) }
+	entry := func(prompt, reply string) string {
+		return fmt.Sprintf(`{"conversations": [{"from": "human", "value": %q}, {"from": "gpt", "value": %q}]}`, prompt, reply)
+	}
+	file := "[" + strings.Join([]string{
+		entry(words(1025), words(8)),    // prompt over 1024
+		entry(words(1000), words(1100)), // prompt + output over 2048
+		entry(words(10), words(20)),
+		entry(words(30), words(5)),
+	}, ",") + "]"
+	d, err := LoadDataset(t.Context(), "sharegpt", writeTemp(t, "sg.json", file), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := range uint64(6) {
+		d.Seed = seed
+		rs, err := d.sample(testBuild(2), 1000, gpt2Model(t, 1<<17))
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := map[int]int{}
+		for _, r := range rs {
+			count[len(r.tokens)]++
+		}
+		if len(count) != 2 || count[10] < 400 || count[30] < 400 { // binomial(1000, 1/2): sd 16
+			t.Errorf("seed %d: prompts by length %v; want the two short rows, about 500 each", seed, count)
+		}
 	}
 }
 
