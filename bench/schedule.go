@@ -25,7 +25,8 @@ type submitter struct {
 // t0 + i*interval; the submitter sleeps until then. poisson: gamma (exponential by default) gaps
 // at Rate, due at their cumulative sums, stretched by the ramp-up. trace: due at t0 + offset i.
 // A request due while MaxConcurrency requests are in flight waits for one to finish; its lag
-// counts the wait. It returns the submit wall: t0 -> after the last submit (and sleep).
+// counts the wait (under the relative schedule it is due when the loop reaches it, in a burst
+// when the burst starts). It returns the submit wall: t0 -> after the last submit (and sleep).
 func (s *submitter) run(ctx context.Context, n int, submit func(i int, target time.Duration, hasTarget bool) error) (time.Duration, error) {
 	t0 := s.clock.Now()
 	a, gen := s.settings()
@@ -48,6 +49,14 @@ func (s *submitter) run(ctx context.Context, n int, submit func(i int, target ti
 			plan.rebase(a, s.clock.Now(), i)
 		}
 		target, has := plan.target(i)
+		if !has && s.acquire != nil {
+			// Due when it arrives (a burst's, all at once), so the wait for a slot is its lag:
+			// vLLM's client queue time.
+			target, has = s.clock.Now(), true
+			if a.Interval == 0 {
+				target = plan.base
+			}
+		}
 		if has {
 			if now := s.clock.Now(); now < target {
 				if err := s.clock.Sleep(ctx, target-now); err != nil {

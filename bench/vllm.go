@@ -81,14 +81,18 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 	s, w := r.sum, c.cfg.Workload
 	var ttft, tpot, itl, e2el []float64
 	var inLens, outLens []int
-	var ttfts, lats, starts []float64
+	var ttfts, lats, starts, queues []float64
 	var itls [][]float64
 	var texts, errs []string
 	var first time.Duration = -1
 	for i := range r.reqs {
 		q := &r.reqs[i]
 		in, out, tt, lat, start, gaps, text, errText := 0, 0, 0.0, 0.0, 0.0, []float64{}, "", ""
+		queue := 0.0 // vLLM's client_queue_time: from the request's due time to its send
 		if rec := q.Record; rec != nil {
+			if q.HasTarget {
+				queue = max(0, (rec.Times.SubmitStart - q.Target).Seconds())
+			}
 			in, start, text = rec.PromptTokens, rec.Times.SubmitStart.Seconds(), rec.Text
 			if first < 0 || rec.Times.SubmitStart < first {
 				first = rec.Times.SubmitStart
@@ -113,6 +117,7 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 			}
 		}
 		inLens, outLens, ttfts, lats, starts = append(inLens, in), append(outLens, out), append(ttfts, tt), append(lats, lat), append(starts, start)
+		queues = append(queues, queue)
 		itls, texts, errs = append(itls, gaps), append(texts, text), append(errs, errText)
 	}
 	dur := s.Wall.Seconds()
@@ -122,13 +127,18 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 		}
 		return x / dur
 	}
-	var rate any = "inf"
-	burst := 1.0
-	if a := c.cfg.Arrivals; a.Schedule == "poisson" {
+	// vLLM's "inf" rate is a burst (every request due at once). An interval schedule is its
+	// constant-gap schedule (burstiness inf) at 1/interval; a replayed trace keeps "inf", as vLLM's
+	// self-timed traces keep the --request-rate default.
+	var rate, burst any = "inf", 1.0
+	switch a := c.cfg.Arrivals; {
+	case a.Schedule == "poisson":
 		rate = a.Rate
 		if a.Burstiness != 0 {
 			burst = a.Burstiness
 		}
+	case (a.Schedule == "absolute" || a.Schedule == "relative") && a.Interval > 0:
+		rate, burst = 1/a.Interval.Seconds(), "inf"
 	}
 	var maxConc any
 	if n := c.cfg.Arrivals.MaxConcurrency; n > 0 {
@@ -156,9 +166,9 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 	)
 	if c.detailed {
 		o = append(o, kv{"input_lens", inLens}, kv{"output_lens", outLens}, kv{"ttfts", ttfts}, kv{"itls", itls},
-			kv{"latencies", lats}, kv{"start_times", starts}, kv{"generated_texts", texts}, kv{"errors", errs})
+			kv{"latencies", lats}, kv{"start_times", starts}, kv{"queue_times", queues}, kv{"generated_texts", texts}, kv{"errors", errs})
 	} else {
-		o = append(o, kv{"latencies", lats}) // vLLM drops the other arrays without --save-detailed, not this one
+		o = append(o, kv{"latencies", lats}, kv{"queue_times", queues}) // vLLM drops the other arrays without --save-detailed, not these
 	}
 	peakTok, peakConc := vllmPeaks(r.reqs)
 	o = append(o, kv{"max_output_tokens_per_s", peakTok}, kv{"max_concurrent_requests", peakConc}, kv{"rtfx", 0.0})

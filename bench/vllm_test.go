@@ -20,7 +20,7 @@ var vllmKeys = []string{"date", "backend", "model_id", "num_prompts", "request_r
 	"duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
 	"request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx"}
 
-var vllmDetailed = []string{"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "generated_texts", "errors"}
+var vllmDetailed = []string{"input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times", "generated_texts", "errors"}
 
 // TestVLLMResult: one object per measured run with vLLM's keys; its numbers agree with rosetop's
 // own JSON of the same run, and with the per-request arrays (in seconds, as vLLM's).
@@ -160,7 +160,7 @@ func TestVLLMResultNotDetailed(t *testing.T) {
 	}
 	for _, key := range vllmDetailed {
 		_, ok := v[key]
-		if want := key == "latencies"; ok != want {
+		if want := key == "latencies" || key == "queue_times"; ok != want {
 			t.Errorf("%q present %v, want %v", key, ok, want)
 		}
 	}
@@ -199,5 +199,53 @@ func TestVLLMPeaks(t *testing.T) {
 	}
 	if tok, conc := vllmPeaks(nil); tok != 0 || conc != 0 {
 		t.Errorf("no requests: %v, %d; want 0, 0", tok, conc)
+	}
+}
+
+// TestVLLMTraffic: request_rate and burstiness name the schedule as vLLM's would (an interval is
+// its constant-gap schedule, a burst "inf"), and queue_times (kept without --save-detailed, as in
+// vLLM) holds each request's wait for a --max-concurrency slot: a burst's requests queue one
+// behind another from the burst's start.
+func TestVLLMTraffic(t *testing.T) {
+	cases := []struct {
+		name        string
+		a           Arrivals
+		rate, burst any
+		queued      bool // every request after the first waited
+	}{
+		{"burst through one slot", Arrivals{Schedule: "relative", MaxConcurrency: 1}, "inf", 1.0, true},
+		{"paced", Arrivals{Schedule: "absolute", Interval: 20 * time.Millisecond}, 50.0, "inf", false},
+		{"relative interval", Arrivals{Schedule: "relative", Interval: 4 * time.Millisecond}, 250.0, "inf", false},
+		{"poisson", Arrivals{Schedule: "poisson", Rate: 8, Burstiness: 0.5, Seed: 1}, 8.0, 0.5, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "v.json")
+			cfg := testConfig(requests(4, 3), runs(0, 1), func(c *Config) { c.Arrivals = tc.a })
+			if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: path, JSONFormat: "vllm"}); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v struct {
+				Rate   any       `json:"request_rate"`
+				Burst  any       `json:"burstiness"`
+				Queues []float64 `json:"queue_times"`
+			}
+			if err := json.Unmarshal(data, &v); err != nil {
+				t.Fatal(err)
+			}
+			if v.Rate != tc.rate || v.Burst != tc.burst || len(v.Queues) != 4 {
+				t.Fatalf("request_rate %v, burstiness %v, %d queue_times; want %v, %v, 4", v.Rate, v.Burst, len(v.Queues), tc.rate, tc.burst)
+			}
+			for i, q := range v.Queues {
+				if waited := q > 0; q < 0 || waited != (tc.queued && i > 0) || (waited && q <= v.Queues[i-1]) {
+					t.Errorf("queue_times %v: want 0 for requests that did not wait, growing for those that did", v.Queues)
+					break
+				}
+			}
+		})
 	}
 }
