@@ -37,8 +37,11 @@ type loadOptions struct {
 }
 
 const (
-	maxInputLen    = 1 << 20
-	maxBurstiness  = 1e4
+	maxInputLen   = 1 << 20
+	maxBurstiness = 1e4
+	// minBurstiness: gaps with a coefficient of variation of about 32; far below it the gamma
+	// draw's scale 1/(rate*burstiness) overflows.
+	minBurstiness  = 1e-3
 	maxRampUpS     = 86_400
 	maxReplaySpeed = 1e6
 	// minReplaySpeed keeps the slowest replay of the longest trace (bench's maxTraceMs, 30 days)
@@ -53,7 +56,7 @@ func defaultLoadOptions() loadOptions {
 // bindLoadFlags binds o's flags to fs.
 func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 	fs.StringVar(&o.Goodput, "goodput", o.Goodput, "latency targets in ms, e.g. ttft:200,tpot:50,e2el:2000: a request is good when it meets every one (vLLM's goodput); reports request goodput and SLO attainment")
-	positiveVar(fs, &o.Burstiness, "burstiness", 0, maxBurstiness, "with --request-rate: gamma-distributed gaps of this shape (1: Poisson; < 1 burstier, > 1 more even), as vLLM's --burstiness")
+	floatVar(fs, &o.Burstiness, "burstiness", bench.MinBurstiness, maxBurstiness, "with --request-rate: gamma-distributed gaps of this shape (1: Poisson; < 1 burstier, > 1 more even), as vLLM's --burstiness")
 	secondsVar(fs, &o.RampUpS, "ramp-up-s", 0, maxRampUpS, "with --request-rate: the rate rises linearly from 0 to the rate over the run's first S seconds")
 	intVar(fs, &o.MaxConcurrency, "max-concurrency", 0, maxRequests, "most requests in flight: a request due while this many are submitted and unfinished waits for one to finish (0: no limit)")
 	fs.StringVar(&o.Dataset, "dataset", o.Dataset, "where prompts come from instead of --prompt: random (vLLM's: --input-len, --output-len, --range-ratio), sharegpt or jsonl (--dataset-path FILE)")

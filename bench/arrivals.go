@@ -35,7 +35,8 @@ func (a Arrivals) validate(numRequests int) error {
 		{a.Schedule != "relative" && a.Schedule != "absolute" && a.Schedule != "poisson" && a.Schedule != "trace", fmt.Sprintf("--submit-schedule: unknown schedule %q (valid: relative, absolute)", a.Schedule)},
 		{a.Interval < 0, fmt.Sprintf("--submit-interval-ms must be >= 0, got %v", ms(a.Interval))},
 		{a.Schedule == "poisson" && !(a.Rate > 0 && finite(a.Rate)), fmt.Sprintf("--request-rate must be a finite number > 0, got %v", a.Rate)},
-		{!(a.Burstiness >= 0) || math.IsInf(a.Burstiness, 0), fmt.Sprintf("--burstiness must be a finite number > 0, got %v", a.Burstiness)},
+		{!(a.Burstiness >= 0) || math.IsInf(a.Burstiness, 0) || (a.Burstiness > 0 && a.Burstiness < MinBurstiness),
+			fmt.Sprintf("--burstiness must be a finite number >= %g, got %v", MinBurstiness, a.Burstiness)},
 		{a.RampUp < 0, fmt.Sprintf("--ramp-up-s must be >= 0, got %v", a.RampUp.Seconds())},
 		{a.RampUp > 0 && a.Schedule != "poisson", "--ramp-up-s ramps a rate: it needs --request-rate"},
 		{a.MaxConcurrency < 0, fmt.Sprintf("--max-concurrency must be >= 0, got %d", a.MaxConcurrency)},
@@ -119,6 +120,10 @@ func (p *arrivalPlan) target(i int) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// MinBurstiness is the smallest gamma shape of the gaps: a coefficient of variation of about 32;
+// far below it the draw's scale 1/(rate*burstiness) overflows.
+const MinBurstiness = 1e-3
 
 // arrivalGap draws one gap in seconds at rate with the given burstiness (gamma shape): mean
 // 1/rate, coefficient of variation 1/sqrt(burstiness). vLLM draws its gaps the same way

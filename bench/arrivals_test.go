@@ -114,6 +114,7 @@ func TestArrivalsValidate(t *testing.T) {
 	}{
 		{"negative burstiness", Arrivals{Schedule: "poisson", Rate: 1, Burstiness: -1}, 1, "--burstiness"},
 		{"NaN burstiness", Arrivals{Schedule: "poisson", Rate: 1, Burstiness: math.NaN()}, 1, "--burstiness"},
+		{"subnormal burstiness", Arrivals{Schedule: "poisson", Rate: 0.001, Burstiness: 5e-324}, 1, "--burstiness must be a finite number >= 0.001"},
 		{"ramp without a rate", Arrivals{Schedule: "absolute", RampUp: time.Second}, 1, "--ramp-up-s"},
 		{"negative concurrency", Arrivals{Schedule: "relative", MaxConcurrency: -1}, 1, "--max-concurrency"},
 		{"short trace", Arrivals{Schedule: "trace", Offsets: []time.Duration{0}}, 2, "--replay"},
