@@ -257,7 +257,7 @@ func TestSweepPointAllFailed(t *testing.T) {
 		code int
 		want string // in stderr
 	}{
-		{"first point", 0, exitFail, "rosetop: concurrency 1: warmup 1/1: all 2 requests failed (http 429: 2)"},
+		{"first point", 0, exitFail, "rosetop: --concurrency 1: warmup 1/1: all 2 requests failed (http 429: 2)"},
 		{"later point", 4, 0, "rosetop: sweep: 2 points in "},
 	} {
 		t.Run(c.name, func(t *testing.T) {

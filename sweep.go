@@ -252,7 +252,14 @@ func sweepPoints(ctx context.Context, o options, ax sweepAxis, dir string, stdou
 		ax.apply(&p, v)
 		pt, err := runPoint(ctx, p, wls, dir, k, v)
 		if err != nil {
-			runErr = fmt.Errorf("%s %s: %w", ax.flag, plot.Label(v), err)
+			runErr = fmt.Errorf("--%s %s: %w", ax.flag, plot.Label(v), err)
+			if k == 0 && !errors.Is(err, bench.ErrInterrupted) {
+				// A misconfiguration, named on stderr: its log would only make the directory
+				// look like an earlier sweep's to the corrected command.
+				for _, ext := range []string{".txt", ".json"} {
+					os.Remove(filepath.Join(dir, pointBase(k, v)+ext))
+				}
+			}
 			break
 		}
 		sw.Model, sw.Device = pt.model, pt.device
@@ -293,7 +300,7 @@ type pointRun struct {
 // runPoint runs one point, its workload from wls; its report and progress go to point-K.txt, its
 // records to point-K.json.
 func runPoint(ctx context.Context, o options, wls *bench.Workloads, dir string, k int, v float64) (pointRun, error) {
-	base := fmt.Sprintf("point-%02d-%s", k+1, plot.Label(v))
+	base := pointBase(k, v)
 	o.JSONPath = filepath.Join(dir, base+".json")
 	log := &lockedBuffer{}
 	prov, err := o.provider()
@@ -314,6 +321,9 @@ func runPoint(ctx context.Context, o options, wls *bench.Workloads, dir string, 
 	}
 	return pointRun{sweepPoint: newSweepPoint(v, base+".json", res.Runs), model: res.Model, device: res.Device}, nil
 }
+
+// pointBase is the name of point k's files, less their extension.
+func pointBase(k int, v float64) string { return fmt.Sprintf("point-%02d-%s", k+1, plot.Label(v)) }
 
 // lockedBuffer is a point's log: the report (session goroutine) and the progress notes (the
 // caller's) write to it from two goroutines.

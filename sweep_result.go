@@ -35,12 +35,17 @@ func (n *num) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*float64)(n))
 }
 
-// text is the table's and CSV's form of n: two decimals.
-func (n num) text() string {
+// text is the table's form of n: two decimals.
+func (n num) text() string { return n.format(2) }
+
+// field is the CSV's form of n: every digit, as in sweep.json (two decimals made 0.001 req/s 0.00).
+func (n num) field() string { return n.format(-1) }
+
+func (n num) format(prec int) string {
 	if math.IsNaN(float64(n)) || math.IsInf(float64(n), 0) {
 		return "n/a"
 	}
-	return strconv.FormatFloat(float64(n), 'f', 2, 64)
+	return strconv.FormatFloat(float64(n), 'f', prec, 64)
 }
 
 // axisValue is a point's setting. JSON has no infinity: --request-rates' inf is written "inf",
@@ -229,7 +234,7 @@ func (r sweepResult) writeCSV(w io.Writer) error {
 	for i := range r.Points {
 		row := []string{r.Points[i].Label}
 		for _, c := range sweepColumns {
-			row = append(row, c.get(&r.Points[i]).text())
+			row = append(row, c.get(&r.Points[i]).field())
 		}
 		if err := cw.Write(append(row, r.Points[i].File)); err != nil {
 			return err

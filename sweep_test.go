@@ -167,7 +167,11 @@ func checkSweepCSV(t *testing.T, path string, table []map[string]string) {
 	}
 	for i, rec := range recs[1:] {
 		for j, col := range recs[0][:len(recs[0])-1] {
-			if table[i][col] != rec[j] {
+			got := rec[j]
+			if v, err := strconv.ParseFloat(got, 64); err == nil && j > 0 { // the table rounds the CSV's numbers
+				got = strconv.FormatFloat(v, 'f', 2, 64)
+			}
+			if table[i][col] != got {
 				t.Errorf("sweep.csv row %d %s = %q, table %q", i, col, rec[j], table[i][col])
 			}
 		}
@@ -506,5 +510,35 @@ func TestSweepRefusesAnEarlierSweepsDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "point-01-5.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused sweep ran a point: %v", err)
+	}
+}
+
+// TestSweepCSVKeepsDigits: sweep.csv has every digit of a point's numbers, as sweep.json does;
+// only the printed table rounds them.
+func TestSweepCSVKeepsDigits(t *testing.T) {
+	r := sweepResult{Axis: "request-rates", Points: []sweepPoint{{Label: "0.001", Value: 0.001, RequestRate: 0.0012345, Throughput: num(math.NaN())}}}
+	var b strings.Builder
+	if err := r.writeCSV(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\n0.001,0.0012345,") || !strings.Contains(b.String(), ",n/a,") {
+		t.Errorf("sweep.csv:\n%s", b.String())
+	}
+}
+
+// TestSweepFirstPointMisconfigured: a sweep whose first point is refused (a workload the model
+// cannot take) leaves --out-dir as it was, so the corrected command runs there.
+func TestSweepFirstPointMisconfigured(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	sweep := []string{"sweep", "--request-rates", "5,10", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0", "--out-dir", out}
+	code, _, stderr := runCLI(t, append(sweep, "--dataset", "random", "--input-len", "2000")...)
+	if code != exitUsage || !strings.Contains(stderr, "--request-rates 5:") {
+		t.Fatalf("first sweep: exit %d, stderr %q; want exit 2 naming the point", code, stderr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(out, "*")); len(left) != 0 {
+		t.Errorf("the refused sweep left %q", left)
+	}
+	if code, _, stderr := runCLI(t, sweep...); code != 0 {
+		t.Errorf("corrected sweep: exit %d: %s", code, stderr)
 	}
 }
