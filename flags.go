@@ -204,6 +204,9 @@ func (o *options) finish(ctx context.Context, fs *flag.FlagSet, set map[string]b
 // usage on -h (flag.ErrHelp).
 func parseFlagSet(fs *flag.FlagSet, args []string, stderr io.Writer, usage func(io.Writer)) error {
 	fs.SetOutput(io.Discard) // errors come back as one line, not with the whole usage
+	if fs.Lookup("goodput") != nil {
+		args = joinGoodputPairs(args)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stderr)
@@ -215,6 +218,31 @@ func parseFlagSet(fs *flag.FlagSet, args []string, stderr io.Writer, usage func(
 		return badFlag("unexpected argument %q (flags only; see -h)", fs.Arg(0))
 	}
 	return nil
+}
+
+// joinGoodputPairs takes vLLM's --goodput form, its KEY:MS pairs as separate arguments
+// (--goodput ttft:200 tpot:20), to rosetop's one comma-separated value.
+func joinGoodputPairs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		out = append(out, a)
+		if a == "--" {
+			return append(out, args[i+1:]...)
+		}
+		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); !strings.HasPrefix(a, "-") || name != "goodput" {
+			continue
+		}
+		if !strings.Contains(a, "=") && i+1 < len(args) { // the value is the next argument
+			i++
+			out = append(out, args[i])
+		}
+		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && strings.Contains(args[i+1], ":") {
+			i++
+			out[len(out)-1] += "," + args[i]
+		}
+	}
+	return out
 }
 
 // validate checks what the flags' own bounds cannot: choices and relations between flags.

@@ -379,3 +379,24 @@ func TestSignalWhileReadingDataset(t *testing.T) {
 		}
 	}
 }
+
+// TestGoodputVLLMForm: --goodput takes vLLM's pairs as separate arguments too, in either flag
+// spelling, and leaves the other arguments as they were.
+func TestGoodputVLLMForm(t *testing.T) {
+	for _, args := range [][]string{
+		{"--goodput", "ttft:100", "tpot:20", "e2el:900", "--request-rate", "5"},
+		{"-goodput=ttft:100", "tpot:20", "e2el:900", "--request-rate", "5"},
+		{"--request-rate", "5", "--goodput", "ttft:100,tpot:20", "e2el:900"},
+	} {
+		o, err := parseOptions(t.Context(), args, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if g := o.sessionConfig().Goodput; len(g) != 3 || g[1].Metric != "tpot" || g[2].Ms != 900 || o.sessionConfig().Arrivals.Rate != 5 {
+			t.Errorf("%q: goodput %+v", args, g)
+		}
+	}
+	if _, err := parseOptions(t.Context(), []string{"--goodput", "ttft:100", "stray"}, io.Discard); err == nil || !strings.Contains(err.Error(), `unexpected argument "stray"`) {
+		t.Errorf("a stray argument after the pairs: %v", err)
+	}
+}
