@@ -125,6 +125,8 @@ func FuzzOpen(f *testing.F) {
 	}
 	f.Add(small)
 	f.Add(small[:len(small)/2])
+	f.Add(padVarints(f, small, false)) // the version, then every length, longer than needed
+	f.Add(padVarints(f, small, true))
 	f.Add([]byte(magic))
 	f.Add([]byte("rosetop recording\n\x01H\xff\xff\xff\xff\x0f"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -250,6 +250,7 @@ type frameReader struct {
 	off  int64 // where the next frame starts
 	size int64
 	buf  []byte
+	raw  []byte // the last uvarint read, as written
 }
 
 func newFrameReader(r io.ReaderAt, size int64) *frameReader {
@@ -267,11 +268,11 @@ func (fr *frameReader) start() (uint64, error) {
 	if n < len(magic) {
 		return 0, fmt.Errorf("%w in its first bytes", ErrTruncated)
 	}
-	ver, err := binary.ReadUvarint(fr.r)
+	ver, raw, err := fr.uvarint()
 	if err != nil {
 		return 0, fmt.Errorf("%w in its first bytes", ErrTruncated)
 	}
-	fr.off += int64(uvarintLen(ver))
+	fr.off += int64(len(raw))
 	switch {
 	case ver == 0:
 		return 0, fmt.Errorf("%w: version 0", ErrNotRecording)
@@ -282,7 +283,8 @@ func (fr *frameReader) start() (uint64, error) {
 }
 
 // next reads one frame: io.EOF at the end of the file on a frame boundary, a *frameError when
-// the frame is cut off or its checksum does not match. payload is valid until the next call.
+// the frame is cut off, its length overflows or its checksum does not match. payload is valid
+// until the next call.
 func (fr *frameReader) next() (kind byte, payload []byte, err error) {
 	start := fr.off
 	cut := func() (byte, []byte, error) {
@@ -292,11 +294,13 @@ func (fr *frameReader) next() (kind byte, payload []byte, err error) {
 	if err != nil {
 		return 0, nil, io.EOF
 	}
-	n, err := binary.ReadUvarint(fr.r)
-	if err != nil {
+	n, raw, err := fr.uvarint()
+	if errors.Is(err, ErrCorrupt) {
+		return 0, nil, &frameError{Offset: start, Err: err}
+	} else if err != nil {
 		return cut()
 	}
-	head := 1 + uvarintLen(n)
+	head := 1 + len(raw)
 	if n > maxPayload {
 		return 0, nil, &frameError{Offset: start, Err: fmt.Errorf("%w: a frame of %d bytes", ErrCorrupt, n)}
 	}
@@ -309,7 +313,7 @@ func (fr *frameReader) next() (kind byte, payload []byte, err error) {
 	}
 	b := fr.buf[:need]
 	b[0] = kind
-	binary.PutUvarint(b[1:], n)
+	copy(b[1:], raw) // the checksum covers the length as written
 	if _, err := io.ReadFull(fr.r, b[head:]); err != nil {
 		return cut()
 	}
@@ -320,7 +324,23 @@ func (fr *frameReader) next() (kind byte, payload []byte, err error) {
 	return kind, b[head : need-4], nil
 }
 
-func uvarintLen(v uint64) int {
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(b[:], v)
+// uvarint reads a uvarint and returns the bytes it was read from (valid until the next call):
+// the offset advances by them, since a longer encoding than the shortest one also reads.
+func (fr *frameReader) uvarint() (uint64, []byte, error) {
+	fr.raw = fr.raw[:0]
+	for len(fr.raw) < binary.MaxVarintLen64 {
+		c, err := fr.r.ReadByte()
+		if err != nil {
+			return 0, nil, err
+		}
+		fr.raw = append(fr.raw, c)
+		if c < 0x80 {
+			v, n := binary.Uvarint(fr.raw)
+			if n <= 0 {
+				break
+			}
+			return v, fr.raw, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("%w: a varint overflows 64 bits", ErrCorrupt)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,14 +15,17 @@ import (
 // EngineRuns is what one engine of a recorded session finished: its cold run and its steady
 // runs or windows, each once, and its cold-start ledger as last shown.
 type EngineRuns struct {
+	Index  int          // the engine's number in the session (engine 1 is the first)
 	Header bench.Header // the dashboard's header when its first run finished
 	Cold   *bench.Summary
 	Steady []bench.Summary
 	Ledger []bench.LedgerEntry
 }
 
-// runLog collects EngineRuns from the views in order. A view's Cold and Steady are the current
-// engine's: both empty again after either was not means a new engine.
+// runLog collects EngineRuns from the views in order. A view's Cold and Steady are its engine's,
+// which engineOf names: the views are samples (the dashboard's ~10 Hz), so an engine may show a
+// finished cold run in its first view, and its steady windows' labels ("live 1", ...) repeat the
+// previous engine's. Without a name, a view whose Cold and Steady are empty again is the next.
 type runLog struct {
 	engines    []EngineRuns
 	seen       map[string]bool // the current engine's steady runs, by label
@@ -37,13 +41,17 @@ func (l *runLog) add(v *bench.View) {
 		return
 	}
 	l.lastCold, l.lastSteady = v.Cold, v.Steady
-	cur := l.cur()
-	if cur == nil || (v.Cold == nil && len(v.Steady) == 0 && (cur.Cold != nil || len(cur.Steady) > 0)) {
-		l.engines = append(l.engines, EngineRuns{})
-		l.seen = map[string]bool{}
-		cur = l.cur()
+	cur, n := l.cur(), engineOf(v)
+	switch {
+	case cur == nil:
+		l.start(max(n, 1))
+	case n != 0 && n != cur.Index:
+		l.start(n)
+	case n == 0 && v.Cold == nil && len(v.Steady) == 0 && ran(cur):
+		l.start(cur.Index + 1)
 	}
-	if cur.Cold == nil && len(cur.Steady) == 0 {
+	cur = l.cur()
+	if !ran(cur) {
 		cur.Header = v.Header
 	}
 	if v.Cold != nil && cur.Cold == nil {
@@ -57,6 +65,50 @@ func (l *runLog) add(v *bench.View) {
 		}
 	}
 	cur.Ledger = v.Ledger
+}
+
+// start begins engine n's runs, in place of the current engine's when it finished none (an
+// engine stopped before it ran, or one built as the session ended).
+func (l *runLog) start(n int) {
+	if cur := l.cur(); cur == nil || ran(cur) {
+		l.engines = append(l.engines, EngineRuns{})
+	}
+	*l.cur() = EngineRuns{Index: n}
+	l.seen = map[string]bool{}
+}
+
+// ran reports whether e finished a run.
+func ran(e *EngineRuns) bool { return e.Cold != nil || len(e.Steady) > 0 }
+
+// engineOf is the session's number of the engine whose runs v shows: its newest "cold start
+// (engine N)" marker's (bench marks each engine in the view that first clears the last one's
+// runs), else the one its cold run's label names ("cold run (engine 3)"); 0 when v names none.
+func engineOf(v *bench.View) int {
+	for i := len(v.Markers) - 1; i >= 0; i-- {
+		if l := v.Markers[i].Label; strings.HasPrefix(l, "cold start (") {
+			if n := engineIn(l); n > 0 {
+				return n
+			}
+		}
+	}
+	if v.Cold != nil {
+		return engineIn(v.Cold.Label)
+	}
+	return 0
+}
+
+// engineIn is N of a label that ends "engine N)"; 0 for another.
+func engineIn(label string) int {
+	rest, ok := strings.CutSuffix(label, ")")
+	i := strings.LastIndex(rest, "engine ")
+	if !ok || i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(rest[i+len("engine "):])
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
 }
 
 // sameList reports whether a and b are the same list in memory (the decoder shares a list that
@@ -87,13 +139,13 @@ func WriteSummary(w io.Writer, r *Recording) error {
 	}
 	lines = append(lines, fmt.Sprintf("%d views, %d key presses", r.Frames(), len(r.keys)))
 	engines := 0
-	for i, e := range r.Engine {
-		if e.Cold == nil && len(e.Steady) == 0 {
+	for _, e := range r.Engine {
+		if !ran(&e) {
 			continue
 		}
 		engines++
 		h := e.Header
-		lines = append(lines, fmt.Sprintf("engine %d: %s on %s, paged attention %s, CUDA Graph %s", i+1, h.Model, h.Device, onOff(h.Paged), onOff(h.CUDAGraph)),
+		lines = append(lines, fmt.Sprintf("engine %d: %s on %s, paged attention %s, CUDA Graph %s", e.Index, h.Model, h.Device, onOff(h.Paged), onOff(h.CUDAGraph)),
 			fmt.Sprintf("  %-32s %8s %9s %9s %9s %9s %9s", "", "requests", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p99", "tok/s"))
 		lines = append(lines, engineRows(e)...)
 		if gs := bench.GroupLedger(e.Ledger); len(gs) > 0 {
@@ -141,15 +193,17 @@ func StopNote(r *Recording) string {
 	return fmt.Sprintf("the recording stops at %s, after view %d: %v; what comes before replays", clock(r.Length()), r.Frames(), r.Stop)
 }
 
-// engineRows are an engine's runs as the live summary table shows them: its cold run, the
-// median of its steady runs and the last of them, and the runs cut short.
+// engineRows are an engine's runs grouped as the live summary table (bench's Report) groups
+// them: its cold runs, the median of its other runs and windows and the last of them, and the
+// runs cut short. The first run is the cold one; without --warmup-runs it is a measured run.
 func engineRows(e EngineRuns) []string {
-	var lines []string
+	runs := e.Steady
 	if e.Cold != nil {
-		lines = append(lines, row(e.Cold.Label, e.Cold))
+		runs = append([]bench.Summary{*e.Cold}, e.Steady...)
 	}
+	var lines []string
 	var steady []bench.Summary
-	for _, s := range e.Steady {
+	for _, s := range runs {
 		switch {
 		case s.Partial:
 		case s.Warmup:
@@ -165,7 +219,7 @@ func engineRows(e EngineRuns) []string {
 			lines = append(lines, row("last ("+steady[n-1].Label+")", &steady[n-1]))
 		}
 	}
-	for _, s := range e.Steady {
+	for _, s := range runs {
 		if s.Partial {
 			lines = append(lines, row(s.Label+" (cut short)", &s))
 		}

@@ -39,6 +39,7 @@ const DefaultTick = 100 * time.Millisecond
 type Recorder struct {
 	sample func() *bench.View         // immutable; see Options.Sample
 	tick   time.Duration              // immutable
+	tapped atomic.Pointer[tap]        // set by Tap; read by the goroutine at Close for the final view
 	latest atomic.Pointer[bench.View] // the newest view handed over
 	wake   chan struct{}              // buffered 1: a view was handed over
 	keys   chan KeyPress              // key presses, in order
@@ -94,8 +95,10 @@ func (r *Recorder) Key(at time.Duration, msg string, err error) {
 	}
 }
 
-// Close writes the newest view and the key presses handed over, the end frame, and closes the
-// file. It returns the first error writing the recording, naming the file.
+// Close writes the key presses handed over, the session's final view (Options.Sample's, or the
+// tapped session's: close the session first, so that the recording ends with what it filed
+// after the dashboard's last frame and at its close), the end frame, and closes the file. It
+// returns the first error writing the recording, naming the file.
 func (r *Recorder) Close() error {
 	r.once.Do(func() { close(r.stop) })
 	<-r.done
@@ -128,18 +131,21 @@ func (r *Recorder) loop() {
 			r.Offer(r.sample())
 			r.w.view(r.latest.Load())
 		case <-r.stop:
-			if r.sample != nil {
-				r.Offer(r.sample())
-			}
-			r.w.view(r.latest.Load())
 			for pending := true; pending; {
 				select {
 				case k := <-r.keys:
+					r.w.view(r.latest.Load())
 					r.w.key(k)
 				default:
 					pending = false
 				}
 			}
+			if r.sample != nil {
+				r.Offer(r.sample())
+			} else if t := r.tapped.Load(); t != nil {
+				r.Offer(t.s.View())
+			}
+			r.w.view(r.latest.Load())
 			r.err = r.w.close()
 			return
 		}
@@ -267,8 +273,13 @@ func (w *writer) close() error {
 	return nil
 }
 
-// Tap is a Session that records every view the dashboard reads from s and every key press.
-func (r *Recorder) Tap(s Session) Session { return tap{s: s, r: r} }
+// Tap is a Session that records every view the dashboard reads from s and every key press, and
+// at Close s's final view. One session is tapped: a later Tap replaces it for that view.
+func (r *Recorder) Tap(s Session) Session {
+	t := tap{s: s, r: r}
+	r.tapped.Store(&t)
+	return t
+}
 
 type tap struct {
 	s Session

@@ -104,6 +104,52 @@ func TestRecorderTap(t *testing.T) {
 	}
 }
 
+// Through a Tap the recording ends with the session's view at Close, which the dashboard never
+// read: what the session filed after the dashboard's last frame, and on closing, is recorded;
+// a key pressed before it comes before it.
+func TestRecorderTapFinalView(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	path := filepath.Join(t.TempDir(), "final.rec")
+	r, err := Create(path, Options{Meta: Meta{Command: "dashboard"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &synthSession{s: NewSynth(4)}
+	s := r.Tap(src)
+	for range 30 {
+		src.Publish()
+		s.View()
+	}
+	if _, err := s.Do(bench.ActPrefillBatchUp); err != nil {
+		t.Fatal(err)
+	}
+	var final *bench.View
+	for range 3 { // after the last frame drawn: q, then the session closes
+		final = src.Publish()
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if rec.Stop != nil || rec.Length() != final.Now || len(rec.Keys()) != 1 || rec.Keys()[0].At > final.Now {
+		t.Fatalf("stop %v, %d views to %v, keys %+v; want a closed recording ending at the session's final view, %v, after the key", rec.Stop, rec.Frames(), rec.Length(), rec.Keys(), final.Now)
+	}
+	got, err := rec.NewCursor().View(rec.Frames() - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := viewDiff(final, got); d != "" {
+		t.Fatalf("the final view: %s", d)
+	}
+}
+
 // Sampled (no dashboard reads the views), the recorder takes one every tick until Close, and
 // takes the last one at Close.
 func TestRecorderSample(t *testing.T) {

@@ -220,11 +220,11 @@ func (m *Model) footer() string {
 // runProgress is a planned run's progress: requests and tokens done, a bar, the time left.
 func runProgress(st *paint, p *bench.RunProgress) string {
 	frac := 0.0
-	if p.MaxTokens > 0 {
-		frac = min(1, float64(p.Tokens)/float64(p.MaxTokens))
+	if p.MaxTokens > 0 { // clamped: a damaged recording's counts may be out of range either way
+		frac = max(0, min(1, float64(p.Tokens)/float64(p.MaxTokens)))
 	}
 	const barW = 12
-	full := int(frac * barW)
+	full := int(frac * barW) // 0 to barW
 	bar := strings.Repeat("█", full) + strings.Repeat("░", barW-full)
 	out := st.Accent.Render(bar) + st.Text.Render(fmt.Sprintf(" %3.0f%%", 100*frac)) +
 		st.Muted.Render(fmt.Sprintf(" · %d/%d requests · %s/%s tokens", p.Finished, p.Requests, numRaw(float64(p.Tokens)), numRaw(float64(p.MaxTokens))))
