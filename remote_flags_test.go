@@ -196,7 +196,7 @@ func TestTokenizerFlagError(t *testing.T) {
 		{empty, []string{"bench", "--endpoint", endpoint, "--tokenizer", empty},
 			"rosetop: --tokenizer " + empty + ": holds no tokenizer.json or vocab.json (rosetop reads GPT-2's byte-level BPE format only)"},
 		{empty, []string{"sweep", "--endpoint", endpoint, "--tokenizer", empty, "--concurrency", "1", "--out-dir", t.TempDir()},
-			"rosetop: concurrency 1: --tokenizer " + empty + ": holds no tokenizer.json or vocab.json (rosetop reads GPT-2's byte-level BPE format only)"},
+			"rosetop: --concurrency 1: --tokenizer " + empty + ": holds no tokenizer.json or vocab.json (rosetop reads GPT-2's byte-level BPE format only)"},
 		{"nosuch-tok", []string{"bench", "--endpoint", endpoint, "--tokenizer", "nosuch-tok"},
 			"rosetop: --tokenizer: tokenizer nosuch-tok is not in the Hugging Face cache ("},
 	} {
