@@ -120,7 +120,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.Pretok, "pretok", o.Pretok, "tokenize prompts before the run; submit token ids")
 	intVar(fs, &o.TokenizeWorkers, "tokenize-workers", 0, 4*cores, "scheduler tokenize workers (0: inline in add_request)")
 	intVar(fs, &o.StreamInterval, "stream-interval", 0, maxNewTokens, "emit a text piece every N tokens")
-	intVar(fs, &o.WarmupRuns, "warmup-runs", 0, maxRuns, "runs before the measured ones (recorded, not printed); after them the engine pays its remaining one-time costs (prewarm)")
+	intVar(fs, &o.WarmupRuns, "warmup-runs", 0, maxRuns, "runs before the measured ones (recorded, summarized in one line); after them the engine pays its remaining one-time costs (prewarm)")
 	intVar(fs, &o.RepeatRuns, "repeat-runs", 1, maxRuns, "measured runs, each printed")
 	fs.StringVar(&o.JSONPath, "json", o.JSONPath, "write config, run summaries and per-request records to FILE")
 	fs.StringVar(&o.CSVPath, "csv", o.CSVPath, "write one row per request to FILE")

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -218,6 +219,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkOutputs(o, stdout); err != nil { // --cpuprofile: parseSweep refuses the other files
 		return err
 	}
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return usageError{fmt.Errorf("--out-dir %s: %w", dir, err)}
 	}
@@ -235,7 +238,11 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if p := o.CPUProfilePath; p != "" && sameDir(filepath.Dir(p), dir) {
 		return usageError{fmt.Errorf("--cpuprofile %s is in --out-dir %s, whose files the sweep writes: put it elsewhere", p, dir)}
 	}
-	return withCPUProfile(o.CPUProfilePath, func() error { return sweepPoints(ctx, o, ax, dir, stdout, stderr) })
+	err = withCPUProfile(o.CPUProfilePath, func() error { return sweepPoints(ctx, o, ax, dir, stdout, stderr) })
+	if err != nil && created {
+		os.Remove(dir) // only if the sweep left nothing in it
+	}
+	return err
 }
 
 // sweepPoints runs the points in turn, then prints the table and writes the files of those
