@@ -268,27 +268,33 @@ func (l *liveState) slowest() []RequestITL {
 // compare builds the cold-vs-steady rows (steady = median over the steady runs).
 func (l *liveState) compare() []Comparison {
 	steady := l.steady.slice()
+	// get's second result says the run has the figure: a latency some request measured, a
+	// throughput over some span (a window may end in the step that ended the one before).
 	metrics := []struct {
 		name   string
-		get    func(s *Summary) float64
+		get    func(s *Summary) (float64, bool)
 		higher bool
 	}{
-		{"TTFT p99 (ms)", func(s *Summary) float64 { return s.TTFT.P99 }, false},
-		{"Queue wait p99 (ms)", func(s *Summary) float64 { return s.QueueWait.P99 }, false},
-		{"TPOT p50 (ms)", func(s *Summary) float64 { return s.TPOT.P50 }, false},
-		{"Throughput (tok/s)", func(s *Summary) float64 { return s.Throughput }, true},
+		{"TTFT p99 (ms)", func(s *Summary) (float64, bool) { return s.TTFT.P99, s.TTFT.N > 0 }, false},
+		{"Queue wait p99 (ms)", func(s *Summary) (float64, bool) { return s.QueueWait.P99, s.QueueWait.N > 0 }, false},
+		{"TPOT p50 (ms)", func(s *Summary) (float64, bool) { return s.TPOT.P50, s.TPOT.N > 0 }, false},
+		{"Throughput (tok/s)", func(s *Summary) (float64, bool) { return s.Throughput, s.Wall > 0 }, true},
 	}
 	out := make([]Comparison, 0, len(metrics))
 	for _, m := range metrics {
 		c := Comparison{Metric: m.name, Cold: math.NaN(), Steady: math.NaN(), Ratio: math.NaN(), HigherIsBetter: m.higher}
 		if l.cold != nil {
-			c.Cold = m.get(l.cold)
-		}
-		if len(steady) > 0 {
-			vals := make([]float64, len(steady))
-			for i := range steady {
-				vals[i] = m.get(&steady[i])
+			if v, ok := m.get(l.cold); ok {
+				c.Cold = v
 			}
+		}
+		var vals []float64
+		for i := range steady {
+			if v, ok := m.get(&steady[i]); ok {
+				vals = append(vals, v)
+			}
+		}
+		if len(vals) > 0 {
 			c.Steady = median(vals)
 		}
 		if !math.IsNaN(c.Cold) && !math.IsNaN(c.Steady) && c.Steady != 0 {

@@ -130,8 +130,12 @@ func summaryRow(name string, s Summary) string {
 		}
 		return fmt.Sprintf(" %9.2f", v)
 	}
+	tps := fmt.Sprintf(" %9.0f", s.Throughput)
+	if s.Wall <= 0 { // a window whose requests all finished in the step that ended the one before
+		tps = fmt.Sprintf(" %9s", "n/a")
+	}
 	return fmt.Sprintf("  %-24s %8d", name, s.Requests) + cell(s.TTFT, s.TTFT.P50) + cell(s.TTFT, s.TTFT.P99) +
-		cell(s.TPOT, s.TPOT.P50) + cell(s.ITL, s.ITL.P99) + fmt.Sprintf(" %9.0f", s.Throughput)
+		cell(s.TPOT, s.TPOT.P50) + cell(s.ITL, s.ITL.P99) + tps
 }
 
 // medianSummary is the median of each figure the table shows over runs, and their request total.
@@ -159,11 +163,16 @@ func medianSummary(runs []Summary) Summary {
 	m.TTFT.P99, _ = med(func(s *Summary) float64 { return s.TTFT.P99 }, ttft)
 	m.TPOT.P50, m.TPOT.N = med(func(s *Summary) float64 { return s.TPOT.P50 }, func(s *Summary) Dist { return s.TPOT })
 	m.ITL.P99, m.ITL.N = med(func(s *Summary) float64 { return s.ITL.P99 }, func(s *Summary) Dist { return s.ITL })
-	tps := make([]float64, len(runs))
+	var tps []float64 // over the runs that span some time
 	for i := range runs {
-		tps[i] = runs[i].Throughput
+		if runs[i].Wall > 0 {
+			tps = append(tps, runs[i].Throughput)
+			m.Wall += runs[i].Wall // their total: the row has a throughput
+		}
 	}
-	m.Throughput = median(tps)
+	if len(tps) > 0 {
+		m.Throughput = median(tps)
+	}
 	return m
 }
 

@@ -254,7 +254,7 @@ func TestStepKnob(t *testing.T) {
 func TestSummaryTable(t *testing.T) {
 	sum := func(label string, warmup, partial bool, ttft float64, n int) Summary {
 		d := Dist{P50: ttft / 2, P99: ttft, N: n}
-		return Summary{Label: label, Warmup: warmup, Partial: partial, Requests: n, Cancelled: 64 - n, TTFT: d, TPOT: d, ITL: d, Throughput: 1000 / ttft}
+		return Summary{Label: label, Warmup: warmup, Partial: partial, Requests: n, Cancelled: 64 - n, TTFT: d, TPOT: d, ITL: d, Throughput: 1000 / ttft, Wall: time.Second}
 	}
 	hdr := reportHeader{Model: "m", DeviceDetail: "cpu (2 threads)", Paged: true}
 	results := []*runResult{
