@@ -32,6 +32,7 @@ func TestReportGolden(t *testing.T) {
 		{"prefill_one_token", testConfig(prefillHeavy, func(c *Config) { c.Workload.PromptRepeats, c.Workload.NumRequests = 4, 5 }), false},
 		{"relative_interval", testConfig(requests(4, 3), func(c *Config) { c.Arrivals.Interval = 2 * time.Millisecond }), false},
 		{"remote", testConfig(decodeHeavy, requests(10, 5), runs(1, 1)), true},
+		{"burst_max_concurrency", testConfig(requests(6, 3), func(c *Config) { c.Arrivals.MaxConcurrency = 2 }), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,9 +18,10 @@ type reportHeader struct {
 	Paged           bool    `json:"paged_attn"`
 	CUDAGraph       bool    `json:"cuda_graph"`
 	NVTX            bool    `json:"nvtx"`
-	IntervalMs      float64 `json:"submit_interval_ms"` // the mean gap for poisson
-	Schedule        string  `json:"submit_schedule"`    // relative | absolute | poisson | gamma | trace
-	Backend         string  `json:"backend"`            // "rosetop", or a remote server's (ServerInfo.Backend)
+	IntervalMs      float64 `json:"submit_interval_ms"`        // the mean gap for poisson
+	Schedule        string  `json:"submit_schedule"`           // relative | absolute | poisson | gamma | trace
+	Backend         string  `json:"backend"`                   // "rosetop", or a remote server's (ServerInfo.Backend)
+	MaxConcurrency  int     `json:"max_concurrency,omitempty"` // --max-concurrency; 0: no limit
 	// A server outside this process (ServerInfo.Remote): its API root, the API spoken, and the
 	// server's kind as its /metrics tell it. Empty in-process.
 	Endpoint string `json:"endpoint,omitempty"`
@@ -29,9 +30,13 @@ type reportHeader struct {
 }
 
 // lagPrinted reports whether the schedule has targets to lag behind (seed 002: absolute with
-// interval > 0; rosetop adds rates and traces, whose arrivals are absolute targets too).
+// interval > 0; rosetop adds rates and traces, whose arrivals are absolute targets too, and any
+// schedule under --max-concurrency, whose requests lag by their wait for a slot).
 func (h reportHeader) lagPrinted() bool {
-	return h.IntervalMs > 0 && h.Schedule != "relative" && h.Schedule != "external"
+	if h.Schedule == "external" {
+		return false
+	}
+	return (h.IntervalMs > 0 && h.Schedule != "relative") || h.MaxConcurrency > 0
 }
 
 func pyBool(b bool) string {
@@ -79,6 +84,9 @@ func reportLines(h reportHeader, s Summary) []string {
 		fmt.Sprintf("Submit wall: %.6f s", s.SubmitWall.Seconds()),
 		fmt.Sprintf("Submit interval/schedule: %.3f ms / %s", h.IntervalMs, h.Schedule),
 	)
+	if h.MaxConcurrency > 0 {
+		lines = append(lines, fmt.Sprintf("Max concurrency: %d", h.MaxConcurrency))
+	}
 	if h.lagPrinted() {
 		lines = append(lines, distLine("Submit lag", s.SubmitLag, "ms"))
 	}

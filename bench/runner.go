@@ -460,7 +460,7 @@ func (s *Session) reportHeader(info ServerInfo) reportHeader {
 		Model: modelName(info), Device: info.Device, DeviceDetail: info.DeviceDetail, Pretok: s.cfg.Workload.Pretok,
 		TokenizeWorkers: info.TokenizeWorkers, StreamInterval: s.cfg.Workload.StreamInterval, Paged: info.Paged,
 		CUDAGraph: info.CUDAGraph, NVTX: s.cfg.NVTX, IntervalMs: s.arr.intervalMs(), Schedule: s.arr.label(),
-		Backend: cmp.Or(info.Backend, "rosetop"),
+		Backend: cmp.Or(info.Backend, "rosetop"), MaxConcurrency: s.arr.MaxConcurrency,
 	}
 	if r := info.Remote; r != nil {
 		h.Endpoint, h.API, h.Server = r.Endpoint, r.API, r.Kind
