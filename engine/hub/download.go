@@ -83,6 +83,9 @@ func (d *downloader) fetchFile(ctx context.Context, f repoFile) (missing bool, e
 		return res.missing, err
 	}
 	if !d.pinned {
+		if res.commit != "" && !plainName(res.commit) { // it names the snapshot's directory and locks
+			return false, fmt.Errorf("%w: %s: %s sent X-Repo-Commit %q, not a commit hash", ErrDownload, d.name(), d.endpoint, oneline.Clip(res.commit, 80))
+		}
 		if res.commit != "" {
 			d.rev, d.pinned = res.commit, true
 		}

@@ -317,7 +317,7 @@ func notCached(format string, args ...any) error {
 // cachedSnapshot finds a complete snapshot: the one refs/main names, else the newest complete one.
 func cachedSnapshot(repo string, set fileSet) (string, bool) {
 	if ref, err := os.ReadFile(filepath.Join(repo, "refs", "main")); err == nil {
-		if c := strings.TrimSpace(string(ref)); c != "" && filepath.Base(c) == c {
+		if c := strings.TrimSpace(string(ref)); plainName(c) {
 			dir := filepath.Join(repo, "snapshots", c)
 			if complete(dir, set) {
 				return dir, true

@@ -599,3 +599,26 @@ func TestToken(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveRefusesAPathForACommit: an X-Repo-Commit that is not a plain name (a hostile or
+// broken mirror's "../../x") is refused before it names a directory: nothing is written outside
+// the cache, and no snapshot or refs/main is made.
+func TestResolveRefusesAPathForACommit(t *testing.T) {
+	for _, bad := range []string{"../../../victim", "a/b", ".hidden", strings.Repeat("f", 129)} {
+		h, _, o, cache := setup(t, "gpt2")
+		h.commit = bad
+		_, err := Resolve(context.Background(), "gpt2", o)
+		if !errors.Is(err, ErrDownload) || !strings.Contains(err.Error(), "not a commit hash") {
+			t.Fatalf("commit %q: %v", bad, err)
+		}
+		// "../../../victim" from snapshots/ and from .locks/models--gpt2/ is the cache's parent's
+		// victim, the test's own temporary directory.
+		escaped, _ := filepath.Glob(filepath.Join(filepath.Dir(cache), "victim*"))
+		repo := RepoDir(cache, "gpt2")
+		for _, p := range append(escaped, filepath.Join(repo, "snapshots"), filepath.Join(repo, "refs", "main")) {
+			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("commit %q: %s exists (%v)", bad, p, err)
+			}
+		}
+	}
+}

@@ -106,20 +106,29 @@ func sizeText(n int64) string {
 func blobName(meta respMeta, file string) string {
 	etag := strings.TrimPrefix(meta.etag, "W/")
 	etag = strings.Trim(etag, `"`)
-	safe := etag != "" && etag[0] != '.' && len(etag) <= 128
-	for _, r := range etag {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			safe = false
-		}
-	}
-	if safe {
+	if plainName(etag) {
 		return etag
 	}
 	commit := meta.commit
-	if commit == "" || filepath.Base(commit) != commit || commit[0] == '.' {
+	if !plainName(commit) {
 		commit = "main"
 	}
 	return commit + "." + file
+}
+
+// plainName reports whether a name the server sent (a hash, a commit) can name a file or
+// directory of the cache as it is: 1 to 128 letters, digits, '-', '_' and '.', not starting with
+// '.', so never a path out of the cache.
+func plainName(s string) bool {
+	if s == "" || s[0] == '.' || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // place links snapshots/<commit>/name to the blob with a relative symlink, as Hugging Face does,
