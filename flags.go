@@ -104,7 +104,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	floatVar(fs, &o.SubmitIntervalMs, "submit-interval-ms", 0, maxIntervalMs, "submit interval in ms (0: burst)")
 	fs.StringVar(&o.SubmitSchedule, "submit-schedule", o.SubmitSchedule, "relative (sleep the interval after each submit) | absolute (target t0 + i*interval)")
 	fs.Var(rateFlag{&o.RequestRate}, "request-rate", fmt.Sprintf("Poisson arrivals at R requests/s (%g to %g), seeded by --seed; 0: off (the interval schedule); inf: every request at once", minRate, maxRate))
-	uint64Var(fs, &o.Seed, "seed", "seed of arrivals and sampling")
+	uint64Var(fs, &o.Seed, "seed", "seed of arrivals, sampling and random:NAME weights")
 	floatVar(fs, &o.Temperature, "temperature", 0, 100, "sampling temperature (0: greedy)")
 	intVar(fs, &o.TopK, "top-k", 0, 1<<24, "top-k sampling (0: off)")
 	floatVar(fs, &o.TopP, "top-p", 0, 1, "top-p sampling (0 or 1: off)")

@@ -41,7 +41,7 @@ func parseGenerate(args []string, stderr io.Writer) (generateFlags, error) {
 	floatVar(fs, &f.temperature, "temperature", 0, 100, "sampling temperature; 0 is greedy")
 	intVar(fs, &f.topK, "top-k", 0, 1<<24, "keep the K most likely tokens (0: off)")
 	floatVar(fs, &f.topP, "top-p", 0, 1, "nucleus sampling threshold (0 or 1: off)")
-	uint64Var(fs, &f.seed, "seed", "sampling seed")
+	uint64Var(fs, &f.seed, "seed", "sampling seed, and random:NAME weights' (as bench's and serve's --seed)")
 	noStop := fs.Bool("no-stop-on-eos", false, "keep generating after <|endoftext|>")
 	fs.BoolVar(&f.paged, "paged-attn", false, "use the paged KV cache")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON (prompt ids, generated ids and text) instead of the text; a flag, not a file name")
@@ -81,7 +81,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return parseErr(err)
 	}
-	m, err := engine.LoadModel(ctx, f.model, engine.LoadOptions{Progress: stderr})
+	m, err := engine.LoadModel(ctx, f.model, engine.LoadOptions{Progress: stderr, Seed: f.seed}) // random:NAME weights as bench and serve make them
 	if err != nil {
 		return err
 	}

@@ -73,3 +73,21 @@ func TestGenerateTinyTopP(t *testing.T) {
 		t.Errorf("--top-p 1e-50 generated %q, want greedy's %q", got, greedy)
 	}
 }
+
+// TestGenerateSeedsRandomWeights: --seed seeds random:NAME weights as bench's and serve's do, so
+// two seeds are two models (greedy, so only the weights can differ).
+func TestGenerateSeedsRandomWeights(t *testing.T) {
+	if raceEnabled {
+		t.Skip("82M random weights twice: seconds each without the race detector, minutes with it")
+	}
+	out := func(seed string) string {
+		code, got, stderr := runCLI(t, "generate", "--device", "cpu", "--model", "random:distilgpt2", "--seed", seed, "--prompt", "Hello", "--max-new-tokens", "3")
+		if code != 0 {
+			t.Fatalf("--seed %s: exit %d: %s", seed, code, stderr)
+		}
+		return got
+	}
+	if a, b := out("5"), out("6"); a == b {
+		t.Errorf("--seed 5 and 6 both generated %q: the weights ignore the seed", a)
+	}
+}
