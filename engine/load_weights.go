@@ -150,7 +150,7 @@ func checkMemory(need, memory uint64, what string) error {
 	if memory == 0 || need <= memory {
 		return nil
 	}
-	return fmt.Errorf("%w: %s: %s needed, more than this machine's %s of memory", ErrModelTooLarge, what, gib(need), gib(memory))
+	return fmt.Errorf("%w: %s: %s needed, more than the %s of memory this process may use", ErrModelTooLarge, what, gib(need), gib(memory))
 }
 
 // gib prints a byte count in GiB.

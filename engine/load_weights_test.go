@@ -179,7 +179,7 @@ func TestLoadMemoryLimit(t *testing.T) {
 				t.Fatalf("loadWeights with %d bytes of memory: %v; want ok=%v", c.memory, err, c.ok)
 			}
 			if err != nil && (!errors.Is(err, ErrModelTooLarge) || !strings.Contains(err.Error(), "converting the weights to float32") ||
-				!strings.Contains(err.Error(), "needed, more than this machine's")) {
+				!strings.Contains(err.Error(), "of memory this process may use")) {
 				t.Errorf("error %q: want ErrModelTooLarge saying what needs how much", err)
 			}
 		})
@@ -195,7 +195,7 @@ func TestCheckMemory(t *testing.T) {
 		{"fits", 1 << 30, 2 << 30, ""},
 		{"exactly", 1 << 30, 1 << 30, ""},
 		{"unknown machine", 1 << 50, 0, ""},
-		{"too large", 3 << 30, 2 << 30, "the weights: 3.0 GiB needed, more than this machine's 2.0 GiB of memory"},
+		{"too large", 3 << 30, 2 << 30, "the weights: 3.0 GiB needed, more than the 2.0 GiB of memory this process may use"},
 	} {
 		err := checkMemory(c.need, c.memory, "the weights")
 		if (c.want == "") != (err == nil) || err != nil && (!strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrModelTooLarge)) {
@@ -217,7 +217,7 @@ func TestNewRandomWeightsMemoryLimit(t *testing.T) {
 		t.Skipf("machine too large for this test: %v", err)
 	}
 	_, err := NewRandomWeights(context.Background(), cfg, 1)
-	if !errors.Is(err, ErrModelTooLarge) || !strings.Contains(err.Error(), "more than this machine's") {
+	if !errors.Is(err, ErrModelTooLarge) || !strings.Contains(err.Error(), "of memory this process may use") {
 		t.Fatalf("NewRandomWeights(%d layers of 8192 channels) = %v; want ErrModelTooLarge", cfg.NLayer, err)
 	}
 }

@@ -2,6 +2,6 @@
 
 package engine
 
-// machineMemory is the machine's physical memory in bytes; 0 (unknown) off Linux, where the
+// machineMemory is the memory this process may use in bytes; 0 (unknown) off Linux, where the
 // memory checks are skipped.
 func machineMemory() uint64 { return 0 }

@@ -81,7 +81,7 @@ func New(m *Model, opts Options) (*Engine, error) {
 	var be *CPUBackend
 	kvBytes := int64(layout.Tokens()) * int64(m.Config.NLayer) * 2 * int64(m.Config.NEmbd) * 4
 	if mem := machineMemory(); mem > 0 && uint64(kvBytes) > mem { // allocated whole, before any request
-		return nil, badOption(ErrBadOptions, "a KV pool for %d sequences of %d positions needs %s on the CPU, more than this machine's %s of memory: lower --max-batch-size or --max-seq-len",
+		return nil, badOption(ErrBadOptions, "a KV pool for %d sequences of %d positions needs %s on the CPU, more than the %s of memory this process may use: lower --max-batch-size or --max-seq-len",
 			opts.MaxBatch, opts.MaxSeqLen, gib(uint64(kvBytes)), gib(mem))
 	}
 	detail := fmt.Sprintf("%s, %d blocks x %d positions, %.1f MiB", layoutName(layout), layout.NumBlocks, layout.BlockSize, float64(kvBytes)/(1<<20))

@@ -138,7 +138,7 @@ func TestNewRefusesKVPoolPastMemory(t *testing.T) {
 		e.Close()
 		t.Fatalf("New with a %d-sequence KV pool succeeded on a machine of %d bytes", batch, mem)
 	}
-	if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "more than this machine's") {
+	if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "of memory this process may use") {
 		t.Fatalf("New error = %q, want a KV pool past the machine's memory, wrapping ErrBadOptions", err)
 	}
 }
