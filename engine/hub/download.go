@@ -183,8 +183,8 @@ func (d *downloader) get(ctx context.Context, url, part string, f repoFile) (res
 			why = st
 		}
 		if !d.contacted {
-			return result{}, false, notCached("%s is not in the Hugging Face cache (%s) and cannot be downloaded from %s (%v): run once with network access to fill the cache, or %s",
-				d.name(), d.repo, d.endpoint, why, d.set.remedy)
+			return result{}, false, notCached("%s is not in the Hugging Face cache (%s%s) and cannot be downloaded from %s (%v): run once with network access to fill the cache, or %s",
+				d.name(), d.repo, brokenLink(d.repo), d.endpoint, why, d.set.remedy)
 		}
 		return result{}, true, fmt.Errorf("%w: %s: %s: %w; %s", ErrDownload, d.name(), f.name, why, again(part, off))
 	}

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -264,8 +265,8 @@ func resolve(ctx context.Context, id string, o Options, set fileSet) (string, er
 		return dir, nil
 	}
 	if name, v := offline(o.Getenv); name != "" {
-		return "", notCached("%s %s is not in the Hugging Face cache (%s) and %s=%s forbids downloading it: run once with %s unset and network access to fill the cache, or %s",
-			set.what, id, repo, name, v, name, set.remedy)
+		return "", notCached("%s %s is not in the Hugging Face cache (%s%s) and %s=%s forbids downloading it: run once with %s unset and network access to fill the cache, or %s",
+			set.what, id, repo, brokenLink(repo), name, v, name, set.remedy)
 	}
 	endpoint := strings.TrimRight(o.Getenv("HF_ENDPOINT"), "/")
 	if endpoint == "" {
@@ -351,6 +352,27 @@ func complete(dir string, set fileSet) bool {
 		}
 	}
 	return set.enough(dir)
+}
+
+// brokenLink names the first link of repo's snapshots that leads nowhere (a blob deleted, a
+// snapshot copied without its blobs), as "; the cached snapshots/C/F links to T, which does not
+// exist"; "" when there is none.
+func brokenLink(repo string) string {
+	snaps, _ := os.ReadDir(filepath.Join(repo, "snapshots"))
+	for _, sn := range snaps {
+		files, _ := os.ReadDir(filepath.Join(repo, "snapshots", sn.Name()))
+		for _, f := range files {
+			p := filepath.Join(repo, "snapshots", sn.Name(), f.Name())
+			if f.Type()&fs.ModeSymlink == 0 {
+				continue
+			}
+			if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+				target, _ := os.Readlink(p)
+				return fmt.Sprintf("; its snapshots/%s/%s links to %s, which does not exist", sn.Name(), f.Name(), target)
+			}
+		}
+	}
+	return ""
 }
 
 // isFile reports whether path is a regular file, following symlinks.

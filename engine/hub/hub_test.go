@@ -622,3 +622,32 @@ func TestResolveRefusesAPathForACommit(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveNamesABrokenLink: offline, a cached snapshot whose link leads nowhere (its blob
+// deleted) is named in the error, not only "not in the cache".
+func TestResolveNamesABrokenLink(t *testing.T) {
+	_, _, o, cache := setup(t, "gpt2")
+	if _, err := Resolve(context.Background(), "gpt2", o); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(RepoDir(cache, "gpt2"), "snapshots", commit)
+	target, err := os.Readlink(filepath.Join(snap, "model.safetensors"))
+	if err != nil {
+		t.Skip("the cache holds files, not links, here:", err)
+	}
+	if err := os.Remove(filepath.Join(snap, target)); err != nil {
+		t.Fatal(err)
+	}
+	for _, getenv := range []func(string) string{
+		env("HF_HUB_CACHE", cache, "HF_ENDPOINT", "http://unused.invalid", "HF_HUB_OFFLINE", "1"),
+		env("HF_HUB_CACHE", cache, "HF_ENDPOINT", "http://127.0.0.1:1"),
+	} {
+		o.Getenv = getenv
+		_, err := Resolve(context.Background(), "gpt2", o)
+		want := "its snapshots/" + commit + "/model.safetensors links to " + target + ", which does not exist"
+		if !errors.Is(err, ErrNotCached) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Resolve = %v; want ErrNotCached naming %q", err, want)
+		}
+		checkOneLine(t, err)
+	}
+}
