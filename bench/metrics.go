@@ -263,10 +263,13 @@ func failureText(rec *sched.Record) string {
 }
 
 // addCount adds one to m[key], making m when nil.
-func addCount(m map[string]int, key string) map[string]int {
+func addCount(m map[string]int, key string) map[string]int { return addCounts(m, key, 1) }
+
+// addCounts adds n to m[key], making m if it is nil.
+func addCounts(m map[string]int, key string, n int) map[string]int {
 	if m == nil {
 		m = map[string]int{}
 	}
-	m[key]++
+	m[key] += n
 	return m
 }

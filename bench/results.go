@@ -110,8 +110,22 @@ func engineRows(index int, runs []*runResult) []string {
 			lines = append(lines, summaryRow("last ("+steady[n-1].Label+")", steady[n-1]))
 		}
 	}
+	var failed int
+	var causes map[string]int
+	for _, r := range runs {
+		failed += r.sum.Failed
+		for k, n := range r.sum.Failures {
+			causes = addCounts(causes, k, n)
+		}
+	}
+	if failed > 0 { // the rows count the requests that completed
+		lines = append(lines, fmt.Sprintf("  failed: %d (%s)", failed, countsText(causes)))
+	}
 	for _, r := range runs {
 		if s := r.sum; s.Partial {
+			if s.Requests > 0 { // what finished before the end, measured as any run is
+				lines = append(lines, summaryRow("cut short ("+s.Label+")", s))
+			}
 			line := fmt.Sprintf("  cut short (%s): %d finished, %d cancelled", s.Label, s.Requests, s.Cancelled+s.Failed)
 			if s.CutTTFT.N > 0 {
 				line += fmt.Sprintf(" after %d tokens (%d had started: TTFT p50 %.2f, p99 %.2f ms)", s.CutTokens, s.CutTTFT.N, s.CutTTFT.P50, s.CutTTFT.P99)

@@ -250,7 +250,8 @@ func TestStepKnob(t *testing.T) {
 }
 
 // TestSummaryTable: the table a dashboard prints on quit has, per engine, the cold run, the
-// steady median and the last window, and a window cut short with what finished in it.
+// steady median and the last window, the failed requests by cause, and a window cut short with
+// the figures of what finished in it.
 func TestSummaryTable(t *testing.T) {
 	sum := func(label string, warmup, partial bool, ttft float64, n int) Summary {
 		d := Dist{P50: ttft / 2, P99: ttft, N: n}
@@ -265,6 +266,8 @@ func TestSummaryTable(t *testing.T) {
 		{hdr: hdr, engine: 1, live: true, sum: sum("live 3", false, true, 20, 3)},
 	}
 	results[4].sum.CutTokens, results[4].sum.CutTTFT = 1234, Dist{P50: 4, P99: 9, N: 61}
+	results[3].sum.Failed, results[3].sum.Failures = 2, map[string]int{"http 429": 2}
+	results[4].sum.Failed, results[4].sum.Failures = 1, map[string]int{"http 429": 1}
 	got := strings.Join(summaryTable(results, 0, nil, 95*time.Second), "\n")
 	for _, want := range []string{
 		"=== rosetop session: 1m35s, 1 engine(s) ===",
@@ -272,7 +275,9 @@ func TestSummaryTable(t *testing.T) {
 		"  cold (warmup 1/1)              64     20.00     40.00",
 		"  steady (median of 3)          192     10.00     20.00     10.00     20.00        50",
 		"  last (live 2)                  64     10.00     20.00",
-		"  cut short (live 3): 3 finished, 61 cancelled after 1234 tokens (61 had started: TTFT p50 4.00, p99 9.00 ms)",
+		"  failed: 3 (http 429: 3)",
+		"  cut short (live 3)              3     10.00     20.00     10.00     20.00        50",
+		"  cut short (live 3): 3 finished, 62 cancelled after 1234 tokens (61 had started: TTFT p50 4.00, p99 9.00 ms)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
