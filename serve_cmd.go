@@ -12,6 +12,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -205,8 +206,9 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	if term != nil {
 		errLog = stdlog.New(eventsWriter{sess}, "", 0)
 	}
+	drain := &drainNote{w: stderr, held: term != nil, signalled: ctx.Done()}
 	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: so.grace(),
-		Metrics: metrics, Log: log, ErrorLog: errLog})
+		Metrics: metrics, Log: log, ErrorLog: errLog, OnDrain: drain.note})
 	if err != nil {
 		return errors.Join(err, sess.Close())
 	}
@@ -225,11 +227,21 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	serving = true // Serve closes ln
 	go func() { served <- srv.Serve(serveCtx, ln) }()
 	var runErr error
+	drained := make(chan struct{})
 	if term != nil {
 		runErr = tui.Run(ctx, tapped(sess, rec), term.options())
+		drain.release()
 		stopServing() // q on the dashboard stops the server as a signal would
+		go func() {
+			select {
+			case <-ctx.Done(): // a signal after q: what is still in flight is cancelled now
+				srv.StopNow()
+			case <-drained:
+			}
+		}()
 	}
 	serveErr := <-served
+	close(drained)
 	closeErr := sess.Close()
 	recErr := closeRecording(rec, o, stderr)
 	repErr := sess.Report(stdout)
@@ -300,4 +312,41 @@ func ledgerOf(v *bench.View) []serve.LedgerEntry {
 		out[i] = serve.LedgerEntry{What: e.What, Detail: e.Detail, Took: e.Took}
 	}
 	return out
+}
+
+// drainNote says on w that the server waits for the requests in flight before it stops, and what
+// a signal does meanwhile. While a dashboard holds the terminal the note waits for release.
+type drainNote struct {
+	w         io.Writer
+	signalled <-chan struct{} // closed by the first signal
+	mu        sync.Mutex      // guards held and pending: note runs on Serve's goroutine
+	held      bool
+	pending   string
+}
+
+func (d *drainNote) note(inFlight int, grace time.Duration) {
+	then := "Ctrl-C cancels them now" // after q: the first signal ends the grace
+	select {
+	case <-d.signalled:
+		then = "a second Ctrl-C exits at once"
+	default:
+	}
+	msg := fmt.Sprintf("rosetop: stopping: %d requests in flight, letting them finish for up to %s (%s)\n", inFlight, grace, then)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held {
+		d.pending = msg
+		return
+	}
+	io.WriteString(d.w, msg)
+}
+
+// release writes a note that waited for the dashboard, and any later one at once.
+func (d *drainNote) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.held = false
+	if d.pending != "" {
+		io.WriteString(d.w, d.pending)
+	}
 }

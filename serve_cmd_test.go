@@ -24,7 +24,7 @@ import (
 // metrics that parse and count what was done, and on SIGTERM lets the request in flight finish,
 // prints its summary and exits 0.
 func TestServeCommand(t *testing.T) {
-	cmd, base, stdout := startServe(t, "--window", "2")
+	cmd, base, stdout, stderr := startServe(t, "--window", "2")
 	client := &http.Client{Timeout: time.Minute}
 	body := `{"model":"tiny-gpt2","prompt":"Hello","max_tokens":6,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`
 	resp, err := client.Post(base+"/completions", "application/json", strings.NewReader(body))
@@ -72,9 +72,13 @@ func TestServeCommand(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	errText := stderr()
 	err = cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit %d (%v) after SIGTERM, want 0", code, err)
+	}
+	if strings.Contains(errText, "stopping:") {
+		t.Errorf("stderr %q: a drain note with nothing in flight", errText)
 	}
 	if !strings.Contains(stdout.String(), "=== rosetop session") {
 		t.Errorf("no summary on stdout:\n%s", stdout.String())
@@ -83,14 +87,16 @@ func TestServeCommand(t *testing.T) {
 
 // startServe starts `rosetop serve` on the CPU on any free port, with args added, and returns it,
 // its API's base URL (.../v1) and its stdout once it serves.
-func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Builder) {
+// stderr, the last result, waits for the process to close its stderr (its exit) and returns the
+// lines after the start-up one: call it before cmd.Wait, which may drop what is not yet read.
+func startServe(t *testing.T, args ...string) (cmd *exec.Cmd, base string, stdout *strings.Builder, stderr func() string) {
 	t.Helper()
-	cmd := childCmd(t, append([]string{"serve", "--port", "0", "--device", "cpu", "--threads", "1"}, args...)...)
+	cmd = childCmd(t, append([]string{"serve", "--port", "0", "--device", "cpu", "--threads", "1"}, args...)...)
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout := &strings.Builder{}
+	stdout = &strings.Builder{}
 	cmd.Stdout = stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -98,7 +104,6 @@ func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Build
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	errLines := bufio.NewScanner(errPipe)
 	addr := regexp.MustCompile(`serving tiny-gpt2 on (http://[^ ]+/v1)`)
-	var base string
 	for base == "" && errLines.Scan() {
 		if m := addr.FindStringSubmatch(errLines.Text()); m != nil {
 			base = m[1]
@@ -107,15 +112,18 @@ func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Build
 	if base == "" {
 		t.Fatal("no start-up line with the URL")
 	}
-	go io.Copy(io.Discard, errPipe)
-	return cmd, base, stdout
+	var rest strings.Builder
+	copied := make(chan struct{})
+	go func() { io.Copy(&rest, errPipe); close(copied) }()
+	return cmd, base, stdout, func() string { <-copied; return rest.String() }
 }
 
 // TestServeSignalLetsStreamsFinish: on SIGTERM a stream in flight runs to its end within
-// --shutdown-timeout (no error event), the process exits 0, and --json holds the request.
+// --shutdown-timeout (no error event), stderr says what the server waits for, the process exits
+// 0, and --json holds the request.
 func TestServeSignalLetsStreamsFinish(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "serve.json")
-	cmd, base, _ := startServe(t, "--shutdown-timeout", "10m", "--json", out)
+	cmd, base, _, stderr := startServe(t, "--shutdown-timeout", "10m", "--json", out)
 	body := `{"prompt":"Hello","max_tokens":1000,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`
 	resp, err := (&http.Client{Timeout: 10 * time.Minute}).Post(base+"/completions", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -156,9 +164,13 @@ func TestServeSignalLetsStreamsFinish(t *testing.T) {
 	if !done || last.Usage == nil || last.Usage.CompletionTokens != 1000 {
 		t.Fatalf("the stream ended (done %v) with usage %+v; want [DONE] after 1000 tokens", done, last.Usage)
 	}
+	errText := stderr()
 	err = cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit %d (%v) after SIGTERM, want 0", code, err)
+	}
+	if want := "rosetop: stopping: 1 requests in flight, letting them finish for up to 10m0s (a second Ctrl-C exits at once)\n"; !strings.Contains(errText, want) {
+		t.Errorf("stderr %q lacks %q", errText, want)
 	}
 	raw, err := os.ReadFile(out)
 	if err != nil || !strings.Contains(string(raw), `"output_tokens": 1000`) {

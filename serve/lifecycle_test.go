@@ -450,6 +450,42 @@ func testShutdownTimeout(t *testing.T, grace time.Duration) {
 	}
 }
 
+// TestShutdownStopNow: a shutdown with requests in flight says so (OnDrain: how many, for how
+// long), and StopNow during it cancels them at once instead of after the 30 s grace.
+func TestShutdownStopNow(t *testing.T) {
+	type drain struct {
+		n     int
+		grace time.Duration
+	}
+	drains := make(chan drain, 1)
+	var h *harness
+	h = newHarness(t, engineOpts{paused: true}, Options{OnDrain: func(n int, grace time.Duration) {
+		drains <- drain{n, grace}
+		h.srv.StopNow()
+	}})
+	resp := h.do(context.Background(), http.MethodPost, "/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 5, "stream": true})
+	defer resp.Body.Close()
+	h.te.waitFor(func() bool { return h.te.submitted == 1 })
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.stop() }()
+	select { // a failure, not a measurement: without StopNow the grace is 30 s
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve still running 20 s after StopNow")
+	}
+	if d := <-drains; d.n != 1 || d.grace != 30*time.Second {
+		t.Errorf("OnDrain(%d, %v); want 1 request, 30s", d.n, d.grace)
+	}
+	if events := readSSE(t, resp.Body); len(events) != 2 || !strings.Contains(events[0], `"shutting_down"`) {
+		t.Fatalf("the stream: %q; want an error event and [DONE]", events)
+	}
+	h.te.release()
+	h.te.waitIdle()
+}
+
 // TestShutdownStalledClient: a stream whose client stopped reading holds the shutdown no longer
 // than ShutdownTimeout and finishTimeout, however long WriteTimeout is: its connection is closed,
 // its request cancelled and its KV blocks returned.

@@ -34,8 +34,11 @@ type Options struct {
 	// before it cancels them (--shutdown-timeout) [30 s]; a negative one: no time, they are
 	// cancelled at once.
 	ShutdownTimeout time.Duration
-	Metrics         *Metrics     // served at GET /metrics; nil: 404 there
-	Log             *slog.Logger // one line per request (--log-requests); nil: none
+	// OnDrain is called, on Serve's goroutine, when its shutdown begins with generations in
+	// flight: how many, and how long they are let run. nil: not called.
+	OnDrain func(inFlight int, grace time.Duration)
+	Metrics *Metrics     // served at GET /metrics; nil: 404 there
+	Log     *slog.Logger // one line per request (--log-requests); nil: none
 	// ErrorLog takes net/http's own error lines (a failed accept, a query with a semicolon); nil:
 	// Log's, else the standard logger's (stderr), which would draw over a dashboard there.
 	ErrorLog *log.Logger
@@ -51,6 +54,8 @@ type Server struct {
 	draining  atomic.Bool   // set by Serve when its context is done: new generations and /health get 503
 	admitting chan struct{} // capacity 1: held from a generation's MaxQueue check to its Submit's return (admit)
 	inflight  tracker       // requests being handled, for Serve's shutdown
+	stopNow   chan struct{} // closed by StopNow: a shutdown in progress cancels what is in flight
+	stopOnce  sync.Once     // guards the close of stopNow
 }
 
 // New returns a Server over eng.
@@ -68,7 +73,7 @@ func New(eng Engine, o Options) (*Server, error) {
 	case m.MaxSeqLen < 2 || m.VocabSize < 1:
 		return nil, fmt.Errorf("%w: model %q: max sequence length %d, vocabulary %d; want >= 2 and >= 1", ErrBadOptions, m.ID, m.MaxSeqLen, m.VocabSize)
 	}
-	s := &Server{eng: eng, model: m, opts: o, admitting: make(chan struct{}, 1)}
+	s := &Server{eng: eng, model: m, opts: o, admitting: make(chan struct{}, 1), stopNow: make(chan struct{})}
 	s.inflight.cond = sync.NewCond(&s.inflight.mu)
 	return s, nil
 }
@@ -148,6 +153,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.draining.Store(true)
 	grace, cancel := context.WithTimeout(context.Background(), max(s.opts.ShutdownTimeout, 0))
 	defer cancel()
+	go func() {
+		select {
+		case <-s.stopNow:
+			cancel()
+		case <-grace.Done():
+		}
+	}()
+	if n := s.inflight.count(); n > 0 && s.opts.OnDrain != nil && s.opts.ShutdownTimeout > 0 {
+		s.opts.OnDrain(n, s.opts.ShutdownTimeout)
+	}
 	if err := hs.Shutdown(grace); err != nil {
 		hardStop(errShutdown) // every request context is done: the handlers cancel their requests
 		// The handlers end their responses (a 503, a stream's error event) and their connections
@@ -163,6 +178,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-served // http.ErrServerClosed once Shutdown began
 	return nil
 }
+
+// StopNow ends a shutdown's grace: the requests still in flight are cancelled as when
+// Options.ShutdownTimeout runs out. Before Serve's context is done it only shortens the shutdown
+// to come. Safe from any goroutine, any number of times.
+func (s *Server) StopNow() { s.stopOnce.Do(func() { close(s.stopNow) }) }
 
 // tracker counts the requests being handled.
 type tracker struct {
@@ -183,6 +203,12 @@ func (t *tracker) exit() {
 		t.cond.Broadcast()
 	}
 	t.mu.Unlock()
+}
+
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n
 }
 
 func (t *tracker) wait() {
