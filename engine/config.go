@@ -46,6 +46,9 @@ func LoadConfig(path string) (Config, error) {
 	b, err := regular.ReadFile(path, maxConfigBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if err := danglingLink("config", path, ErrInvalidModel); err != nil {
+			return Config{}, err
+		}
 		return Config{}, fmt.Errorf("config %s: %w: file does not exist (a model directory needs config.json)", path, ErrInvalidModel)
 	case err != nil:
 		return Config{}, fmt.Errorf("config %s: %w: %w", path, ErrInvalidModel, err)

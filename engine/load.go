@@ -72,8 +72,8 @@ func checkDir(path string) error {
 	case err == nil:
 		return fmt.Errorf("model %s: %w: %s, not a directory (want one holding config.json and model.safetensors)", path, ErrInvalidModel, regular.Kind(fi.Mode()))
 	case errors.Is(err, fs.ErrNotExist):
-		if target, lerr := os.Readlink(path); lerr == nil {
-			return fmt.Errorf("model directory %s is a symbolic link to %s, which does not exist: %w", path, target, ErrModelNotFound)
+		if err := danglingLink("model directory", path, ErrModelNotFound); err != nil {
+			return err
 		}
 		return fmt.Errorf("model directory %s does not exist: %w", path, ErrModelNotFound)
 	case errors.Is(err, syscall.ELOOP):
@@ -84,6 +84,17 @@ func checkDir(path string) error {
 		err = pe.Err
 	}
 	return fmt.Errorf("model %s: %w: %v", path, ErrInvalidModel, err)
+}
+
+// danglingLink says "WHAT PATH is a symbolic link to TARGET, which does not exist", wrapping kind,
+// for a path that Stat found missing but that is a link; nil when it is no link. Such a link (a
+// snapshot copied without its blobs/) is a broken file, not an absent one.
+func danglingLink(what, path string, kind error) error {
+	target, err := os.Readlink(path)
+	if err != nil {
+		return nil
+	}
+	return fmt.Errorf("%s %s is a symbolic link to %s, which does not exist: %w", what, path, target, kind)
 }
 
 // looksLikePath tells a mistyped directory from a hub id: hub ids have at most one '/' and never

@@ -22,13 +22,21 @@ type tensorFiles interface {
 }
 
 // openWeights opens dir's weights as transformers looks for them: model.safetensors, else the
-// shards that model.safetensors.index.json lists. Errors wrap ErrInvalidModel.
+// shards that model.safetensors.index.json lists. Errors wrap ErrInvalidModel. A link to nothing
+// is an error naming it, not a missing file: the weights it stood for are not there.
 func openWeights(dir string) (tensorFiles, error) {
 	path := filepath.Join(dir, "model.safetensors")
 	index := filepath.Join(dir, safetensors.IndexFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := danglingLink("weights", path, ErrInvalidModel); err != nil {
+			return nil, err
+		}
 		if _, err := os.Stat(index); err == nil {
 			return openShards(index)
+		} else if errors.Is(err, fs.ErrNotExist) {
+			if err := danglingLink("safetensors index", index, ErrInvalidModel); err != nil {
+				return nil, err
+			}
 		}
 		hint := ""
 		if _, err := os.Stat(filepath.Join(dir, "pytorch_model.bin")); err == nil {
@@ -65,7 +73,13 @@ func openShards(path string) (_ *shards, err error) {
 		}
 	}()
 	for _, name := range idx.Shards() {
-		f, err := safetensors.Open(filepath.Join(filepath.Dir(path), name))
+		file := filepath.Join(filepath.Dir(path), name)
+		f, err := safetensors.Open(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			if lerr := danglingLink("safetensors shard", file, ErrInvalidModel); lerr != nil {
+				return nil, lerr
+			}
+		}
 		if err != nil {
 			return nil, tagged{fmt.Errorf("%w (a shard listed in %s)", err, filepath.Base(path)), ErrInvalidModel}
 		}

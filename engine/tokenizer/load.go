@@ -17,7 +17,8 @@ import (
 // (Hugging Face's own choice for fast tokenizers), else vocab.json with merges.txt when present (the
 // merges are checked against the vocabulary, not needed to encode) and added_tokens.json, else the
 // embedded GPT-2 vocabulary. A tokenizer_config.json asking for a prefix space is refused. A file
-// that exists but cannot be used is an error naming it, wrapping ErrInvalid.
+// that exists but cannot be used (a symbolic link to nothing, merges.txt or added_tokens.json
+// without vocab.json) is an error naming it, wrapping ErrInvalid.
 func FromDir(dir string) (*Tokenizer, error) {
 	if fi, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -39,6 +40,9 @@ func FromDir(dir string) (*Tokenizer, error) {
 		return nil, err
 	}
 	if !ok {
+		if err := checkNoVocabFiles(dir); err != nil {
+			return nil, err
+		}
 		return GPT2()
 	}
 	vocab, err := parseVocabJSON(data, vocabFile)
@@ -69,6 +73,11 @@ func readOptional(path string) (data []byte, ok bool, err error) {
 	data, err = regular.ReadFile(path, maxFileBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		// A link to nothing (a snapshot copied without its blobs/) is a broken file, not an absent
+		// one: taking it as absent would load another tokenizer file or GPT-2's in its place.
+		if target, lerr := os.Readlink(path); lerr == nil {
+			return nil, false, fmt.Errorf("%s: %w: it is a symbolic link to %s, which does not exist", path, ErrInvalid, target)
+		}
 		return nil, false, nil
 	case errors.Is(err, regular.ErrNotRegular) || errors.Is(err, regular.ErrTooLarge):
 		return nil, false, fmt.Errorf("%s: %w: %w", path, ErrInvalid, err)
@@ -76,6 +85,18 @@ func readOptional(path string) (data []byte, ok bool, err error) {
 		return nil, false, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
 	return data, true, nil
+}
+
+// checkNoVocabFiles refuses merges.txt and added_tokens.json in a directory without vocab.json
+// (or tokenizer.json): they belong to a vocabulary that is not there, and GPT-2's would be used.
+func checkNoVocabFiles(dir string) error {
+	for _, name := range []string{"merges.txt", "added_tokens.json"} {
+		file := filepath.Join(dir, name)
+		if _, err := os.Lstat(file); err == nil {
+			return fmt.Errorf("%s: %w: no vocab.json beside it (want vocab.json with merges.txt, or tokenizer.json)", file, ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // checkTokenizerConfig refuses a tokenizer_config.json (optional) with add_prefix_space true:
@@ -161,14 +182,44 @@ type tokenizerJSON struct {
 	Normalizer    json.RawMessage `json:"normalizer"`
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
-	Model         struct {
-		Type   string            `json:"type"`
-		Vocab  map[string]int    `json:"vocab"`
-		Merges []json.RawMessage `json:"merges"` // "left right" (before tokenizers 0.20) or ["left", "right"]
-	} `json:"model"`
+	Decoder       json.RawMessage `json:"decoder"`
+	Model         bpeJSON         `json:"model"`
 }
 
-// byteLevel is the ByteLevel pre-tokenizer or post-processor of tokenizer.json.
+// bpeJSON is tokenizer.json's model. GPT-2's leaves the options below off (null, "" or false, or
+// absent in older files); Hugging Face applies each when set, and this package implements none.
+// unk_token and fuse_unk are not read: a byte-level vocabulary never needs the unknown token.
+type bpeJSON struct {
+	Type   string            `json:"type"`
+	Vocab  map[string]int    `json:"vocab"`
+	Merges []json.RawMessage `json:"merges"` // "left right" (before tokenizers 0.20) or ["left", "right"]
+
+	Dropout                 *float64 `json:"dropout"` // 0 drops no merge: off, as null is
+	ContinuingSubwordPrefix *string  `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string  `json:"end_of_word_suffix"`
+	IgnoreMerges            *bool    `json:"ignore_merges"`
+	ByteFallback            *bool    `json:"byte_fallback"`
+}
+
+// optionSet names the first option of m that is on, with its value ("model.dropout is 0.1"), or
+// returns "" when all are off.
+func (m *bpeJSON) optionSet() string {
+	switch {
+	case m.Dropout != nil && *m.Dropout != 0:
+		return fmt.Sprintf("model.dropout is %g", *m.Dropout)
+	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
+		return fmt.Sprintf("model.continuing_subword_prefix is %q", *m.ContinuingSubwordPrefix)
+	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
+		return fmt.Sprintf("model.end_of_word_suffix is %q", *m.EndOfWordSuffix)
+	case m.IgnoreMerges != nil && *m.IgnoreMerges:
+		return "model.ignore_merges is true"
+	case m.ByteFallback != nil && *m.ByteFallback:
+		return "model.byte_fallback is true"
+	}
+	return ""
+}
+
+// byteLevel is the ByteLevel pre-tokenizer, post-processor or decoder of tokenizer.json.
 type byteLevel struct {
 	Type           string `json:"type"`
 	AddPrefixSpace bool   `json:"add_prefix_space"`
@@ -176,8 +227,9 @@ type byteLevel struct {
 }
 
 // fromTokenizerJSON builds the tokenizer of a tokenizer.json. Only what GPT-2's own file uses is
-// accepted (BPE, no normalizer, ByteLevel pre-tokenizer without prefix space); anything else would
-// tokenize differently here than in Hugging Face, so it is refused rather than approximated.
+// accepted (BPE with its options off, no normalizer, ByteLevel pre-tokenizer without prefix space,
+// ByteLevel or no decoder); anything else would tokenize differently here than in Hugging Face, so
+// it is refused rather than approximated.
 func fromTokenizerJSON(data []byte, file string) (*Tokenizer, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %w: %s", file, ErrInvalid, fmt.Sprintf(format, args...))
@@ -192,6 +244,9 @@ func fromTokenizerJSON(data []byte, file string) (*Tokenizer, error) {
 	if len(tj.Model.Vocab) == 0 {
 		return nil, bad("model.vocab is missing or empty")
 	}
+	if o := tj.Model.optionSet(); o != "" {
+		return nil, bad("%s (unsupported: GPT-2's BPE leaves it off)", o)
+	}
 	if !isNull(tj.Normalizer) {
 		return nil, bad("a normalizer is set (unsupported: GPT-2 has none)")
 	}
@@ -199,6 +254,9 @@ func fromTokenizerJSON(data []byte, file string) (*Tokenizer, error) {
 		return nil, bad("%v", err)
 	}
 	if err := checkByteLevel(tj.PostProcessor, "post_processor", false); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := checkByteLevel(tj.Decoder, "decoder", false); err != nil {
 		return nil, bad("%v", err)
 	}
 	merges := make([][2]string, 0, len(tj.Model.Merges))
@@ -225,8 +283,9 @@ func fromTokenizerJSON(data []byte, file string) (*Tokenizer, error) {
 	return build(source{vocabFile: file, vocab: tj.Model.Vocab, mergesFile: file, merges: merges, special: special})
 }
 
-// checkByteLevel accepts a missing/null component or a ByteLevel one without a prefix space (and,
-// for the pre-tokenizer, with its regex split on).
+// checkByteLevel accepts a missing/null component or a ByteLevel one (for the pre-tokenizer,
+// without a prefix space and with its regex split on; the post-processor's and the decoder's
+// settings change neither ids nor text).
 func checkByteLevel(raw json.RawMessage, name string, pre bool) error {
 	if isNull(raw) {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,6 +148,18 @@ func TestFromDir(t *testing.T) {
 		// (tokenization_utils_base.py, "Add supplementary tokens"), split out of the text.
 		{"vocab.json with added_tokens.json", map[string]string{"vocab.json": vocabJSON(t, nil), "merges.txt": tinyMergesTxt(),
 			"added_tokens.json": `{"<|pad|>": 264}`}, 265},
+		// GPT-2's own tokenizer.json spells out its BPE options, all off; older files leave them out,
+		// and a file without a decoder encodes the same.
+		{"tokenizer.json with GPT-2's BPE options", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, func(d map[string]any) {
+			maps.Copy(d["model"].(map[string]any), map[string]any{"dropout": nil, "unk_token": nil, "continuing_subword_prefix": "",
+				"end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "ignore_merges": false})
+		})}, 264},
+		{"tokenizer.json with null BPE options and dropout 0", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, func(d map[string]any) {
+			maps.Copy(d["model"].(map[string]any), map[string]any{"dropout": 0, "continuing_subword_prefix": nil,
+				"end_of_word_suffix": nil, "byte_fallback": nil, "ignore_merges": nil})
+		})}, 264},
+		{"tokenizer.json without a decoder", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, func(d map[string]any) { delete(d, "decoder") })}, 264},
+		{"tokenizer.json with a null decoder", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, func(d map[string]any) { d["decoder"] = nil })}, 264},
 		{"eos only among added_tokens", map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, func(d map[string]any) {
 			v := tinyVocab()
 			delete(v, EndOfText)
@@ -200,6 +213,9 @@ func TestFromDirErrors(t *testing.T) {
 	tj := func(edit func(map[string]any)) map[string]string {
 		return map[string]string{"tokenizer.json": tinyTokenizerJSON(t, false, edit)}
 	}
+	bpe := func(option string, value any) map[string]string {
+		return tj(func(d map[string]any) { d["model"].(map[string]any)[option] = value })
+	}
 	for _, tc := range []struct {
 		name  string
 		files map[string]string
@@ -228,6 +244,14 @@ func TestFromDirErrors(t *testing.T) {
 			d["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "add_prefix_space": true}
 		}), "tokenizer.json", "add_prefix_space"},
 		{"tokenizer.json Whitespace pre-tokenizer", tj(func(d map[string]any) { d["pre_tokenizer"] = map[string]any{"type": "Whitespace"} }), "tokenizer.json", "want ByteLevel"},
+		// BPE options that Hugging Face applies and this package does not: each changes the ids.
+		{"tokenizer.json with dropout", bpe("dropout", 0.1), "tokenizer.json", "model.dropout is 0.1"},
+		{"tokenizer.json with continuing_subword_prefix", bpe("continuing_subword_prefix", "##"), "tokenizer.json", `model.continuing_subword_prefix is "##"`},
+		{"tokenizer.json with end_of_word_suffix", bpe("end_of_word_suffix", "</w>"), "tokenizer.json", `model.end_of_word_suffix is "</w>"`},
+		{"tokenizer.json with ignore_merges", bpe("ignore_merges", true), "tokenizer.json", "model.ignore_merges is true"},
+		{"tokenizer.json with byte_fallback", bpe("byte_fallback", true), "tokenizer.json", "model.byte_fallback is true"},
+		{"tokenizer.json with a WordPiece decoder", tj(func(d map[string]any) { d["decoder"] = map[string]any{"type": "WordPiece", "prefix": "##"} }),
+			"tokenizer.json", `decoder type "WordPiece", want ByteLevel`},
 		{"tokenizer.json bad merge entry", tj(func(d map[string]any) { d["model"].(map[string]any)["merges"] = []any{42} }), "tokenizer.json", "model.merges[0]"},
 		{"tokenizer.json added token without id", tj(func(d map[string]any) { d["added_tokens"] = []any{map[string]any{"content": "x"}} }), "tokenizer.json", "added_tokens[0]"},
 		{"tokenizer.json added token with lstrip", tj(func(d map[string]any) {
@@ -242,6 +266,10 @@ func TestFromDirErrors(t *testing.T) {
 		{"added_tokens.json not an object of ids", map[string]string{"vocab.json": vocabJSON(t, nil), "added_tokens.json": `{"<|pad|>": "x"}`}, "added_tokens.json", "JSON object"},
 		{"added_tokens.json with a gap", map[string]string{"vocab.json": vocabJSON(t, nil), "added_tokens.json": `{"<|pad|>": 300}`}, "added_tokens.json", "ids must be dense"},
 		{"added_tokens.json empty token", map[string]string{"vocab.json": vocabJSON(t, nil), "added_tokens.json": `{"": 264}`}, "added_tokens.json", "empty"},
+		// Files that only work beside vocab.json: without it they would be ignored, and GPT-2's
+		// vocabulary used in their place.
+		{"merges.txt without vocab.json", map[string]string{"merges.txt": tinyMergesTxt()}, "merges.txt", "no vocab.json"},
+		{"added_tokens.json without vocab.json", map[string]string{"added_tokens.json": `{"<|pad|>": 50257}`}, "added_tokens.json", "no vocab.json"},
 		{"tokenizer_config.json not JSON", map[string]string{"vocab.json": vocabJSON(t, nil), "tokenizer_config.json": `<html>`}, "tokenizer_config.json", "JSON object"},
 		{"tokenizer.json nested special tokens", tj(func(d map[string]any) {
 			d["added_tokens"] = []any{map[string]any{"id": 263, "content": EndOfText}, map[string]any{"id": 264, "content": "<|endoftext|>!"}}
