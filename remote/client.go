@@ -332,7 +332,34 @@ func (c *Client) statusFailure(resp *http.Response) *Failure {
 		detail = fmt.Sprintf("redirected to %s, which a %s does not follow: give the endpoint as the server's new address",
 			redactURL(loc.String()), resp.Request.Method)
 	}
-	return &Failure{Reason: ReasonStatus, Status: resp.StatusCode, Detail: c.detail(detail)}
+	return &Failure{Reason: ReasonStatus, Status: resp.StatusCode, Detail: c.detail(detail), RetryAfter: retryAfter(resp.Header, time.Now())}
+}
+
+// MaxRetryAfter bounds the wait a Retry-After header may ask for: a broken or hostile server
+// cannot park the session for a day.
+const MaxRetryAfter = time.Minute
+
+// retryAfter is the wait h's Retry-After asks for: whole seconds, or an HTTP-date taken
+// against the answer's own Date (else now), so that the two clocks' offset does not count. It
+// is at most MaxRetryAfter; 0 when absent, past or not understood.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+		return time.Duration(min(n, uint64(MaxRetryAfter/time.Second))) * time.Second
+	} else if errors.Is(err, strconv.ErrRange) {
+		return MaxRetryAfter // all digits, past uint64
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+		now = date
+	}
+	return min(max(at.Sub(now), 0), MaxRetryAfter)
 }
 
 // maxJSONReply bounds the JSON body read from a server that answered without streaming.

@@ -108,6 +108,9 @@ type Failure struct {
 	Phase  Phase  // for ReasonTimeout
 	Status int    // HTTP status for ReasonStatus (and whatever status the stream had)
 	Detail string // at most maxDetail bytes: body start, error message, offending data; no secrets
+	// RetryAfter is the wait a ReasonStatus answer's Retry-After header asked for, at most
+	// MaxRetryAfter; 0: none, or one not understood.
+	RetryAfter time.Duration
 }
 
 func (f *Failure) Error() string {

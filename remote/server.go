@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -38,22 +39,31 @@ type remoteServer struct {
 	finished uint64
 	steps    uint64
 	closed   bool
-	refused  int // connection failures in a row; reset by a request that connected
+	refused  int           // refusals (see refusal) in a row; reset by any other answer
+	retryAt  time.Duration // on clock: no request goes before it (a refusal's Retry-After); reset with refused
 }
 
-// Backoff after refused connections: a session whose server went away waits before each next
-// request, doubling from backoffMin to backoffMax, instead of spinning on refusals.
+// Backoff after refusals: a session whose server went away or is overloaded waits before each
+// next request, doubling from backoffMin to backoffMax, instead of replacing each refused
+// request at once (a retry storm against a server that is shedding load).
 const (
 	backoffMin = 10 * time.Millisecond
 	backoffMax = time.Second
 )
 
-// backoff is the wait before a request after n connection failures in a row.
+// backoff is the wait before a request after n refusals in a row.
 func backoff(n int) time.Duration {
 	if n <= 0 {
 		return 0
 	}
 	return min(backoffMax, backoffMin<<min(n-1, 16))
+}
+
+// refusal reports whether f says the server is not taking requests now: no connection, or an
+// answer of 429 (too many requests) or 5xx (overloaded, failing, or down behind a proxy).
+func refusal(f *Failure) bool {
+	return f != nil && (f.Reason == ReasonConnect ||
+		(f.Reason == ReasonStatus && (f.Status == http.StatusTooManyRequests || f.Status >= 500)))
 }
 
 // call is one request in flight; its fields are guarded by remoteServer.mu.
@@ -128,25 +138,25 @@ func (s *remoteServer) request(r sched.Request) Request {
 // do runs one request to its end and hands over its record.
 func (s *remoteServer) do(ctx context.Context, id sched.RequestID, req Request, r sched.Request) {
 	defer s.reqs.Done()
+	// After refusals, wait the backoff, and at least until the Retry-After the server asked
+	// for; a cancelled request stops waiting and fails as cancelled without being sent.
 	s.mu.Lock()
-	wait := backoff(s.refused)
+	wait := max(backoff(s.refused), s.retryAt-s.clock.Now())
 	s.mu.Unlock()
 	if wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		_ = s.clock.Sleep(ctx, wait)
 	}
 	res, err := s.client.Do(ctx, req, func(c Chunk) { s.chunk(id, c) })
 	rec := s.record(id, req, r, &res, err)
 	s.mu.Lock()
 	switch {
-	case res.Failure != nil && res.Failure.Reason == ReasonConnect:
+	case refusal(res.Failure):
 		s.refused++
+		if d := res.Failure.RetryAfter; d > 0 {
+			s.retryAt = max(s.retryAt, s.clock.Now()+d)
+		}
 	case res.Status != 0:
-		s.refused = 0
+		s.refused, s.retryAt = 0, 0
 	}
 	c := s.calls[id]
 	delete(s.calls, id)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 // over the rolling window, published as an immutable bench.ServerMetrics.
 type watcher struct {
 	sc     *Scraper      // safe for concurrent use
+	clock  bench.Clock   // the session's, safe for concurrent use: waits out a Retry-After
 	url    string        // immutable
 	every  time.Duration // immutable
 	window time.Duration // immutable
@@ -30,11 +33,15 @@ type watcher struct {
 	mu sync.Mutex // guards the fields below; taken after remoteServer.mu when both are
 	// base is the baseline of the server's counters: the provider's first scrape, or where that
 	// failed, this watcher's first good one. The snapshot itself is never written.
-	base   *Snapshot
-	hist   []Snapshot // this watcher's scrapes spanning the window and one before it, oldest first
-	firsts int        // first tokens (TTFT observations) the server counted since the last step took them
-	note   string     // why figures are missing; "" when the last scrape worked and was understood
-	gaveUp bool       // the page is not there (HTTP 4xx): no more scrapes
+	base *Snapshot
+	// hist is this watcher's good scrapes spanning the window and one before it (at most
+	// maxBehind past it, never the far side of an outage), oldest first.
+	hist   []Snapshot
+	firsts int // first tokens (TTFT observations) the server counted since the last step took them
+	// note says why figures are missing: the newest scrape failed (hist's last is then the
+	// server as it was, not as it is), or named no known server. "" when it worked.
+	note   string
+	gaveUp bool // the page is absent or forbidden (see pageGone): no more scrapes
 }
 
 // maxHistory bounds the scrapes kept, whatever the window and interval.
@@ -45,21 +52,32 @@ func newWatcher(p *Provider, spec bench.ServerSpec) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{sc: sc, url: p.opts.MetricsURL, every: p.opts.ScrapeEvery, window: spec.Window, base: p.first, note: p.note,
-		serverFirsts: p.kind.countsFirstTokens()}
+	w := &watcher{sc: sc, clock: spec.Clock, url: p.opts.MetricsURL, every: p.opts.ScrapeEvery, window: spec.Window, base: p.first,
+		note: p.note, serverFirsts: p.kind.countsFirstTokens(), gaveUp: pageGone(p.firstErr)}
 	if w.window <= 0 {
 		w.window = 30 * time.Second
-	}
-	var f *Failure
-	if errors.As(p.firstErr, &f) && f.Reason == ReasonStatus && f.Status >= 400 && f.Status < 500 {
-		w.gaveUp = true
 	}
 	w.publish()
 	return w, nil
 }
 
-// loop scrapes at once and then every interval until ctx is done, calling landed after each
-// scrape (the server's Run then sends a step with the new figures).
+// pageGone reports whether a scrape's error says the page is absent or forbidden, for good:
+// 401, 403, 404, 405 or 410. Any other status (408, 429, 5xx) may pass, and scraping goes on.
+func pageGone(err error) bool {
+	var f *Failure
+	if !errors.As(err, &f) || f.Reason != ReasonStatus {
+		return false
+	}
+	switch f.Status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone:
+		return true
+	}
+	return false
+}
+
+// loop scrapes at once and then every interval until ctx is done or the page is gone, calling
+// landed after each scrape (the server's Run then sends a step with the new figures). A failed
+// scrape whose answer had a Retry-After waits that long before the next.
 func (w *watcher) loop(ctx context.Context, landed func()) {
 	t := time.NewTicker(w.every)
 	defer t.Stop()
@@ -76,6 +94,10 @@ func (w *watcher) loop(ctx context.Context, landed func()) {
 		}
 		w.add(snap, err)
 		landed()
+		var f *Failure
+		if errors.As(err, &f) && f.RetryAfter > 0 && !pageGone(err) && w.clock.Sleep(ctx, f.RetryAfter) != nil {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -89,17 +111,16 @@ func (w *watcher) add(snap Snapshot, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
-		w.note = fmt.Sprintf("last scrape failed: %v", err)
-		var f *Failure
-		if errors.As(err, &f) && f.Reason == ReasonStatus && f.Status >= 400 && f.Status < 500 {
-			w.gaveUp = true
+		w.note, w.gaveUp = fmt.Sprintf("last scrape failed: %v", err), pageGone(err)
+		if w.gaveUp {
+			w.note = fmt.Sprintf("no server metrics (%v)", err)
 		}
 		w.publishLocked()
 		return
 	}
 	w.note = ""
 	if snap.Kind == KindUnknown {
-		w.note = "the remoteServer's /metrics name nothing rosetop knows"
+		w.note = "the server's /metrics name nothing rosetop knows"
 	}
 	if w.base == nil {
 		w.base = &snap
@@ -110,11 +131,18 @@ func (w *watcher) add(snap Snapshot, err error) {
 		}
 	}
 	w.hist = append(w.hist, snap)
-	for len(w.hist) > 2 && (w.hist[1].At <= snap.At-w.window || len(w.hist) > maxHistory) {
+	// The window's baseline is the last scrape before it, unless that is more than maxBehind
+	// older: after an outage the window starts after it and covers less, never more.
+	oldest := snap.At - w.window - maxBehind*w.every
+	for len(w.hist) > 1 && (w.hist[1].At <= snap.At-w.window || w.hist[0].At < oldest || len(w.hist) > maxHistory) {
 		w.hist = w.hist[1:]
 	}
 	w.publishLocked()
 }
+
+// maxBehind is how many scrape intervals before the window its baseline may be: one, and one
+// more for a tick missed to a slow scrape.
+const maxBehind = 2
 
 func (w *watcher) publish() {
 	w.mu.Lock()
@@ -125,6 +153,9 @@ func (w *watcher) publish() {
 // publishLocked stores the view of the scrapes so far; the caller holds w.mu.
 func (w *watcher) publishLocked() {
 	m := &bench.ServerMetrics{Kind: KindUnknown.String(), Source: w.url, Note: w.note}
+	if _, _, why, _ := w.queueLocked(); why != "" {
+		m.Note = "queue: client-side counts; " + why
+	}
 	if w.base != nil {
 		m.Kind = w.base.Kind.String()
 	}
@@ -155,26 +186,55 @@ func (w *watcher) publishLocked() {
 
 func (w *watcher) latest() *bench.ServerMetrics { return w.pub.Load() }
 
+// queueLocked is the server's waiting and running counts from its newest scrape (ok), else
+// why the queue pane shows the client's own counts ("" before the first scrape). The caller
+// holds w.mu.
+func (w *watcher) queueLocked() (waiting, running int, why string, ok bool) {
+	n := len(w.hist)
+	if n == 0 || w.note != "" {
+		return 0, 0, w.note, false
+	}
+	last := &w.hist[n-1]
+	waiting, okW := count(last.Waiting)
+	running, okR := count(last.Running)
+	switch {
+	case !okW:
+		return 0, 0, "the server's waiting is " + badCount(last.Waiting), false
+	case !okR:
+		return 0, 0, "the server's running is " + badCount(last.Running), false
+	}
+	return waiting, running, "", true
+}
+
+// badCount says what a value that count refused is: "absent", or the value, "not a count".
+func badCount(v Value) string {
+	if !v.Known {
+		return "absent"
+	}
+	return strconv.FormatFloat(v.V, 'g', 4, 64) + ", not a count"
+}
+
 // fill puts the server's own queue and preemption counts into a step's snapshot where the
 // server gives them, and, where it counts first tokens, those it counted since the last step as
-// the step's admissions (else the client's count stays). The caller holds remoteServer.mu.
+// the step's admissions (else the client's count stays). The queue is the server's only while
+// its newest scrape worked and counted both waiting and running, else the client's, never a
+// mix; the panel's note says which (see queueLocked). The caller holds remoteServer.mu.
 func (w *watcher) fill(snap *sched.Snapshot) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.serverFirsts {
 		snap.Admitted, w.firsts = w.firsts, 0
 	}
+	if waiting, running, _, ok := w.queueLocked(); ok {
+		snap.Waiting, snap.Running = waiting, running
+	}
 	n := len(w.hist)
 	if n == 0 {
 		return
 	}
+	// Preemptions are a total so far: the last known one stands while scrapes fail (a drop to
+	// the client's 0 would read as a burst of preemptions when they work again).
 	last := &w.hist[n-1]
-	if v, ok := count(last.Waiting); ok {
-		snap.Waiting = v
-	}
-	if v, ok := count(last.Running); ok {
-		snap.Running = v
-	}
 	if p, ok := count(last.Preemptions); ok {
 		if b, ok := count(w.base.preemptions()); ok && b <= p {
 			p -= b

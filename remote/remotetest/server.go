@@ -47,6 +47,9 @@ type Options struct {
 	TokenIDs  bool
 	NoMetrics bool              // /metrics answers 404
 	Faults    func(n int) Fault // the behaviour of the n-th generation request, from 0; nil: OK
+	// RetryAfter is the Retry-After header of the n-th generation request's 429, 500 or 503
+	// answer; nil or "": none.
+	RetryAfter func(n int) string
 	// Started gets a value when a stream has written its first content chunk, Left when a
 	// stream ended because its client went away. nil: none sent. The caller sizes their
 	// buffers: a handler blocks on a full one.
@@ -154,12 +157,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	s.mu.Lock()
-	fault := OK
+	fault, retry := OK, ""
 	if s.opts.Faults != nil {
 		fault = s.opts.Faults(s.n)
 	}
+	if s.opts.RetryAfter != nil {
+		retry = s.opts.RetryAfter(s.n)
+	}
 	s.n++
 	s.mu.Unlock()
+	if retry != "" && (fault == Status429 || fault == Status500 || fault == Status503HTML) {
+		w.Header().Set("Retry-After", retry)
+	}
 	switch fault {
 	case Status429:
 		writeError(w, http.StatusTooManyRequests, "Too many requests, retry later")
