@@ -230,15 +230,18 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	drained := make(chan struct{})
 	if term != nil {
 		runErr = tui.Run(ctx, tapped(sess, rec), term.options())
+		byKey := ctx.Err() == nil // q, not a signal, ended the dashboard
 		drain.release()
 		stopServing() // q on the dashboard stops the server as a signal would
-		go func() {
-			select {
-			case <-ctx.Done(): // a signal after q: what is still in flight is cancelled now
-				srv.StopNow()
-			case <-drained:
-			}
-		}()
+		if byKey {
+			go func() {
+				select {
+				case <-ctx.Done(): // a signal after q: what is still in flight is cancelled now
+					srv.StopNow()
+				case <-drained:
+				}
+			}()
+		}
 	}
 	serveErr := <-served
 	close(drained)
