@@ -88,9 +88,7 @@ func (p *Pending) Commit() error {
 	if p.tmp == nil || p.committed {
 		return nil
 	}
-	err := p.tmp.publish(p.path)
-	p.File = p.tmp.File
-	if err != nil {
+	if err := p.tmp.publish(p.path); err != nil {
 		return err
 	}
 	p.committed = true

@@ -24,7 +24,7 @@ func createNamed(dir, base string) (*temp, error) {
 }
 
 // publish syncs the file, gives it the mode of a new file and renames it over path. The file
-// stays open (possibly as a new *os.File: read t.File again). On failure the target is as it was.
+// stays open, the same *os.File. On failure the target is as it was.
 func (t *temp) publish(path string) error {
 	if err := t.Sync(); err != nil {
 		return err

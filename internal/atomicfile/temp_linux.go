@@ -44,7 +44,8 @@ func (t *temp) name() error {
 	return t.copyToNamed()
 }
 
-// copyToNamed moves an unnamed temp's content into a new named one, which replaces it in t.
+// copyToNamed moves an unnamed temp's content into a new named one, which then takes the
+// unnamed one's descriptor (dup3): t.File, which a Pending's writer may hold, writes on into it.
 func (t *temp) copyToNamed() error {
 	named, err := createNamed(t.dir, t.base)
 	if err != nil {
@@ -60,11 +61,14 @@ func (t *temp) copyToNamed() error {
 	if err == nil {
 		err = named.Chmod(0o644 &^ umask())
 	}
+	if err == nil {
+		err = unix.Dup3(int(named.Fd()), int(t.Fd()), unix.O_CLOEXEC)
+	}
 	if err != nil {
 		named.discard()
 		return err
 	}
-	t.File.Close()
-	t.File, t.named = named.File, named.named
+	named.Close() // t's descriptor is the named file now, at its end
+	t.named = named.named
 	return nil
 }

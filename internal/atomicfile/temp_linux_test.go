@@ -58,7 +58,7 @@ func TestKilledWhileFilling(t *testing.T) {
 }
 
 // TestCopyToNamed: where an unnamed file cannot be linked, its content moves into a named temp
-// file, which a Pending then goes on writing.
+// file, which a Pending then goes on writing through the *os.File its writer already holds.
 func TestCopyToNamed(t *testing.T) {
 	dir := t.TempDir()
 	unnamedOrSkip(t, dir)
@@ -66,7 +66,8 @@ func TestCopyToNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.WriteString(tmp, "head")
+	held := tmp.File // as a recording's writer holds a Pending's file across Commit
+	io.WriteString(held, "head")
 	if err := tmp.copyToNamed(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,9 @@ func TestCopyToNamed(t *testing.T) {
 	if err := tmp.publish(path); err != nil {
 		t.Fatal(err)
 	}
-	io.WriteString(tmp, "+more")
+	if _, err := io.WriteString(held, "+more"); err != nil {
+		t.Fatalf("writing on the file held across the copy: %v", err)
+	}
 	if err := tmp.Close(); err != nil {
 		t.Fatal(err)
 	}
