@@ -211,7 +211,7 @@ func parseSweep(ctx context.Context, args []string, stderr io.Writer) (options, 
 // axis set to one value, on a fresh engine; the point's numbers are the medians over its measured
 // runs. It prints the table, writes the files and draws the charts; a progress bar with an ETA
 // goes to stderr.
-func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	o, ax, dir, err := parseSweep(ctx, args, stderr)
 	if err != nil {
 		return parseErr(err)
@@ -219,11 +219,17 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkOutputs(o, stdout); err != nil { // --cpuprofile: parseSweep refuses the other files
 		return err
 	}
-	_, statErr := os.Stat(dir)
-	created := errors.Is(statErr, fs.ErrNotExist)
+	made := missingDirs(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return usageError{fmt.Errorf("--out-dir %s: %w", dir, err)}
 	}
+	defer func() {
+		if err != nil {
+			for _, d := range made { // deepest first; only those the sweep left empty
+				os.Remove(d)
+			}
+		}
+	}()
 	if err := atomicfile.Check(filepath.Join(dir, "sweep.json")); err != nil {
 		return usageError{fmt.Errorf("--out-dir %s: cannot write there: %w", dir, err)}
 	}
@@ -238,11 +244,22 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if p := o.CPUProfilePath; p != "" && sameDir(filepath.Dir(p), dir) {
 		return usageError{fmt.Errorf("--cpuprofile %s is in --out-dir %s, whose files the sweep writes: put it elsewhere", p, dir)}
 	}
-	err = withCPUProfile(o.CPUProfilePath, func() error { return sweepPoints(ctx, o, ax, dir, stdout, stderr) })
-	if err != nil && created {
-		os.Remove(dir) // only if the sweep left nothing in it
+	return withCPUProfile(o.CPUProfilePath, func() error { return sweepPoints(ctx, o, ax, dir, stdout, stderr) })
+}
+
+// missingDirs is dir and those of its parents that do not exist yet, deepest first: what
+// os.MkdirAll(dir) makes.
+func missingDirs(dir string) []string {
+	var out []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			return out
+		}
+		out = append(out, d)
+		if filepath.Dir(d) == d {
+			return out
+		}
 	}
-	return err
 }
 
 // sweepPoints runs the points in turn, then prints the table and writes the files of those
@@ -260,9 +277,9 @@ func sweepPoints(ctx context.Context, o options, ax sweepAxis, dir string, stdou
 		pt, err := runPoint(ctx, p, wls, dir, k, v)
 		if err != nil {
 			runErr = fmt.Errorf("--%s %s: %w", ax.flag, plot.Label(v), err)
-			if k == 0 && !errors.Is(err, bench.ErrInterrupted) {
-				// A misconfiguration, named on stderr: its log would only make the directory
-				// look like an earlier sweep's to the corrected command.
+			if k == 0 && (errors.Is(err, bench.ErrBadConfig) || errors.Is(err, bench.ErrNothingSucceeded)) {
+				// A misconfiguration that measured nothing, named on stderr: its log would only
+				// make the directory look like an earlier sweep's to the corrected command.
 				for _, ext := range []string{".txt", ".json"} {
 					os.Remove(filepath.Join(dir, pointBase(k, v)+ext))
 				}

@@ -527,16 +527,18 @@ func TestSweepCSVKeepsDigits(t *testing.T) {
 }
 
 // TestSweepFirstPointMisconfigured: a sweep whose first point is refused (a workload the model
-// cannot take) leaves --out-dir as it was (here: not there), so the corrected command runs there.
+// cannot take) leaves --out-dir as it was (here: not there, nor its parents), so the corrected
+// command runs there.
 func TestSweepFirstPointMisconfigured(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out")
+	top := filepath.Join(t.TempDir(), "a")
+	out := filepath.Join(top, "b", "out")
 	sweep := []string{"sweep", "--request-rates", "5,10", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0", "--out-dir", out}
 	code, _, stderr := runCLI(t, append(sweep, "--dataset", "random", "--input-len", "2000")...)
 	if code != exitUsage || !strings.Contains(stderr, "--request-rates 5:") {
 		t.Fatalf("first sweep: exit %d, stderr %q; want exit 2 naming the point", code, stderr)
 	}
-	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the refused sweep left the directory it made: %v", err)
+	if _, err := os.Stat(top); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused sweep left the directories it made: %v", err)
 	}
 	if code, _, stderr := runCLI(t, sweep...); code != 0 {
 		t.Errorf("corrected sweep: exit %d: %s", code, stderr)

@@ -270,6 +270,20 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 // succeeding: like vLLM bench serve's initial test prompt, it tells a benchmark misconfigured
 // (the endpoint, the model, the API) before every later run reports nothing but n/a.
 func firstRunFailed(h reportHeader, sum Summary, n int) error {
+	return &nothingSucceeded{firstRunMessage(h, sum, n)}
+}
+
+// ErrNothingSucceeded is wrapped by the error of a session stopped by a first run in which no
+// request succeeded: nothing was measured.
+var ErrNothingSucceeded = errors.New("no request of the first run succeeded")
+
+type nothingSucceeded struct{ msg string }
+
+func (e *nothingSucceeded) Error() string { return e.msg }
+func (e *nothingSucceeded) Unwrap() error { return ErrNothingSucceeded }
+
+// firstRunMessage is firstRunFailed's one line.
+func firstRunMessage(h reportHeader, sum Summary, n int) string {
 	what := fmt.Sprintf("all %d requests failed", sum.Failed)
 	if sum.Failed < n {
 		what = fmt.Sprintf("no request succeeded, %d of %d failed", sum.Failed, n)
@@ -278,7 +292,7 @@ func firstRunFailed(h reportHeader, sum Summary, n int) error {
 	if h.Endpoint != "" && fixableByFlags(sum.Failures) {
 		hint = ": check --endpoint, --model and --api"
 	}
-	return fmt.Errorf("%s: %s (%s)%s; first: %s", sum.Label, what, countsText(sum.Failures), hint, sum.FirstFailure)
+	return fmt.Sprintf("%s: %s (%s)%s; first: %s", sum.Label, what, countsText(sum.Failures), hint, sum.FirstFailure)
 }
 
 // fixableByFlags reports whether every failure (counted by Failure.Brief) is one the command
