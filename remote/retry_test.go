@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,5 +163,75 @@ func TestBackoffOnRefusals(t *testing.T) {
 	}
 	if n := srv.Requests(); n != 4 {
 		t.Errorf("the server saw %d requests, want 4: a request cancelled while it waited is not sent", n)
+	}
+}
+
+// hookClock is a sleepClock that calls onSleep (when set) in each Sleep, before the clock moves.
+type hookClock struct {
+	*sleepClock
+	onSleep func()
+}
+
+func (c *hookClock) Sleep(ctx context.Context, d time.Duration) error {
+	if c.onSleep != nil {
+		c.onSleep()
+	}
+	return c.sleepClock.Sleep(ctx, d)
+}
+
+// TestBackoffLooksAgain: a Retry-After that another request's refusal brought while this one
+// waited its backoff holds this one too: the wait is looked at again after each sleep.
+func TestBackoffLooksAgain(t *testing.T) {
+	srv := startTestServer(t, remotetest.Options{})
+	p := newTestProvider(t, srv, ProviderOptions{})
+	if err := p.Prepare(context.Background(), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	clk := &hookClock{sleepClock: newSleepClock()}
+	bs, err := p.NewServer(context.Background(), bench.ServerSpec{Clock: clk, MaxBatch: 4, Sched: sched.Config{MaxBatch: 4, PrefillMaxBatch: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := bs.(*remoteServer)
+	ctx, cancel := context.WithCancel(context.Background())
+	out, ran := make(chan sched.StepOutput), make(chan error, 1)
+	go func() { ran <- s.Run(ctx, out) }()
+	defer func() {
+		cancel()
+		<-ran
+		s.Close()
+	}()
+	s.mu.Lock()
+	s.refused = 1 // the next request waits backoff(1)
+	s.mu.Unlock()
+	var once sync.Once
+	clk.onSleep = func() {
+		once.Do(func() { // meanwhile another request was answered 429, Retry-After: 30
+			s.mu.Lock()
+			s.retryAt = clk.Now() + 30*time.Second
+			s.mu.Unlock()
+		})
+	}
+	id, err := s.Submit(sched.Request{Text: "Hello", MaxNewTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := time.After(30 * time.Second)
+	for done := false; !done; {
+		select {
+		case so := <-out:
+			for _, e := range so.Events {
+				done = done || (e.Kind == sched.EventFinished && e.ID == id)
+			}
+		case <-guard:
+			t.Fatal("the request did not finish")
+		}
+	}
+	var waits []time.Duration
+	for len(clk.slept) > 0 {
+		waits = append(waits, <-clk.slept)
+	}
+	if want := []time.Duration{backoff(1), 30*time.Second - backoff(1)}; !slices.Equal(waits, want) {
+		t.Errorf("waits %v, want %v: the backoff, then the rest of the Retry-After that came meanwhile", waits, want)
 	}
 }

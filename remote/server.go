@@ -139,12 +139,15 @@ func (s *remoteServer) request(r sched.Request) Request {
 func (s *remoteServer) do(ctx context.Context, id sched.RequestID, req Request, r sched.Request) {
 	defer s.reqs.Done()
 	// After refusals, wait the backoff, and at least until the Retry-After the server asked
-	// for; a cancelled request stops waiting and fails as cancelled without being sent.
+	// for, looked at again after each wait (a refusal answered meanwhile may have moved it on);
+	// a cancelled request stops waiting and fails as cancelled without being sent.
 	s.mu.Lock()
 	wait := max(backoff(s.refused), s.retryAt-s.clock.Now())
 	s.mu.Unlock()
-	if wait > 0 {
-		_ = s.clock.Sleep(ctx, wait)
+	for wait > 0 && s.clock.Sleep(ctx, wait) == nil {
+		s.mu.Lock()
+		wait = s.retryAt - s.clock.Now()
+		s.mu.Unlock()
 	}
 	res, err := s.client.Do(ctx, req, func(c Chunk) { s.chunk(id, c) })
 	rec := s.record(id, req, r, &res, err)
