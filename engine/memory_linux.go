@@ -5,6 +5,7 @@ package engine
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,28 +30,56 @@ func machineMemory() uint64 {
 	return n
 }
 
-// cgroupMemoryMax is the memory limit of this process's cgroup (v2 memory.max, else v1
-// memory.limit_in_bytes), 0 when there is none or it cannot be read.
+// cgroupMemoryMax is the lowest memory limit on this process's cgroup and its ancestors (v2
+// memory.max, v1 memory.limit_in_bytes), 0 when none is set or can be read.
 func cgroupMemoryMax() uint64 {
-	var paths []string
-	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "0::"); ok { // the v2 hierarchy's line
-				paths = append(paths, filepath.Join("/sys/fs/cgroup", rest, "memory.max"))
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0
+	}
+	return cgroupLimit(string(b), "/sys/fs/cgroup")
+}
+
+// cgroupLimit is cgroupMemoryMax for a /proc/self/cgroup text and the cgroup file system's
+// mount point.
+func cgroupLimit(procCgroup, mount string) uint64 {
+	var limit uint64
+	for _, line := range strings.Split(procCgroup, "\n") {
+		// "0::/path" (v2), "4:memory:/path" or "4:memory,x:/path" (v1)
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		root, file := "", ""
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			root, file = mount, "memory.max"
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			root, file = filepath.Join(mount, "memory"), "memory.limit_in_bytes"
+		default:
+			continue
+		}
+		for dir := filepath.Join(root, parts[2]); ; dir = filepath.Dir(dir) {
+			if v := readLimit(filepath.Join(dir, file)); v > 0 && (limit == 0 || v < limit) {
+				limit = v
+			}
+			if dir == root || !strings.HasPrefix(dir, root) {
+				break
 			}
 		}
 	}
-	paths = append(paths, "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64) // "max": no limit
-		if err != nil {
-			return 0
-		}
-		return v
+	return limit
+}
+
+// readLimit is the number in a cgroup limit file, 0 for "max" or one that cannot be read.
+func readLimit(path string) uint64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
 	}
-	return 0
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
 }
