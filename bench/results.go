@@ -90,54 +90,61 @@ func engineRows(index int, runs []*runResult) []string {
 	if h.Endpoint != "" { // the server's engine settings are its own
 		lines[0] = fmt.Sprintf("remote server: %s on %s (%s API)", h.Model, h.DeviceDetail, h.API)
 	}
+	sums := make([]Summary, len(runs))
+	for i, r := range runs {
+		sums[i] = r.sum
+	}
+	return append(lines, SummaryRows(sums, 24)...)
+}
+
+// SummaryRows are one engine's rows of a summary table, names padded to width: its cold runs,
+// the median of its other runs and windows and the last of them, its failed requests by cause,
+// and its runs cut short with what finished in them. The quit table and replay --summary both
+// print them.
+func SummaryRows(runs []Summary, width int) []string {
+	var lines, cut []string
 	var steady []Summary
-	for _, r := range runs {
-		switch {
-		case r.sum.Partial:
-		case r.sum.Warmup:
-			name := r.sum.Label
-			if !strings.HasPrefix(name, "cold") {
-				name = "cold (" + name + ")"
-			}
-			lines = append(lines, summaryRow(name, r.sum))
-		default:
-			steady = append(steady, r.sum)
-		}
-	}
-	if n := len(steady); n > 0 {
-		lines = append(lines, summaryRow(fmt.Sprintf("steady (median of %d)", n), medianSummary(steady)))
-		if n > 1 {
-			lines = append(lines, summaryRow("last ("+steady[n-1].Label+")", steady[n-1]))
-		}
-	}
 	var failed int
 	var causes map[string]int
-	for _, r := range runs {
-		failed += r.sum.Failed
-		for k, n := range r.sum.Failures {
+	for _, s := range runs {
+		failed += s.Failed
+		for k, n := range s.Failures {
 			causes = addCounts(causes, k, n)
 		}
-	}
-	if failed > 0 { // the rows count the requests that completed
-		lines = append(lines, fmt.Sprintf("  failed: %d (%s)", failed, countsText(causes)))
-	}
-	for _, r := range runs {
-		if s := r.sum; s.Partial {
+		switch {
+		case s.Partial:
 			if s.Requests > 0 { // what finished before the end, measured as any run is
-				lines = append(lines, summaryRow("cut short ("+s.Label+")", s))
+				cut = append(cut, summaryRow("cut short ("+s.Label+")", s, width))
 			}
 			line := fmt.Sprintf("  cut short (%s): %d finished, %d cancelled", s.Label, s.Requests, s.Cancelled+s.Failed)
 			if s.CutTTFT.N > 0 {
 				line += fmt.Sprintf(" after %d tokens (%d had started: TTFT p50 %.2f, p99 %.2f ms)", s.CutTokens, s.CutTTFT.N, s.CutTTFT.P50, s.CutTTFT.P99)
 			}
-			lines = append(lines, line)
+			cut = append(cut, line)
+		case s.Warmup:
+			name := s.Label
+			if !strings.HasPrefix(name, "cold") {
+				name = "cold (" + name + ")"
+			}
+			lines = append(lines, summaryRow(name, s, width))
+		default:
+			steady = append(steady, s)
 		}
 	}
-	return lines
+	if n := len(steady); n > 0 {
+		lines = append(lines, summaryRow(fmt.Sprintf("steady (median of %d)", n), medianSummary(steady), width))
+		if n > 1 {
+			lines = append(lines, summaryRow("last ("+steady[n-1].Label+")", steady[n-1], width))
+		}
+	}
+	if failed > 0 { // the rows count the requests that completed
+		lines = append(lines, fmt.Sprintf("  failed: %d (%s)", failed, countsText(causes)))
+	}
+	return append(lines, cut...)
 }
 
 // summaryRow is one row: requests, TTFT p50/p99, TPOT p50, ITL p99 (ms), completion tokens/s.
-func summaryRow(name string, s Summary) string {
+func summaryRow(name string, s Summary, width int) string {
 	cell := func(d Dist, v float64) string {
 		if d.N == 0 {
 			return fmt.Sprintf(" %9s", "n/a")
@@ -148,7 +155,7 @@ func summaryRow(name string, s Summary) string {
 	if s.Wall <= 0 { // a window whose requests all finished in the step that ended the one before
 		tps = fmt.Sprintf(" %9s", "n/a")
 	}
-	return fmt.Sprintf("  %-24s %8d", name, s.Requests) + cell(s.TTFT, s.TTFT.P50) + cell(s.TTFT, s.TTFT.P99) +
+	return fmt.Sprintf("  %-*s %8d", width, name, s.Requests) + cell(s.TTFT, s.TTFT.P50) + cell(s.TTFT, s.TTFT.P99) +
 		cell(s.TPOT, s.TPOT.P50) + cell(s.ITL, s.ITL.P99) + tps
 }
 

@@ -10,15 +10,15 @@ import (
 // that ended the window before) has no throughput: n/a in its row, and left out of the median.
 func TestSummaryRowZeroSpan(t *testing.T) {
 	empty := Summary{Requests: 4}
-	if row := summaryRow("last (requests 9-12)", empty); !strings.HasSuffix(row, "n/a") {
+	if row := summaryRow("last (requests 9-12)", empty, 24); !strings.HasSuffix(row, "n/a") {
 		t.Errorf("zero-span row %q, want n/a for its tokens/s", row)
 	}
 	runs := []Summary{empty, {Requests: 4, Wall: time.Second, Throughput: 100}, {Requests: 4, Wall: time.Second, Throughput: 300}}
-	if m := medianSummary(runs); m.Throughput != 200 || m.Requests != 12 || strings.HasSuffix(summaryRow("steady", m), "n/a") {
+	if m := medianSummary(runs); m.Throughput != 200 || m.Requests != 12 || strings.HasSuffix(summaryRow("steady", m, 24), "n/a") {
 		t.Errorf("median %v tok/s over %d requests, want 200 over 12", m.Throughput, m.Requests)
 	}
-	if m := medianSummary([]Summary{empty}); !strings.HasSuffix(summaryRow("steady", m), "n/a") {
-		t.Errorf("median of zero-span windows: %q, want n/a", summaryRow("steady", m))
+	if m := medianSummary([]Summary{empty}); !strings.HasSuffix(summaryRow("steady", m, 24), "n/a") {
+		t.Errorf("median of zero-span windows: %q, want n/a", summaryRow("steady", m, 24))
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -193,80 +192,14 @@ func StopNote(r *Recording) string {
 	return fmt.Sprintf("the recording stops at %s, after view %d: %v; what comes before replays", clock(r.Length()), r.Frames(), r.Stop)
 }
 
-// engineRows are an engine's runs grouped as the live summary table (bench's Report) groups
-// them: its cold runs, the median of its other runs and windows and the last of them, and the
-// runs cut short. The first run is the cold one; without --warmup-runs it is a measured run.
+// engineRows are an engine's runs as the quit summary table shows them (bench.SummaryRows); the
+// first run is the cold one, and without --warmup-runs a measured run.
 func engineRows(e EngineRuns) []string {
 	runs := e.Steady
 	if e.Cold != nil {
 		runs = append([]bench.Summary{*e.Cold}, e.Steady...)
 	}
-	var lines []string
-	var steady []bench.Summary
-	for _, s := range runs {
-		switch {
-		case s.Partial:
-		case s.Warmup:
-			lines = append(lines, row(s.Label, &s))
-		default:
-			steady = append(steady, s)
-		}
-	}
-	if n := len(steady); n > 0 {
-		m := median(steady)
-		lines = append(lines, row(fmt.Sprintf("steady (median of %d)", n), &m))
-		if n > 1 {
-			lines = append(lines, row("last ("+steady[n-1].Label+")", &steady[n-1]))
-		}
-	}
-	for _, s := range runs {
-		if s.Partial {
-			lines = append(lines, row(s.Label+" (cut short)", &s))
-		}
-	}
-	return lines
-}
-
-// median is the median of each figure a row shows, over the runs that measured it, and the
-// runs' request total.
-func median(runs []bench.Summary) bench.Summary {
-	var m bench.Summary
-	pick := func(d func(s *bench.Summary) bench.Dist, v func(s *bench.Summary) float64) (float64, int) {
-		var vs []float64
-		n := 0
-		for i := range runs {
-			if dd := d(&runs[i]); dd.N > 0 {
-				vs, n = append(vs, v(&runs[i])), n+dd.N
-			}
-		}
-		return mid(vs), n
-	}
-	ttft := func(s *bench.Summary) bench.Dist { return s.TTFT }
-	m.TTFT.P50, m.TTFT.N = pick(ttft, func(s *bench.Summary) float64 { return s.TTFT.P50 })
-	m.TTFT.P99, _ = pick(ttft, func(s *bench.Summary) float64 { return s.TTFT.P99 })
-	m.TPOT.P50, m.TPOT.N = pick(func(s *bench.Summary) bench.Dist { return s.TPOT }, func(s *bench.Summary) float64 { return s.TPOT.P50 })
-	m.ITL.P99, m.ITL.N = pick(func(s *bench.Summary) bench.Dist { return s.ITL }, func(s *bench.Summary) float64 { return s.ITL.P99 })
-	tps := make([]float64, len(runs))
-	for i := range runs {
-		m.Requests += runs[i].Requests
-		tps[i] = runs[i].Throughput
-	}
-	m.Throughput = mid(tps)
-	return m
-}
-
-// mid is the median of vs (the mean of the middle two for an even count); 0 for none.
-func mid(vs []float64) float64 {
-	if len(vs) == 0 {
-		return 0
-	}
-	vs = slices.Clone(vs)
-	slices.Sort(vs)
-	n := len(vs)
-	if n%2 == 1 {
-		return vs[n/2]
-	}
-	return (vs[n/2-1] + vs[n/2]) / 2
+	return bench.SummaryRows(runs, 32)
 }
 
 // stopShort is StopNote for the replay's status line: "ends at 2:13: the session was killed".
@@ -283,18 +216,6 @@ func stopShort(r *Recording) string {
 		return fmt.Sprintf("ends at %s: damaged at byte %d", clock(r.Length()), fe.Offset)
 	}
 	return "ends at " + clock(r.Length()) + ": " + r.Stop.Error()
-}
-
-// row is one run: requests, TTFT p50/p99, TPOT p50, ITL p99 (ms), completion tokens/s.
-func row(name string, s *bench.Summary) string {
-	cell := func(d bench.Dist, v float64) string {
-		if d.N == 0 {
-			return fmt.Sprintf(" %9s", "n/a")
-		}
-		return fmt.Sprintf(" %9.2f", v)
-	}
-	return fmt.Sprintf("  %-32s %8d", name, s.Requests) + cell(s.TTFT, s.TTFT.P50) + cell(s.TTFT, s.TTFT.P99) +
-		cell(s.TPOT, s.TPOT.P50) + cell(s.ITL, s.ITL.P99) + fmt.Sprintf(" %9.0f", s.Throughput)
 }
 
 func onOff(b bool) string {

@@ -98,10 +98,10 @@ func TestSummaryEngines(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, rows := range [][]string{
-				{"engine 1: ", "  warmup 1/1 ", "  steady (median of 43) ", "  last (live 40) "},
+				{"engine 1: ", "  cold (warmup 1/1) ", "  steady (median of 43) ", "  last (live 40) "},
 				{"engine 2: ", "  cold run (engine 2) ", "  steady (median of 5) ", "  last (live 5) "},
 				{"engine 5: ", "  cold run (engine 5) ", "  steady (median of 9) ", "  last (live 9) "},
-				{"engine 6: ", "  cold run (engine 6) (cut short) "},
+				{"engine 6: ", "  cut short (cold run (engine 6)) ", "  cut short (cold run (engine 6)): 4 finished"},
 			} {
 				if rowsAt(b.String(), rows) != strings.Join(rows, "\n") {
 					t.Fatalf("the summary lacks, in order:\n%s\n%s", strings.Join(rows, "\n"), b.String())
@@ -137,7 +137,8 @@ func rowsAt(s string, rows []string) string {
 }
 
 // An engine's first run is its cold one; without --warmup-runs it is a measured run, which the
-// live summary counts among the steady runs, and a cold run cut short is a "cut short" row.
+// live summary counts among the steady runs, and a cold run cut short has the quit table's "cut
+// short" row and line.
 func TestSummaryColdRunKinds(t *testing.T) {
 	r := func(label string, warmup, partial bool) bench.Summary {
 		return bench.Summary{Label: label, Warmup: warmup, Partial: partial, Requests: 4, Throughput: 10}
@@ -149,7 +150,7 @@ func TestSummaryColdRunKinds(t *testing.T) {
 	}
 	cut := r("cold run (engine 2)", true, true)
 	got = engineRows(EngineRuns{Cold: &cut})
-	if len(got) != 1 || !strings.HasPrefix(got[0], "  cold run (engine 2) (cut short) ") {
+	if len(got) != 2 || !strings.HasPrefix(got[0], "  cut short (cold run (engine 2)) ") || !strings.HasPrefix(got[1], "  cut short (cold run (engine 2)): 4 finished, 0 cancelled") {
 		t.Errorf("a cold run cut short:\n%s", strings.Join(got, "\n"))
 	}
 }
