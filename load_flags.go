@@ -55,7 +55,7 @@ func defaultLoadOptions() loadOptions {
 
 // bindLoadFlags binds o's flags to fs.
 func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
-	fs.StringVar(&o.Goodput, "goodput", o.Goodput, "latency targets in ms, e.g. ttft:200,tpot:50,e2el:2000: a request is good when it meets every one (vLLM's goodput); reports request goodput and SLO attainment")
+	fs.StringVar(&o.Goodput, "goodput", o.Goodput, "latency targets in ms, e.g. ttft:200,tpot:50,e2el:2000 (or, as vLLM takes them, ttft:200 tpot:50): a request is good when it meets every one (vLLM's goodput); reports request goodput and SLO attainment")
 	floatVar(fs, &o.Burstiness, "burstiness", bench.MinBurstiness, maxBurstiness, "with --request-rate: gamma-distributed gaps of this shape (1: Poisson; < 1 burstier, > 1 more even), as vLLM's --burstiness")
 	secondsVar(fs, &o.RampUpS, "ramp-up-s", 0, maxRampUpS, "with --request-rate: the rate rises linearly from 0 to the rate over the run's first S seconds")
 	intVar(fs, &o.MaxConcurrency, "max-concurrency", 0, maxRequests, "most requests in flight: a request due while this many are submitted and unfinished waits for one to finish (0: no limit)")
