@@ -90,8 +90,8 @@ func checkDir(path string) error {
 // for a path that Stat found missing but that is a link; nil when it is no link. Such a link (a
 // snapshot copied without its blobs/) is a broken file, not an absent one.
 func danglingLink(what, path string, kind error) error {
-	target, err := os.Readlink(path)
-	if err != nil {
+	target, ok := regular.DanglingLink(path)
+	if !ok {
 		return nil
 	}
 	return fmt.Errorf("%s %s is a symbolic link to %s, which does not exist: %w", what, path, target, kind)

@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -31,6 +30,7 @@ import (
 	"time"
 
 	"rosetop/engine/safetensors"
+	"rosetop/internal/regular"
 )
 
 // Sentinel errors; Resolve's errors wrap one of them (or a context error).
@@ -362,12 +362,7 @@ func brokenLink(repo string) string {
 	for _, sn := range snaps {
 		files, _ := os.ReadDir(filepath.Join(repo, "snapshots", sn.Name()))
 		for _, f := range files {
-			p := filepath.Join(repo, "snapshots", sn.Name(), f.Name())
-			if f.Type()&fs.ModeSymlink == 0 {
-				continue
-			}
-			if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-				target, _ := os.Readlink(p)
+			if target, ok := regular.DanglingLink(filepath.Join(repo, "snapshots", sn.Name(), f.Name())); ok {
 				return fmt.Sprintf("; its snapshots/%s/%s links to %s, which does not exist", sn.Name(), f.Name(), target)
 			}
 		}

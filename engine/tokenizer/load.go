@@ -75,7 +75,7 @@ func readOptional(path string) (data []byte, ok bool, err error) {
 	case errors.Is(err, fs.ErrNotExist):
 		// A link to nothing (a snapshot copied without its blobs/) is a broken file, not an absent
 		// one: taking it as absent would load another tokenizer file or GPT-2's in its place.
-		if target, lerr := os.Readlink(path); lerr == nil {
+		if target, ok := regular.DanglingLink(path); ok {
 			return nil, false, fmt.Errorf("%s: %w: it is a symbolic link to %s, which does not exist", path, ErrInvalid, target)
 		}
 		return nil, false, nil

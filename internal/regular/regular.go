@@ -109,3 +109,13 @@ func unwrapPath(err error) error {
 	}
 	return err
 }
+
+// DanglingLink reports whether path is a symbolic link to nothing (a snapshot copied without the
+// blobs its files link to), and the link's target: a broken file, not an absent one.
+func DanglingLink(path string) (target string, ok bool) {
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	target, err := os.Readlink(path)
+	return target, err == nil
+}

@@ -94,3 +94,25 @@ func TestKind(t *testing.T) {
 		}
 	}
 }
+
+// TestDanglingLink: only a link whose target is missing is dangling; a file, a good link and a
+// missing path are not.
+func TestDanglingLink(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "blob")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+	if err := os.Symlink("blob", good); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	if err := os.Symlink("../blobs/gone", bad); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{file: "", good: "", bad: "../blobs/gone", filepath.Join(dir, "none"): ""} {
+		if target, ok := DanglingLink(path); target != want || ok != (want != "") {
+			t.Errorf("DanglingLink(%s) = %q, %v; want %q", filepath.Base(path), target, ok, want)
+		}
+	}
+}
