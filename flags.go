@@ -220,6 +220,16 @@ func parseFlagSet(fs *flag.FlagSet, args []string, stderr io.Writer, usage func(
 	return nil
 }
 
+// flagArg is the flag an argument names as the flag package reads it (-name, --name, -name=v,
+// --name=v) and whether it carries its value; "" for an argument that is no flag.
+func flagArg(a string) (name string, hasValue bool) {
+	if !strings.HasPrefix(a, "-") {
+		return "", false
+	}
+	name, _, hasValue = strings.Cut(strings.TrimLeft(a, "-"), "=")
+	return name, hasValue
+}
+
 // joinGoodputPairs takes vLLM's --goodput form, its KEY:MS pairs as separate arguments
 // (--goodput ttft:200 tpot:20), to rosetop's one comma-separated value.
 func joinGoodputPairs(args []string) []string {
@@ -230,10 +240,11 @@ func joinGoodputPairs(args []string) []string {
 		if a == "--" {
 			return append(out, args[i+1:]...)
 		}
-		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); !strings.HasPrefix(a, "-") || name != "goodput" {
+		name, hasValue := flagArg(a)
+		if name != "goodput" {
 			continue
 		}
-		if !strings.Contains(a, "=") && i+1 < len(args) { // the value is the next argument
+		if !hasValue && i+1 < len(args) { // the value is the next argument
 			i++
 			out = append(out, args[i])
 		}

@@ -76,8 +76,8 @@ func redactedArgs(args []string) []string {
 		if out[i] == "--" {
 			break // the rest are not flags
 		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
-		if !strings.HasPrefix(out[i], "-") || name != "api-key" {
+		name, hasValue := flagArg(out[i])
+		if name != "api-key" {
 			continue
 		}
 		if hasValue {
