@@ -87,13 +87,18 @@ func metricsOf(r *RequestResult) requestMetrics {
 	if st := r.Record.Stream; st != nil {
 		m.TokenGaps, m.HasTokenGaps = tokenGaps(t.Tokens, st.ChunkTokens, len(r.Record.Output))
 	}
-	if r.HasTarget {
-		// The submitter sleeps until the target, so the lag is >= 0; clamp like the seed does
-		// in case a clock's sleep returns a hair early.
-		m.Lag = max(0, ms(t.SubmitStart-r.Target))
-		m.HasLag = true
-	}
+	m.Lag, m.HasLag = lagOf(r)
 	return m
+}
+
+// lagOf is r's submit lag in ms, from its due time to its submit (vLLM's client queue time);
+// false without a due time. The submitter sleeps until the target, so it is >= 0; clamped like the
+// seed does in case a clock's sleep returns a hair early.
+func lagOf(r *RequestResult) (float64, bool) {
+	if !r.HasTarget || r.Record == nil {
+		return 0, false
+	}
+	return max(0, ms(r.Record.Times.SubmitStart-r.Target)), true
 }
 
 // tokenGaps spreads each chunk's gap over the tokens it carried: a chunk of k > 0 tokens that

@@ -88,11 +88,9 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 	for i := range r.reqs {
 		q := &r.reqs[i]
 		in, out, tt, lat, start, gaps, text, errText := 0, 0, 0.0, 0.0, 0.0, []float64{}, "", ""
-		queue := 0.0 // vLLM's client_queue_time: from the request's due time to its send
+		queue, _ := lagOf(q) // vLLM's client_queue_time: from the request's due time to its send
+		queue /= 1000
 		if rec := q.Record; rec != nil {
-			if q.HasTarget {
-				queue = max(0, (rec.Times.SubmitStart - q.Target).Seconds())
-			}
 			in, start, text = rec.PromptTokens, rec.Times.SubmitStart.Seconds(), rec.Text
 			if first < 0 || rec.Times.SubmitStart < first {
 				first = rec.Times.SubmitStart
