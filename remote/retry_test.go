@@ -86,46 +86,11 @@ func TestBackoffOnRefusals(t *testing.T) {
 		Faults:     func(n int) remotetest.Fault { return faults[min(n, len(faults)-1)] },
 		RetryAfter: func(n int) string { return retry[min(n, len(retry)-1)] },
 	})
-	p := newTestProvider(t, srv, ProviderOptions{})
-	if err := p.Prepare(context.Background(), io.Discard); err != nil {
-		t.Fatal(err)
-	}
 	clk := newSleepClock()
-	s, err := p.NewServer(context.Background(), bench.ServerSpec{Clock: clk, MaxBatch: 4, Sched: sched.Config{MaxBatch: 4, PrefillMaxBatch: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out, ran := make(chan sched.StepOutput), make(chan error, 1)
-	go func() { ran <- s.Run(ctx, out) }()
-	defer func() {
-		cancel()
-		<-ran
-		s.Close()
-	}()
-
+	s, out := runningServer(t, srv, clk)
 	guard := time.After(30 * time.Second)
-	submit := func() sched.RequestID {
-		id, err := s.Submit(sched.Request{Text: "Hello", MaxNewTokens: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	finished := func(id sched.RequestID) *sched.Record {
-		for {
-			select {
-			case so := <-out:
-				for _, e := range so.Events {
-					if e.Kind == sched.EventFinished && e.ID == id {
-						return e.Record
-					}
-				}
-			case <-guard:
-				t.Fatalf("request %d did not finish", id)
-			}
-		}
-	}
+	submit := func() sched.RequestID { return submitHello(t, s) }
+	finished := func(id sched.RequestID) *sched.Record { return awaitFinished(t, out, id, guard) }
 	// waited is the wait before the request just finished; 0: none.
 	waited := func() time.Duration {
 		select {
@@ -166,6 +131,56 @@ func TestBackoffOnRefusals(t *testing.T) {
 	}
 }
 
+// runningServer is a remote server over srv on clk, running until the test ends.
+func runningServer(t *testing.T, srv *remotetest.Server, clk bench.Clock) (*remoteServer, <-chan sched.StepOutput) {
+	t.Helper()
+	p := newTestProvider(t, srv, ProviderOptions{})
+	if err := p.Prepare(context.Background(), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := p.NewServer(context.Background(), bench.ServerSpec{Clock: clk, MaxBatch: 4, Sched: sched.Config{MaxBatch: 4, PrefillMaxBatch: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := bs.(*remoteServer)
+	ctx, cancel := context.WithCancel(context.Background())
+	out, ran := make(chan sched.StepOutput), make(chan error, 1)
+	go func() { ran <- s.Run(ctx, out) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ran
+		s.Close()
+	})
+	return s, out
+}
+
+// submitHello submits a 4-token request.
+func submitHello(t *testing.T, s *remoteServer) sched.RequestID {
+	t.Helper()
+	id, err := s.Submit(sched.Request{Text: "Hello", MaxNewTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// awaitFinished reads steps until request id's finished event, failing the test at guard.
+func awaitFinished(t *testing.T, out <-chan sched.StepOutput, id sched.RequestID, guard <-chan time.Time) *sched.Record {
+	t.Helper()
+	for {
+		select {
+		case so := <-out:
+			for _, e := range so.Events {
+				if e.Kind == sched.EventFinished && e.ID == id {
+					return e.Record
+				}
+			}
+		case <-guard:
+			t.Fatalf("request %d did not finish", id)
+		}
+	}
+}
+
 // hookClock is a sleepClock that calls onSleep (when set) in each Sleep, before the clock moves.
 type hookClock struct {
 	*sleepClock
@@ -183,24 +198,8 @@ func (c *hookClock) Sleep(ctx context.Context, d time.Duration) error {
 // waited its backoff holds this one too: the wait is looked at again after each sleep.
 func TestBackoffLooksAgain(t *testing.T) {
 	srv := startTestServer(t, remotetest.Options{})
-	p := newTestProvider(t, srv, ProviderOptions{})
-	if err := p.Prepare(context.Background(), io.Discard); err != nil {
-		t.Fatal(err)
-	}
 	clk := &hookClock{sleepClock: newSleepClock()}
-	bs, err := p.NewServer(context.Background(), bench.ServerSpec{Clock: clk, MaxBatch: 4, Sched: sched.Config{MaxBatch: 4, PrefillMaxBatch: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := bs.(*remoteServer)
-	ctx, cancel := context.WithCancel(context.Background())
-	out, ran := make(chan sched.StepOutput), make(chan error, 1)
-	go func() { ran <- s.Run(ctx, out) }()
-	defer func() {
-		cancel()
-		<-ran
-		s.Close()
-	}()
+	s, out := runningServer(t, srv, clk)
 	s.mu.Lock()
 	s.refused = 1 // the next request waits backoff(1)
 	s.mu.Unlock()
@@ -212,21 +211,7 @@ func TestBackoffLooksAgain(t *testing.T) {
 			s.mu.Unlock()
 		})
 	}
-	id, err := s.Submit(sched.Request{Text: "Hello", MaxNewTokens: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	guard := time.After(30 * time.Second)
-	for done := false; !done; {
-		select {
-		case so := <-out:
-			for _, e := range so.Events {
-				done = done || (e.Kind == sched.EventFinished && e.ID == id)
-			}
-		case <-guard:
-			t.Fatal("the request did not finish")
-		}
-	}
+	awaitFinished(t, out, submitHello(t, s), time.After(30*time.Second))
 	var waits []time.Duration
 	for len(clk.slept) > 0 {
 		waits = append(waits, <-clk.slept)
