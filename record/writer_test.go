@@ -50,17 +50,41 @@ func (f *synthSession) Do(a bench.Action) (string, error) {
 func (f *synthSession) Report(w io.Writer) error { _, err := io.WriteString(w, "report\n"); return err }
 func (f *synthSession) Close() error             { return nil }
 
-// Through a Tap the dashboard's session works as before, and the recording holds the last view
-// it read and every key press with its answer, in order; Close leaves no goroutine.
-func TestRecorderTap(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	path := filepath.Join(t.TempDir(), "tap.rec")
+// tapRecording records, through a Tap, a dashboard over a synthetic session of seed.
+func tapRecording(t *testing.T, seed uint64) (r *Recorder, src *synthSession, s Session, path string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "tap.rec")
 	r, err := Create(path, Options{Meta: Meta{Command: "dashboard"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &synthSession{s: NewSynth(1)}
-	s := r.Tap(src)
+	src = &synthSession{s: NewSynth(seed)}
+	return r, src, r.Tap(src), path
+}
+
+// closeAndReopen closes r and opens what it wrote at path, with its last view.
+func closeAndReopen(t *testing.T, r *Recorder, path string) (*Recording, *bench.View) {
+	t.Helper()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	last, err := rec.NewCursor().View(rec.Frames() - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, last
+}
+
+// Through a Tap the dashboard's session works as before, and the recording holds the last view
+// it read and every key press with its answer, in order; Close leaves no goroutine.
+func TestRecorderTap(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	r, src, s, path := tapRecording(t, 1)
 	var last *bench.View
 	for i := range 50 {
 		src.Publish()
@@ -80,20 +104,9 @@ func TestRecorderTap(t *testing.T) {
 	if err := s.Report(&sb); err != nil || sb.String() != "report\n" {
 		t.Fatalf("Report through the tap: %q, %v", sb.String(), err)
 	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
+	rec, got := closeAndReopen(t, r, path)
 	if rec.Stop != nil || rec.Frames() == 0 || rec.Length() != last.Now {
 		t.Fatalf("stop %v, %d views to %v; want a closed recording ending at the last view read, %v", rec.Stop, rec.Frames(), rec.Length(), last.Now)
-	}
-	got, err := rec.NewCursor().View(rec.Frames() - 1)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if d := viewDiff(last, got); d != "" {
 		t.Fatalf("the last view: %s", d)
@@ -109,13 +122,7 @@ func TestRecorderTap(t *testing.T) {
 // a key pressed before it comes before it.
 func TestRecorderTapFinalView(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	path := filepath.Join(t.TempDir(), "final.rec")
-	r, err := Create(path, Options{Meta: Meta{Command: "dashboard"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &synthSession{s: NewSynth(4)}
-	s := r.Tap(src)
+	r, src, s, path := tapRecording(t, 4)
 	for range 30 {
 		src.Publish()
 		s.View()
@@ -130,20 +137,9 @@ func TestRecorderTapFinalView(t *testing.T) {
 	if err := src.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
+	rec, got := closeAndReopen(t, r, path)
 	if rec.Stop != nil || rec.Length() != final.Now || len(rec.Keys()) != 1 || rec.Keys()[0].At > final.Now {
 		t.Fatalf("stop %v, %d views to %v, keys %+v; want a closed recording ending at the session's final view, %v, after the key", rec.Stop, rec.Frames(), rec.Length(), rec.Keys(), final.Now)
-	}
-	got, err := rec.NewCursor().View(rec.Frames() - 1)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if d := viewDiff(final, got); d != "" {
 		t.Fatalf("the final view: %s", d)
