@@ -15,15 +15,9 @@ import (
 	"rosetop/sched"
 )
 
-// TestTTFTDecompositionEngine: on the real scheduler and engine (tokenize workers on, so every
-// part is exercised), TTFT = add_request + tokenize + queue wait + prefill->first token holds
-// for every request, and every part is >= 0 (the timestamps are ordered).
-func TestTTFTDecompositionEngine(t *testing.T) {
-	cfg := testConfig(requests(6, 3), func(c *Config) {
-		c.Workload.UniquePrompts = true
-		c.Sched.MaxBatch, c.Sched.PrefillMaxBatch = 4, 2
-	})
-	prov := NewInProcess(InProcessOptions{Device: "cpu", Threads: 2, TokenizeWorkers: 2, PrefixCache: true})
+// ranSession runs cfg headless on prov to its end and closes it, keeping every record.
+func ranSession(t *testing.T, cfg Config, prov Provider) *Session {
+	t.Helper()
 	s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: prov, KeepRecords: true, headless: true})
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +28,18 @@ func TestTTFTDecompositionEngine(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// TestTTFTDecompositionEngine: on the real scheduler and engine (tokenize workers on, so every
+// part is exercised), TTFT = add_request + tokenize + queue wait + prefill->first token holds
+// for every request, and every part is >= 0 (the timestamps are ordered).
+func TestTTFTDecompositionEngine(t *testing.T) {
+	cfg := testConfig(requests(6, 3), func(c *Config) {
+		c.Workload.UniquePrompts = true
+		c.Sched.MaxBatch, c.Sched.PrefillMaxBatch = 4, 2
+	})
+	s := ranSession(t, cfg, NewInProcess(InProcessOptions{Device: "cpu", Threads: 2, TokenizeWorkers: 2, PrefixCache: true}))
 	if len(s.results) != 1 || len(s.results[0].reqs) != 6 {
 		t.Fatalf("results = %d runs", len(s.results))
 	}
@@ -132,17 +138,7 @@ func TestStopsOnTheModelsEOS(t *testing.T) {
 	output := func(stopOnEOS bool) *sched.Record {
 		t.Helper()
 		cfg := testConfig(requests(1, 8), func(c *Config) { c.Workload.StopOnEOS = stopOnEOS })
-		s, err := NewSession(context.Background(), cfg, SessionOptions{Provider: prov, KeepRecords: true, headless: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return s.results[0].reqs[0].Record
+		return ranSession(t, cfg, prov).results[0].reqs[0].Record
 	}
 	free := output(false).Output
 	if len(free) != 8 {
