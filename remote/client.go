@@ -321,18 +321,31 @@ func (c *Client) metaDeadline() time.Duration { return min(metaTimeout, c.cfg.Re
 // body, and where a redirect that was not followed points.
 func (c *Client) statusFailure(resp *http.Response) *Failure {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxJSONReply))
-	detail := string(b)
-	var ch chunk
-	if decodeChunk(bytes.TrimSpace(b), &ch) {
-		if msg, ok := ch.errorMessage(); ok && strings.TrimSpace(msg) != "" {
-			detail = msg
-		}
-	}
+	detail := bodyDetail(b)
 	if loc, err := resp.Location(); err == nil && resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		detail = fmt.Sprintf("redirected to %s, which a %s does not follow: give the endpoint as the server's new address",
 			redactURL(loc.String()), resp.Request.Method)
 	}
 	return &Failure{Reason: ReasonStatus, Status: resp.StatusCode, Detail: c.detail(detail), RetryAfter: retryAfter(resp.Header, time.Now())}
+}
+
+// bodyDetail is what a refusal's body says: the message of the error object it holds (vLLM's,
+// SGLang's, TGI's, llama.cpp's and Ollama's shapes, see chunk, or FastAPI's {"detail": "..."},
+// its default answer to a path the server does not route), else the body as it is.
+func bodyDetail(b []byte) string {
+	var ch chunk
+	if decodeChunk(bytes.TrimSpace(b), &ch) {
+		if msg, ok := ch.errorMessage(); ok && strings.TrimSpace(msg) != "" {
+			return msg
+		}
+	}
+	var fastAPI struct {
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal(b, &fastAPI) == nil && strings.TrimSpace(fastAPI.Detail) != "" {
+		return fastAPI.Detail
+	}
+	return string(b)
 }
 
 // MaxRetryAfter bounds the wait a Retry-After header may ask for: a broken or hostile server

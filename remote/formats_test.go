@@ -398,11 +398,25 @@ var statusBodies = []statusBody{
 		detail: "engine died: CUDA error",
 	},
 	{
-		name:   "json without an error object",
-		source: "FastAPI's default 404 for a path the server does not route (vLLM, SGLang)",
+		name:   "fastapi detail",
+		source: "FastAPI's (Starlette's) default answer to a path the server does not route: {\"detail\": phrase} (vLLM, SGLang)",
 		status: 404,
 		body:   `{"detail":"Not Found"}`,
-		detail: `{"detail":"Not Found"}`,
+		detail: "Not Found",
+	},
+	{
+		name:   "fastapi detail not a string",
+		source: "FastAPI's default 422 lists its validation errors (vLLM and SGLang answer their own shape instead): the body says more",
+		status: 422,
+		body:   `{"detail":[{"type":"missing","loc":["body","model"],"msg":"Field required","input":{}}]}`,
+		detail: `{"detail":[{"type":"missing","loc":["body","model"],"msg":"Field required","input":{}}]}`,
+	},
+	{
+		name:   "json without an error object",
+		source: "a JSON answer that holds no message",
+		status: 500,
+		body:   `{"status":"unhealthy"}`,
+		detail: `{"status":"unhealthy"}`,
 	},
 	{
 		name:   "empty message",

@@ -91,9 +91,9 @@ func (s *Scraper) Scrape(ctx context.Context) (Snapshot, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxJSONReply))
 		return Snapshot{}, fmt.Errorf("GET %s: %w", s.cfg.URL, &Failure{Reason: ReasonStatus, Status: resp.StatusCode,
-			Detail: oneline.Clip(oneline.Fold(string(b)), maxDetail), RetryAfter: retryAfter(resp.Header, time.Now())})
+			Detail: oneline.Clip(oneline.Fold(bodyDetail(b)), maxDetail), RetryAfter: retryAfter(resp.Header, time.Now())})
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBytes+1))
 	if err != nil {

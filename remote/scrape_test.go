@@ -177,3 +177,44 @@ func TestDefaultMetricsURL(t *testing.T) {
 		t.Errorf("bad URL: %v", err)
 	}
 }
+
+// TestScrapeErrorBody: a refused scrape says the message of the server's error object, as a
+// refused request does, not the JSON around it.
+func TestScrapeErrorBody(t *testing.T) {
+	tests := []struct {
+		name, source string
+		status       int
+		body, detail string
+	}{
+		{"llama.cpp without --metrics", "tools/server/server-context.cpp (metrics: ERROR_TYPE_NOT_SUPPORTED through format_error_response)", 501,
+			`{"error":{"code":501,"message":"This server does not support metrics endpoint. Start it with ` + "`--metrics`" + `","type":"not_supported_error"}}`,
+			"This server does not support metrics endpoint. Start it with `--metrics`"},
+		{"llama.cpp api key", "tools/server/README.md (API errors: the 401 of a wrong --api-key)", 401,
+			`{"error":{"code":401,"message":"Invalid API Key","type":"authentication_error"}}`, "Invalid API Key"},
+		{"fastapi", "a FastAPI server without the route", 404, `{"detail":"Not Found"}`, "Not Found"},
+		{"plain text", "Ollama (gin's default answer to a path it does not route)", 404, "404 page not found", "404 page not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				w.Write([]byte(tt.body))
+			}))
+			defer srv.Close()
+			s, err := NewScraper(ScraperConfig{URL: srv.URL + "/metrics"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			_, err = s.Scrape(context.Background())
+			var f *Failure
+			if !errors.As(err, &f) || f.Reason != ReasonStatus || f.Status != tt.status {
+				t.Fatalf("Scrape: %v, want an http %d failure (%s)", err, tt.status, tt.source)
+			}
+			if f.Detail != tt.detail {
+				t.Errorf("detail %q, want %q (%s)", f.Detail, tt.detail, tt.source)
+			}
+		})
+	}
+}

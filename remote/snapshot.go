@@ -146,6 +146,7 @@ var servers = []server{
 		{fTTFT, asHist, []string{"time_to_first_token_seconds"}},
 		{fITL, asHist, []string{"inter_token_latency_seconds"}},
 		{fE2E, asHist, []string{"e2e_request_latency_seconds"}},
+		{fQueue, asHist, []string{"queue_time_seconds"}}, // SchedulerMetricsCollector: its first bucket is 0
 	}},
 	{KindTGI, "tgi_", []spec{ // router/src/server.rs, backends/v3/src/{queue,backend}.rs
 		{fRunning, bySum, []string{"batch_current_size"}},

@@ -148,10 +148,13 @@ sglang:prompt_tokens_total{model_name="Qwen/Qwen2.5-7B-Instruct"} 9000.0
 # HELP sglang:generation_tokens_total Number of generation tokens processed.
 # TYPE sglang:generation_tokens_total counter
 sglang:generation_tokens_total{model_name="Qwen/Qwen2.5-7B-Instruct"} 3000.0
-` + pyHistogram("sglang:time_to_first_token_seconds", []string{"0.1", "0.2", "0.4", "+Inf"}, pySeries{`model_name="Qwen/Qwen2.5-7B-Instruct"`, []float64{1, 5, 9, 11}, 2.7}),
+` + pyHistogram("sglang:time_to_first_token_seconds", []string{"0.1", "0.2", "0.4", "+Inf"}, pySeries{`model_name="Qwen/Qwen2.5-7B-Instruct"`, []float64{1, 5, 9, 11}, 2.7}) +
+				// SchedulerMetricsCollector.queue_time: its buckets start at 0.0; labelled per rank.
+				pyHistogram("sglang:queue_time_seconds", []string{"0.0", "0.1", "0.2", "0.5", "1.0", "+Inf"},
+					pySeries{`engine_type="unified",model_name="Qwen/Qwen2.5-7B-Instruct",pp_rank="0",tp_rank="0"`, []float64{2, 8, 9, 9, 10, 10}, 1.25}),
 			kind:   KindSGLang,
 			values: map[string]Value{"running": {12, true}, "waiting": {7, true}, "kv": {0.42, true}, "prompt": {9000, true}, "generation": {3000, true}, "preemptions": {}},
-			hists:  map[string]float64{"ttft": 11},
+			hists:  map[string]float64{"ttft": 11, "queue": 10},
 		},
 		{
 			name:   "tgi",
@@ -237,7 +240,7 @@ go_goroutines 12
 			}
 			checkValues(t, s, tt.values)
 			for name, count := range tt.hists {
-				h := map[string]Histogram{"ttft": s.TTFT, "e2e": s.E2E}[name]
+				h := map[string]Histogram{"ttft": s.TTFT, "e2e": s.E2E, "queue": s.Queue}[name]
 				if !h.Known || h.Count != count {
 					t.Errorf("%s: %+v, want %v observations", name, h, count)
 				}

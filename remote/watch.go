@@ -62,14 +62,16 @@ func newWatcher(p *Provider, spec bench.ServerSpec) (*watcher, error) {
 }
 
 // pageGone reports whether a scrape's error says the page is absent or forbidden, for good:
-// 401, 403, 404, 405 or 410. Any other status (408, 429, 5xx) may pass, and scraping goes on.
+// 401, 403, 404, 405, 410, or 501 (llama-server started without --metrics answers it). Any other
+// status (408, 429, the other 5xx) may pass, and scraping goes on.
 func pageGone(err error) bool {
 	var f *Failure
 	if !errors.As(err, &f) || f.Reason != ReasonStatus {
 		return false
 	}
 	switch f.Status {
-	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone:
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone,
+		http.StatusNotImplemented:
 		return true
 	}
 	return false

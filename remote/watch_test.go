@@ -20,7 +20,7 @@ import (
 // TestPageGone: scraping stops only where the page is absent or forbidden; a rate limit, a
 // timeout or a server error may pass.
 func TestPageGone(t *testing.T) {
-	for status, gone := range map[int]bool{401: true, 403: true, 404: true, 405: true, 410: true, 400: false, 408: false, 429: false, 500: false, 503: false} {
+	for status, gone := range map[int]bool{401: true, 403: true, 404: true, 405: true, 410: true, 501: true, 400: false, 408: false, 429: false, 500: false, 503: false} {
 		err := fmt.Errorf("GET x: %w", &Failure{Reason: ReasonStatus, Status: status})
 		if pageGone(err) != gone {
 			t.Errorf("status %d: gone %v, want %v", status, !gone, gone)
