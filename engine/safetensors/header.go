@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
+	"unicode/utf8"
 )
 
 // maxHeaderLen caps the JSON header (the reference implementation uses the same 100 MB bound);
@@ -15,9 +18,9 @@ const maxHeaderLen = 100 << 20
 
 // headerEntry is one tensor's description in the JSON header.
 type headerEntry struct {
-	DType       string   `json:"dtype"`
-	Shape       []int64  `json:"shape"`
-	DataOffsets []uint64 `json:"data_offsets"`
+	DType       string
+	Shape       []int64
+	DataOffsets []uint64
 }
 
 // parse validates the whole header of b and builds the tensor table; tensor data alias b.
@@ -38,12 +41,19 @@ func parse(name string, b []byte) (*File, error) {
 	}
 	hdr := b[8 : 8+n]
 	data := b[8+n:]
+	// Go's JSON reader would turn invalid bytes into U+FFFD, so two distinct names could become one.
+	if !utf8.Valid(hdr) {
+		return nil, bad("header is not valid UTF-8")
+	}
 	if trimmed := bytes.TrimLeft(hdr, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, bad("header is not a JSON object")
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(hdr, &raw); err != nil {
 		return nil, bad("header JSON: %v", err)
+	}
+	if err := uniqueNames(hdr); err != nil {
+		return nil, bad("header: %v", err)
 	}
 	f := &File{name: name, tensors: make(map[string]Tensor, len(raw))}
 	if m, ok := raw["__metadata__"]; ok {
@@ -81,8 +91,8 @@ func parseEntry(tn string, msg json.RawMessage, data []byte) (Tensor, uint64, er
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: tensor %q: %s", ErrInvalid, tn, fmt.Sprintf(format, args...))
 	}
-	var e headerEntry
-	if err := json.Unmarshal(msg, &e); err != nil {
+	e, err := decodeEntry(msg)
+	if err != nil {
 		return Tensor{}, 0, bad("%v", err)
 	}
 	if e.DType == "" {
@@ -106,26 +116,88 @@ func parseEntry(tn string, msg json.RawMessage, data []byte) (Tensor, uint64, er
 	if end > uint64(len(data)) {
 		return Tensor{}, 0, bad("data_offsets [%d, %d] beyond the %d-byte data section", begin, end, len(data))
 	}
-	// numel is bounded by the data size as it grows, so it cannot overflow.
+	// The product of the nonzero dimensions must fit in an int, so that Numel cannot overflow;
+	// a zero dimension makes the tensor empty whatever the others are.
 	shape := make([]int, len(e.Shape))
-	nbytes := uint64(size)
+	prod, empty := uint64(1), false
 	for i, d := range e.Shape {
 		if d < 0 {
 			return Tensor{}, 0, bad("shape %v has a negative dimension", e.Shape)
 		}
 		shape[i] = int(d)
-		if d != 0 && nbytes > math.MaxUint64/uint64(d) {
+		if d == 0 {
+			empty = true
+			continue
+		}
+		if prod > math.MaxInt/uint64(d) {
 			return Tensor{}, 0, bad("shape %v overflows", e.Shape)
 		}
-		nbytes *= uint64(d)
-		if nbytes > uint64(len(data)) {
+		prod *= uint64(d)
+	}
+	nbytes := uint64(0)
+	if !empty {
+		if prod > uint64(len(data))/uint64(size) {
 			return Tensor{}, 0, bad("shape %v needs more bytes than the %d-byte data section", e.Shape, len(data))
 		}
+		nbytes = prod * uint64(size)
 	}
 	if end-begin != nbytes {
 		return Tensor{}, 0, bad("data_offsets [%d, %d] hold %d bytes, shape %v of %s needs %d", begin, end, end-begin, e.Shape, dt, nbytes)
 	}
 	return Tensor{Name: tn, DType: dt, Shape: shape, Data: data[begin:end:end]}, begin, nil
+}
+
+// decodeEntry reads a tensor's description. Its fields are matched by exact name (encoding/json
+// would also take "DType" for dtype, where the reference reader ignores it) and each at most once.
+func decodeEntry(msg json.RawMessage) (headerEntry, error) {
+	var e headerEntry
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(msg, &fields); err != nil {
+		return e, err
+	}
+	if err := uniqueNames(msg); err != nil {
+		return e, err
+	}
+	for _, f := range []struct {
+		name string
+		dst  any
+	}{{"dtype", &e.DType}, {"shape", &e.Shape}, {"data_offsets", &e.DataOffsets}} {
+		if v, ok := fields[f.name]; ok {
+			if err := json.Unmarshal(v, f.dst); err != nil {
+				return e, fmt.Errorf("%s: %v", f.name, err)
+			}
+		}
+	}
+	return e, nil
+}
+
+// uniqueNames refuses a JSON object (already known to be valid) that gives a member name twice:
+// encoding/json keeps the last silently, where another reader may keep the first.
+func uniqueNames(obj []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if _, err := dec.Token(); err != nil { // '{'
+		return err
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := tok.(string)
+		if seen[name] {
+			return fmt.Errorf("%q appears twice", name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil && !errors.Is(err, io.EOF) { // '}'
+		return err
+	}
+	return nil
 }
 
 // span is a tensor's byte range in the data section.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"rosetop/internal/regular"
 )
@@ -45,6 +46,10 @@ func ParseIndex(name string, b []byte) (Index, error) {
 	}
 	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return Index{}, bad("not a JSON object")
+	}
+	// Go's JSON reader would read bad bytes as U+FFFD, naming a shard the index does not spell.
+	if !utf8.Valid(b) {
+		return Index{}, bad("not UTF-8 text")
 	}
 	if err := json.Unmarshal(b, &j); err != nil {
 		return Index{}, bad("invalid JSON: %v", err)

@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,4 +38,13 @@ func FuzzParseIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An index is UTF-8 JSON, as transformers reads it: other bytes are refused, not read as U+FFFD,
+// which would name a shard file that is not the one the index spells.
+func TestParseIndexNotUTF8(t *testing.T) {
+	_, err := ParseIndex("model.safetensors.index.json", []byte("{\"weight_map\":{\"a\":\"m\xff.safetensors\"}}"))
+	if msg := fmt.Sprint(err); !errors.Is(err, ErrInvalid) || !strings.Contains(msg, "model.safetensors.index.json") || !strings.Contains(msg, "UTF-8") {
+		t.Fatalf("ParseIndex = %v; want ErrInvalid naming the file and saying it is not UTF-8", err)
+	}
 }

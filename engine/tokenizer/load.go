@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"rosetop/internal/regular"
 )
@@ -67,7 +68,7 @@ func FromDir(dir string) (*Tokenizer, error) {
 // maxFileBytes bounds each tokenizer file: GPT-2's tokenizer.json is 1.4 MB.
 const maxFileBytes = 64 << 20
 
-// readOptional reads a regular file of at most maxFileBytes that may be absent (ok false).
+// readOptional reads a regular file of UTF-8 text of at most maxFileBytes that may be absent (ok false).
 // Errors name the file.
 func readOptional(path string) (data []byte, ok bool, err error) {
 	data, err = regular.ReadFile(path, maxFileBytes)
@@ -83,6 +84,9 @@ func readOptional(path string) (data []byte, ok bool, err error) {
 		return nil, false, fmt.Errorf("%s: %w: %w", path, ErrInvalid, err)
 	case err != nil:
 		return nil, false, fmt.Errorf("tokenizer %s: %w", path, err)
+	case !utf8.Valid(data):
+		// Go's JSON reader would put U+FFFD in place of the bad bytes and carry on.
+		return nil, false, fmt.Errorf("%s: %w: not UTF-8 text", path, ErrInvalid)
 	}
 	return data, true, nil
 }
