@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -130,7 +131,8 @@ func (d *downloader) fetch(ctx context.Context, rev string, pinned bool, f repoF
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		return result{}, fmt.Errorf("%w: %s: %v", ErrDownload, d.name(), err)
 	}
-	url := d.endpoint + "/" + d.id + "/resolve/" + rev + "/" + f.name
+	// The name is one path segment: an index may name a shard with '#', '?' or '%' in it.
+	addr := d.endpoint + "/" + d.id + "/resolve/" + rev + "/" + url.PathEscape(f.name)
 	part := ""
 	if pinned {
 		part = filepath.Join(blobs, rev+"."+f.name+".incomplete")
@@ -139,7 +141,7 @@ func (d *downloader) fetch(ctx context.Context, rev string, pinned bool, f repoF
 	for attempt := 0; attempt < d.o.Attempts; attempt++ {
 		var res result
 		var retry bool
-		res, retry, err = d.get(ctx, url, part, f)
+		res, retry, err = d.get(ctx, addr, part, f)
 		if err == nil || !retry || part == "" || ctx.Err() != nil {
 			return res, err
 		}

@@ -315,9 +315,13 @@ func notCached(format string, args ...any) error {
 	return e
 }
 
+// maxRef bounds refs/main, which holds a commit hash.
+const maxRef = 4 << 10
+
 // cachedSnapshot finds a complete snapshot: the one refs/main names, else the newest complete one.
 func cachedSnapshot(repo string, set fileSet) (string, bool) {
-	if ref, err := os.ReadFile(filepath.Join(repo, "refs", "main")); err == nil {
+	// A regular file of a few bytes: a named pipe there would block a plain read forever.
+	if ref, err := regular.ReadFile(filepath.Join(repo, "refs", "main"), maxRef); err == nil {
 		if c := strings.TrimSpace(string(ref)); plainName(c) {
 			dir := filepath.Join(repo, "snapshots", c)
 			if complete(dir, set) {

@@ -85,3 +85,24 @@ func TestResolveNoSafetensors(t *testing.T) {
 	}
 	checkOneLine(t, err)
 }
+
+// TestResolveShardNamesEscaped: a shard's name is one path segment of the URL, whatever it holds
+// (a space, '#', '?', '%'), so the file fetched is the file the index names.
+func TestResolveShardNamesEscaped(t *testing.T) {
+	h, o, _ := shardedHub(t, "org/big")
+	names := []string{"w 1.safetensors", "w#2.safetensors", "w?3.safetensors", "w%2f4.safetensors"}
+	h.files["model.safetensors.index.json"] = []byte(`{"weight_map":{"a":"w 1.safetensors","b":"w#2.safetensors","c":"w?3.safetensors","d":"w%2f4.safetensors"}}`)
+	for i, name := range names {
+		h.files[name] = stFile(1024 * (i + 1))
+	}
+	h.files["w/4.safetensors"] = stFile(64) // what an unescaped "w%2f4" asks for
+	dir, err := Resolve(context.Background(), "org/big", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(got, h.files[name]) {
+			t.Errorf("%s in the snapshot: %d bytes, %v; want the hub's %d", name, len(got), err, len(h.files[name]))
+		}
+	}
+}
