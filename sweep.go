@@ -230,11 +230,19 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			}
 		}
 	}()
-	if err := atomicfile.Check(filepath.Join(dir, "sweep.json")); err != nil {
-		return usageError{fmt.Errorf("--out-dir %s: cannot write there: %w", dir, err)}
+	for _, name := range []string{"sweep.json", "sweep.csv", "sweep.png", "sweep.svg"} { // every file written at the end, checked before any point runs
+		if err := atomicfile.Check(filepath.Join(dir, name)); err != nil {
+			return usageError{fmt.Errorf("--out-dir %s: cannot write %s there: %w", dir, name, err)}
+		}
 	}
 	// An earlier sweep's points would sit beside this one's, unlisted in its sweep.json.
-	old, _ := filepath.Glob(filepath.Join(dir, "point-*"))
+	var old []string // not filepath.Glob: dir's name may hold its metacharacters ("runs[1]")
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "point-") {
+			old = append(old, filepath.Join(dir, e.Name()))
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dir, "sweep.json")); err == nil {
 		old = append(old, filepath.Join(dir, "sweep.json"))
 	}
@@ -271,15 +279,20 @@ func sweepPoints(ctx context.Context, o options, ax sweepAxis, dir string, stdou
 	var runErr error
 	wls := &bench.Workloads{} // no axis changes the prompts: the points make them once
 	for k, v := range ax.values {
+		if ctx.Err() != nil { // a signal as the last point ended: start no other
+			runErr = bench.ErrInterrupted
+			break
+		}
 		bar.start(k, fmt.Sprintf("%s %s", ax.flag, plot.Label(v)))
 		p := o
 		ax.apply(&p, v)
 		pt, err := runPoint(ctx, p, wls, dir, k, v)
 		if err != nil {
 			runErr = fmt.Errorf("--%s %s: %w", ax.flag, plot.Label(v), err)
-			if k == 0 && (errors.Is(err, bench.ErrBadConfig) || errors.Is(err, bench.ErrNothingSucceeded)) {
-				// A misconfiguration that measured nothing, named on stderr: its log would only
-				// make the directory look like an earlier sweep's to the corrected command.
+			if k == 0 && (errors.Is(err, bench.ErrBadConfig) || errors.Is(err, bench.ErrNothingSucceeded) || neverRan(dir, k, v, pt)) {
+				// A misconfiguration that measured nothing (or an engine, model or server that
+				// never started), named on stderr: its log would only make the directory look
+				// like an earlier sweep's to the corrected command.
 				for _, ext := range []string{".txt", ".json"} {
 					os.Remove(filepath.Join(dir, pointBase(k, v)+ext))
 				}
@@ -341,9 +354,16 @@ func runPoint(ctx context.Context, o options, wls *bench.Workloads, dir string, 
 		err = errors.Join(err, werr)
 	}
 	if err != nil {
-		return pointRun{}, err
+		return pointRun{sweepPoint: sweepPoint{Runs: len(res.Runs)}}, err // Runs: what it measured before failing
 	}
 	return pointRun{sweepPoint: newSweepPoint(v, base+".json", res.Runs), model: res.Model, device: res.Device}, nil
+}
+
+// neverRan reports whether point k's session never ran a run: no measured run, and no records
+// written (a model, device or server that could not be started).
+func neverRan(dir string, k int, v float64, pt pointRun) bool {
+	_, err := os.Lstat(filepath.Join(dir, pointBase(k, v)+".json"))
+	return pt.Runs == 0 && errors.Is(err, fs.ErrNotExist)
 }
 
 // pointBase is the name of point k's files, less their extension.

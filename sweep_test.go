@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"encoding/xml"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"rosetop/bench"
 	"rosetop/plot"
 )
 
@@ -542,5 +544,89 @@ func TestSweepFirstPointMisconfigured(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, sweep...); code != 0 {
 		t.Errorf("corrected sweep: exit %d: %s", code, stderr)
+	}
+}
+
+// TestSweepFirstPointCannotStart: a first point whose engine never starts (a model directory that
+// is not there) leaves --out-dir as it was, made (not there, nor its parents) or given (empty),
+// so the corrected command runs there.
+func TestSweepFirstPointCannotStart(t *testing.T) {
+	tmp := t.TempDir()
+	top := filepath.Join(tmp, "a")
+	given := filepath.Join(tmp, "given")
+	if err := os.Mkdir(given, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{filepath.Join(top, "b", "out"), given} {
+		code, _, stderr := runCLI(t, "sweep", "--concurrency", "1,2", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0",
+			"--model", filepath.Join(tmp, "no-such-model"), "--out-dir", out)
+		if code != exitUsage || !strings.Contains(stderr, "--concurrency 1:") {
+			t.Fatalf("exit %d, stderr %q; want exit 2 naming the point", code, stderr)
+		}
+	}
+	if _, err := os.Stat(top); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the failed sweep left the directories it made: %v", err)
+	}
+	if ents, err := os.ReadDir(given); err != nil || len(ents) != 0 {
+		t.Errorf("the failed sweep left files in --out-dir: %v %v", ents, err)
+	}
+}
+
+// TestSweepStopsAfterASignal: a signal that lands as a point ends (its exports being written) stops
+// the sweep there: the next point starts no engine and leaves no files, and the sweep reports the
+// interruption.
+func TestSweepStopsAfterASignal(t *testing.T) {
+	o, ax, _, err := parseSweep(t.Context(), []string{"--concurrency", "1,2", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	dir := t.TempDir()
+	var stderr strings.Builder
+	if err := sweepPoints(ctx, o, ax, dir, io.Discard, &stderr); !errors.Is(err, bench.ErrInterrupted) {
+		t.Errorf("err %v, want interrupted", err)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Errorf("a point ran after the signal: %v %v", ents, err)
+	}
+	if !strings.Contains(stderr.String(), "sweep interrupted: 0 of 2 points finished") {
+		t.Errorf("stderr %q", stderr.String())
+	}
+}
+
+// TestSweepRefusesEarlierPointsInAnyDir: an earlier sweep's point files are found whatever
+// characters the directory's name holds (glob metacharacters too).
+func TestSweepRefusesEarlierPointsInAnyDir(t *testing.T) {
+	for _, name := range []string{"runs[1]", "a*b", "c[", "d?"} {
+		out := filepath.Join(t.TempDir(), name)
+		if err := os.Mkdir(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "point-01-1.txt"), []byte("an interrupted sweep's point\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runCLI(t, "sweep", "--concurrency", "1", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0", "--out-dir", out)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, "holds an earlier sweep's files (point-01-1.txt and 0 more)") {
+			t.Errorf("--out-dir %s: exit %d, stderr %q; want exit 2 naming the earlier point", name, code, stderr)
+		}
+	}
+}
+
+// TestSweepChecksEveryFileFirst: a sweep file that cannot be written (here: sweep.svg is a
+// directory) is refused before any point runs, not after the whole sweep.
+func TestSweepChecksEveryFileFirst(t *testing.T) {
+	for _, name := range []string{"sweep.csv", "sweep.png", "sweep.svg"} {
+		out := t.TempDir()
+		if err := os.Mkdir(filepath.Join(out, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runCLI(t, "sweep", "--concurrency", "1", "--num-requests", "2", "--max-new-tokens", "2", "--warmup-runs", "0", "--out-dir", out)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, name) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%s a directory: exit %d, stderr %q; want exit 2 naming it", name, code, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(out, "point-01-1.json")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s a directory: a point ran: %v", name, err)
+		}
 	}
 }

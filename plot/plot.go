@@ -12,6 +12,9 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -74,6 +77,11 @@ func WriteSVG(w io.Writer, s Sweep) error {
 
 // draw3 lays out the three panels above the caption.
 func draw3(dc draw.Canvas, s Sweep) error {
+	s.Caption, s.Axis = printable(s.Caption), printable(s.Axis)
+	s.Points = slices.Clone(s.Points) // the caller's labels stay as they are
+	for i := range s.Points {
+		s.Points[i].Label = printable(s.Points[i].Label)
+	}
 	lat1, err1 := paretoPanel(s, "TTFT p99", func(p Point) float64 { return p.TTFTP99 })
 	lat2, err2 := paretoPanel(s, "TPOT p50", func(p Point) float64 { return p.TPOTP50 })
 	switch { // one latency panel may be empty; both empty is a sweep with nothing to draw
@@ -155,10 +163,23 @@ func headroom(p *gplot.Plot, pts plotter.XYs, fromZeroX bool) {
 		xmax, ymax = math.Max(xmax, q.X), math.Max(ymax, q.Y)
 	}
 	p.Legend.Top = true
-	p.Y.Min, p.Y.Max = 0, 1.35*ymax
+	p.Y.Min, p.Y.Max = 0, axisEnd(ymax, 1.35)
 	if fromZeroX {
-		p.X.Min, p.X.Max = 0, 1.1*xmax
+		p.X.Min, p.X.Max = 0, axisEnd(xmax, 1.1)
 	}
+}
+
+// axisEnd is where an axis from 0 ends for data up to hi, room times it: 1 when hi is not above
+// 0 (gonum centres an empty range on 0, with negative ticks), and finite near the float range's
+// end.
+func axisEnd(hi, room float64) float64 {
+	switch {
+	case !(hi > 0):
+		return 1
+	case hi*room > math.MaxFloat64:
+		return math.MaxFloat64
+	}
+	return hi * room
 }
 
 // paretoFront is the points that no other beats on both throughput (more) and latency (less),
@@ -313,6 +334,16 @@ func newPanel(title, x, y string) *gplot.Plot {
 	p.Y.Label.Text = y
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	return p
+}
+
+// printable is s with what XML (and so SVG) cannot hold escaped, Go-style (\x01, \n, invalid
+// UTF-8): a model id a server reported, a path with a newline.
+func printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

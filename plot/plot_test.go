@@ -215,3 +215,53 @@ func TestDegenerateSweeps(t *testing.T) {
 		})
 	}
 }
+
+// TestControlCharsInText: a caption, axis or label with control characters (a model id a server
+// reported, a path with a newline) still gives an SVG that parses as XML, the rest of the text
+// kept.
+func TestControlCharsInText(t *testing.T) {
+	s := sample()
+	s.Caption = "rosetop sweep: odd\x01model\nname on cpu"
+	s.Axis = "setting\x7f"
+	s.Points[0].Label = "1\x00"
+	var svg bytes.Buffer
+	if err := WriteSVG(&svg, s); err != nil {
+		t.Fatal(err)
+	}
+	if texts := svgTexts(t, svg.Bytes()); !strings.Contains(texts, "model") || !strings.Contains(texts, "name on cpu") {
+		t.Errorf("SVG lost the caption's text:\n%s", texts)
+	}
+}
+
+// TestAxisRanges: the axes start at 0 and end finite and above it whatever the numbers: all zero
+// (no negative throughput or latency ticks) or near the float range's end.
+func TestAxisRanges(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"zero", 0}, {"huge", 1.5e308}, {"tiny", 1e-300}} {
+		pts := []Point{{X: 1, Label: "1", Throughput: c.v, TTFTP99: c.v, TPOTP50: c.v, RequestRate: c.v, Goodput: c.v},
+			{X: 2, Label: "2", Throughput: c.v, TTFTP99: c.v, TPOTP50: c.v, RequestRate: c.v, Goodput: c.v}}
+		s := Sweep{Axis: "x", Points: pts, Caption: "c"}
+		pareto, err := paretoPanel(s, "TTFT p99", func(p Point) float64 { return p.TTFTP99 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		load, err := loadPanel(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, ax := range map[string][2]float64{"pareto x": {pareto.X.Min, pareto.X.Max}, "pareto y": {pareto.Y.Min, pareto.Y.Max}, "load y": {load.Y.Min, load.Y.Max}} {
+			if ax[0] != 0 || !(ax[1] > 0) || math.IsInf(ax[1], 0) {
+				t.Errorf("%s: %s axis from %v to %v, want from 0 to a finite number above it", c.name, name, ax[0], ax[1])
+			}
+		}
+		var svg bytes.Buffer
+		if err := WriteSVG(&svg, s); err != nil {
+			t.Fatal(err)
+		}
+		if b := svg.String(); strings.Contains(b, "NaN") || strings.Contains(b, "Inf") {
+			t.Errorf("%s: the SVG holds NaN or Inf", c.name)
+		}
+	}
+}
