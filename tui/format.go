@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
 )
@@ -32,8 +34,10 @@ func numRaw(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	case a < 9999.5e3:
 		return fmt.Sprintf("%.0fk", v/1e3)
+	case a < 9999.5e6:
+		return fmt.Sprintf("%.0fM", v/1e6)
 	}
-	return fmt.Sprintf("%.0fM", v/1e6)
+	return strings.Replace(fmt.Sprintf("%.0e", v), "e+", "e", 1) // "2e11", "-2e308": at most numW
 }
 
 // count formats a count: 999, 12345, 123k, 1.2M.
@@ -59,12 +63,17 @@ func clock(d time.Duration) string {
 	return fmt.Sprintf("%d:%02d", s/60, s%60)
 }
 
-// fit pads or truncates s (which may carry ANSI styles) to exactly w cells.
+// fit pads or truncates s (which may carry ANSI styles) to exactly w cells. Every row of a frame
+// passes through it, so it also makes text from outside printable (see printable).
 func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	sw := widthOf(s)
+	sw, ok := fastWidth(s)
+	if !ok {
+		s = printable(s)
+		sw = widthOf(s)
+	}
 	if sw > w {
 		// A wide rune that would straddle the cut is left out: its cell is padded.
 		s = ansi.Truncate(s, w, "…")
@@ -74,6 +83,65 @@ func fit(s string, w int) string {
 		return s + strings.Repeat(" ", w-sw)
 	}
 	return s
+}
+
+// printable is s with what a terminal would act on instead of drawing (C0 and C1 controls,
+// DEL, escapes other than SGR colours, bidirectional controls) as spaces, and invalid UTF-8 as
+// U+FFFD: a model name, an error or an event may carry a newline or an erase-screen sequence.
+func printable(s string) string {
+	var b strings.Builder
+	done := 0 // s[:done] is in b (b is unused while s is clean)
+	for i := 0; i < len(s); {
+		c, n, bad := s[i], 1, false
+		switch {
+		case c == 0x1b:
+			if n = sgrLen(s[i:]); n == 0 {
+				n, bad = 1, true
+			}
+		case c < 0x20 || c == 0x7f:
+			bad = true
+		case c >= 0x80:
+			var r rune
+			r, n = utf8.DecodeRuneInString(s[i:])
+			bad = r < 0xa0 || r == utf8.RuneError && n == 1 || // C1, invalid UTF-8
+				r >= 0x61c && r <= 0x2069 && unicode.Is(unicode.Bidi_Control, r)
+		}
+		if bad {
+			if b.Len() == 0 {
+				b.Grow(len(s) + 2)
+			}
+			b.WriteString(s[done:i])
+			if c >= 0x80 && n == 1 {
+				b.WriteRune(utf8.RuneError)
+			} else {
+				b.WriteByte(' ')
+			}
+			done = i + n
+		}
+		i += n
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// sgrLen is the length of the SGR sequence (ESC [ parameters m) s starts with, else 0: the
+// escapes fastWidth lets through.
+func sgrLen(s string) int {
+	if len(s) < 3 || s[0] != 0x1b || s[1] != '[' {
+		return 0
+	}
+	for j := 2; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == 'm':
+			return j + 1
+		case c < 0x20 || c > 0x3f:
+			return 0
+		}
+	}
+	return 0
 }
 
 // cells is the cells [a, b) of s (which may carry ANSI styles), exactly b-a of them: a wide

@@ -71,7 +71,10 @@ func headerView(st *paint, v *bench.View, w int) string {
 	line1 := spread(left+"  ", right, w)
 
 	interval := "burst"
-	if h.IntervalMs > 0 {
+	switch {
+	case math.IsInf(h.IntervalMs, 1): // a damaged recording's
+		interval = "–"
+	case h.IntervalMs > 0:
 		interval = fmt.Sprintf("%gms", h.IntervalMs)
 	}
 	submit := st.Text.Render(fmt.Sprintf("%-8s %-6s", h.Schedule, interval))
@@ -103,7 +106,7 @@ func headerView(st *paint, v *bench.View, w int) string {
 
 // attainment is the header's share of recent requests that met every --goodput target.
 func attainment(st *paint, h bench.Header) string {
-	if h.AttainmentN == 0 || math.IsNaN(h.Attainment) {
+	if h.AttainmentN == 0 || math.IsNaN(h.Attainment) || math.IsInf(h.Attainment, 0) {
 		return st.Muted.Render("--")
 	}
 	s := st.Strong

@@ -29,6 +29,19 @@ func helpKeys() []helpRow {
 	}
 }
 
+// remoteHelpKeys are the overlay's key rows against a remote server, whose engine is its own.
+func remoteHelpKeys() []helpRow {
+	rows := []helpRow{{"p g [ ] …", "engine keys do nothing: the engine is the server's"}}
+	for _, r := range helpKeys() {
+		switch r.key {
+		case "p  g", "r", "", "[  ]", "{  }":
+		default:
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
 // helpGlossary explains the dashboard's glyphs, letters and columns.
 func helpGlossary() []helpRow {
 	return []helpRow{
@@ -55,9 +68,12 @@ func (m *Model) helpBox(w, h int) string {
 			lines = append(lines, st.Strong.Render(fit(r.key, keyW))+" "+st.Text.Render(r.text))
 		}
 	}
-	if replaying(m.view) {
+	switch {
+	case replaying(m.view):
 		section("replay keys", replayHelpKeys())
-	} else {
+	case m.view != nil && m.view.Header.Remote != nil:
+		section("keys", remoteHelpKeys())
+	default:
 		section("keys", helpKeys())
 	}
 	section("glossary", helpGlossary())

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"rosetop/bench"
 	"rosetop/themes"
@@ -18,7 +19,7 @@ type itlChart struct {
 
 func newITLChart() *itlChart { return &itlChart{} }
 
-const itlLabelW = 10 // "#1234567 " / "all"
+const itlLabelW = 10 // "req 4100", "#12345678" or "all", and a gap
 const itlValueW = 11 // " max 123.4"
 
 // body renders into iw x ih: the aggregate takes what the slow rows leave, up to 3 rows.
@@ -70,9 +71,21 @@ func (c *itlChart) body(st *paint, v *bench.View, iw, ih int) string {
 	}
 	out := row(0, aggH, "all", v.ITL, 0)
 	for i, r := range slow {
-		out += "\n" + row(i+1, 1, fmt.Sprintf("req %d", r.ID), r.ITL, 1+i%(themes.NumSeries-1))
+		out += "\n" + row(i+1, 1, itlLabel(r.ID), r.ITL, 1+i%(themes.NumSeries-1))
 	}
 	return out
+}
+
+// itlLabel names a slow request in itlLabelW-1 cells, leaving a gap before its sparkline:
+// "req 4100", "#12345678", else "…" and the id's last digits (a long session's ids grow).
+func itlLabel(id uint64) string {
+	for _, s := range []string{fmt.Sprintf("req %d", id), fmt.Sprintf("#%d", id)} {
+		if len(s) < itlLabelW {
+			return s
+		}
+	}
+	d := strconv.FormatUint(id, 10)
+	return "…" + d[len(d)-(itlLabelW-2):]
 }
 
 // joinCols places a label (first row only), a block of h rows and a value (last row) side by side.

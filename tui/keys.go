@@ -75,6 +75,22 @@ func (k KeyMap) ShortHelp() []key.Binding {
 	}
 }
 
+// RemoteShortHelp is the footer line against a remote server: the load keys, which work there,
+// in place of the engine keys, which only say that the engine is the server's.
+func (k KeyMap) RemoteShortHelp() []key.Binding {
+	pair := func(a, b key.Binding, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...),
+			key.WithHelp(a.Help().Key+b.Help().Key, desc))
+	}
+	short := func(b key.Binding, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(b.Help().Key, desc))
+	}
+	return []key.Binding{
+		pair(k.IntervalDown, k.IntervalUp, "interval"), short(k.Schedule, "schedule"), short(k.Pause, "pause"),
+		pair(k.ConcDown, k.ConcUp, "concurrency"), short(k.Window, "window"), short(k.Help, "help"), k.Quit,
+	}
+}
+
 // FullHelp is every key, one column per group (the help overlay lists them with what they do).
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{

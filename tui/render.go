@@ -212,6 +212,8 @@ func (m *Model) footer() string {
 	keys := m.keys.ShortHelp()
 	if replaying(m.view) {
 		keys = replayShortHelp(m.keys, m.rkeys)
+	} else if m.view != nil && m.view.Header.Remote != nil {
+		keys = m.keys.RemoteShortHelp()
 	}
 	help := m.help.ShortHelpView(keys)
 	return fit(status, m.w) + "\n" + fitLines(help, m.w, m.footerH()-1)

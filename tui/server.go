@@ -30,9 +30,10 @@ func serverBody(st *paint, p *bench.ServerPanel, iw int) string {
 	gauge := func(name string, g bench.Gauge, pct bool) string {
 		v := "–"
 		switch {
-		case g.Known && pct:
+		case !g.Known || math.IsNaN(g.V) || math.IsInf(g.V, 0): // unknown, or a damaged recording's
+		case pct:
 			v = fmt.Sprintf("%.1f%%", 100*g.V)
-		case g.Known:
+		default:
 			v = fmt.Sprintf("%.0f", g.V)
 		}
 		return st.Muted.Render(name+" ") + st.Strong.Render(v)

@@ -30,10 +30,18 @@ func narrow(r rune) bool {
 
 // widthOf is lipgloss.Width(s): the cells s takes on screen. Every line of every pane is
 // measured when it is fitted, and ansi's grapheme segmentation made measuring a tenth of a
-// redraw; this walks printable ASCII, SGR/CSI escapes and narrowRanges itself and hands anything
-// else (newlines, other controls or escapes, wide or combining runes) to lipgloss.
+// redraw; fastWidth walks the common case itself and hands anything else to lipgloss.
 func widthOf(s string) int {
-	w := 0
+	if w, ok := fastWidth(s); ok {
+		return w
+	}
+	return lipgloss.Width(s)
+}
+
+// fastWidth is s's width when s holds only printable ASCII, SGR escapes and narrowRanges (ok),
+// which also makes s safe to print as it is; anything else (newlines, other controls or
+// escapes, wide or combining runes) is not ok.
+func fastWidth(s string) (w int, ok bool) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
@@ -45,20 +53,20 @@ func widthOf(s string) int {
 			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x3f {
 				j++
 			}
-			if j >= len(s) || s[j] < 0x40 || s[j] > 0x7e {
-				return lipgloss.Width(s)
+			if j >= len(s) || s[j] != 'm' {
+				return 0, false
 			}
 			i = j + 1
 		case c >= 0x80:
 			r, n := utf8.DecodeRuneInString(s[i:])
 			if r == utf8.RuneError || !narrow(r) {
-				return lipgloss.Width(s)
+				return 0, false
 			}
 			w++
 			i += n
 		default:
-			return lipgloss.Width(s)
+			return 0, false
 		}
 	}
-	return w
+	return w, true
 }
