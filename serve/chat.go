@@ -12,10 +12,12 @@ type chatMessage struct {
 	ToolCalls json.RawMessage `json:"tool_calls"`
 }
 
-// contentPart is one element of a list content; rosetop takes text parts only.
+// contentPart is one element of a list content; rosetop takes text parts, and an assistant's
+// refusal parts (OpenAI's), whose text vLLM reads as a text part's.
 type contentPart struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type    string `json:"type"`
+	Text    string `json:"text"`
+	Refusal string `json:"refusal"`
 }
 
 // chatRoles are the roles the template knows.
@@ -58,8 +60,8 @@ func chatPrompt(msgs []chatMessage) (string, *apiError) {
 	return b.String(), nil
 }
 
-// messageText reads a message's content: a string, a list of text parts (joined with newlines,
-// as vLLM joins them for a template that takes a string), or null.
+// messageText reads a message's content: a string, a list of text and refusal parts (joined with
+// newlines, as vLLM joins them for a template that takes a string), or null.
 func messageText(i int, raw json.RawMessage) (string, *apiError) {
 	if len(raw) == 0 || isNull(raw) {
 		return "", nil
@@ -74,10 +76,14 @@ func messageText(i int, raw json.RawMessage) (string, *apiError) {
 	}
 	texts := make([]string, len(parts))
 	for k, p := range parts {
-		if p.Type != "text" {
-			return "", badRequest(chatPromptName, "", "messages[%d].content[%d].type %q is not supported (text only)", i, k, p.Type)
+		switch p.Type {
+		case "text":
+			texts[k] = p.Text
+		case "refusal":
+			texts[k] = p.Refusal
+		default:
+			return "", badRequest(chatPromptName, "", "messages[%d].content[%d].type %q is not supported (text or refusal only)", i, k, p.Type)
 		}
-		texts[k] = p.Text
 	}
 	return strings.Join(texts, "\n"), nil
 }

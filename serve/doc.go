@@ -4,6 +4,7 @@
 //
 //	POST /v1/completions        prompt: a string, token ids, or a list holding one of either
 //	POST /v1/chat/completions   messages: system, developer, user and assistant; text content
+//	                            (a string, or text and refusal parts)
 //	GET  /v1/models             the served model (vLLM's max_model_len included)
 //	GET  /health                200 with an empty body; 503 once shutting down
 //	GET  /metrics               Prometheus text format (Metrics)
@@ -17,13 +18,13 @@
 //
 // Parameters: max_tokens (completions: default 16; chat: max_completion_tokens first, default the
 // rest of the context), temperature (default 1; 0 is greedy), top_p, top_k (-1 or 0: off), seed
-// (absent: a random one per request), stop (a string or up to 4), stream, stream_options, and
-// vLLM's ignore_eos, min_tokens, skip_special_tokens and return_token_ids. Fields that would change
-// the result and that rosetop does not implement (n > 1, best_of, logprobs, echo, suffix,
-// logit_bias, penalties, tools, response_format, ...) get a 400 naming the field unless they hold
-// their neutral value; other unknown fields are ignored, as vLLM ignores them. An integer may be
-// written as a whole number with a fraction or an exponent (5.0, 1e3), as vLLM's pydantic models
-// read it.
+// (absent: a random one per request), stop (a string or up to 64, as vLLM takes more than
+// OpenAI's 4), stream, stream_options, and vLLM's ignore_eos, min_tokens, skip_special_tokens and
+// return_token_ids. Fields that would change the result and that rosetop does not implement
+// (n > 1, best_of, logprobs, echo, suffix, logit_bias, penalties, tools, response_format, ...) get
+// a 400 naming the field unless they hold their neutral value; other unknown fields are ignored,
+// as vLLM ignores them. An integer may be written as a whole number with a fraction or an exponent
+// (5.0, 1e3), as vLLM's pydantic models read it.
 //
 // Semantics worth knowing:
 //   - Stop strings are matched on the server, as vLLM does: after each token in the new text and

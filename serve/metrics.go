@@ -128,7 +128,7 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // ObserveStep records one scheduler step. It is called on the goroutine that reads the
-// scheduler's outputs, for every step, in order; it never blocks. so is not kept.
+// scheduler's outputs, for every step, in order; it never blocks, and keeps nothing of so.
 func (m *Metrics) ObserveStep(so *sched.StepOutput) {
 	snap := &so.Snapshot
 	m.running.Set(float64(snap.Running))

@@ -87,6 +87,21 @@ func TestChatTemplate(t *testing.T) {
 	}
 }
 
+// TestChatRefusalPart: an assistant message's content may hold refusal parts beside text parts
+// (OpenAI's ChatCompletionAssistantMessageParam: ChatCompletionContentPartRefusalParam,
+// {"type": "refusal", "refusal": ...}); vLLM reads a refusal part's text as a text part's
+// (chat_utils.py, MM_PARSER_MAP["refusal"]). A client replaying such a conversation is served.
+func TestChatRefusalPart(t *testing.T) {
+	got, e := chatPrompt([]chatMessage{
+		{Role: "user", Content: []byte(`"Say it"`)},
+		{Role: "assistant", Content: []byte(`[{"type": "text", "text": "Well"}, {"type": "refusal", "refusal": "No."}]`)},
+	})
+	want := "user: Say it\nassistant: Well\nNo.\nassistant:"
+	if e != nil || got != want {
+		t.Fatalf("got %q (%v), want %q", got, e, want)
+	}
+}
+
 // TestWholeNumbers: an integer parameter written as a whole number with a fraction or an exponent
 // (5.0, 2e0: Python's json.dumps of a float) is that integer, as vLLM's pydantic models take it
 // (lax mode: a float with no fractional part); a fraction is still refused.
