@@ -19,7 +19,7 @@ func percentile(sorted []float64, p float64) float64 {
 		hi = n - 1
 	}
 	frac := rank - float64(lo)
-	return sorted[lo] + (sorted[hi]-sorted[lo])*frac
+	return lerp(sorted[lo], sorted[hi], frac)
 }
 
 // makeDist summarizes samples (milliseconds). It sorts a copy; samples is left untouched.
@@ -43,7 +43,7 @@ func makeDist(samples []float64) Dist {
 	}
 }
 
-// median of values (NaN when empty); used for "steady" = median over steady runs.
+// median of values, NaN ones left out (NaN when none); used for "steady" = median over steady runs.
 func median(values []float64) float64 {
 	s := make([]float64, 0, len(values))
 	for _, v := range values {
@@ -52,5 +52,49 @@ func median(values []float64) float64 {
 		}
 	}
 	sort.Float64s(s)
-	return percentile(s, 50)
+	return sortedMedian(s)
+}
+
+// sortedMedian is numpy.median of sorted samples: the middle one, or the mean of the two middle
+// ones (which can differ in the last bit from percentile(s, 50)). NaN for none.
+func sortedMedian(s []float64) float64 {
+	n := len(s)
+	switch {
+	case n == 0:
+		return math.NaN()
+	case n%2 == 1:
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// numpySum is numpy's float64 sum (pairwise_sum): a plain loop below 8 values, eight running
+// sums up to 128, halves split at a multiple of 8 above; so np.mean and np.std agree to the bit.
+func numpySum(x []float64) float64 {
+	n := len(x)
+	switch {
+	case n < 8:
+		s := 0.0
+		for _, v := range x {
+			s += v
+		}
+		return s
+	case n <= 128:
+		var r [8]float64
+		copy(r[:], x[:8])
+		i := 8
+		for ; i < n-n%8; i += 8 {
+			for j := range r {
+				r[j] += x[i+j]
+			}
+		}
+		s := ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+		for ; i < n; i++ {
+			s += x[i]
+		}
+		return s
+	}
+	half := n / 2
+	half -= half % 8
+	return numpySum(x[:half]) + numpySum(x[half:])
 }

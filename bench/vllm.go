@@ -41,7 +41,7 @@ func (o ordered) MarshalJSON() ([]byte, error) {
 			b.WriteByte(',')
 		}
 		k, _ := json.Marshal(e.k)
-		v, err := json.Marshal(e.v)
+		v, err := pyJSON(e.v)
 		if err != nil {
 			return nil, err
 		}
@@ -53,24 +53,63 @@ func (o ordered) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// vllmStats are numpy's mean, median, std (population) and 99th percentile (linear) in ms, 0 for
-// no samples (vLLM's `np.mean(xs or 0)`).
+// pyJSON marshals v as Python's json.dump writes it where the two differ: a float64, also in a
+// list or a list of lists, keeps a fraction or an exponent when whole (1.0, not 1), so that a
+// reader gets the float vLLM writes and not an int; an empty list is [], not null.
+func pyJSON(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case float64:
+		b, err := json.Marshal(x)
+		if err == nil && !bytes.ContainsAny(b, ".eE") {
+			b = append(b, ".0"...)
+		}
+		return b, err
+	case []float64:
+		return pyList(x)
+	case [][]float64:
+		return pyList(x)
+	case []int:
+		return pyList(x)
+	case []string:
+		return pyList(x)
+	}
+	return json.Marshal(v)
+}
+
+// pyList is a JSON array of xs, each as pyJSON writes it.
+func pyList[T any](xs []T) ([]byte, error) {
+	b := []byte{'['}
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		e, err := pyJSON(x)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, e...)
+	}
+	return append(b, ']'), nil
+}
+
+// vllmStats are vLLM's statistics of samples in seconds, in ms as it writes them: numpy's mean,
+// median, std (population) and 99th percentile (linear), each times 1000; 0 for no samples
+// (vLLM's `np.mean(xs or 0)`). The samples stay in request order, as numpy sums them.
 func vllmStats(name string, xs []float64) []kv {
 	mean, med, std, p99 := 0.0, 0.0, 0.0, 0.0
-	if len(xs) > 0 {
+	if n := float64(len(xs)); n > 0 {
+		mean = numpySum(xs) / n
+		dev := make([]float64, len(xs))
+		for i, x := range xs {
+			d := x - mean
+			dev[i] = d * d
+		}
+		std = math.Sqrt(numpySum(dev) / n)
 		s := append([]float64(nil), xs...)
 		sort.Float64s(s)
-		for _, x := range s {
-			mean += x
-		}
-		mean /= float64(len(s))
-		for _, x := range s {
-			std += (x - mean) * (x - mean)
-		}
-		std = math.Sqrt(std / float64(len(s)))
-		med, p99 = percentile(s, 50), percentile(s, 99)
+		med, p99 = sortedMedian(s), percentile(s, 99)
 	}
-	return []kv{{"mean_" + name + "_ms", mean}, {"median_" + name + "_ms", med}, {"std_" + name + "_ms", std}, {"p99_" + name + "_ms", p99}}
+	return []kv{{"mean_" + name + "_ms", mean * 1000}, {"median_" + name + "_ms", med * 1000}, {"std_" + name + "_ms", std * 1000}, {"p99_" + name + "_ms", p99 * 1000}}
 }
 
 // vllmResult is one run as `vllm bench serve --save-result` writes it (vllm/benchmarks/serve.py:
@@ -104,15 +143,18 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 			errText = "lost"
 		}
 		if q.completed() {
-			m := metricsOf(q)
-			out, tt, lat = len(q.Record.Output), m.TTFT/1000, m.Latency/1000
-			ttft, e2el, itl = append(ttft, m.TTFT), append(e2el, m.Latency), append(itl, m.ITL...)
-			if m.HasTPOT {
-				tpot = append(tpot, m.TPOT)
+			// In seconds, and TPOT from them, as vLLM's calculate_metrics has them: its statistics
+			// then recompute to the bit from the arrays written.
+			t := &q.Record.Times
+			out, tt, lat = len(q.Record.Output), (t.FirstToken - t.SubmitStart).Seconds(), (t.Finished - t.SubmitStart).Seconds()
+			ttft, e2el = append(ttft, tt), append(e2el, lat)
+			if out > 1 {
+				tpot = append(tpot, (lat-tt)/float64(out-1))
 			}
-			for _, g := range m.ITL {
-				gaps = append(gaps, g/1000)
+			for k := 1; k < len(t.Tokens); k++ {
+				gaps = append(gaps, (t.Tokens[k] - t.Tokens[k-1]).Seconds())
 			}
+			itl = append(itl, gaps...)
 		}
 		inLens, outLens, ttfts, lats, starts = append(inLens, in), append(outLens, out), append(ttfts, tt), append(lats, lat), append(starts, start)
 		queues = append(queues, queue)

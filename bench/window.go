@@ -151,4 +151,12 @@ func valueAtRank(xs []weighted, r float64) float64 {
 	return xs[len(xs)-1].v
 }
 
-func lerp(a, b, f float64) float64 { return a + (b-a)*f }
+// lerp interpolates from a to b by f as numpy's percentile does (_lerp): from b for f >= 0.5, so
+// that its result is numpy's to the bit. The conversions keep each product rounded on its own.
+func lerp(a, b, f float64) float64 {
+	d := b - a
+	if f >= 0.5 {
+		return b - float64(d*(1-f))
+	}
+	return a + float64(d*f)
+}
