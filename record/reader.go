@@ -166,13 +166,19 @@ func (r *Recording) scan(fr *frameReader, keep int) error {
 				r.Engine = runs.engines
 				return &frameError{Offset: off, Err: err}
 			}
-			r.frames = append(r.frames, frameRef{off: fr.off - int64(len(payload)) - 4, n: len(payload), now: v.Now})
-			r.lastNow = v.Now
+			// Seeking searches the views by time: a view before the one before it (written by
+			// an older rosetop from two goroutines' views) is indexed at that one's time.
+			now := v.Now
+			if len(r.frames) > 0 {
+				now = max(now, r.lastNow)
+			}
+			r.frames = append(r.frames, frameRef{off: fr.off - int64(len(payload)) - 4, n: len(payload), now: now})
+			r.lastNow = now
 			for _, ev := range v.Events {
 				if ev.At > maxEvent {
 					maxEvent = ev.At
-					if n := len(r.events); n == 0 || r.events[n-1] != v.Now {
-						r.events = append(r.events, v.Now)
+					if n := len(r.events); n == 0 || r.events[n-1] != now {
+						r.events = append(r.events, now)
 					}
 				}
 			}
@@ -269,7 +275,9 @@ func (fr *frameReader) start() (uint64, error) {
 		return 0, fmt.Errorf("%w in its first bytes", ErrTruncated)
 	}
 	ver, raw, err := fr.uvarint()
-	if err != nil {
+	if errors.Is(err, ErrCorrupt) {
+		return 0, fmt.Errorf("its version: %w", err)
+	} else if err != nil {
 		return 0, fmt.Errorf("%w in its first bytes", ErrTruncated)
 	}
 	fr.off += int64(len(raw))

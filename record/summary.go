@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -186,6 +187,10 @@ func StopNote(r *Recording) string {
 	switch {
 	case r.Stop == nil:
 		return ""
+	case r.Frames() == 0 && errors.Is(r.Stop, ErrNoEnd):
+		return "the recording has no end mark (the session was killed or crashed) and holds no view"
+	case r.Frames() == 0:
+		return fmt.Sprintf("the recording stops after its header: %v; it holds no view", r.Stop)
 	case errors.Is(r.Stop, ErrNoEnd):
 		return fmt.Sprintf("the recording has no end mark (the session was killed or crashed): it replays to %s, its last whole view", clock(r.Length()))
 	}
@@ -195,11 +200,43 @@ func StopNote(r *Recording) string {
 // engineRows are an engine's runs as the quit summary table shows them (bench.SummaryRows); the
 // first run is the cold one, and without --warmup-runs a measured run.
 func engineRows(e EngineRuns) []string {
-	runs := e.Steady
+	var runs []bench.Summary
 	if e.Cold != nil {
-		runs = append([]bench.Summary{*e.Cold}, e.Steady...)
+		runs = append(runs, finite(*e.Cold))
+	}
+	for _, s := range e.Steady {
+		runs = append(runs, finite(s))
 	}
 	return bench.SummaryRows(runs, 32)
+}
+
+// finite is s with the figures the table shows marked absent (n/a) where they are NaN or
+// infinite: a damaged recording's, which a live session never files.
+func finite(s bench.Summary) bench.Summary {
+	bad := func(vs ...float64) bool {
+		for _, v := range vs {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return true
+			}
+		}
+		return false
+	}
+	if bad(s.TTFT.P50, s.TTFT.P99) {
+		s.TTFT.N = 0
+	}
+	if bad(s.TPOT.P50) {
+		s.TPOT.N = 0
+	}
+	if bad(s.ITL.P99) {
+		s.ITL.N = 0
+	}
+	if bad(s.CutTTFT.P50, s.CutTTFT.P99) {
+		s.CutTTFT.N = 0
+	}
+	if bad(s.Throughput) {
+		s.Wall = 0
+	}
+	return s
 }
 
 // stopShort is StopNote for the replay's status line: "ends at 2:13: the session was killed".

@@ -114,6 +114,7 @@ func (r *Recorder) Empty() bool {
 
 func (r *Recorder) loop() {
 	defer close(r.done)
+	noted := false
 	var tick <-chan time.Time
 	if r.sample != nil {
 		t := time.NewTicker(r.tick)
@@ -146,8 +147,27 @@ func (r *Recorder) loop() {
 				r.Offer(t.s.View())
 			}
 			r.w.view(r.latest.Load())
+			r.note(&noted)
 			r.err = r.w.close()
 			return
+		}
+		r.note(&noted)
+	}
+}
+
+// noter is a session whose events pane takes a line from outside it (bench.Session).
+type noter interface{ Note(text string) }
+
+// note tells the tapped session's dashboard, once, that the recording failed: the session goes
+// on, unrecorded, and the dashboard says so rather than wait for its quit.
+func (r *Recorder) note(noted *bool) {
+	if *noted || r.w.err == nil {
+		return
+	}
+	*noted = true
+	if t := r.tapped.Load(); t != nil {
+		if n, ok := t.s.(noter); ok {
+			n.Note(r.w.failed(r.w.err).Error())
 		}
 	}
 }
@@ -159,7 +179,7 @@ type writer struct {
 	f       *os.File            // p's file
 	meta    Meta
 	ve      viewEncoder
-	last    *bench.View // the last view written
+	last    *bench.View // the last view written whole
 	started bool        // the header is written
 	buf     []byte
 	payload enc
@@ -180,9 +200,10 @@ func newWriter(path string, meta Meta) (*writer, error) {
 	return w, nil
 }
 
-// view writes v unless it is nil or the view written last; the header goes first.
+// view writes v unless it is nil, the view written last or older than it (views handed over
+// from two goroutines may arrive out of order); the header goes first.
 func (w *writer) view(v *bench.View) {
-	if v == nil || v == w.last || w.err != nil {
+	if v == nil || v == w.last || w.err != nil || w.last != nil && v.Now < w.last.Now {
 		return
 	}
 	if !w.started {
@@ -191,7 +212,9 @@ func (w *writer) view(v *bench.View) {
 	w.payload.b = w.payload.b[:0]
 	w.ve.encode(&w.payload, v)
 	w.write(kindView, w.payload.b)
-	w.last = v
+	if w.err == nil { // a view that failed to write is not in the file: the recording stops before it
+		w.last = v
+	}
 }
 
 // header writes the header, completing Meta from the first view.
@@ -264,13 +287,17 @@ func (w *writer) close() error {
 		err = cerr
 	}
 	if err != nil {
-		var at time.Duration
-		if w.last != nil {
-			at = w.last.Now
-		}
-		return fmt.Errorf("--record %s: %w (the recording stops at %s)", w.path, err, clock(at))
+		return w.failed(err)
 	}
 	return nil
+}
+
+// failed is err naming the file and saying how far the recording got.
+func (w *writer) failed(err error) error {
+	if w.last == nil {
+		return fmt.Errorf("--record %s: %w (no view was recorded)", w.path, err)
+	}
+	return fmt.Errorf("--record %s: %w (the recording stops at %s)", w.path, err, clock(w.last.Now))
 }
 
 // Tap is a Session that records every view the dashboard reads from s and every key press, and
