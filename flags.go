@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -119,7 +121,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.NVTX, "nvtx", o.NVTX, "NVTX ranges (accepted and printed; no effect without a profiler attached)")
 	fs.BoolVar(&o.Pretok, "pretok", o.Pretok, "tokenize prompts before the run; submit token ids")
 	intVar(fs, &o.TokenizeWorkers, "tokenize-workers", 0, 4*cores, "scheduler tokenize workers (0: inline in add_request)")
-	intVar(fs, &o.StreamInterval, "stream-interval", 0, maxNewTokens, "emit a text piece every N tokens")
+	intVar(fs, &o.StreamInterval, "stream-interval", 0, maxNewTokens, "emit a text piece every N tokens (0 or 1: every token)")
 	intVar(fs, &o.WarmupRuns, "warmup-runs", 0, maxRuns, "runs before the measured ones (recorded, summarized in one line); after them the engine pays its remaining one-time costs (prewarm)")
 	intVar(fs, &o.RepeatRuns, "repeat-runs", 1, maxRuns, "measured runs, each printed")
 	fs.StringVar(&o.JSONPath, "json", o.JSONPath, "write config, run summaries and per-request records to FILE")
@@ -136,7 +138,7 @@ func benchUsage(w io.Writer) {
 	o := defaultOptions()
 	fs := newFlagSet(&o)
 	fs.SetOutput(w)
-	fmt.Fprintln(w, "usage: rosetop [bench] [flags]")
+	fmt.Fprintln(w, "usage: rosetop [bench] [flags]\n\nThe dashboard (rosetop with no command) starts from --job decode-heavy: its presets replace the\ndefaults below for every flag not given.\n\nFlags:")
 	fs.PrintDefaults()
 }
 
@@ -215,9 +217,33 @@ func parseFlagSet(fs *flag.FlagSet, args []string, stderr io.Writer, usage func(
 		return badFlag("%s", withSuggestion(fs, err))
 	}
 	if fs.NArg() > 0 {
+		if b := boolGivenApart(fs, args); b != "" {
+			return badFlag("unexpected argument %q: a switch takes its value after \"=\": --%s=%s", fs.Arg(0), b, fs.Arg(0))
+		}
 		return badFlag("unexpected argument %q (flags only; see -h)", fs.Arg(0))
 	}
 	return nil
+}
+
+// boolGivenApart is the name of the boolean flag whose value the first argument left over
+// seems to be (--paged-attn false: the flag package takes a switch's value only after "="), or "".
+func boolGivenApart(fs *flag.FlagSet, args []string) string {
+	i := len(args) - fs.NArg() - 1 // the argument before the first one left over
+	if i < 0 || args[i] == "--" {
+		return ""
+	}
+	if _, err := strconv.ParseBool(fs.Arg(0)); err != nil {
+		return ""
+	}
+	name, hasValue := flagArg(args[i])
+	f := fs.Lookup(name)
+	if f == nil || hasValue {
+		return ""
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return name
+	}
+	return ""
 }
 
 // flagArg is the flag an argument names as the flag package reads it (-name, --name, -name=v,
@@ -293,12 +319,16 @@ func (o options) sessionConfig() bench.Config {
 	if o.RequestRate.poisson() {
 		arr = bench.Arrivals{Schedule: "poisson", Rate: float64(o.RequestRate), Seed: o.Seed}
 	}
+	sp := engine.SamplingParams{Temperature: float32(o.Temperature), TopK: o.TopK, TopP: float32(o.TopP), Seed: o.Seed}
+	if o.TopP > 0 {
+		sp.TopP = max(sp.TopP, math.SmallestNonzeroFloat32) // not 0: the engine's "off"
+	}
 	return o.withLoad(bench.Config{
 		Job: o.Job,
 		Workload: bench.Workload{
 			Prompt: o.Prompt, PromptRepeats: o.PromptRepeats, UniquePrompts: o.UniquePrompts, NumRequests: o.NumRequests,
 			MaxNewTokens: o.MaxNewTokens, StopOnEOS: !o.NoStopOnEOS, Pretok: o.Pretok, StreamInterval: o.StreamInterval,
-			Sampling: engine.SamplingParams{Temperature: float32(o.Temperature), TopK: o.TopK, TopP: float32(o.TopP), Seed: o.Seed},
+			Sampling: sp,
 		},
 		Arrivals: arr,
 		Sched: sched.Config{MaxBatch: o.MaxBatch, PrefillMaxBatch: o.PrefillMaxBatch, PrefillMaxTokens: o.PrefillMaxTokens,

@@ -86,16 +86,16 @@ type floatFlag struct {
 	p       *float64
 	lo, hi  float64
 	seconds bool
-	open    bool // lo itself is refused
+	openHi  bool // hi itself is refused
 }
 
 func floatVar(fs *flag.FlagSet, p *float64, name string, lo, hi float64, usage string) {
 	fs.Var(floatFlag{p: p, lo: lo, hi: hi}, name, fmt.Sprintf("%s [%g..%g]", usage, lo, hi))
 }
 
-// positiveVar is floatVar for a value above lo (a shape or a speed: 0 means nothing).
-func positiveVar(fs *flag.FlagSet, p *float64, name string, lo, hi float64, usage string) {
-	fs.Var(floatFlag{p: p, lo: lo, hi: hi, open: true}, name, fmt.Sprintf("%s (%g..%g]", usage, lo, hi))
+// belowVar is floatVar for a value below hi (a ratio where hi would make a length 0).
+func belowVar(fs *flag.FlagSet, p *float64, name string, lo, hi float64, usage string) {
+	fs.Var(floatFlag{p: p, lo: lo, hi: hi, openHi: true}, name, fmt.Sprintf("%s [%g..%g)", usage, lo, hi))
 }
 
 // secondsVar is floatVar for a time in seconds: "30", "0.5", "90s" and "2m" all parse.
@@ -119,11 +119,14 @@ func (f floatFlag) Set(s string) error {
 		}
 		v, err = d.Seconds(), nil
 	}
+	if f.openHi && err != nil {
+		return fmt.Errorf("%w, at least %g and below %g", err, f.lo, f.hi)
+	}
+	if f.openHi && (v < f.lo || v >= f.hi) {
+		return fmt.Errorf("must be at least %g and below %g", f.lo, f.hi)
+	}
 	if err != nil {
 		return fmt.Errorf("%w from %g to %g", err, f.lo, f.hi)
-	}
-	if f.open && (v <= f.lo || v > f.hi) {
-		return fmt.Errorf("must be above %g and at most %g", f.lo, f.hi)
 	}
 	if v < f.lo || v > f.hi {
 		if f.seconds {
@@ -135,16 +138,33 @@ func (f floatFlag) Set(s string) error {
 	return nil
 }
 
-// parseFinite parses a float and refuses NaN and infinities.
+// parseFinite parses a float and refuses NaN and infinities. A nonzero number too small for a
+// float64 is the smallest one of its sign, not 0: the bounds refuse it where 0 means "off".
 func parseFinite(s string) (float64, error) {
-	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	s = strings.TrimSpace(s)
+	v, err := strconv.ParseFloat(s, 64)
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, fmt.Errorf("not a number")
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("must be a finite number")
 	}
+	if v == 0 && nonzeroMantissa(s) {
+		v = math.Copysign(math.SmallestNonzeroFloat64, v)
+	}
 	return v, nil
+}
+
+// nonzeroMantissa reports whether the number s (as strconv.ParseFloat reads it) has a digit
+// other than 0 before its exponent.
+func nonzeroMantissa(s string) bool {
+	s = strings.ToLower(strings.TrimLeft(s, "+-"))
+	digits, exp := "123456789", "e"
+	if rest, ok := strings.CutPrefix(s, "0x"); ok {
+		s, digits, exp = rest, "123456789abcdef", "p"
+	}
+	mantissa, _, _ := strings.Cut(s, exp)
+	return strings.ContainsAny(mantissa, digits)
 }
 
 // requestRate is --request-rate's value: 0 or +Inf (off: the interval schedule, every request

@@ -51,7 +51,7 @@ func parseGenerate(args []string, stderr io.Writer) (generateFlags, error) {
 		fs.PrintDefaults()
 	}
 	if err := parseFlagSet(fs, args, stderr, usage); err != nil {
-		if fs.NArg() > 0 && strings.HasPrefix(err.Error(), "unexpected argument") {
+		if fs.NArg() > 0 && strings.HasPrefix(err.Error(), "unexpected argument") && boolGivenApart(fs, args) == "" {
 			if fs.Lookup("json").Value.String() == "true" && strings.HasSuffix(fs.Arg(0), ".json") {
 				return f, badFlag("unexpected argument %q: generate's --json is a switch that prints JSON on stdout (redirect it: --json > %s)", fs.Arg(0), fs.Arg(0))
 			}

@@ -63,7 +63,7 @@ func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 	fs.StringVar(&o.DatasetPath, "dataset-path", o.DatasetPath, `--dataset sharegpt: a ShareGPT JSON file (first human turn as prompt, the reply's token count as output length); --dataset jsonl: one {"prompt": TEXT, "output_len": N} per line`)
 	intVar(fs, &o.InputLen, "input-len", 1, maxInputLen, "--dataset random: mean prompt tokens")
 	intVar(fs, &o.OutputLen, "output-len", 0, maxNewTokens, "--dataset random: mean output tokens (0: --max-new-tokens); sharegpt, jsonl: every request's (0: the row's)")
-	floatVar(fs, &o.RangeRatio, "range-ratio", 0, 0.999, "--dataset random: lengths uniform in [len*(1-R), len*(1+R)]")
+	belowVar(fs, &o.RangeRatio, "range-ratio", 0, 1, "--dataset random: lengths uniform in [len*(1-R), len*(1+R)], as vLLM's --random-range-ratio")
 	fs.StringVar(&o.Replay, "replay", o.Replay, "replay a Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids): its arrival times and lengths")
 	floatVar(fs, &o.ReplaySpeed, "replay-speed", minReplaySpeed, maxReplaySpeed, "--replay: play the trace this many times faster")
 	fs.StringVar(&o.SaveTrace, "save-trace", o.SaveTrace, "write each measured run as a Mooncake-format JSONL trace to FILE (with several, one a run: t.jsonl -> t-run1.jsonl, ...)")

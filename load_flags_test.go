@@ -60,7 +60,7 @@ func TestLoadFlagsBadInput(t *testing.T) {
 		{"malformed jsonl line", []string{"--dataset", "jsonl", "--dataset-path", badLine}, `line 2: no "prompt" text`},
 		{"random with a path", []string{"--dataset", "random", "--dataset-path", trace}, "--dataset random makes its prompts"},
 		{"path without dataset", []string{"--dataset-path", trace}, "--dataset-path needs --dataset"},
-		{"range ratio one", []string{"--dataset", "random", "--range-ratio", "1"}, "--range-ratio 1: must be from 0 to 0.999"},
+		{"range ratio one", []string{"--dataset", "random", "--range-ratio", "1"}, "--range-ratio 1: must be at least 0 and below 1"},
 		{"input len without random", []string{"--input-len", "8"}, "--input-len and --range-ratio shape --dataset random"},
 		{"input len zero", []string{"--dataset", "random", "--input-len", "0"}, "--input-len 0: must be from 1"},
 		{"dataset and prompt", []string{"--dataset", "random", "--prompt", "hi"}, "drop --prompt"},

@@ -81,10 +81,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runReplay(ctx, rest, stdin, stdout, stderr)
 	case "help":
 		if len(rest) == 1 && slices.Contains(commands, rest[0]) && rest[0] != "help" && rest[0] != "version" {
-			return run(ctx, []string{rest[0], "-h"}, stdin, stdout, stdout) // help CMD: CMD's flags, on stdout
+			// help CMD: CMD's flags, on stdout; a stdout that did not take them is a failure.
+			out := &sticky.Writer{W: stdout}
+			if code := run(ctx, []string{rest[0], "-h"}, stdin, out, out); code != 0 || out.Err == nil {
+				return code
+			}
+			err = fmt.Errorf("stdout: %w", out.Err)
+			break
+		}
+		if len(rest) == 1 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
+			rest = nil // help -h: the usage
 		}
 		if len(rest) > 0 && !(len(rest) == 1 && slices.Contains(commands, rest[0])) {
-			err = badFlag("help takes a command, one of %s; got %q", strings.Join(commands, ", "), strings.Join(rest, " "))
+			err = badFlag("help takes a command, one of %s; got %q%s", strings.Join(commands, ", "), strings.Join(rest, " "), suggest(rest[0], commands))
 			break
 		}
 		out := &sticky.Writer{W: stdout}
