@@ -9,6 +9,7 @@ import (
 	"io"
 	stdlog "log"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -45,6 +46,13 @@ var serveShared = []string{
 	"tokenize-workers", "seed", "json", "csv", "cpuprofile", "record",
 }
 
+// serveUsages are the help of the shared flags whose meaning differs on a server: its sequences
+// are the clients', and each request samples with its own seed.
+var serveUsages = map[string]string{
+	"max-seq-len": fmt.Sprintf("longest sequence (0: the model's positions) [0..%d]", maxNewTokens),
+	"seed":        fmt.Sprintf("seed of random:NAME weights (a request samples with its own \"seed\", else a random one) [0..%d]", uint64(math.MaxUint64)),
+}
+
 // grace is --shutdown-timeout as serve.Options takes it: 0 there is the default, a negative
 // duration none.
 func (so serveOptions) grace() time.Duration {
@@ -60,12 +68,16 @@ func newServeFlagSet(o *options, so *serveOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("rosetop serve", flag.ContinueOnError)
 	for _, name := range serveShared {
 		f := all.Lookup(name)
-		fs.Var(f.Value, f.Name, f.Usage)
+		usage := f.Usage
+		if u, ok := serveUsages[name]; ok {
+			usage = u
+		}
+		fs.Var(f.Value, f.Name, usage)
 	}
 	fs.StringVar(&so.host, "host", so.host, "address to listen on")
 	intVar(fs, &so.port, "port", 0, 65535, "port to listen on (0: any free port)")
 	fs.StringVar(&so.servedName, "served-model-name", so.servedName, `the model id clients send as "model" (default: the --model value, or tiny-gpt2)`)
-	intVar(fs, &so.maxQueue, "max-queue", 0, maxRequests, "answer 429 with Retry-After while this many requests wait for the scheduler (0: no limit)")
+	intVar(fs, &so.maxQueue, "max-queue", 0, maxRequests, "answer 429 with Retry-After to a request whose choices would make more than this many wait for the scheduler (0: no limit)")
 	intVar(fs, &so.window, "window", 1, maxRequests, "finished requests per cold/steady window of the dashboard and the summary")
 	secondsVar(fs, &so.shutdownS, "shutdown-timeout", 0, 86400, "on SIGTERM/SIGINT, how long requests in flight may run before they are cancelled (0: at once)")
 	fs.StringVar(&so.metricsNames, "metrics-names", so.metricsNames, "rosetop (rosetop_num_requests_running, ...) | vllm (vllm:num_requests_running, ...: vLLM's current names, not the ones it deprecated)")

@@ -111,7 +111,7 @@ func parseChat(body []byte, m *Model) (*job, *apiError) {
 	}
 	j := &job{chat: true}
 	// Without max_tokens a chat reply may fill the context (vLLM's default).
-	if e := r.build(j, m, prompt, maxTokens, maxParam, m.MaxSeqLen-len(prompt)); e != nil {
+	if e := r.build(j, m, [][]int32{prompt}, maxTokens, maxParam, m.MaxSeqLen-len(prompt)); e != nil {
 		return nil, e
 	}
 	return j, nil

@@ -2,7 +2,8 @@
 //
 // Endpoints:
 //
-//	POST /v1/completions        prompt: a string, token ids, or a list holding one of either
+//	POST /v1/completions        prompt: a string, token ids, or a batch: a list of strings or of
+//	                            lists of token ids (at most 128 prompts)
 //	POST /v1/chat/completions   messages: system, developer, user and assistant; text content
 //	                            (a string, or text and refusal parts)
 //	GET  /v1/models             the served model (vLLM's max_model_len included)
@@ -16,12 +17,18 @@
 // a usage chunk with "choices": [] ("usage": null in the others, or the usage so far with vLLM's
 // continuous_usage_stats), and "data: [DONE]\n\n".
 //
+// n choices for each prompt (at most 128 choices a request) are choice p*n + k for prompt p's
+// k-th, as in vLLM: each a request of its own in the scheduler (with a seed, sample k uses seed +
+// k), counted as such by Options.MaxQueue; a stream interleaves their chunks (each with its
+// index, a chat choice's first its role chunk) as their tokens come; usage counts each prompt
+// once and every choice's output. An error in one ends them all.
+//
 // Parameters: max_tokens (completions: default 16; chat: max_completion_tokens first, default the
 // rest of the context), temperature (default 1; 0 is greedy), top_p, top_k (-1 or 0: off), seed
 // (absent: a random one per request), stop (a string or up to 64, as vLLM takes more than
 // OpenAI's 4), stream, stream_options, and vLLM's ignore_eos, min_tokens, skip_special_tokens and
-// return_token_ids. Fields that would change the result and that rosetop does not implement
-// (n > 1, best_of, logprobs, echo, suffix, logit_bias, penalties, tools, response_format, ...) get
+// return_token_ids, n. Fields that would change the result and that rosetop does not implement
+// (best_of, logprobs, echo, suffix, logit_bias, penalties, tools, response_format, ...) get
 // a 400 naming the field unless they hold their neutral value; other unknown fields are ignored,
 // as vLLM ignores them. An integer may be written as a whole number with a fraction or an exponent
 // (5.0, 1e3), as vLLM's pydantic models read it.
@@ -49,8 +56,8 @@
 // (a Content-Type other than application/json, as vLLM; malformed JSON or a body that is not
 // UTF-8, a bad or unsupported field, a prompt over the context length: code
 // context_length_exceeded, param prompt or messages), 404 (unknown model or path), 405 (with
-// Allow), 413 (body over Options.MaxBodyBytes), 429 (with Retry-After, past Options.MaxQueue
-// waiting requests), 503 (shutting down), 500 (the engine failed). After a stream has begun, an
+// Allow), 413 (body over Options.MaxBodyBytes), 429 (with Retry-After, where the request's
+// choices would queue past Options.MaxQueue waiting requests), 503 (shutting down), 500 (the engine failed). After a stream has begun, an
 // error is sent as an event holding the error object, then [DONE].
 //
 // A client that disconnects cancels its request at once (Stream.Cancel): its KV blocks return at

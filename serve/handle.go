@@ -11,8 +11,8 @@ import (
 	"rosetop/sched"
 )
 
-// generate handles a completions or chat completions request: parse, admit, submit, then answer
-// with the whole reply or a stream.
+// generate handles a completions or chat completions request: parse, admit, submit a request a
+// choice (n for each prompt), then answer with the whole reply or a stream.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo, parse func([]byte, *Model) (*job, *apiError)) {
 	if e := checkJSON(r); e != nil {
 		s.writeError(w, e)
@@ -28,31 +28,44 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo,
 		s.writeError(w, e)
 		return
 	}
-	submitted, e := s.admit(r.Context())
+	submitted, e := s.admit(r.Context(), j.choices())
 	if submitted == nil {
 		if e != nil {
 			s.writeError(w, e)
 		}
 		return
 	}
-	st, err := s.eng.Submit(r.Context(), j.req)
-	submitted()
-	if err != nil {
-		if e := submitError(r, j, err); e != nil {
-			s.writeError(w, e)
+	gs := make([]*generation, j.choices())
+	for i := range gs {
+		c := j.choice(i)
+		st, err := s.eng.Submit(r.Context(), c.req)
+		if err != nil {
+			submitted()
+			for _, g := range gs[:i] {
+				g.st.Cancel()
+			}
+			if e := submitError(r, j, err); e != nil {
+				s.writeError(w, e)
+			}
+			return
 		}
-		return
+		gs[i] = newGeneration(c, st, &s.model)
 	}
-	g := newGeneration(j, st, &s.model)
+	submitted()
 	rp := newReplier(j, s.model.ID, time.Now())
-	info.id, info.stream, info.prompt = rp.id, j.stream, len(j.req.Tokens)
+	info.id, info.stream = rp.id, j.stream
 	if j.stream {
-		s.streamReply(w, r, g, rp)
+		s.streamReply(w, r, gs, rp)
 	} else {
-		s.wholeReply(w, r, g, rp)
+		s.wholeReply(w, r, gs, rp)
 	}
-	info.completion, info.finish = len(g.tokens), g.finish
-	if g.rec != nil && g.rec.Times.FirstToken > 0 {
+	finishes := make([]string, len(gs))
+	for i, g := range gs {
+		info.completion += len(g.tokens)
+		finishes[i] = g.finish
+	}
+	info.prompt, info.finish = totalUsage(gs).PromptTokens, strings.Join(finishes, ",")
+	if g := gs[0]; g.rec != nil && g.rec.Times.FirstToken > 0 {
 		info.ttft = g.rec.Times.FirstToken - g.rec.Times.SubmitStart
 	}
 }
@@ -70,11 +83,12 @@ func checkJSON(r *http.Request) *apiError {
 	return badRequest("", "", "Unsupported Media Type: Only 'application/json' is allowed, not Content-Type %.60q", ct)
 }
 
-// admit answers 503 while shutting down and 429 past Options.MaxQueue waiting requests; else the
-// caller submits and then calls submitted. With a limit, the check and the Submit after it hold
+// admit answers 503 while shutting down and 429 where the k requests (a request's choices) would
+// queue past Options.MaxQueue waiting ones (an empty queue takes any k); else the caller submits
+// and then calls submitted. With a limit, the check and the Submit after it hold
 // s.admitting, so that requests arriving together are counted one after another, not each against
 // a queue that none of them has entered yet. submitted and e are both nil when ctx ended first.
-func (s *Server) admit(ctx context.Context) (submitted func(), e *apiError) {
+func (s *Server) admit(ctx context.Context, k int) (submitted func(), e *apiError) {
 	if s.draining.Load() {
 		return nil, newAPIError(http.StatusServiceUnavailable, typeServer, "", "shutting_down", "%v", errShutdown)
 	}
@@ -87,7 +101,7 @@ func (s *Server) admit(ctx context.Context) (submitted func(), e *apiError) {
 		return nil, nil
 	}
 	submitted = func() { <-s.admitting }
-	if n := s.eng.Waiting(); n >= s.opts.MaxQueue {
+	if n := s.eng.Waiting(); n >= s.opts.MaxQueue || n > 0 && n+k > s.opts.MaxQueue {
 		submitted()
 		e := newAPIError(http.StatusTooManyRequests, typeRateLimit, "", "rate_limit_exceeded",
 			"the server is overloaded: %d requests are waiting (--max-queue %d); retry later", n, s.opts.MaxQueue)
@@ -127,75 +141,100 @@ func failure(r *http.Request, g *generation, err error) *apiError {
 	return newAPIError(http.StatusServiceUnavailable, typeServer, "", "shutting_down", "%v", err)
 }
 
-// wholeReply waits for the request to end and answers with the whole reply.
-func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, g *generation, rp *replier) {
-	var text strings.Builder
-	for {
-		piece, done, err := g.next(r.Context())
-		if err != nil {
-			if e := failure(r, g, err); e != nil {
-				s.writeError(w, e)
+// wholeReply waits for every choice to end and answers with the whole reply.
+func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, gs []*generation, rp *replier) {
+	as := make([]answer, len(gs))
+	for i, g := range gs {
+		var text strings.Builder
+		for {
+			piece, done, err := g.next(r.Context())
+			if err != nil {
+				if e := failure(r, g, err); e != nil {
+					s.writeError(w, e)
+				}
+				cancelRest(gs[i+1:])
+				return
 			}
-			return
+			text.WriteString(piece)
+			if done {
+				break
+			}
 		}
-		text.WriteString(piece)
-		if done {
-			break
-		}
+		as[i] = answer{text: text.String(), finish: g.finish, tokens: g.tokens, prompt: g.j.req.Tokens}
 	}
-	s.writeJSON(w, http.StatusOK, rp.whole(text.String(), g.finish, g.tokens, g.j.req.Tokens, g.usage()))
-	if g.rec == nil {
-		g.drain(r.Context()) // cancelled on a stop string: wait until it has left the scheduler
+	s.writeJSON(w, http.StatusOK, rp.whole(as, totalUsage(gs)))
+	for _, g := range gs {
+		if g.rec == nil {
+			g.drain(r.Context()) // cancelled on a stop string: wait until it has left the scheduler
+		}
 	}
 }
 
-// streamReply answers with a stream: a chunk per token event (the first of a chat reply after a
-// chunk with the role), the last with the finish reason, the usage chunk when asked for, and
-// [DONE]. An error after the headers went out is sent as an event with OpenAI's error object.
-func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, g *generation, rp *replier) {
+// streamReply answers with a stream: for each choice a chunk per token event (for chat after a
+// chunk with the role), the last with its finish reason; then the usage chunk when asked for,
+// and [DONE]. An error after the headers went out is sent as an event with OpenAI's error object,
+// and the other choices are cancelled.
+func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, gs []*generation, rp *replier) {
 	out := newSSE(w, s.opts.WriteTimeout)
 	if out.start() != nil {
-		g.gone()
+		cancelRest(gs)
 		return
 	}
-	sent := 0 // tokens sent in chunks so far
-	for first := true; ; first = false {
-		piece, done, err := g.next(r.Context())
-		if err != nil {
-			if e := failure(r, g, err); e != nil && out.send(errorBody{e}) == nil {
+	evs := readChoices(r.Context(), gs)
+	defer evs.stop()
+	started := make([]bool, len(gs)) // the choice's first chunk went out
+	promptSent := false              // a chat reply's prompt ids (return_token_ids): once, at the top
+	sendFailed := func() {
+		evs.stop()
+		cancelRest(gs)
+	}
+	for ended := 0; ended < len(gs); {
+		ev := evs.next()
+		g := gs[ev.i]
+		if ev.err != nil {
+			evs.stop()
+			if e := failure(r, g, ev.err); e != nil && out.send(errorBody{e}) == nil {
 				out.done()
 			}
+			cancelRest(gs)
 			return
 		}
-		var prompt []int32 // return_token_ids: the prompt's ids go with the first chunk
-		if first {
+		var prompt []int32 // return_token_ids: the prompt's ids go with a choice's first chunk
+		if !started[ev.i] {
+			started[ev.i] = true
 			prompt = g.j.req.Tokens
-			if rp.chat { // the first chunk is the role chunk
-				if out.send(rp.chunk("", nil, true, nil, prompt, g.chunkUsage(0))) != nil {
-					g.gone()
+			if rp.chat { // a choice's first chunk is its role chunk
+				if promptSent {
+					prompt = nil
+				}
+				promptSent = true
+				if out.send(rp.chunk(ev.i, "", nil, true, nil, prompt, g.chunkUsage(0))) != nil {
+					sendFailed()
 					return
 				}
 				prompt = nil
 			}
 		}
 		var finish *string
-		if done {
-			finish = &g.finish
+		if ev.done {
+			finish = &ev.finish
 		}
-		if out.send(rp.chunk(piece, finish, false, g.tokens[sent:], prompt, g.chunkUsage(len(g.tokens)))) != nil {
-			g.gone()
+		if out.send(rp.chunk(ev.i, ev.text, finish, false, ev.ids, prompt, g.chunkUsage(ev.count))) != nil {
+			sendFailed()
 			return
 		}
-		sent = len(g.tokens)
-		if done {
-			break
+		if ev.done {
+			ended++
 		}
 	}
-	if g.j.usage && out.send(rp.usageChunk(g.usage())) != nil || out.done() != nil {
-		g.gone()
+	evs.stop()
+	if gs[0].j.usage && out.send(rp.usageChunk(totalUsage(gs))) != nil || out.done() != nil {
+		cancelRest(gs)
 		return
 	}
-	if g.rec == nil {
-		g.drain(r.Context()) // cancelled on a stop string: wait until it has left the scheduler
+	for _, g := range gs {
+		if g.rec == nil {
+			g.drain(r.Context()) // cancelled on a stop string: wait until it has left the scheduler
+		}
 	}
 }

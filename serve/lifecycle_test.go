@@ -569,7 +569,7 @@ func TestRequestLog(t *testing.T) {
 	var r gotReply
 	h.post("/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 3, "ignore_eos": true}, &r)
 	h.stream("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 2, "ignore_eos": true})
-	h.post("/v1/completions", `{"prompt": "Hi", "n": 2}`, nil)
+	h.post("/v1/completions", `{"prompt": "Hi", "best_of": 2}`, nil)
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}

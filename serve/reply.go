@@ -91,25 +91,35 @@ func (r *replier) object(chunk bool) string {
 	return "text_completion"
 }
 
-// whole is the non-streaming reply.
-func (r *replier) whole(text, finish string, tokens, prompt []int32, u *usage) *reply {
-	out := &reply{ID: r.id, Object: r.object(false), Created: r.created, Model: r.model, Usage: u}
-	if !r.tokenIDs {
-		tokens, prompt = nil, nil
-	}
-	if r.chat {
-		out.Choices = []any{chatChoice{Message: &chatContent{Role: "assistant", Content: &text}, FinishReason: &finish, TokenIDs: tokens}}
-		out.PromptTokenIDs = prompt
-	} else {
-		out.Choices = []any{completionChoice{Text: text, FinishReason: &finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
+// answer is one choice's whole answer.
+type answer struct {
+	text, finish   string
+	tokens, prompt []int32
+}
+
+// whole is the non-streaming reply: the choices in index order (a chat reply's prompt ids, one
+// prompt's, go at the top).
+func (r *replier) whole(as []answer, u *usage) *reply {
+	out := &reply{ID: r.id, Object: r.object(false), Created: r.created, Model: r.model, Usage: u, Choices: make([]any, len(as))}
+	for i, a := range as {
+		tokens, prompt := a.tokens, a.prompt
+		if !r.tokenIDs {
+			tokens, prompt = nil, nil
+		}
+		if r.chat {
+			out.Choices[i] = chatChoice{Index: i, Message: &chatContent{Role: "assistant", Content: &a.text}, FinishReason: &a.finish, TokenIDs: tokens}
+			out.PromptTokenIDs = prompt
+		} else {
+			out.Choices[i] = completionChoice{Index: i, Text: a.text, FinishReason: &a.finish, TokenIDs: tokens, PromptTokenIDs: prompt}
+		}
 	}
 	return out
 }
 
-// chunk is a stream's chunk carrying text (and, on the last one, the finish reason; for chat,
-// role makes the first chunk's delta {"role": "assistant", "content": ""}); prompt goes with the
-// first chunk; u is its usage field.
-func (r *replier) chunk(text string, finish *string, role bool, tokens, prompt []int32, u any) *reply {
+// chunk is a stream's chunk carrying choice i's text (and, on its last one, the finish reason;
+// for chat, role makes a choice's first chunk's delta {"role": "assistant", "content": ""});
+// prompt goes with a choice's first chunk; u is its usage field.
+func (r *replier) chunk(i int, text string, finish *string, role bool, tokens, prompt []int32, u any) *reply {
 	out := &reply{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model, Usage: u}
 	if !r.tokenIDs {
 		tokens, prompt = nil, nil
@@ -122,10 +132,10 @@ func (r *replier) chunk(text string, finish *string, role bool, tokens, prompt [
 		if text != "" || role {
 			delta.Content = &text
 		}
-		out.Choices = []any{chatChoice{Delta: delta, FinishReason: finish, TokenIDs: tokens}}
+		out.Choices = []any{chatChoice{Index: i, Delta: delta, FinishReason: finish, TokenIDs: tokens}}
 		out.PromptTokenIDs = prompt
 	} else {
-		out.Choices = []any{completionChoice{Text: text, FinishReason: finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
+		out.Choices = []any{completionChoice{Index: i, Text: text, FinishReason: finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
 	}
 	return out
 }

@@ -21,9 +21,12 @@ import (
 const (
 	// maxStops bounds stop: OpenAI takes up to 4 strings, vLLM any number (clients written for
 	// vLLM send more); every string is searched after every token.
-	maxStops              = 64
-	defaultCompletionMax  = 16 // /v1/completions' max_tokens when absent (OpenAI's and vLLM's default)
-	maxTemperature        = 2.0
+	maxStops             = 64
+	defaultCompletionMax = 16 // /v1/completions' max_tokens when absent (OpenAI's and vLLM's default)
+	maxTemperature       = 2.0
+	// maxChoices bounds a request's choices, its prompts times n: each is a request in the
+	// scheduler, and a client's number must not size what the server allocates.
+	maxChoices            = 128
 	completionsPromptName = "prompt"
 	chatPromptName        = "messages"
 )
@@ -36,6 +39,7 @@ type common struct {
 	TopP              *float64        `json:"top_p"`
 	TopK              *int            `json:"top_k"`
 	Seed              *int64          `json:"seed"`
+	N                 *int            `json:"n"`
 	Stop              json.RawMessage `json:"stop"`
 	Stream            *bool           `json:"stream"`
 	StreamOptions     *streamOptions  `json:"stream_options"`
@@ -61,16 +65,35 @@ type chatRequest struct {
 	MaxCompletionTokens *int          `json:"max_completion_tokens"`
 }
 
-// job is a validated request, ready to submit.
+// job is a validated request, ready to submit: its choices are n for each prompt, choice i the
+// request req with prompt i / n's ids and the seed plus i % n (choice builds it).
 type job struct {
-	chat        bool
-	req         sched.Request // Tokens: the prompt ids; StopOnEOS, MinNewTokens, Sampling set
-	stops       []string      // stop strings, each non-empty
-	stream      bool
-	usage       bool // stream_options.include_usage
-	continuous  bool // and continuous_usage_stats: usage on every chunk
-	skipSpecial bool // leave EOS out of the text (skip_special_tokens, default true)
-	tokenIDs    bool // return_token_ids: the ids in the reply
+	chat    bool
+	req     sched.Request // the first choice's: Tokens, StopOnEOS, MinNewTokens, Sampling set
+	prompts [][]int32     // the prompts' ids, at least one
+	n       int           // choices a prompt (n), at least 1
+	// firstOfPrompt: a choice's job that is its prompt's first (usage counts each prompt once)
+	firstOfPrompt bool
+	stops         []string // stop strings, each non-empty
+	stream        bool
+	usage         bool // stream_options.include_usage
+	continuous    bool // and continuous_usage_stats: usage on every chunk
+	skipSpecial   bool // leave EOS out of the text (skip_special_tokens, default true)
+	tokenIDs      bool // return_token_ids: the ids in the reply
+}
+
+// choices is how many requests the job submits.
+func (j *job) choices() int { return len(j.prompts) * j.n }
+
+// choice is the job of choice i alone: its prompt, and a seed of its own so that n samples of
+// one prompt differ (as vLLM's n draws them from one generator) and repeat with the seed.
+func (j *job) choice(i int) *job {
+	c := *j
+	c.prompts, c.n = j.prompts[i/j.n:i/j.n+1], 1
+	c.req.Tokens = c.prompts[0]
+	c.req.Sampling.Seed += uint64(i % j.n)
+	c.firstOfPrompt = i%j.n == 0
+	return &c
 }
 
 // promptParam is the field a prompt error names.
@@ -161,12 +184,25 @@ func wholeInts(members map[string]json.RawMessage, t reflect.Type) bool {
 	return rewrote
 }
 
-// build validates the common fields against the prompt (its ids, already checked) and fills j.
-// maxTokens is the endpoint's max_tokens (nil: absent), maxParam its name and defaultMax its default.
-func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxParam string, defaultMax int) *apiError {
-	maxNew, minNew, e := c.lengths(j, m, len(prompt), maxTokens, maxParam, defaultMax)
-	if e != nil {
-		return e
+// build validates the common fields against the prompts (their ids, already checked) and fills
+// j. maxTokens is the endpoint's max_tokens (nil: absent), maxParam its name and defaultMax its
+// default.
+func (c *common) build(j *job, m *Model, prompts [][]int32, maxTokens *int, maxParam string, defaultMax int) *apiError {
+	var maxNew, minNew int
+	for _, p := range prompts { // every prompt must leave room for max_tokens, as vLLM checks each
+		var e *apiError
+		if maxNew, minNew, e = c.lengths(j, m, len(p), maxTokens, maxParam, defaultMax); e != nil {
+			return e
+		}
+	}
+	j.prompts, j.n = prompts, 1
+	if c.N != nil {
+		if j.n = *c.N; j.n < 1 {
+			return badRequest("n", "", "n must be at least 1, got %d", j.n)
+		}
+	}
+	if k := j.choices(); j.n > maxChoices || k > maxChoices {
+		return badRequest("n", "", "a request takes at most %d choices (prompts x n), got %d x %d", maxChoices, len(prompts), j.n)
 	}
 	sp, e := c.sampling(m.VocabSize)
 	if e != nil {
@@ -187,7 +223,7 @@ func (c *common) build(j *job, m *Model, prompt []int32, maxTokens *int, maxPara
 	j.skipSpecial = c.SkipSpecialTokens == nil || *c.SkipSpecialTokens
 	j.tokenIDs = c.ReturnTokenIDs != nil && *c.ReturnTokenIDs
 	j.req = sched.Request{
-		Tokens: prompt, MaxNewTokens: maxNew, MinNewTokens: minNew,
+		Tokens: prompts[0], MaxNewTokens: maxNew, MinNewTokens: minNew,
 		StopOnEOS: c.IgnoreEOS == nil || !*c.IgnoreEOS, Sampling: sp,
 		StreamInterval: maxNew, // the server decodes text itself: the scheduler's only at the end
 	}
@@ -299,70 +335,91 @@ func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 	if e := r.checkModel(m); e != nil {
 		return nil, e
 	}
-	prompt, e := completionPrompt(r.Prompt, m)
+	prompts, e := completionPrompts(r.Prompt, m)
 	if e != nil {
 		return nil, e
 	}
 	j := &job{}
-	if e := r.build(j, m, prompt, r.MaxTokens, "max_tokens", defaultCompletionMax); e != nil {
+	if e := r.build(j, m, prompts, r.MaxTokens, "max_tokens", defaultCompletionMax); e != nil {
 		return nil, e
 	}
 	return j, nil
 }
 
-// completionPrompt reads prompt: a string, a list of token ids, or a list holding one of either.
-// Several prompts in one request (a batch) are not supported. Token ids decode through pointers:
-// encoding/json reads a null element into an int as 0, a token the client never sent.
-func completionPrompt(raw json.RawMessage, m *Model) ([]int32, *apiError) {
+// completionPrompts reads prompt: a string, a list of token ids, or a batch: a list of strings or
+// a list of lists of token ids (OpenAI's four forms, as vLLM takes them; LangChain sends batches).
+// Token ids decode through pointers: encoding/json reads a null element into an int as 0, a token
+// the client never sent.
+func completionPrompts(raw json.RawMessage, m *Model) ([][]int32, *apiError) {
 	if len(raw) == 0 || isNull(raw) {
 		return nil, badRequest(completionsPromptName, "", "prompt is required")
 	}
 	var text string
 	if err := json.Unmarshal(raw, &text); err == nil {
-		return encodePrompt(text, m, completionsPromptName)
+		p, e := encodePrompt(text, m, completionsPromptName)
+		return [][]int32{p}, e
 	}
 	var ids []*int64
 	if err := json.Unmarshal(raw, &ids); err == nil {
-		return checkIDs(ids, m)
+		p, e := checkIDs(ids, m, "")
+		return [][]int32{p}, e
 	}
 	var texts []string
-	if err := json.Unmarshal(raw, &texts); err == nil && len(texts) == 1 {
-		return encodePrompt(texts[0], m, completionsPromptName)
+	if err := json.Unmarshal(raw, &texts); err == nil && len(texts) > 0 {
+		if len(texts) > maxChoices {
+			return nil, tooManyPrompts(len(texts))
+		}
+		out := make([][]int32, len(texts))
+		for i, t := range texts {
+			var e *apiError
+			if out[i], e = encodePrompt(t, m, completionsPromptName); e != nil {
+				e.Message = batchItem(i, len(texts)) + e.Message
+				return nil, e
+			}
+		}
+		return out, nil
 	}
 	var lists [][]*int64
-	if err := json.Unmarshal(raw, &lists); err == nil && len(lists) == 1 {
-		return checkIDs(lists[0], m)
-	}
-	var batch []json.RawMessage
-	if err := json.Unmarshal(raw, &batch); err == nil && len(batch) > 1 && allPrompts(batch) {
-		return nil, badRequest(completionsPromptName, "", "a list of %d prompts is not supported: send one prompt per request", len(batch))
-	}
-	return nil, badRequest(completionsPromptName, "", "prompt must be a string, a list of token ids, or a list holding one of either")
-}
-
-// allPrompts reports whether each item is a string or a list: a batch of prompts, not a
-// malformed list of token ids.
-func allPrompts(items []json.RawMessage) bool {
-	for _, it := range items {
-		if it = bytes.TrimSpace(it); len(it) == 0 || it[0] != '"' && it[0] != '[' {
-			return false
+	if err := json.Unmarshal(raw, &lists); err == nil && len(lists) > 0 {
+		if len(lists) > maxChoices {
+			return nil, tooManyPrompts(len(lists))
 		}
+		out := make([][]int32, len(lists))
+		for i, l := range lists {
+			var e *apiError
+			if out[i], e = checkIDs(l, m, batchItem(i, len(lists))); e != nil {
+				return nil, e
+			}
+		}
+		return out, nil
 	}
-	return true
+	return nil, badRequest(completionsPromptName, "", "prompt must be a string, a list of token ids, a list of strings or a list of lists of token ids")
 }
 
-// checkIDs validates a prompt of token ids.
-func checkIDs(ids []*int64, m *Model) ([]int32, *apiError) {
+// batchItem names prompt i of a batch of n in an error ("" for a batch of one).
+func batchItem(i, n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf("prompt %d of %d: ", i, n)
+}
+
+func tooManyPrompts(n int) *apiError {
+	return badRequest(completionsPromptName, "", "a request takes at most %d prompts, got %d", maxChoices, n)
+}
+
+// checkIDs validates a prompt of token ids; which prefixes its errors.
+func checkIDs(ids []*int64, m *Model, which string) ([]int32, *apiError) {
 	if len(ids) == 0 {
-		return nil, badRequest(completionsPromptName, "", "prompt is an empty list of token ids")
+		return nil, badRequest(completionsPromptName, "", "%sprompt is an empty list of token ids", which)
 	}
 	out := make([]int32, len(ids))
 	for i, p := range ids {
 		if p == nil {
-			return nil, badRequest(completionsPromptName, "", "prompt token id at index %d is null", i)
+			return nil, badRequest(completionsPromptName, "", "%sprompt token id at index %d is null", which, i)
 		}
 		if id := *p; id < 0 || id >= int64(m.VocabSize) {
-			return nil, badRequest(completionsPromptName, "", "prompt token id %d at index %d is out of the vocabulary [0, %d)", id, i, m.VocabSize)
+			return nil, badRequest(completionsPromptName, "", "%sprompt token id %d at index %d is out of the vocabulary [0, %d)", which, id, i, m.VocabSize)
 		}
 		out[i] = int32(*p)
 	}
