@@ -34,16 +34,7 @@ func TestSummaryNoNaN(t *testing.T) {
 	if err := WriteViews(path, Meta{Command: "dashboard"}, views, nil); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	var out strings.Builder
-	if err := WriteSummary(&out, rec); err != nil {
-		t.Fatal(err)
-	}
-	if s := out.String(); strings.Contains(s, "NaN") || strings.Contains(s, "Inf") || !strings.Contains(s, "n/a") {
+	if s := summaryOf(t, path); strings.Contains(s, "NaN") || strings.Contains(s, "Inf") || !strings.Contains(s, "n/a") {
 		t.Fatalf("the summary shows a non-finite figure:\n%s", s)
 	}
 }
@@ -51,23 +42,14 @@ func TestSummaryNoNaN(t *testing.T) {
 // A recording whose writes fail part way (the disk fills up) says at Close where the recording
 // stops: the time of its last whole view, the one a replay ends at, not the view that failed.
 func TestWriteErrorStopsAtLastWholeView(t *testing.T) {
-	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
-	if err != nil {
-		t.Skip("no /dev/full here:", err)
-	}
-	defer full.Close()
-	path := filepath.Join(t.TempDir(), "full.rec")
-	w, err := newWriter(path, Meta{Command: "dashboard"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, path, full := fullDiskWriter(t)
 	w.view(&bench.View{Now: 1 * time.Second})
 	w.view(&bench.View{Now: 2 * time.Second})
 	file := w.f
 	w.f = full // the disk is full from here on
 	w.view(&bench.View{Now: 3 * time.Second})
 	w.view(&bench.View{Now: 4 * time.Second})
-	err = w.close()
+	err := w.close()
 	file.Close()
 	if err == nil || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("close on a full disk: %v", err)
@@ -84,20 +66,11 @@ func TestWriteErrorStopsAtLastWholeView(t *testing.T) {
 
 // A recording whose first view could not be written says nothing was recorded, not a time.
 func TestWriteErrorBeforeFirstView(t *testing.T) {
-	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
-	if err != nil {
-		t.Skip("no /dev/full here:", err)
-	}
-	defer full.Close()
-	path := filepath.Join(t.TempDir(), "full.rec")
-	w, err := newWriter(path, Meta{Command: "dashboard"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _, full := fullDiskWriter(t)
 	file := w.f
 	w.f = full
 	w.view(&bench.View{Now: 5 * time.Second})
-	err = w.close()
+	err := w.close()
 	file.Close()
 	if err == nil || strings.Contains(err.Error(), "stops at") || !strings.Contains(err.Error(), "no view was recorded") {
 		t.Fatalf("close after the first view failed to write: %v", err)
@@ -200,16 +173,7 @@ func TestSummaryNoViews(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	var out strings.Builder
-	if err := WriteSummary(&out, rec); err != nil {
-		t.Fatal(err)
-	}
-	if s := out.String(); strings.Contains(s, "replays") || !strings.Contains(s, "no view") {
+	if s := summaryOf(t, path); strings.Contains(s, "replays") || !strings.Contains(s, "no view") {
 		t.Fatalf("the summary of a recording with no view:\n%s", s)
 	}
 }
@@ -264,4 +228,34 @@ func TestRecorderWriteErrorNoted(t *testing.T) {
 	if len(src.notes) != 1 || !strings.Contains(src.notes[0], "--record "+path) {
 		t.Fatalf("notes to the dashboard %q; want one naming %s", src.notes, path)
 	}
+}
+
+// summaryOf is what --summary prints for the recording at path.
+func summaryOf(t *testing.T, path string) string {
+	t.Helper()
+	rec, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	var out strings.Builder
+	if err := WriteSummary(&out, rec); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+// fullDiskWriter is a writer of a recording at path, and /dev/full to swap in for its file.
+func fullDiskWriter(t *testing.T) (w *writer, path string, full *os.File) {
+	t.Helper()
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full here:", err)
+	}
+	t.Cleanup(func() { full.Close() })
+	path = filepath.Join(t.TempDir(), "full.rec")
+	if w, err = newWriter(path, Meta{Command: "dashboard"}); err != nil {
+		t.Fatal(err)
+	}
+	return w, path, full
 }

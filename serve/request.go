@@ -366,46 +366,39 @@ func completionPrompts(raw json.RawMessage, m *Model) ([][]int32, *apiError) {
 	}
 	var texts []string
 	if err := json.Unmarshal(raw, &texts); err == nil && len(texts) > 0 {
-		if len(texts) > maxChoices {
-			return nil, tooManyPrompts(len(texts))
-		}
-		out := make([][]int32, len(texts))
-		for i, t := range texts {
-			var e *apiError
-			if out[i], e = encodePrompt(t, m, completionsPromptName); e != nil {
-				e.Message = batchItem(i, len(texts)) + e.Message
-				return nil, e
+		return eachPrompt(texts, func(which string, t string) ([]int32, *apiError) {
+			p, e := encodePrompt(t, m, completionsPromptName)
+			if e != nil {
+				e.Message = which + e.Message
 			}
-		}
-		return out, nil
+			return p, e
+		})
 	}
 	var lists [][]*int64
 	if err := json.Unmarshal(raw, &lists); err == nil && len(lists) > 0 {
-		if len(lists) > maxChoices {
-			return nil, tooManyPrompts(len(lists))
-		}
-		out := make([][]int32, len(lists))
-		for i, l := range lists {
-			var e *apiError
-			if out[i], e = checkIDs(l, m, batchItem(i, len(lists))); e != nil {
-				return nil, e
-			}
-		}
-		return out, nil
+		return eachPrompt(lists, func(which string, l []*int64) ([]int32, *apiError) { return checkIDs(l, m, which) })
 	}
 	return nil, badRequest(completionsPromptName, "", "prompt must be a string, a list of token ids, a list of strings or a list of lists of token ids")
 }
 
-// batchItem names prompt i of a batch of n in an error ("" for a batch of one).
-func batchItem(i, n int) string {
-	if n == 1 {
-		return ""
+// eachPrompt reads a batch's prompts with read, which gets the words that name the prompt in an
+// error ("prompt 2 of 5: "; "" in a batch of one).
+func eachPrompt[T any](items []T, read func(which string, it T) ([]int32, *apiError)) ([][]int32, *apiError) {
+	if len(items) > maxChoices {
+		return nil, badRequest(completionsPromptName, "", "a request takes at most %d prompts, got %d", maxChoices, len(items))
 	}
-	return fmt.Sprintf("prompt %d of %d: ", i, n)
-}
-
-func tooManyPrompts(n int) *apiError {
-	return badRequest(completionsPromptName, "", "a request takes at most %d prompts, got %d", maxChoices, n)
+	out := make([][]int32, len(items))
+	for i, it := range items {
+		which := ""
+		if len(items) > 1 {
+			which = fmt.Sprintf("prompt %d of %d: ", i, len(items))
+		}
+		var e *apiError
+		if out[i], e = read(which, it); e != nil {
+			return nil, e
+		}
+	}
+	return out, nil
 }
 
 // checkIDs validates a prompt of token ids; which prefixes its errors.
