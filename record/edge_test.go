@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -258,4 +259,43 @@ func fullDiskWriter(t *testing.T) (w *writer, path string, full *os.File) {
 		t.Fatal(err)
 	}
 	return w, path, full
+}
+
+// TestKeyNeverWaits: a key press never waits for the recording's goroutine, even one held up
+// writing (a stalled disk) past the key queue's size; the presses that found it full are written
+// as one note after the queued ones.
+func TestKeyNeverWaits(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	path := filepath.Join(t.TempDir(), "keys.rec")
+	r, err := Create(path, Options{Meta: Meta{Command: "bench", Tick: time.Millisecond}, Sample: func() *bench.View {
+		once.Do(func() {
+			close(entered)
+			<-release // the goroutine is held up here, as in a write that does not return
+		})
+		return &bench.View{Now: time.Second}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	const presses = 100
+	for i := range presses {
+		r.Key(time.Second, fmt.Sprintf("key %d", i), nil) // must return: the test hangs otherwise
+	}
+	close(release)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	keys := rec.Keys()
+	queued := cap(r.keys)
+	if len(keys) != queued+1 || keys[queued-1].Text != fmt.Sprintf("key %d", queued-1) ||
+		keys[queued].Text != fmt.Sprintf("%d key presses not recorded: the recording fell behind the disk", presses-queued) {
+		t.Fatalf("%d key presses recorded, last two %+v; want the %d queued and a note of the %d others", len(keys), keys[max(0, len(keys)-2):], queued, presses-queued)
+	}
 }

@@ -35,7 +35,8 @@ const DefaultTick = 100 * time.Millisecond
 
 // Recorder appends a session's views and key presses to a recording. Views are handed over
 // without waiting (the newest wins) and encoded on the Recorder's goroutine, so the dashboard
-// never waits for the disk; key presses are queued and all written. Safe for concurrent use.
+// never waits for the disk; key presses are queued and written, and those that find the queue
+// full (the disk fell behind) are counted and written as one note. Safe for concurrent use.
 type Recorder struct {
 	sample func() *bench.View         // immutable; see Options.Sample
 	tick   time.Duration              // immutable
@@ -43,6 +44,7 @@ type Recorder struct {
 	latest atomic.Pointer[bench.View] // the newest view handed over
 	wake   chan struct{}              // buffered 1: a view was handed over
 	keys   chan KeyPress              // key presses, in order
+	lost   atomic.Int64               // key presses that found keys full, not yet noted
 	stop   chan struct{}              // closed by Close
 	done   chan struct{}              // closed when the goroutine has returned
 	once   sync.Once
@@ -92,6 +94,8 @@ func (r *Recorder) Key(at time.Duration, msg string, err error) {
 	select {
 	case r.keys <- k:
 	case <-r.done: // closed
+	default: // the goroutine is held up writing: the caller does not wait for the disk
+		r.lost.Add(1)
 	}
 }
 
@@ -128,6 +132,7 @@ func (r *Recorder) loop() {
 		case k := <-r.keys:
 			r.w.view(r.latest.Load())
 			r.w.key(k)
+			r.noteLost(k.At)
 		case <-tick:
 			r.Offer(r.sample())
 			r.w.view(r.latest.Load())
@@ -137,6 +142,7 @@ func (r *Recorder) loop() {
 				case k := <-r.keys:
 					r.w.view(r.latest.Load())
 					r.w.key(k)
+					r.noteLost(k.At)
 				default:
 					pending = false
 				}
@@ -152,6 +158,17 @@ func (r *Recorder) loop() {
 			return
 		}
 		r.note(&noted)
+	}
+}
+
+// noteLost writes, once the queue has been written out, how many key presses found it full:
+// they came after every key in it, at about the time of the last.
+func (r *Recorder) noteLost(at time.Duration) {
+	if len(r.keys) > 0 {
+		return
+	}
+	if n := r.lost.Swap(0); n > 0 {
+		r.w.key(KeyPress{At: at, Text: fmt.Sprintf("%d key presses not recorded: the recording fell behind the disk", n)})
 	}
 }
 
