@@ -82,10 +82,11 @@ func (c *CPUBackend) checkSeq(i int, s *SeqStep) error {
 	if len(s.Tokens) == 0 {
 		return fmt.Errorf("%w: sequence %d (id %d) has no tokens", ErrBadBatch, i, s.ID)
 	}
-	end := s.Start + len(s.Tokens)
-	if s.Start < 0 || end > c.cfg.NPositions {
-		return fmt.Errorf("%w: sequence %d (id %d) covers positions [%d, %d), want within [0, n_positions=%d)", ErrBadBatch, i, s.ID, s.Start, end, c.cfg.NPositions)
+	// Start is compared before the sum is taken: start + tokens may overflow int.
+	if s.Start < 0 || s.Start > c.cfg.NPositions-len(s.Tokens) {
+		return fmt.Errorf("%w: sequence %d (id %d) has %d tokens at position %d, want within [0, n_positions=%d)", ErrBadBatch, i, s.ID, len(s.Tokens), s.Start, c.cfg.NPositions)
 	}
+	end := s.Start + len(s.Tokens)
 	bs := c.layout.BlockSize
 	need := (end + bs - 1) / bs
 	if len(s.Blocks) < need {

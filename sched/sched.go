@@ -61,7 +61,7 @@ type Options struct {
 	Clock           Clock  // nil: a real monotonic clock started by New
 	Config          Config // the initial knobs
 	// OutputBuffer is how many events the scheduler carves out of one allocation before making
-	// the next (see StepOutput ownership on Step); 0: 4096.
+	// the next (see StepOutput ownership on Step); 0: 4096; at most maxOutputBuffer.
 	OutputBuffer int
 	// BatchLimit is the most sequences the backend takes in one step (engine.Options.MaxBatch);
 	// Config.MaxBatch may not exceed it. 0: no limit.
@@ -163,6 +163,9 @@ func New(o Options) (*Scheduler, error) {
 	return s, nil
 }
 
+// maxOutputBuffer bounds Options.OutputBuffer: each chunk of events is allocated whole.
+const maxOutputBuffer = 1 << 20
+
 func (o *Options) validate() error {
 	switch {
 	case o.Backend == nil:
@@ -175,8 +178,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: --tokenize-workers %d, want >= 0", ErrBadConfig, o.TokenizeWorkers)
 	case o.TokenizeWorkers > 0 && o.Tokenizer == nil:
 		return fmt.Errorf("%w: --tokenize-workers %d without a tokenizer", ErrBadConfig, o.TokenizeWorkers)
-	case o.OutputBuffer < 0:
-		return fmt.Errorf("%w: output buffer %d, want >= 0", ErrBadConfig, o.OutputBuffer)
+	case o.OutputBuffer < 0 || o.OutputBuffer > maxOutputBuffer:
+		return fmt.Errorf("%w: output buffer %d, want 0 to %d", ErrBadConfig, o.OutputBuffer, maxOutputBuffer)
 	case o.Vocab < 0:
 		return fmt.Errorf("%w: vocabulary of %d ids, want >= 0", ErrBadConfig, o.Vocab)
 	case o.BatchLimit < 0:
