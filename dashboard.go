@@ -3,18 +3,25 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 
 	"rosetop/bench"
 	"rosetop/tui"
 )
 
+// parseDashboard parses the dashboard's command line: the bench flags and --watch. It loops the
+// decode-heavy job unless the user names another, or watches a server (--watch) and runs none.
+func parseDashboard(ctx context.Context, args []string, stderr io.Writer) (options, error) {
+	o, _, err := parseOptionsWith(ctx, args, stderr, func(_ *flag.FlagSet, o *options) { o.Job, o.command = "decode-heavy", "dashboard" }, benchUsage)
+	return o, err
+}
+
 // runDashboard opens the live dashboard. However it ends (q, Ctrl-C, SIGTERM, SIGHUP: ctx is
 // cancelled for a signal) the terminal is restored, the session's summary table goes to stdout
 // and the --json/--csv files are written, so nothing measured is lost.
 func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	// The dashboard loops the decode-heavy job unless the user names another (a later --job wins).
-	o, err := parseOptions(ctx, append([]string{"--job", "decode-heavy"}, args...), stderr)
+	o, err := parseDashboard(ctx, args, stderr)
 	if err != nil {
 		return parseErr(err)
 	}
@@ -35,7 +42,8 @@ func runDashboard(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	defer term.close()
 	defer term.quiet()()
 	return withCPUProfile(o.CPUProfilePath, func() error {
-		opts := bench.SessionOptions{Provider: prov, Progress: term.out, KeepRecords: o.JSONPath != "" || o.CSVPath != ""}
+		// --watch runs no workload of its own: the load is the server's other clients'.
+		opts := bench.SessionOptions{Provider: prov, Progress: term.out, KeepRecords: o.JSONPath != "" || o.CSVPath != "", External: o.Watch}
 		sess, err := bench.NewSession(ctx, o.sessionConfig(), opts)
 		if err != nil {
 			return err

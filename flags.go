@@ -60,6 +60,9 @@ type options struct {
 	RecordPath        string      `json:"-"`
 	loadOptions                   // load_flags.go
 	remoteOptions                 // remote_flags.go
+	// command is the command parsing the flags, set by its bind function: "dashboard", "sweep";
+	// "" for rosetop bench. Some flags are one command's (--watch: the dashboard's).
+	command string
 }
 
 // Bounds of the size flags: nothing is allocated from a flag before it is checked against them.
@@ -138,7 +141,7 @@ func benchUsage(w io.Writer) {
 	o := defaultOptions()
 	fs := newFlagSet(&o)
 	fs.SetOutput(w)
-	fmt.Fprintln(w, "usage: rosetop [bench] [flags]\n\nThe dashboard (rosetop with no command) starts from --job decode-heavy: its presets replace the\ndefaults below for every flag not given.\n\nFlags:")
+	fmt.Fprintln(w, "usage: rosetop [bench] [flags]\n\nThe dashboard (rosetop with no command) starts from --job decode-heavy: its presets replace the\ndefaults below for every flag not given. rosetop --endpoint URL --watch (the dashboard only) sends\nthe server no request: it shows what the server's Prometheus metrics say, and takes no load flag.\n\nFlags:")
 	fs.PrintDefaults()
 }
 
@@ -173,6 +176,9 @@ func parseOptionsWith(ctx context.Context, args []string, stderr io.Writer, bind
 // finish applies --job's preset to every option not given explicitly (through fs, which is bound
 // to o) and validates the result; notes go to stderr.
 func (o *options) finish(ctx context.Context, fs *flag.FlagSet, set map[string]bool, stderr io.Writer) error {
+	if err := o.checkWatch(set); err != nil {
+		return err
+	}
 	if o.Job != "" {
 		job, ok := jobByName(o.Job)
 		if !ok {

@@ -154,6 +154,7 @@ func usage(w io.Writer) {
 
 Usage:
   rosetop [flags]            open the dashboard (default: embedded tiny model, best device, decode-heavy job)
+                             (--endpoint URL: over a server; --endpoint URL --watch: watch it, no load)
   rosetop bench [flags]      run the benchmark headless and print the report
   rosetop serve [flags]      serve the engine over OpenAI's API with Prometheus metrics
                              (--dashboard: watch its traffic live)

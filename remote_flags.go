@@ -29,12 +29,13 @@ type remoteOptions struct {
 	StallS          float64       `json:"stall_timeout_s,omitempty"`
 	MetricsURL      string        `json:"metrics_url,omitempty"`
 	Tokenizer       string        `json:"tokenizer,omitempty"`
+	Watch           bool          `json:"watch,omitempty"`
 }
 
 // The flags that only mean something with --endpoint, and those that mean nothing with it:
 // the server runs its own engine and scheduler.
 var (
-	remoteOnlyFlags = []string{"api", "api-key", "extra-body", "request-timeout", "first-byte-timeout", "stall-timeout", "metrics-url", "tokenizer"}
+	remoteOnlyFlags = []string{"watch", "api", "api-key", "extra-body", "request-timeout", "first-byte-timeout", "stall-timeout", "metrics-url", "tokenizer"}
 	engineOnlyFlags = []string{"device", "paged-attn", "cuda-graph", "capture-ahead", "gpu-memory-fraction", "threads",
 		"tokenize-workers", "no-prefix-cache", "max-batch-size", "prefill-max-batch-size", "prefill-max-tokens", "policy",
 		"burst-quiet-us", "max-seq-len", "nvtx", "stream-interval", "prefill-max-batch-sizes"}
@@ -50,6 +51,7 @@ func remoteFlags(fs *flag.FlagSet, o *remoteOptions) {
 	secondsVar(fs, &o.FirstByteS, "first-byte-timeout", 0, 86400, "--endpoint: seconds from a request to its first byte of reply (0: only --request-timeout bounds it)")
 	secondsVar(fs, &o.StallS, "stall-timeout", 0, 86400, "--endpoint: seconds a stream may go without a byte (0: only --request-timeout bounds it)")
 	fs.StringVar(&o.MetricsURL, "metrics-url", o.MetricsURL, "--endpoint: the server's Prometheus page (default: /metrics on the endpoint's host)")
+	fs.BoolVar(&o.Watch, "watch", o.Watch, "--endpoint, the dashboard only: watch the server without sending it any request: its queue, KV cache, throughput and latency histograms from its Prometheus metrics, which it must serve (see --metrics-url)")
 	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "--endpoint: tokenizer counting what the server does not (GPT-2 BPE format: a Hugging Face directory or id; default GPT-2's)")
 }
 
@@ -196,5 +198,5 @@ func (o options) provider() (bench.Provider, error) {
 		StallTimeout:     time.Duration(o.StallS * float64(time.Second)),
 		MaxConns:         max(remote.DefaultMaxConns, min(o.NumRequests, 1024)),
 	}
-	return remote.NewProvider(remote.ProviderOptions{Client: cfg, API: api, Model: o.Model, MetricsURL: o.MetricsURL, Tokenizer: o.Tokenizer})
+	return remote.NewProvider(remote.ProviderOptions{Client: cfg, API: api, Model: o.Model, MetricsURL: o.MetricsURL, Tokenizer: o.Tokenizer, Watch: o.Watch})
 }

@@ -158,7 +158,7 @@ func sweepUsage(w io.Writer) {
 // --out-dir (not bench's --json, in either format) and has no dashboard.
 func sweepRefuses(name string) bool {
 	switch name {
-	case "json", "csv", "save-trace", "record", "result-format", "save-detailed":
+	case "json", "csv", "save-trace", "record", "result-format", "save-detailed", "watch":
 		return true
 	}
 	return false
@@ -168,7 +168,7 @@ func sweepRefuses(name string) bool {
 // shares, and exactly one axis; every point's options are checked before anything runs.
 func parseSweep(ctx context.Context, args []string, stderr io.Writer) (options, sweepAxis, string, error) {
 	var sf sweepFlags
-	o, set, err := parseOptionsWith(ctx, args, stderr, func(fs *flag.FlagSet, o *options) { bindSweepFlags(fs, o, &sf) }, sweepUsage)
+	o, set, err := parseOptionsWith(ctx, args, stderr, func(fs *flag.FlagSet, o *options) { o.command = "sweep"; bindSweepFlags(fs, o, &sf) }, sweepUsage)
 	for _, ax := range sweepAxes() { // first: it explains what the bench checks would refuse
 		for _, c := range sweepReplaces[ax.flag] {
 			if set[ax.flag] && set[c] {

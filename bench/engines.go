@@ -78,7 +78,11 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	s.live.steady = newRing[Summary](steadyCap)
 	s.live.resetRequests() // the stopped engine's recorder has returned: its requests are over
 	s.live.counts = LiveCounts{}
-	s.live.mark(s.clock.Now(), fmt.Sprintf("cold start (engine %d)", index))
+	if info.Remote != nil && info.Remote.Watch { // no engine of rosetop's starts, nor any run
+		s.live.mark(s.clock.Now(), "watch start")
+	} else {
+		s.live.mark(s.clock.Now(), fmt.Sprintf("cold start (engine %d)", index))
+	}
 	if info.Remote != nil {
 		s.logf(LogInfo, "remote server: %s on %s", modelName(info), info.DeviceDetail)
 	} else {

@@ -270,7 +270,11 @@ func (x *externalState) abandon(err error) {
 // serveExternal is an external session's life with one engine: it takes submissions until a
 // restart, a stop or a failed loop, then drains.
 func (s *Session) serveExternal(ctx context.Context, g *generation) (outcome, error) {
-	s.setPhase(PhaseLive, "serving")
+	label := "serving"
+	if s.watching() {
+		label = "watching"
+	}
+	s.setPhase(PhaseLive, label)
 	s.ext.open(g)
 	why := s.awaitEnd(ctx, g, nil)
 	timeout := drainTimeout

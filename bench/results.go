@@ -46,8 +46,12 @@ func (s *Session) keep(res *runResult) {
 
 // Report writes the session's summary table: per engine its cold run, the median of its steady
 // runs and windows, the last of them and a run cut short by the end, then the ledger. Per-run
-// summaries and every request are in the --json export.
+// summaries and every request are in the --json export. A watch session, which runs nothing,
+// writes what the server reported instead (watchReport).
 func (s *Session) Report(w io.Writer) error {
+	if s.watching() {
+		return s.watchReport(w)
+	}
 	s.mu.Lock()
 	results := append([]*runResult(nil), s.results...)
 	dropped, ledger, now := s.dropped, s.ledger(), s.clock.Now()

@@ -17,6 +17,8 @@ type RemoteInfo struct {
 	// ServerFirsts: the admissions are the first tokens the server's TTFT histogram counted,
 	// else (a server without one, or no /metrics) the first chunks the client received.
 	ServerFirsts bool
+	// Watch: the session only reads the server's /metrics and sends it no request (--watch).
+	Watch bool
 }
 
 // Gauge is a value a server may or may not report.
@@ -53,6 +55,24 @@ type ServerMetrics struct {
 	KVUsage Gauge         // share of the KV cache in use, 0..1
 	Window  time.Duration // the span of the latency deltas
 	Latency []ServerLatency
+	// GenRate and PromptRate are the server's generated and prompt tokens per second over its
+	// scrapes of the last few seconds, from its token counters; not Known where it has none, or
+	// while its newest scrape failed.
+	GenRate, PromptRate Gauge
+	// Total is the server's figures since the session's first good scrape; nil before it.
+	Total *ServerTotals
+}
+
+// ServerTotals is what a server reported over a whole session, from its counters' and
+// histograms' increase since the session's first good scrape.
+type ServerTotals struct {
+	Span         time.Duration // from the first good scrape to the last
+	Scrapes      int           // scrapes that worked
+	Failed       int           // scrapes that failed
+	Requests     Gauge         // requests the server finished (its end-to-end histogram's count)
+	GenTokens    Gauge         // tokens it generated
+	PromptTokens Gauge         // prompt tokens it processed
+	Latency      []ServerLatency
 }
 
 // metricsReporter is a Server that reports the metrics of the server it stands for.
@@ -115,9 +135,15 @@ func (l *liveState) serverPanel(now time.Duration, m *ServerMetrics) *ServerPane
 // drives a server outside this process.
 var ErrRemoteServer = errors.New("the engine is the server's, not this process's")
 
+// ErrWatchMode is returned by every control of a session that only watches a server.
+var ErrWatchMode = errors.New("watch mode sends no requests")
+
 // refuseRemote explains why a control does nothing against the remote server r; nil for the
 // controls that work there (arrivals). The caller holds s.mu.
 func refuseRemote(a Action, r *RemoteInfo) error {
+	if r.Watch {
+		return fmt.Errorf("%w (%s at %s): the load and the engine keys do nothing; run without --watch to drive the server", ErrWatchMode, r.Kind, r.Endpoint)
+	}
 	var what string
 	switch a {
 	case ActTogglePaged:

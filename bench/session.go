@@ -116,6 +116,9 @@ type Session struct {
 	runLabel    string
 	stopped     string // the error that ended the session early (Header.Stopped)
 	lastPublish time.Duration
+	// server is the latest a remote server said about itself, kept once its engine has stopped
+	// (the pane stays, and a watch session's summary reads it).
+	server *ServerMetrics
 }
 
 // NewSession loads the model, builds the first engine and starts running. Model and engine errors
@@ -266,8 +269,11 @@ func (s *Session) publish(force bool) {
 	s.lastPublish = now
 	v := s.live.view(s.start, now, s.header(now), s.ledger())
 	if m, ok := s.srv.(metricsReporter); ok {
-		v.Server = s.live.serverPanel(now, m.ServerMetrics())
+		if sm := m.ServerMetrics(); sm != nil {
+			s.server = sm
+		}
 	}
+	v.Server = s.live.serverPanel(now, s.server)
 	s.view.Store(v)
 	if s.opts.onPublish != nil {
 		s.opts.onPublish()

@@ -164,6 +164,7 @@ func encHeader(e *enc, h *bench.Header) {
 				e.string(r.API)
 				e.string(r.Kind)
 				e.bool(r.ServerFirsts)
+				e.bool(r.Watch) // after the fields of the recordings before watch mode, which lack it
 			})
 		}
 		e.int(h.Concurrency)
@@ -208,6 +209,9 @@ func decHeader(d *dec, h *bench.Header) {
 		h.Remote = &bench.RemoteInfo{Endpoint: rr.string(), API: rr.string(), Kind: rr.string(), ServerFirsts: true}
 		if rr.more() { // earlier recordings lack it: their admissions were always the server's count
 			h.Remote.ServerFirsts = rr.bool()
+		}
+		if rr.more() {
+			h.Remote.Watch = rr.bool()
 		}
 		r.done(&rr)
 	}

@@ -101,6 +101,24 @@ func encServer(e *enc, p *bench.ServerPanel) {
 				e.float(row.DiffP99)
 			})
 		}
+		// After the fields of the recordings made before watch mode, which lack them.
+		gauge(e, m.GenRate)
+		gauge(e, m.PromptRate)
+		e.bool(m.Total != nil)
+		if t := m.Total; t != nil {
+			e.record(func(e *enc) {
+				e.dur(t.Span)
+				e.int(t.Scrapes)
+				e.int(t.Failed)
+				gauge(e, t.Requests)
+				gauge(e, t.GenTokens)
+				gauge(e, t.PromptTokens)
+				e.uvarint(uint64(len(t.Latency)))
+				for _, l := range t.Latency {
+					latency(e, l)
+				}
+			})
+		}
 	})
 }
 
@@ -137,6 +155,21 @@ func decServer(d *dec) *bench.ServerPanel {
 			rr := r.record()
 			p.Rows[i] = bench.ServerRow{Name: rr.string(), Server: latency(&rr), Client: decDist(&rr), DiffP50: rr.float(), DiffP99: rr.float()}
 			r.done(&rr)
+		}
+	}
+	if r.more() { // recordings before watch mode lack the rates and totals
+		m.GenRate, m.PromptRate = gauge(&r), gauge(&r)
+		if r.bool() {
+			tr := r.record()
+			t := &bench.ServerTotals{Span: tr.dur(), Scrapes: tr.int(), Failed: tr.int(), Requests: gauge(&tr), GenTokens: gauge(&tr), PromptTokens: gauge(&tr)}
+			if n := tr.count(unsafe.Sizeof(bench.ServerLatency{})); n > 0 {
+				t.Latency = make([]bench.ServerLatency, n)
+				for i := range t.Latency {
+					t.Latency[i] = latency(&tr)
+				}
+			}
+			r.done(&tr)
+			m.Total = t
 		}
 	}
 	d.done(&r)

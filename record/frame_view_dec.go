@@ -246,6 +246,9 @@ func viewBytes(v *bench.View) int {
 	if v.Server != nil {
 		list(len(v.Server.Latency), unsafe.Sizeof(bench.ServerLatency{}))
 		list(len(v.Server.Rows), unsafe.Sizeof(bench.ServerRow{}))
+		if t := v.Server.Total; t != nil {
+			list(len(t.Latency), unsafe.Sizeof(bench.ServerLatency{}))
+		}
 	}
 	return n
 }

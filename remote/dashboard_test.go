@@ -160,8 +160,8 @@ func TestAdmissionsSource(t *testing.T) {
 				rs.pending = append(rs.pending, sched.Event{Kind: sched.EventTokens, ID: sched.RequestID(id), Tokens: []int32{0}, First: &sched.Times{}})
 			}
 			rs.mu.Unlock()
-			if got := rs.step().Snapshot.Admitted; got != tc.clients {
-				t.Errorf("%d admitted from two first chunks, want %d", got, tc.clients)
+			if so, _ := rs.step(); so.Snapshot.Admitted != tc.clients {
+				t.Errorf("%d admitted from two first chunks, want %d", so.Snapshot.Admitted, tc.clients)
 			}
 		})
 	}

@@ -33,7 +33,14 @@ type ProviderOptions struct {
 	// Tokenizer counts tokens the server does not (see LoadTokenizer): "" is GPT-2's.
 	Tokenizer   string
 	ScrapeEvery time.Duration // 0: DefaultScrapeEvery
+	// Watch: the servers send no generation request, and only read /metrics, which must answer
+	// at start with names rosetop knows (ErrNoMetrics otherwise).
+	Watch bool
 }
+
+// ErrNoMetrics is returned by Prepare for a watching Provider (ProviderOptions.Watch) whose
+// server's metrics page is absent, fails, or names nothing rosetop knows.
+var ErrNoMetrics = errors.New("--watch needs the server's Prometheus metrics")
 
 // Provider is the bench.Provider of an OpenAI-compatible server outside this process: Prepare
 // connects and learns the model and the server's kind; each NewServer is a client of it.
@@ -110,6 +117,10 @@ func (p *Provider) Prepare(ctx context.Context, progress io.Writer) error {
 	if p.maxLen > 0 {
 		limit = fmt.Sprintf("max_model_len %d", p.maxLen)
 	}
+	if p.opts.Watch {
+		fmt.Fprintf(progress, "rosetop: watching %s at %s (%s), model %s: no requests are sent\n", what, p.base, p.opts.MetricsURL, p.model)
+		return nil
+	}
 	fmt.Fprintf(progress, "rosetop: %s at %s, model %s (%s), %s API\n", what, p.base, p.model, limit, p.opts.API)
 	if p.note != "" {
 		fmt.Fprintf(progress, "rosetop: %s: the panes show client-side counts\n", p.note)
@@ -161,7 +172,8 @@ func (p *Provider) pickModel(ctx context.Context, progress io.Writer) error {
 	return nil
 }
 
-// firstScrape reads /metrics once. A failure is an error only for an explicit metrics URL.
+// firstScrape reads /metrics once. A failure is an error only for an explicit metrics URL, and
+// in watch mode, which also needs a page rosetop recognises.
 func (p *Provider) firstScrape(ctx context.Context) error {
 	sc, err := NewScraper(ScraperConfig{URL: p.opts.MetricsURL, APIKey: p.metricsKey()})
 	if err != nil {
@@ -170,6 +182,12 @@ func (p *Provider) firstScrape(ctx context.Context) error {
 	defer sc.Close()
 	t0 := time.Now()
 	snap, err := sc.Scrape(ctx)
+	switch {
+	case err != nil && p.opts.Watch:
+		return fmt.Errorf("%w: %w (give their address with --metrics-url)", ErrNoMetrics, err)
+	case err == nil && p.opts.Watch && snap.Kind == KindUnknown:
+		return fmt.Errorf("%w: %s names none that rosetop knows (vLLM, SGLang, TGI, llama.cpp, rosetop serve)", ErrNoMetrics, p.opts.MetricsURL)
+	}
 	if err != nil {
 		if p.explicit {
 			return fmt.Errorf("--metrics-url: %w", err)
@@ -230,6 +248,6 @@ func (p *Provider) info(spec bench.ServerSpec) bench.ServerInfo {
 	}
 	return bench.ServerInfo{
 		Model: p.model, Device: "remote", DeviceDetail: where, MaxBatch: spec.MaxBatch, Backend: p.opts.API.backend(),
-		Remote: &bench.RemoteInfo{Endpoint: p.base, API: p.opts.API.String(), Kind: p.kind.String(), ServerFirsts: p.kind.countsFirstTokens()},
+		Remote: &bench.RemoteInfo{Endpoint: p.base, API: p.opts.API.String(), Kind: p.kind.String(), ServerFirsts: p.kind.countsFirstTokens(), Watch: p.opts.Watch},
 	}
 }

@@ -15,6 +15,9 @@ import (
 // ErrClosed is returned by Submit once the server is closing.
 var ErrClosed = errors.New("remote: server closed")
 
+// ErrWatchOnly is returned by Submit on a watching server (ProviderOptions.Watch).
+var ErrWatchOnly = errors.New("remote: watch mode sends no requests")
+
 // remoteServer is a bench.Server over a remote OpenAI-compatible server: each Submit is one streaming
 // request on its own goroutine; Run turns their chunks and results into scheduler step outputs,
 // and the scrape loop (started by Run) reads /metrics.
@@ -97,6 +100,9 @@ func (s *remoteServer) Info() bench.ServerInfo { return s.info }
 
 // Submit starts r as one streaming request and returns at once.
 func (s *remoteServer) Submit(r sched.Request) (sched.RequestID, error) {
+	if s.p.opts.Watch {
+		return 0, ErrWatchOnly
+	}
 	req := s.request(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
@@ -295,7 +301,10 @@ func (s *remoteServer) Run(ctx context.Context, out chan<- sched.StepOutput) err
 			return nil
 		case <-s.wake:
 		}
-		so := s.step()
+		so, serverQueue := s.step()
+		if s.p.opts.Watch && !serverQueue {
+			continue // no client-side counts to show: the queue chart holds rather than drop to 0
+		}
 		select {
 		case out <- so:
 		case <-ctx.Done():
@@ -304,12 +313,13 @@ func (s *remoteServer) Run(ctx context.Context, out chan<- sched.StepOutput) err
 	}
 }
 
-// step takes the pending events into one step output.
-func (s *remoteServer) step() sched.StepOutput {
+// step takes the pending events into one step output; serverQueue says whether its queue is
+// the server's (else the client's).
+func (s *remoteServer) step() (so sched.StepOutput, serverQueue bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.steps++
-	so := sched.StepOutput{Events: s.pending}
+	so = sched.StepOutput{Events: s.pending}
 	s.pending = nil
 	// Config stays zero: the server's scheduler ran with knobs of its own.
 	snap := sched.Snapshot{Step: s.steps, At: s.clock.Now(), Kind: sched.StepDecode, Finished: s.finished}
@@ -328,9 +338,9 @@ func (s *remoteServer) step() sched.StepOutput {
 			snap.Admitted++ // the client's count: fill replaces it where the server counts
 		}
 	}
-	s.watch.fill(&snap)
+	serverQueue = s.watch.fill(&snap)
 	so.Snapshot = snap
-	return so
+	return so, serverQueue
 }
 
 func (s *remoteServer) poke() {

@@ -27,6 +27,7 @@ type watcher struct {
 	// serverFirsts (immutable): the admissions are the server's TTFT count, as the provider's
 	// first scrape found the server (bench.RemoteInfo.ServerFirsts); else the client's.
 	serverFirsts bool
+	watch        bool // immutable: the session sends no requests, so there are no client-side counts to fall back on
 
 	pub atomic.Pointer[bench.ServerMetrics] // the latest view; written by the scrape loop
 
@@ -41,7 +42,8 @@ type watcher struct {
 	// note says why figures are missing: the newest scrape failed (hist's last is then the
 	// server as it was, not as it is), or named no known server. "" when it worked.
 	note   string
-	gaveUp bool // the page is absent or forbidden (see pageGone): no more scrapes
+	gaveUp bool  // the page is absent or forbidden (see pageGone): no more scrapes
+	tally  tally // the whole session's scrapes and token counts
 }
 
 // maxHistory bounds the scrapes kept, whatever the window and interval.
@@ -53,7 +55,7 @@ func newWatcher(p *Provider, spec bench.ServerSpec) (*watcher, error) {
 		return nil, err
 	}
 	w := &watcher{sc: sc, clock: spec.Clock, url: p.opts.MetricsURL, every: p.opts.ScrapeEvery, window: spec.Window, base: p.first,
-		note: p.note, serverFirsts: p.kind.countsFirstTokens(), gaveUp: pageGone(p.firstErr)}
+		note: p.note, serverFirsts: p.kind.countsFirstTokens(), gaveUp: pageGone(p.firstErr), watch: p.opts.Watch}
 	if w.window <= 0 {
 		w.window = 30 * time.Second
 	}
@@ -113,6 +115,7 @@ func (w *watcher) add(snap Snapshot, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
+		w.tally.failed++
 		w.note, w.gaveUp = fmt.Sprintf("last scrape failed: %v", err), pageGone(err)
 		if w.gaveUp {
 			w.note = fmt.Sprintf("no server metrics (%v)", err)
@@ -127,8 +130,13 @@ func (w *watcher) add(snap Snapshot, err error) {
 	if w.base == nil {
 		w.base = &snap
 	}
-	if n := len(w.hist); n > 0 && w.serverFirsts {
-		if d := since(&snap, &w.hist[n-1], (*Snapshot).ttft); d.Known {
+	var prev *Snapshot
+	if n := len(w.hist); n > 0 {
+		prev = &w.hist[n-1]
+	}
+	w.tally.add(&snap, prev)
+	if prev != nil && w.serverFirsts {
+		if d := since(&snap, prev, (*Snapshot).ttft); d.Known {
 			w.firsts += int(math.Round(d.Count))
 		}
 	}
@@ -155,7 +163,9 @@ func (w *watcher) publish() {
 // publishLocked stores the view of the scrapes so far; the caller holds w.mu.
 func (w *watcher) publishLocked() {
 	m := &bench.ServerMetrics{Kind: KindUnknown.String(), Source: w.url, Note: w.note}
-	if _, _, why, _ := w.queueLocked(); why != "" {
+	if _, _, why, _ := w.queueLocked(); why != "" && w.watch {
+		m.Note = "queue not known: " + why
+	} else if why != "" {
 		m.Note = "queue: client-side counts; " + why
 	}
 	if w.base != nil {
@@ -169,20 +179,11 @@ func (w *watcher) publishLocked() {
 	last, first := &w.hist[n-1], &w.hist[0]
 	m.Kind, m.At, m.Window = last.Kind.String(), last.At, last.At-first.At
 	m.Waiting, m.Running, m.KVUsage = gauge(last.Waiting), gauge(last.Running), gauge(last.KVUsage)
-	for _, h := range []struct {
-		name string
-		of   func(*Snapshot) Histogram
-	}{
-		{"TTFT", (*Snapshot).ttft}, {"ITL", (*Snapshot).itl}, {"E2E latency", (*Snapshot).e2e},
-		{"Queue", (*Snapshot).queue}, {"Prefill", (*Snapshot).prefill},
-	} {
-		d := since(last, first, h.of)
-		l := bench.ServerLatency{Name: h.name, Known: h.of(last).Known, Dist: msDist(d)}
-		if b, ok := d.FirstBound(); ok {
-			l.FirstBound = b * 1000
-		}
-		m.Latency = append(m.Latency, l)
+	m.Latency = latencies(last, first)
+	if w.note == "" { // a rate from scrapes before a failure would be stale
+		m.GenRate, m.PromptRate = rates(w.hist)
 	}
+	m.Total = w.tally.totals(last)
 	w.pub.Store(m)
 }
 
@@ -220,19 +221,21 @@ func badCount(v Value) string {
 // server gives them, and, where it counts first tokens, those it counted since the last step as
 // the step's admissions (else the client's count stays). The queue is the server's only while
 // its newest scrape worked and counted both waiting and running, else the client's, never a
-// mix; the panel's note says which (see queueLocked). The caller holds remoteServer.mu.
-func (w *watcher) fill(snap *sched.Snapshot) {
+// mix; the panel's note says which (see queueLocked). It reports whether the queue is the
+// server's. The caller holds remoteServer.mu.
+func (w *watcher) fill(snap *sched.Snapshot) (serverQueue bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.serverFirsts {
 		snap.Admitted, w.firsts = w.firsts, 0
 	}
-	if waiting, running, _, ok := w.queueLocked(); ok {
+	waiting, running, _, ok := w.queueLocked()
+	if ok {
 		snap.Waiting, snap.Running = waiting, running
 	}
 	n := len(w.hist)
 	if n == 0 {
-		return
+		return ok
 	}
 	// Preemptions are a total so far: the last known one stands while scrapes fail (a drop to
 	// the client's 0 would read as a burst of preemptions when they work again).
@@ -243,6 +246,7 @@ func (w *watcher) fill(snap *sched.Snapshot) {
 		}
 		snap.Preemptions = uint64(p)
 	}
+	return ok
 }
 
 // since is what histogram of gained from then's scrape to now's. One that then's page lacked,

@@ -91,6 +91,9 @@ func (m *Model) queueBody(v *bench.View, x0, x1 float64, iw, ih int) string {
 			head += kv
 		}
 	}
+	if watching(v) {
+		head = watchQueueHead(st, v)
+	}
 	m.ch.queue.SetSize(iw, ih-1)
 	chart := m.ch.queue.draw(st, x0, x1, 0, niceMax(top), series, v.Markers)
 	return fit(head, iw) + "\n" + chart

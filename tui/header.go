@@ -47,9 +47,14 @@ func headerView(st *paint, v *bench.View, w int) string {
 	if w >= 120 {
 		slot = 20
 	}
+	tps := st.Strong.Render(fmt.Sprintf("%*s", numW, numRaw(h.TokensPerSec)))
+	if watching(v) { // the server's generation rate: rosetop itself receives no tokens
+		gen, _ := serverRates(v)
+		tps = rate(st, gen)
+	}
 	right := ps.Render(fmt.Sprintf("%-*s", slot, phase))
 	right += st.Muted.Render(" ") + st.Text.Render(fmt.Sprintf("%7s", clock(h.Elapsed))) +
-		"  " + st.Strong.Render(fmt.Sprintf("%*s", numW, numRaw(h.TokensPerSec))) + st.Muted.Render(" tok/s")
+		"  " + tps + st.Muted.Render(" tok/s")
 
 	// The left side loses its least important parts first when the terminal is narrow.
 	left := st.AppName.Render("rosetop") + "  "
@@ -97,6 +102,9 @@ func headerView(st *paint, v *bench.View, w int) string {
 		line2 = st.Muted.Render("server ") + st.Strong.Render(r.Kind) + st.Muted.Render(" · "+r.API+" API") +
 			st.Muted.Render("  submit ") + submit + st.Muted.Render(" concurrency ") + st.Strong.Render(fmt.Sprintf("%-5d", h.Concurrency)) +
 			st.Muted.Render(" engine keys: set on the server")
+	}
+	if watching(v) {
+		line2 = watchLine2(st, v)
 	}
 	if len(h.SLOs) > 0 {
 		line2 += st.Muted.Render(" SLO met ") + attainment(st, h)

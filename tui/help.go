@@ -71,12 +71,18 @@ func (m *Model) helpBox(w, h int) string {
 	switch {
 	case replaying(m.view):
 		section("replay keys", replayHelpKeys())
+	case watching(m.view):
+		section("keys", watchHelpKeys())
 	case m.view != nil && m.view.Header.Remote != nil:
 		section("keys", remoteHelpKeys())
 	default:
 		section("keys", helpKeys())
 	}
-	section("glossary", helpGlossary())
+	if watching(m.view) {
+		section("glossary", watchGlossary())
+	} else {
+		section("glossary", helpGlossary())
+	}
 	inner := 0
 	for _, l := range lines {
 		inner = max(inner, widthOf(l))

@@ -65,8 +65,12 @@ func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 		{id: pAdmit, min: fh + 4, max: fh + 8, prio: 1},
 		{id: pP99, min: fh + 5, prio: 2},
 	}
+	latH := fh + 1 + nLat
+	if watching(v) { // the server's totals in its place
+		latH = fh + totalsRows
+	}
 	right := []slot{
-		{id: pLatency, min: fh + 1 + nLat, max: fh + 1 + nLat, prio: 0},
+		{id: pLatency, min: latH, max: latH, prio: 0},
 	}
 	if v != nil && v.Server != nil {
 		n := fh + serverRows(v.Server)

@@ -103,12 +103,15 @@ func (m *Model) renderPanes() {
 			}
 			body = coldBody(st, v, iw, ih)
 		case pServer:
-			title, body = serverTitle(v.Server), serverBody(st, v.Server, iw)
+			title, body = serverTitle(v.Server), serverBody(st, v.Server, iw, watching(v))
 		case pEvents:
 			var scrolled int
 			body, scrolled = eventsBody(st, v.Events, iw, ih, m.evScroll)
 			m.evScroll = scrolled
 			title = eventsTitle(v.Live, scrolled, w-6)
+		}
+		if watching(v) {
+			title, body = watchPane(st, id, v, iw, ih, title, body)
 		}
 		m.panes[id] = renderPane(st, title, body, w, h)
 		if table {
@@ -121,6 +124,9 @@ func (m *Model) renderPanes() {
 // change with the clock on every frame).
 func paneInputs(id paneID, v *bench.View, st *paint, w, h, scroll int) (memo paneMemo, table bool) {
 	memo = paneMemo{pt: st, w: w, h: h}
+	if id == pLatency && watching(v) { // the server's totals in its place: new with every scrape
+		return memo, false
+	}
 	switch id {
 	case pLatency:
 		memo.latency = v.Latency
@@ -212,6 +218,8 @@ func (m *Model) footer() string {
 	keys := m.keys.ShortHelp()
 	if replaying(m.view) {
 		keys = replayShortHelp(m.keys, m.rkeys)
+	} else if watching(m.view) {
+		keys = m.keys.WatchShortHelp()
 	} else if m.view != nil && m.view.Header.Remote != nil {
 		keys = m.keys.RemoteShortHelp()
 	}
@@ -254,6 +262,9 @@ func (m *Model) idleStatus() string {
 		state = phaseText(h) + " running"
 	case bench.PhaseLive:
 		state = "steady state"
+		if watching(v) {
+			state = "watching " + h.Remote.Kind + "'s /metrics"
+		}
 	case bench.PhaseDone:
 		state = "done: q quits and prints the summaries"
 	}
@@ -278,6 +289,8 @@ func (m *Model) idleStatus() string {
 		return replayStatus(st, v.Replay) + st.Muted.Render(" · ") + out
 	}
 	switch {
+	case m.last == "" && watching(v):
+		out += st.Muted.Render(" · no requests sent: the load and engine keys do nothing")
 	case m.last == "" && h.Remote != nil:
 		out += st.Muted.Render(" · the load keys apply live; the engine's are the server's")
 	case m.last == "":

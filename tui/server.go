@@ -24,8 +24,9 @@ func serverTitle(p *bench.ServerPanel) string {
 // serverBody is a remote server's own figures beside rosetop's client-side ones, never mixed:
 // its queue and KV gauges (or why it has none), then per latency the server's p50 and p99 from
 // its histograms over the window (srv; "≤B" where it falls in the first bucket, whose upper
-// bound is B), the client's (cli), and the difference at p99 (Δ: cli - srv).
-func serverBody(st *paint, p *bench.ServerPanel, iw int) string {
+// bound is B), the client's (cli), and the difference at p99 (Δ: cli - srv). In watch mode
+// there is no client side: the server's p50, p95, p99 and observations (n) over the window.
+func serverBody(st *paint, p *bench.ServerPanel, iw int, watch bool) string {
 	var b strings.Builder
 	gauge := func(name string, g bench.Gauge, pct bool) string {
 		v := "–"
@@ -45,6 +46,9 @@ func serverBody(st *paint, p *bench.ServerPanel, iw int) string {
 	b.WriteString(fit(line, iw))
 	// srv: the server's histograms; cli: rosetop's own measurement as its client; Δ: cli - srv.
 	cols := []string{"srv50", "cli50", "srv99", "cli99", "Δ99"}
+	if watch {
+		cols = []string{"p50", "p95", "p99", "n"}
+	}
 	if iw < 7+len(cols)*(numW+1) {
 		cols = cols[2:]
 	}
@@ -59,12 +63,13 @@ func serverBody(st *paint, p *bench.ServerPanel, iw int) string {
 	for _, r := range p.Rows {
 		srv, cli := r.Server.Dist, r.Client
 		if !r.Server.Known || srv.N == 0 {
-			srv = bench.Dist{P50: math.NaN(), P99: math.NaN()}
+			srv = bench.Dist{P50: math.NaN(), P95: math.NaN(), P99: math.NaN()}
 		}
 		if cli.N == 0 {
 			cli = bench.Dist{P50: math.NaN(), P99: math.NaN()}
 		}
-		vals := map[string]float64{"srv50": srv.P50, "cli50": cli.P50, "srv99": srv.P99, "cli99": cli.P99, "Δ99": r.DiffP99}
+		vals := map[string]float64{"srv50": srv.P50, "cli50": cli.P50, "srv99": srv.P99, "cli99": cli.P99, "Δ99": r.DiffP99,
+			"p50": srv.P50, "p95": srv.P95, "p99": srv.P99, "n": float64(srv.N)}
 		name := r.Name
 		if name == "E2E latency" && widthOf(name) > nameW {
 			name = "E2E"
@@ -72,12 +77,17 @@ func serverBody(st *paint, p *bench.ServerPanel, iw int) string {
 		b.WriteString("\n" + st.Text.Render(fit(name, nameW)))
 		for _, c := range cols {
 			pen, text := st.Text, num(vals[c])
+			isSrv := strings.HasPrefix(c, "srv") || (watch && c != "n")
 			switch {
+			case c == "n" && r.Server.Known:
+				text = fmt.Sprintf("%*s", numW, count(srv.N))
+			case c == "n":
+				pen, text = st.Muted, fmt.Sprintf("%*s", numW, "–")
 			case c == "Δ99":
 				pen = st.Strong
-			case !r.Server.Known && strings.HasPrefix(c, "srv"):
+			case !r.Server.Known && isSrv:
 				pen = st.Muted
-			case strings.HasPrefix(c, "srv") && r.Server.Bounded(vals[c]):
+			case isSrv && r.Server.Bounded(vals[c]):
 				text = fmt.Sprintf("%*s", numW, "≤"+numRaw(r.Server.FirstBound)) // interpolated from 0: a bound
 			}
 			b.WriteString(" " + pen.Render(text))

@@ -98,12 +98,20 @@ func coldBody(st *paint, v *bench.View, iw, ih int) string {
 	if ih-used < 2 {
 		return b.String()
 	}
-	groups := bench.GroupLedger(v.Ledger)
-	b.WriteString("\n" + st.Muted.Render(fit("cold-start ledger", iw-numW-3)+fmt.Sprintf("%*s", numW+3, "took ")))
-	if len(groups) == 0 {
-		b.WriteString("\n" + st.Muted.Render("nothing recorded yet"))
+	for _, l := range ledgerBlock(st, v.Ledger, iw, ih-used) {
+		b.WriteString("\n" + l)
 	}
-	room := ih - used - 1
+	return b.String()
+}
+
+// ledgerBlock is the cold-start ledger under its heading, in at most room lines (room >= 2).
+func ledgerBlock(st *paint, ledger []bench.LedgerEntry, iw, room int) []string {
+	groups := bench.GroupLedger(ledger)
+	out := []string{st.Muted.Render(fit("cold-start ledger", iw-numW-3) + fmt.Sprintf("%*s", numW+3, "took "))}
+	if len(groups) == 0 {
+		out = append(out, st.Muted.Render("nothing recorded yet"))
+	}
+	room--
 	lines := ledgerLines(st, groups, iw, true)
 	if len(lines) > room { // too short for the wrapped details: one line an entry, its detail cut
 		lines = ledgerLines(st, groups, iw, false)
@@ -113,9 +121,9 @@ func coldBody(st *paint, v *bench.View, iw, ih int) string {
 		}
 	}
 	for _, l := range lines {
-		b.WriteString("\n" + fit(l, iw))
+		out = append(out, fit(l, iw))
 	}
-	return b.String()
+	return out
 }
 
 // ledgerLines are the ledger's entries at inner width iw, each "what  detail ... took": a detail

@@ -63,6 +63,7 @@ type Server struct {
 	tok  *tokenizer.Tokenizer
 
 	mu      sync.Mutex // guards the fields below
+	posts   int        // POST requests seen, to any path, well-formed or not
 	n       int        // generation requests seen
 	running int
 	gone    int // streams whose client went away before the end
@@ -91,8 +92,22 @@ func NewServer(o Options) (*Server, error) {
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) })
 	mux.HandleFunc("GET /metrics", s.metrics)
-	s.Server = httptest.NewServer(mux)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			s.mu.Lock()
+			s.posts++
+			s.mu.Unlock()
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	return s, nil
+}
+
+// Posts is how many POST requests arrived, to any path.
+func (s *Server) Posts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.posts
 }
 
 // Requests is how many generation requests arrived.

@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// watching reports whether the session only watches a remote server (--watch): it sends no
+// request, and its figures are the server's own.
+func (s *Session) watching() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info.Remote != nil && s.info.Remote.Watch
+}
+
+// watchReport writes a watch session's summary in place of the runs' table: the server, how
+// long it was watched, and what it reported over that time.
+func (s *Session) watchReport(w io.Writer) error {
+	s.mu.Lock()
+	info, m, now := s.info, s.server, s.clock.Now()
+	s.mu.Unlock()
+	_, err := io.WriteString(w, strings.Join(watchSummary(info, m, now), "\n")+"\n")
+	return err
+}
+
+// watchSummary is watchReport's lines. A figure the server does not expose, or that no two
+// scrapes measured, reads "n/a": never a NaN, never a made-up zero.
+func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration) []string {
+	r := info.Remote
+	lines := []string{fmt.Sprintf("=== rosetop watch: %s at %s, %s ===", r.Kind, r.Endpoint, elapsed.Round(time.Millisecond))}
+	row := func(name, value string) { lines = append(lines, fmt.Sprintf("%-26s %s", name+":", value)) }
+	row("Model", info.Model)
+	row("Requests sent by rosetop", "0 (watch mode)")
+	if m == nil || m.Total == nil {
+		why := "no scrape worked during the session"
+		if m != nil && m.Note != "" {
+			why += " (" + m.Note + ")"
+		}
+		row("Server-side figures", why)
+		return lines
+	}
+	t := m.Total
+	row("Metrics", fmt.Sprintf("%s (%d scrapes, %d failed)", m.Source, t.Scrapes, t.Failed))
+	row("Server-side span", t.Span.Round(time.Millisecond).String()+" (first to last good scrape)")
+	row("Requests finished", countText(t.Requests))
+	row("Generated tokens", tokensText(t.GenTokens, t.Span))
+	row("Prompt tokens", tokensText(t.PromptTokens, t.Span))
+	for _, l := range t.Latency {
+		row(l.Name+" (ms)", latencyText(l))
+	}
+	if m.Note != "" {
+		row("At the end", m.Note)
+	}
+	return lines
+}
+
+// printable reports whether g is known and a number to print.
+func printable(g Gauge) bool { return g.Known && finite(g.V) }
+
+func countText(g Gauge) string {
+	if !printable(g) {
+		return "n/a (the server exposes no such count)"
+	}
+	return fmt.Sprintf("%.0f", g.V)
+}
+
+// tokensText is a token total and its mean rate over span.
+func tokensText(g Gauge, span time.Duration) string {
+	if !printable(g) {
+		return "n/a (the server exposes no such counter)"
+	}
+	out := fmt.Sprintf("%.0f", g.V)
+	if span > 0 {
+		out += fmt.Sprintf(" (%.1f tok/s)", g.V/span.Seconds())
+	}
+	return out
+}
+
+// latencyText is a server histogram's percentiles over the session, a bound ("≤B") where one
+// falls in the first bucket.
+func latencyText(l ServerLatency) string {
+	if !l.Known {
+		return "n/a (the server exposes no such histogram)"
+	}
+	if l.Dist.N == 0 {
+		return "n/a (none observed)"
+	}
+	ms := func(v float64) string {
+		switch {
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			return "n/a"
+		case l.Bounded(v):
+			return fmt.Sprintf("≤%g", l.FirstBound)
+		}
+		return fmt.Sprintf("%.1f", v)
+	}
+	d := l.Dist
+	return fmt.Sprintf("p50 %s  p95 %s  p99 %s  (%d observations)", ms(d.P50), ms(d.P95), ms(d.P99), d.N)
+}

@@ -1,0 +1,108 @@
+package remote
+
+import (
+	"math"
+	"time"
+
+	"rosetop/bench"
+)
+
+// rateSpan is how far back the server's token rates look: its scrapes of the last 5 s, so that
+// a rate follows the load within seconds yet spans several scrapes.
+const rateSpan = 5 * time.Second
+
+// tally is what a watcher adds up over a whole session: its scrapes, and the server's token
+// counters, each scrape's increase over the one before (a counter that went down was reset by a
+// server restart: its new value is the increase, as Prometheus' increase() takes it).
+type tally struct {
+	start       *Snapshot   // the first good scrape: the session's baseline; never written
+	gen, prompt bench.Gauge // tokens since start
+	ok, failed  int         // scrapes that worked, that failed
+}
+
+// add files a good scrape now; prev is the good scrape before it (nil for the first).
+func (t *tally) add(now, prev *Snapshot) {
+	t.ok++
+	if t.start == nil || prev == nil {
+		first := *now
+		t.start = &first
+		t.gen = bench.Gauge{Known: usable(now.GenerationTokens)}
+		t.prompt = bench.Gauge{Known: usable(now.PromptTokens)}
+		return
+	}
+	t.gen = grow(t.gen, now.GenerationTokens, prev.GenerationTokens)
+	t.prompt = grow(t.prompt, now.PromptTokens, prev.PromptTokens)
+}
+
+// usable reports whether a counter's value can be added up.
+func usable(v Value) bool { return v.Known && v.V >= 0 && !math.IsInf(v.V, 0) }
+
+// grow adds a counter's increase from prev to now to acc.
+func grow(acc bench.Gauge, now, prev Value) bench.Gauge {
+	if !usable(now) || !usable(prev) {
+		return acc
+	}
+	d := now.V - prev.V
+	if d < 0 {
+		d = now.V
+	}
+	return bench.Gauge{V: acc.V + d, Known: true}
+}
+
+// totals is the session's figures from the tally up to last.
+func (t *tally) totals(last *Snapshot) *bench.ServerTotals {
+	if t.start == nil {
+		return nil
+	}
+	tot := &bench.ServerTotals{Span: last.At - t.start.At, Scrapes: t.ok, Failed: t.failed, GenTokens: t.gen, PromptTokens: t.prompt,
+		Latency: latencies(last, t.start)}
+	if e := since(last, t.start, (*Snapshot).e2e); e.Known {
+		tot.Requests = bench.Gauge{V: e.Count, Known: true}
+	}
+	return tot
+}
+
+// rates are the server's generated and prompt tokens per second between the newest of hist and
+// the oldest within rateSpan before it (at least the one before it); unknown where a counter is
+// missing or went down.
+func rates(hist []Snapshot) (gen, prompt bench.Gauge) {
+	n := len(hist)
+	if n < 2 {
+		return bench.Gauge{}, bench.Gauge{}
+	}
+	last := &hist[n-1]
+	i := n - 2
+	for i > 0 && hist[i-1].At >= last.At-rateSpan {
+		i--
+	}
+	old := &hist[i]
+	dt := (last.At - old.At).Seconds()
+	rate := func(now, then Value) bench.Gauge {
+		if !usable(now) || !usable(then) || dt <= 0 || now.V < then.V {
+			return bench.Gauge{}
+		}
+		return bench.Gauge{V: (now.V - then.V) / dt, Known: true}
+	}
+	return rate(last.GenerationTokens, old.GenerationTokens), rate(last.PromptTokens, old.PromptTokens)
+}
+
+// latencies are the server's latency histograms' percentiles over what they gained from then
+// to now.
+func latencies(now, then *Snapshot) []bench.ServerLatency {
+	var out []bench.ServerLatency
+	for _, h := range []struct {
+		name string
+		of   func(*Snapshot) Histogram
+	}{
+		{"TTFT", (*Snapshot).ttft}, {"ITL", (*Snapshot).itl}, {"E2E latency", (*Snapshot).e2e},
+		{"Queue", (*Snapshot).queue}, {"Prefill", (*Snapshot).prefill},
+	} {
+		d := since(now, then, h.of)
+		l := bench.ServerLatency{Name: h.name, Known: h.of(now).Known, Dist: msDist(d)}
+		if b, ok := d.FirstBound(); ok {
+			l.FirstBound = b * 1000
+		}
+		out = append(out, l)
+	}
+	return out
+}

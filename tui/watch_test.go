@@ -1,0 +1,99 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"rosetop/bench"
+)
+
+// watchView makes v a watch session's over a vLLM server: no requests of rosetop's, so no
+// client-side figures; the server's queue, rates and totals.
+func watchView(v *bench.View) {
+	remoteView(v)
+	v.Header.Remote.Watch, v.Header.Job, v.Header.Concurrency, v.Header.Schedule, v.Header.RunLabel = true, "", 0, "external", "watching"
+	v.Header.TokensPerSec = 0
+	v.ITL, v.SlowITL, v.Steady, v.Cold = nil, nil, nil, nil
+	for i := range v.Latency {
+		v.Latency[i].Dist = bench.Dist{}
+	}
+	v.QueueLast = bench.QueuePoint{At: v.Now, Waiting: 3, Running: 61}
+	m := &v.Server.ServerMetrics
+	m.GenRate, m.PromptRate = bench.Gauge{V: 2710.4, Known: true}, bench.Gauge{V: 880, Known: true}
+	m.Total = &bench.ServerTotals{Span: 5*time.Minute + 12*time.Second, Scrapes: 624, Failed: 2, Requests: bench.Gauge{V: 1380, Known: true},
+		GenTokens: bench.Gauge{V: 845000, Known: true}, PromptTokens: bench.Gauge{V: 274000, Known: true}}
+	for i := range v.Server.Rows {
+		v.Server.Rows[i].Client = bench.Dist{}
+	}
+}
+
+// tgiWatchView is a watch session's over a server with no TTFT histogram and no token
+// counters: the header's rates and the totals say n/a.
+func tgiWatchView(v *bench.View) {
+	watchView(v)
+	v.Header.Remote.Kind, v.Header.Remote.ServerFirsts, v.Header.Device = "tgi", false, "tgi at http://10.0.0.7:8000/v1"
+	m := &v.Server.ServerMetrics
+	m.Kind, m.GenRate, m.PromptRate, m.KVUsage = "tgi", bench.Gauge{}, bench.Gauge{}, bench.Gauge{}
+	m.Total.GenTokens, m.Total.PromptTokens = bench.Gauge{}, bench.Gauge{}
+}
+
+// TestWatchPanes: in watch mode the header names the mode and shows the server's throughput,
+// and the client-side panes say that they are not measured rather than show zeros.
+func TestWatchPanes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		mod   func(*bench.View)
+		wants []string
+	}{
+		{"vllm", watchView, []string{"WATCH vllm", "generation   2710 tok/s", "prompt    880 tok/s", "server queue", "KV 43.8%",
+			"client-side latencies: not measured", "per-request ITL: not measured", "server · since start · 5:12", "845k",
+			"no cold or steady runs: watch mode sends no requests"}},
+		{"tgi", tgiWatchView, []string{"WATCH tgi", "generation    n/a tok/s", "first tokens: not measured", "KV n/a",
+			"the server does not count it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := testView()
+			tc.mod(v)
+			m := sized(t, newFakeSession(v), "dark", 140, 45)
+			out := ansi.Strip(m.View())
+			checkFrame(t, out, 140, 45)
+			for _, w := range tc.wants {
+				if !strings.Contains(out, w) {
+					t.Errorf("frame lacks %q:\n%s", w, out)
+				}
+			}
+			for _, bad := range []string{"cold vs steady", "0.00 tok/s", "NaN", "concurrency", "submit ", "engine keys: set on the server"} {
+				if strings.Contains(out, bad) {
+					t.Errorf("frame has %q:\n%s", bad, out)
+				}
+			}
+		})
+	}
+}
+
+// TestWatchTotalsFollow: the server's totals, drawn in the latency pane's place, follow every
+// new view (the latency pane's drawing is reused while its client-side figures stay the same,
+// and in watch mode they always do).
+func TestWatchTotalsFollow(t *testing.T) {
+	v := testView()
+	watchView(v)
+	s := newFakeSession(v)
+	m := sized(t, s, "dark", 140, 45)
+	if out := ansi.Strip(m.View()); !strings.Contains(out, "845k") {
+		t.Fatalf("frame lacks the first totals:\n%s", out)
+	}
+	nv := *v
+	srv := *v.Server
+	tot := *srv.Total
+	tot.GenTokens = bench.Gauge{V: 912000, Known: true}
+	srv.Total = &tot
+	nv.Server = &srv
+	s.publish(&nv)
+	tm, _ := m.Update(tickMsg{id: m.id})
+	if out := ansi.Strip(tm.(Model).View()); !strings.Contains(out, "912k") {
+		t.Fatalf("the totals pane kept the first view's figures:\n%s", out)
+	}
+}

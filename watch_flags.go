@@ -1,0 +1,48 @@
+package main
+
+import (
+	"cmp"
+	"strings"
+)
+
+// watchRefused are the flags that shape the load rosetop sends, or how it measures that load as
+// a client: --watch sends none, so they mean nothing with it.
+var watchRefused = []string{"job", "prompt", "prompt-repeats", "unique-prompts", "num-requests", "max-new-tokens",
+	"temperature", "top-k", "top-p", "seed", "no-stop-on-eos", "submit-interval-ms", "submit-schedule", "request-rate",
+	"pretok", "warmup-runs", "repeat-runs", "goodput", "burstiness", "ramp-up-s", "max-concurrency", "dataset",
+	"dataset-path", "input-len", "output-len", "range-ratio", "replay", "replay-speed", "save-trace", "result-format",
+	"save-detailed", "api", "extra-body", "request-timeout", "first-byte-timeout", "stall-timeout", "tokenizer"}
+
+// checkWatch applies the --watch rules, given the flags set explicitly, before a job's presets
+// or a dataset are read: only the dashboard watches, only a server (--endpoint), and no flag
+// that shapes a load or exports its requests is taken (--record is: it keeps the views). With
+// --watch the dashboard's default job is dropped: no workload runs.
+func (o *options) checkWatch(set map[string]bool) error {
+	if !o.Watch {
+		return nil
+	}
+	if cmd := cmp.Or(o.command, "bench"); cmd != "dashboard" {
+		return badFlag("--watch: rosetop %s measures the load it sends; to watch a server without sending it any, open the dashboard: rosetop --endpoint URL --watch", cmd)
+	}
+	if o.Endpoint == "" {
+		return badFlag("--watch watches a server outside this process: give its API root with --endpoint URL")
+	}
+	var given []string
+	for _, n := range watchRefused {
+		if set[n] {
+			given = append(given, "--"+n)
+		}
+	}
+	if len(given) > 0 {
+		verb := "mean"
+		if len(given) == 1 {
+			verb = "means"
+		}
+		return badFlag("%s %s nothing with --watch: it sends the server no requests", strings.Join(given, ", "), verb)
+	}
+	if o.JSONPath != "" || o.CSVPath != "" {
+		return badFlag("--json and --csv hold the requests rosetop sends and their runs: --watch sends none (its summary goes to stdout)")
+	}
+	o.Job = ""
+	return nil
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rosetop/remote"
+)
+
+// TestWatchFlagErrors: --watch is the dashboard's, watches only a server, and refuses by name,
+// in one line and with exit 2, every flag that shapes a load it does not send, before reading
+// any file such a flag names.
+func TestWatchFlagErrors(t *testing.T) {
+	const ep = "http://127.0.0.1:1/v1" // nothing is dialled: the flags are refused first
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bench", []string{"bench", "--endpoint", ep, "--watch"}, "--watch: rosetop bench measures the load it sends"},
+		{"sweep", []string{"sweep", "--endpoint", ep, "--watch", "--concurrency", "1,2"}, "--watch: rosetop sweep measures the load it sends"},
+		{"no endpoint", []string{"--watch"}, "--watch watches a server outside this process: give its API root with --endpoint URL"},
+		{"num requests", []string{"--endpoint", ep, "--watch", "--num-requests", "5"}, "--num-requests means nothing with --watch"},
+		{"rate and dataset", []string{"--endpoint", ep, "--watch", "--request-rate", "2", "--dataset", "random"}, "--request-rate, --dataset mean nothing with --watch"},
+		{"dataset file not read", []string{"--endpoint", ep, "--watch", "--dataset", "sharegpt", "--dataset-path", filepath.Join(dir, "absent.json")}, "--dataset, --dataset-path mean nothing with --watch"},
+		{"job", []string{"--endpoint", ep, "--watch", "--job", "admission"}, "--job means nothing with --watch"},
+		{"client flags", []string{"--endpoint", ep, "--watch", "--api", "chat", "--tokenizer", "gpt2"}, "--api, --tokenizer mean nothing with --watch"},
+		{"json", []string{"--endpoint", ep, "--watch", "--json", filepath.Join(dir, "out.json")}, "--json and --csv hold the requests rosetop sends"},
+		{"engine flag", []string{"--endpoint", ep, "--watch", "--device", "cpu"}, "--device means nothing with --endpoint"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestWatchOptions: --watch with the flags that name the server, and --record, parses, with no
+// job; without it the dashboard keeps its default job.
+func TestWatchOptions(t *testing.T) {
+	o, err := parseDashboard(t.Context(), []string{"--endpoint", "http://h:8000/v1", "--watch", "--model", "m", "--metrics-url", "http://h:9000/metrics", "--api-key", "k",
+		"--record", filepath.Join(t.TempDir(), "w.rec")}, io.Discard)
+	if err != nil || !o.Watch || o.Job != "" {
+		t.Errorf("watch: %v, watch %v, job %q", err, o.Watch, o.Job)
+	}
+	o, err = parseDashboard(t.Context(), nil, io.Discard)
+	if err != nil || o.Watch || o.Job != "decode-heavy" || o.NumRequests != 64 {
+		t.Errorf("default: %v, watch %v, job %q, %d requests", err, o.Watch, o.Job, o.NumRequests)
+	}
+}
+
+// TestWatchNoMetricsExit: a server that cannot be watched is a failure found while running
+// (exit 1), as a refused connection is, not a bad flag.
+func TestWatchNoMetricsExit(t *testing.T) {
+	err := fmt.Errorf("%w: GET http://h/metrics: http 404", remote.ErrNoMetrics)
+	if code := exitCode(err); code != exitFail {
+		t.Errorf("exit %d, want %d", code, exitFail)
+	}
+}
