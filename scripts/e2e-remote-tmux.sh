@@ -5,7 +5,10 @@
 # names the model, the server's kind and the endpoint; the server pane shows the server's own
 # queue and KV gauges and its TTFT histogram beside the client's, and its values move; p is
 # refused with the reason; C and c change the concurrency; q exits 0 with the summary on stdout.
-# Then SIGTERM stops the server (exit 0). Exits non-zero with a one-line reason on failure
+# Then `rosetop --endpoint URL --watch` beside a headless bench loading the server: the header says
+# WATCH with the server's generation rate, the totals pane counts what the server finished, p is
+# refused, and q exits 0 with a watch summary saying rosetop sent no request. Then SIGTERM stops
+# the server (exit 0). Exits non-zero with a one-line reason on failure
 # (screens and outputs kept under $E2E_DIR).
 #
 #   scripts/e2e-remote-tmux.sh                  # what CI runs
@@ -101,6 +104,36 @@ until [ -f "$E2E_DIR/exit" ]; do
 done
 [ "$(cat "$E2E_DIR/exit")" = 0 ] || fail "rosetop exited $(cat "$E2E_DIR/exit") after q"
 grep -qF '=== rosetop session:' "$E2E_DIR/stdout" || fail "no summary table on stdout (see $E2E_DIR/stdout)"
+
+# --- watch mode: the same server loaded by a headless bench, watched without a request --------
+"$BIN" bench --endpoint "$url" --num-requests 2000 --request-rate 50 --max-new-tokens 32 --warmup-runs 0 \
+	>"$E2E_DIR/load.stdout" 2>"$E2E_DIR/load.stderr" &
+load_pid=$!
+rm -f "$E2E_DIR/exit"
+tm kill-session -t "$PANE" >/dev/null 2>&1 || true
+printf '#!/bin/sh\nTERM=xterm-256color exec "%s" --endpoint "%s" --watch >"%s"\n' "$BIN" "$url" "$E2E_DIR/watch.stdout" >"$E2E_DIR/watch.sh"
+tm new-session -d -s "$PANE" -x "$W" -y "$H" \
+	"sh '$E2E_DIR/watch.sh'; echo \$? >'$E2E_DIR/exit'; sleep 600" || fail "tmux could not start the watch session"
+wait_until "the watch header" "$TIMEOUT" pane_has "WATCH rosetop"
+generating() { pane_re 'generation +[0-9.]+k? tok/s'; }
+wait_until "the server's generation rate in the header" "$TIMEOUT" generating
+finished() { pane_re 'requests finished +[1-9]'; }
+wait_until "the server's finished requests in the totals pane" "$TIMEOUT" finished
+snap 5-watch
+key p
+wait_until "the refusal of p in watch mode" "$KEY_TIMEOUT" pane_re "✗ watch mode sends no requests"
+key q
+deadline=$((SECONDS + KEY_TIMEOUT))
+until [ -f "$E2E_DIR/exit" ]; do
+	[ $SECONDS -lt $deadline ] || { capture; fail "rosetop --watch did not exit within ${KEY_TIMEOUT}s of q"; }
+	sleep 0.2
+done
+[ "$(cat "$E2E_DIR/exit")" = 0 ] || fail "rosetop --watch exited $(cat "$E2E_DIR/exit") after q"
+grep -qE '^Requests sent by rosetop: +0 \(watch mode\)' "$E2E_DIR/watch.stdout" ||
+	fail "no watch summary on stdout (see $E2E_DIR/watch.stdout)"
+kill -INT "$load_pid" 2>/dev/null || true
+wait "$load_pid" 2>/dev/null || true
+ok "watch mode: $(grep -E '^Generated tokens' "$E2E_DIR/watch.stdout")"
 
 kill -TERM "$server_pid"
 status=0
