@@ -59,6 +59,7 @@ type liveState struct {
 	e2e        *window // completed requests' latency, for the server panel's client column
 	p99        [len(latencyNames)]*timeline
 	lastP99    time.Duration // when the p99 timelines last got a sample
+	server     serverTrend   // watch mode: the server's own p99 over time
 	itl        *ring[float64]
 	slow       *ring[slowReq]
 	stepTokens *ring[sample] // tokens produced per step, for tokens/s
@@ -99,6 +100,7 @@ func newLiveState(span time.Duration) *liveState {
 		stepTokens: newRing[sample](4096), events: newRing[LogEvent](eventCap),
 		markers: newRing[Marker](markerCap), steady: newRing[Summary](steadyCap),
 		open: map[sched.RequestID]inflight{}, e2e: newWindow(span, windowCap),
+		server: serverTrend{at: -1},
 	}
 	for i, name := range latencyNames {
 		c := windowCap
@@ -312,7 +314,7 @@ func (l *liveState) view(start time.Time, now time.Duration, h Header, ledger []
 		Admissions: l.admissions.slice(), Latency: l.rolling(now), LatencyWindow: l.span, Live: l.counts,
 		ITL: l.itl.slice(), SlowITL: l.slowest(), KVUsed: l.kvUsed, KVTotal: l.kvTotal,
 		Steady: l.steady.slice(), Compare: l.compare(), Ledger: ledger,
-		Events: l.events.slice(), Markers: l.markers.slice(),
+		Events: l.events.slice(), Markers: l.markers.slice(), ServerP99: l.server.view(),
 	}
 	v.Header.TokensPerSec = l.tokensPerSec(now)
 	v.Header.Attainment, v.Header.AttainmentN = l.attain.percent(now)

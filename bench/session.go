@@ -267,12 +267,15 @@ func (s *Session) publish(force bool) {
 		return
 	}
 	s.lastPublish = now
-	v := s.live.view(s.start, now, s.header(now), s.ledger())
 	if m, ok := s.srv.(metricsReporter); ok {
 		if sm := m.ServerMetrics(); sm != nil {
 			s.server = sm
 		}
 	}
+	if r := s.info.Remote; r != nil && r.Watch {
+		s.live.server.sample(s.server)
+	}
+	v := s.live.view(s.start, now, s.header(now), s.ledger())
 	v.Server = s.live.serverPanel(now, s.server)
 	s.view.Store(v)
 	if s.opts.onPublish != nil {

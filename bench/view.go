@@ -237,6 +237,10 @@ type View struct {
 	Markers       []Marker
 	Server        *ServerPanel // a remote server's own metrics beside the client-side ones; nil in-process
 	Replay        *Playback    // where a replayed recording is (rosetop replay); nil in a live session
+	// ServerP99 (watch mode only; nil otherwise): p99 over time of each latency histogram the
+	// server exposes, over its window as it stood at each good scrape. A p99 within the first
+	// bucket is only a bound and is at that bound (ServerLatency.FirstBound).
+	ServerP99 []Timeline
 }
 
 // Playback is where a replay of a recording is: the view it shows was recorded at Position.

@@ -100,3 +100,56 @@ func latencyText(l ServerLatency) string {
 	d := l.Dist
 	return fmt.Sprintf("p50 %s  p95 %s  p99 %s  (%d observations)", ms(d.P50), ms(d.P95), ms(d.P99), d.N)
 }
+
+// serverTrend is a watched server's p99 over time: one timeline per latency histogram it
+// exposes, sampled once per good scrape from the server pane's window, as the client-side p99
+// timelines are from rosetop's own windows. Guarded by Session.mu, as liveState is.
+type serverTrend struct {
+	tls []*timeline   // in the order the server's latencies first came, those it exposed only
+	at  time.Duration // the scrape (ServerMetrics.At) last sampled; -1 before the first
+}
+
+// sample adds the p99 of each of m's exposed histograms with observations in its window, once
+// per good scrape. A p99 within the first bucket says only "at most FirstBound": it is charted
+// at that bound (the legend marks it "≤"). A value that is not finite is left out.
+func (t *serverTrend) sample(m *ServerMetrics) {
+	if m == nil || len(m.Latency) == 0 || m.At <= t.at {
+		return
+	}
+	t.at = m.At
+	for _, l := range m.Latency {
+		if !l.Known {
+			continue
+		}
+		tl := t.timeline(l.Name)
+		v := l.Dist.P99
+		if l.Dist.N == 0 || !finite(v) || v < 0 {
+			continue
+		}
+		if l.Bounded(v) {
+			v = l.FirstBound
+		}
+		tl.add(m.At, v)
+	}
+}
+
+// timeline is the p99 timeline of the histogram named name, made on its first use.
+func (t *serverTrend) timeline(name string) *timeline {
+	for _, tl := range t.tls {
+		if tl.name == name+" p99" {
+			return tl
+		}
+	}
+	tl := newTimeline(name+" p99", p99Tracks())
+	t.tls = append(t.tls, tl)
+	return tl
+}
+
+// view is the timelines as published; nil before the server exposed any histogram.
+func (t *serverTrend) view() []Timeline {
+	var out []Timeline
+	for _, tl := range t.tls {
+		out = append(out, tl.view())
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,5 +43,46 @@ func TestWatchSummaryNoNaN(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestServerTrend: the server p99 timelines take one sample per good scrape from the server's
+// window: a bounded p99 at its first bucket's bound, nothing for a histogram the server does
+// not expose, for a window without observations, or for a p99 that is not finite.
+func TestServerTrend(t *testing.T) {
+	nan := math.NaN()
+	lat := func(name string, known bool, p99 float64, n int, bound float64) ServerLatency {
+		return ServerLatency{Name: name, Known: known, Dist: Dist{P50: p99 / 2, P95: p99, P99: p99, N: n}, FirstBound: bound}
+	}
+	scrapes := []*ServerMetrics{
+		{At: 0, Latency: []ServerLatency{lat("TTFT", true, 240, 10, 1), lat("Queue", false, nan, 0, 0)}},
+		{At: 0, Latency: []ServerLatency{lat("TTFT", true, 999, 10, 1)}}, // the same scrape again: no sample
+		{At: 500 * time.Millisecond, Latency: []ServerLatency{lat("TTFT", true, 0.4, 10, 1), lat("ITL", true, nan, 0, 5)}},
+		{At: time.Second, Latency: []ServerLatency{lat("TTFT", true, math.Inf(1), 10, 1), lat("ITL", true, 12, 40, 5)}},
+		{At: 1500 * time.Millisecond, Latency: []ServerLatency{lat("TTFT", true, 2480, 20, 1), lat("ITL", true, 3, 40, 5)}},
+		{At: 2 * time.Second}, // a failed scrape's view: no latencies, nothing sampled
+	}
+	tr := serverTrend{at: -1}
+	if tr.view() != nil {
+		t.Fatal("series before any scrape")
+	}
+	for _, m := range scrapes {
+		tr.sample(m)
+	}
+	tr.sample(&ServerMetrics{At: 3 * time.Second, Latency: []ServerLatency{lat("TTFT", true, 7, 1, 1), lat("ITL", true, 7, 1, 5)}}) // closes the buckets
+	got := map[string][]float64{}
+	for _, tl := range tr.view() {
+		for _, p := range tl.Tracks[0].Points {
+			got[tl.Name] = append(got[tl.Name], p.Value)
+		}
+	}
+	want := map[string][]float64{"TTFT p99": {240, 1, 2480}, "ITL p99": {12, 5}}
+	if len(got) != len(want) {
+		t.Fatalf("series %v, want %v", got, want)
+	}
+	for name, w := range want {
+		if g := got[name]; !slices.Equal(g, w) {
+			t.Errorf("%s: %v, want %v", name, g, w)
+		}
 	}
 }

@@ -38,6 +38,7 @@ const (
 	secEvents                          // list
 	secMarkers                         // list
 	secServer                          // presence and a remote server's panel
+	secServerP99                       // ServerP99 timelines (after the sections of the recordings before them)
 	numSections
 )
 
@@ -97,6 +98,9 @@ func (ve *viewEncoder) encode(e *enc, v *bench.View) {
 			encServer(e, v.Server)
 		}
 	})
+	if len(prev.ServerP99)+len(v.ServerP99) > 0 { // none outside watch mode: no section at all
+		ve.timelines(e, secServerP99, prev.ServerP99, v.ServerP99)
+	}
 	ve.prev = v
 }
 

@@ -18,6 +18,7 @@ const maxViewBytes = 64 << 20
 type viewDecoder struct {
 	prev       *bench.View // the last view decoded; nil before the first
 	queue, p99 [][]series[bench.Point]
+	serverP99  [][]series[bench.Point]
 	admissions series[bench.Admission]
 	itl        series[float64]
 	slow       series[bench.RequestITL]
@@ -83,6 +84,8 @@ func (vd *viewDecoder) decode(payload []byte) (*bench.View, error) {
 			if body.bool() {
 				v.Server = decServer(&body)
 			}
+		case secServerP99:
+			v.ServerP99, ok = decTimelines(&body, &vd.serverP99, v.ServerP99)
 		}
 		if !ok || body.err != nil {
 			return nil, fmt.Errorf("%w: section %d does not decode", ErrCorrupt, id)
@@ -212,7 +215,7 @@ func (vd *viewDecoder) checkpoint() viewDecoder {
 		}
 		return out
 	}
-	c.queue, c.p99 = seal(vd.queue), seal(vd.p99)
+	c.queue, c.p99, c.serverP99 = seal(vd.queue), seal(vd.p99), seal(vd.serverP99)
 	c.admissions, c.itl, c.slow, c.steady = vd.admissions.sealed(), vd.itl.sealed(), vd.slow.sealed(), vd.steady.sealed()
 	c.ledger, c.events, c.markers = vd.ledger.sealed(), vd.events.sealed(), vd.markers.sealed()
 	return c
@@ -222,7 +225,7 @@ func (vd *viewDecoder) checkpoint() viewDecoder {
 func viewBytes(v *bench.View) int {
 	n := 0
 	list := func(items int, size uintptr) { n += items * int(size) }
-	for _, tls := range [...][]bench.Timeline{v.Queue, v.P99} {
+	for _, tls := range [...][]bench.Timeline{v.Queue, v.P99, v.ServerP99} {
 		list(len(tls), unsafe.Sizeof(bench.Timeline{}))
 		for _, tl := range tls {
 			list(len(tl.Tracks), unsafe.Sizeof(bench.Track{}))

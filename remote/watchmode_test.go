@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,5 +199,88 @@ func TestWatchNeedsMetrics(t *testing.T) {
 	}
 	if n := noMetrics.Posts(); n != 0 {
 		t.Errorf("%d POSTs reached the server", n)
+	}
+}
+
+// TestWatchServerP99: a watching session's views carry the server's own p99 over time, one
+// line per histogram its page has, each point the p99 over the server pane's window at a
+// scrape: TTFT following its histogram from 248.5 ms to 2484.85 ms as the page's buckets fill,
+// ITL (every observation in the first bucket) at that bucket's 10 ms bound, E2E latency steady.
+func TestWatchServerP99(t *testing.T) {
+	ttftBounds, itlBounds := []string{"0.1", "0.25", "1.0", "2.5", "+Inf"}, []string{"0.01", "0.025", "0.05", "+Inf"}
+	pages := []string{ // the page's histograms as the test moves the server on: none, then 100 requests, then 10000 slow ones more
+		pyHistogram("vllm:time_to_first_token_seconds", ttftBounds, pySeries{`engine="0"`, []float64{0, 0, 0, 0, 0}, 0}),
+		pyHistogram("vllm:time_to_first_token_seconds", ttftBounds, pySeries{`engine="0"`, []float64{0, 100, 100, 100, 100}, 20}) +
+			pyHistogram("vllm:inter_token_latency_seconds", itlBounds, pySeries{`engine="0"`, []float64{100, 100, 100, 100}, 0.5}) +
+			pyHistogram("vllm:e2e_request_latency_seconds", ttftBounds, pySeries{`engine="0"`, []float64{0, 0, 0, 100, 100}, 200}),
+		pyHistogram("vllm:time_to_first_token_seconds", ttftBounds, pySeries{`engine="0"`, []float64{0, 100, 100, 10100, 10100}, 20000}) +
+			pyHistogram("vllm:inter_token_latency_seconds", itlBounds, pySeries{`engine="0"`, []float64{100, 100, 100, 100}, 0.5}) +
+			pyHistogram("vllm:e2e_request_latency_seconds", ttftBounds, pySeries{`engine="0"`, []float64{0, 0, 0, 100, 100}, 200}),
+	}
+	var phase atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+		case "/metrics":
+			fmt.Fprint(w, "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n"+pages[phase.Load()])
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: srv.URL + "/v1"}, Watch: true, ScrapeEvery: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, steps := startWatch(t, p)
+	defer sess.Close()
+	points := func(v *bench.View, name string) []bench.Point {
+		for _, tl := range v.ServerP99 {
+			if tl.Name == name {
+				return tl.Tracks[0].Points
+			}
+		}
+		return nil
+	}
+	near := func(got, want float64) bool { return math.Abs(got-want) <= 1e-6*want }
+	lastNear := func(name string, want float64) func(*bench.View) bool {
+		return func(v *bench.View) bool {
+			pts := points(v, name)
+			return len(pts) > 0 && near(pts[len(pts)-1].Value, want)
+		}
+	}
+
+	waitView(t, sess, steps, "a first scrape", func(v *bench.View) bool { return v.Server != nil && v.Server.Total != nil })
+	phase.Store(1)
+	v := waitView(t, sess, steps, "TTFT p99 at 248.5 ms", lastNear("TTFT p99", 248.5))
+	var names []string
+	for _, tl := range v.ServerP99 {
+		names = append(names, tl.Name)
+	}
+	if want := []string{"TTFT p99", "ITL p99", "E2E latency p99"}; !slices.Equal(names, want) {
+		t.Errorf("series %q, want %q (queue and prefill are not on the page)", names, want)
+	}
+	phase.Store(2)
+	v = waitView(t, sess, steps, "TTFT p99 at 2484.85 ms", lastNear("TTFT p99", 2484.85))
+	ttft := points(v, "TTFT p99")
+	for i, pt := range ttft { // from the first histogram's p99 to the second's, never back
+		if !(pt.Value >= 248.5-1e-6 && pt.Value <= 2484.85+1e-6) || (i > 0 && pt.Value < ttft[i-1].Value-1e-9) || (i > 0 && pt.At <= ttft[i-1].At) {
+			t.Errorf("TTFT p99 point %d of %d: %+v", i, len(ttft), pt)
+		}
+	}
+	if !near(ttft[0].Value, 248.5) {
+		t.Errorf("TTFT p99's first point %v, want 248.5", ttft[0].Value)
+	}
+	for name, want := range map[string]float64{"ITL p99": 10, "E2E latency p99": 2485} {
+		pts := points(v, name)
+		if len(pts) == 0 {
+			t.Errorf("%s: no points", name)
+		}
+		for _, pt := range pts {
+			if !near(pt.Value, want) {
+				t.Errorf("%s: %v, want %v", name, pt.Value, want)
+			}
+		}
 	}
 }

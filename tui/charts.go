@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rosetop/bench"
+	"rosetop/themes"
 )
 
 // charts is the dashboard's chart state. ntcharts models hold pointers, so this lives behind a
@@ -102,24 +103,53 @@ func (m *Model) queueBody(v *bench.View, x0, x1 float64, iw, ih int) string {
 // p99Letters label the p99 lines (TTFT, queue wait, prefill->first, TPOT: per Output token, ITL).
 var p99Letters = [...]rune{'T', 'Q', 'P', 'O', 'I'}
 
+// p99Key is a p99 line's letter and colour (an index into the series pens), by its legend
+// name, so that a metric keeps them on the client-side and the server's chart alike; i (the
+// line's place) for a name not listed. The server's E2E latency takes TPOT's colour, which
+// that chart has no line for.
+func p99Key(name string, i int) (rune, int) {
+	switch name {
+	case "TTFT":
+		return 'T', 0
+	case "queue":
+		return 'Q', 1
+	case "prefill":
+		return 'P', 2
+	case "TPOT":
+		return 'O', 3
+	case "E2E":
+		return 'E', 3
+	case "ITL":
+		return 'I', 4
+	}
+	return p99Letters[i%len(p99Letters)], i % themes.NumSeries
+}
+
 func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
 	st := m.pt
+	tls, empty := v.P99, "no finished requests yet"
+	value := func(_ string, last float64) string { return numRaw(last) }
+	if watching(v) {
+		tls, empty, value = v.ServerP99, "server p99: no data yet", boundedValue(v.Server)
+	}
 	var series []tseries
 	var items []legendItem
 	lo, hi := math.Inf(1), 0.0
-	for i, tl := range v.P99 {
-		style := st.Series[i%len(st.Series)]
+	most := 0 // the most points a line has in the window
+	for i, tl := range tls {
 		pts := m.ch.points(tl)
-		letter := p99Letters[i%len(p99Letters)]
-		series = append(series, tseries{pts: pts, ink: inkSeries + ink(i%len(st.Series)), letter: letter})
-		last := math.NaN()
+		name := shortName(tl.Name)
+		letter, c := p99Key(name, i)
+		series = append(series, tseries{pts: pts, ink: inkSeries + ink(c), letter: letter})
+		last, n := math.NaN(), 0
 		for _, p := range pts {
 			if x := p.At.Seconds(); x >= x0 && x <= x1 && p.Value > 0 {
 				lo, hi = math.Min(lo, p.Value), math.Max(hi, p.Value)
-				last = p.Value
+				last, n = p.Value, n+1
 			}
 		}
-		items = append(items, legendItem{key: style.Render(string(letter)), name: st.Muted.Render(shortName(tl.Name)), value: st.Strong.Render(numRaw(last))})
+		most = max(most, n)
+		items = append(items, legendItem{key: st.Series[c].Render(string(letter)), name: st.Muted.Render(name), value: st.Strong.Render(value(tl.Name, last))})
 	}
 	// --goodput targets of a metric charted here: a flat marker-coloured line at the target.
 	for _, o := range v.Header.SLOs {
@@ -132,8 +162,8 @@ func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
 		items = append(items, legendItem{key: st.Marker.Render("┈"), name: st.Muted.Render(strings.ToUpper(o.Metric) + " target"), value: st.Strong.Render(numRaw(o.Ms))})
 	}
 	ymin, ymax := logRange(lo, hi)
-	head := st.Muted.Render("no finished requests yet")
-	if len(items) > 0 {
+	head := st.Muted.Render(empty)
+	if len(items) > 0 && (!watching(v) || most >= 2) {
 		head = legend(items, iw)
 	}
 	m.ch.p99.SetSize(iw, ih-1)
@@ -169,14 +199,17 @@ func legend(items []legendItem, w int) string {
 	return ""
 }
 
-// shortName turns bench's series names into legend words: "Queue wait p99" -> "queue".
+// shortName turns bench's series names into legend words: "Queue wait p99" -> "queue" (the
+// server's "Queue p99" too), "E2E latency p99" -> "E2E".
 func shortName(n string) string {
 	n = strings.TrimSuffix(n, " p99")
 	switch n {
-	case "Queue wait":
+	case "Queue wait", "Queue":
 		return "queue"
-	case "Prefill->first":
+	case "Prefill->first", "Prefill":
 		return "prefill"
+	case "E2E latency":
+		return "E2E"
 	}
 	return n
 }

@@ -80,9 +80,12 @@ func (m *Model) renderPanes() {
 			}
 			body = m.ch.admit.body(st, v.Admissions, iw, ih)
 		case pP99:
-			title = "p99 latency (ms, log scale) · " + spanName(chartSpans[m.ch.span])
-			if widthOf(title) > w-6 {
-				title = "p99 ms (log) · " + spanName(chartSpans[m.ch.span])
+			long, short := "p99 latency (ms, log scale)", "p99 ms (log)"
+			if watching(v) {
+				long, short = "server p99 (ms, log scale)", "server p99 ms (log)"
+			}
+			if title = long + " · " + spanName(chartSpans[m.ch.span]); widthOf(title) > w-6 {
+				title = short + " · " + spanName(chartSpans[m.ch.span])
 			}
 			body = m.p99Body(v, x0, x1, iw, ih)
 		case pLatency:

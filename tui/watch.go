@@ -31,8 +31,6 @@ func watchPane(st *paint, id paneID, v *bench.View, iw, ih int, title, body stri
 		if !r.ServerFirsts {
 			return "first tokens", notMeasured(st, "first tokens", r.Kind+"'s /metrics do not count them", iw)
 		}
-	case pP99:
-		return "p99 latency (client-side)", notMeasured(st, "client-side latencies", "the server's own: the server pane", iw)
 	case pLatency:
 		return totalsTitle(v.Server), totalsBody(st, v.Server, iw)
 	case pITL:
@@ -147,6 +145,21 @@ func totalsBody(st *paint, p *bench.ServerPanel, iw int) string {
 	return strings.Join(lines, "\n")
 }
 
+// boundedValue writes a server p99 line's newest value for the legend: "≤B" where it is at or
+// below the first bucket's bound B of that histogram in p (where the chart draws such a p99).
+func boundedValue(p *bench.ServerPanel) func(name string, v float64) string {
+	return func(name string, v float64) string {
+		if p != nil {
+			for _, l := range p.Latency {
+				if l.Name+" p99" == name && l.FirstBound > 0 && v <= l.FirstBound*(1+1e-9) {
+					return "≤" + numRaw(l.FirstBound)
+				}
+			}
+		}
+		return numRaw(v)
+	}
+}
+
 // WatchShortHelp is the footer line in watch mode: only the keys that do something there.
 func (k KeyMap) WatchShortHelp() []key.Binding {
 	pair := func(a, b key.Binding, desc string) key.Binding {
@@ -163,6 +176,7 @@ func watchGlossary() []helpRow {
 		{"┊", "time charts: a mark on the events' times"},
 		{"W R", "server queue: waiting, running requests as its /metrics say (bucket means)"},
 		{"p50 … n", "server pane: its histograms over the window; n: observations in it"},
+		{"≤B", "a server p99 within the first bucket: at most B ms; charted at B"},
 		{"n/a", "the server's /metrics do not expose it"},
 	}
 }

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,29 @@ func watchView(v *bench.View) {
 		GenTokens: bench.Gauge{V: 845000, Known: true}, PromptTokens: bench.Gauge{V: 274000, Known: true}}
 	for i := range v.Server.Rows {
 		v.Server.Rows[i].Client = bench.Dist{}
+		m.Latency = append(m.Latency, v.Server.Rows[i].Server)
 	}
+	v.P99, v.ServerP99 = nil, serverTrend(v)
+}
+
+// serverTrend is a minute of the server's p99 as bench samples it in watch mode: TTFT, ITL,
+// E2E latency and queue (whose p99 fell into its first bucket lately: drawn at its 300 ms
+// bound), and nothing for the prefill histogram, which this server does not expose.
+func serverTrend(v *bench.View) []bench.Timeline {
+	var out []bench.Timeline
+	for k, name := range []string{"TTFT", "ITL", "E2E latency", "Queue"} {
+		var pts []bench.Point
+		for i := 0; i <= 60; i++ {
+			t := 30 + float64(i)
+			val := []float64{780, 44, 6000, 500}[k] * (1 + 0.3*math.Sin(t/7+float64(k)))
+			if name == "Queue" && t >= 75 {
+				val = 300
+			}
+			pts = append(pts, bench.Point{At: time.Duration(t * float64(time.Second)), Value: val})
+		}
+		out = append(out, timeline(name+" p99", pts))
+	}
+	return out
 }
 
 // tgiWatchView is a watch session's over a server with no TTFT histogram and no token
@@ -49,7 +72,8 @@ func TestWatchPanes(t *testing.T) {
 		wants []string
 	}{
 		{"vllm", watchView, []string{"WATCH vllm", "generation   2710 tok/s", "prompt    880 tok/s", "server queue", "KV 43.8%",
-			"client-side latencies: not measured", "per-request ITL: not measured", "server · since start · 5:12", "845k",
+			"server p99 (ms, log scale) · last 60s", "T TTFT 847  I ITL 56.7  E E2E 7353  Q queue ≤300",
+			"per-request ITL: not measured", "server · since start · 5:12", "845k",
 			"no cold or steady runs: watch mode sends no requests"}},
 		{"tgi", tgiWatchView, []string{"WATCH tgi", "generation    n/a tok/s", "first tokens: not measured", "KV n/a",
 			"the server does not count it"}},
@@ -95,5 +119,50 @@ func TestWatchTotalsFollow(t *testing.T) {
 	tm, _ := m.Update(tickMsg{id: m.id})
 	if out := ansi.Strip(tm.(Model).View()); !strings.Contains(out, "912k") {
 		t.Fatalf("the totals pane kept the first view's figures:\n%s", out)
+	}
+}
+
+// TestWatchServerP99: the p99 pane charts the server's own p99 in watch mode, under a title
+// that says so: "no data yet" until a line has two points in the window, and a value that is
+// not a number is neither drawn nor printed.
+func TestWatchServerP99(t *testing.T) {
+	nan := math.NaN()
+	one := func(v *bench.View) { // one scrape with observations so far, and a NaN bench never sends
+		watchView(v)
+		v.ServerP99 = []bench.Timeline{timeline("TTFT p99", []bench.Point{{At: 89 * time.Second, Value: 512}}),
+			timeline("ITL p99", []bench.Point{{At: 88 * time.Second, Value: nan}, {At: 89 * time.Second, Value: nan}})}
+	}
+	none := func(v *bench.View) { watchView(v); v.ServerP99 = nil }
+	for _, tc := range []struct {
+		name  string
+		mod   func(*bench.View)
+		wants []string
+		bad   []string
+	}{
+		{"a minute", watchView, []string{"server p99 (ms, log scale) · last 60s", "T TTFT 847", "Q queue ≤300"}, []string{"no data yet"}},
+		{"one point", one, []string{"server p99 (ms, log scale)", "server p99: no data yet"}, []string{"T TTFT"}},
+		{"no histogram yet", none, []string{"server p99 (ms, log scale)", "server p99: no data yet"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := testView()
+			tc.mod(v)
+			for _, size := range [][2]int{{140, 45}, {80, 24}} {
+				out := ansi.Strip(sized(t, newFakeSession(v), "dark", size[0], size[1]).View())
+				checkFrame(t, out, size[0], size[1])
+				if size[0] < 100 {
+					continue // the narrow frame: only that it draws
+				}
+				for _, w := range tc.wants {
+					if !strings.Contains(out, w) {
+						t.Errorf("frame lacks %q:\n%s", w, out)
+					}
+				}
+				for _, b := range append(tc.bad, "NaN", "Inf", "client-side latencies", "p99 latency") {
+					if strings.Contains(out, b) {
+						t.Errorf("frame has %q:\n%s", b, out)
+					}
+				}
+			}
+		})
 	}
 }
