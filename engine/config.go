@@ -116,7 +116,15 @@ func (j *configJSON) config() (Config, error) {
 		return Config{}, err
 	}
 	if j.LayerNormEpsilon != nil {
-		c.LayerNormEps = float32(*j.LayerNormEpsilon)
+		// Checked before the float32 conversion, so that the message shows the file's value.
+		e := *j.LayerNormEpsilon
+		c.LayerNormEps = float32(e)
+		switch {
+		case !(e > 0) || e > 1:
+			return Config{}, fmt.Errorf("%w: field layer_norm_epsilon: %g is not in (0, 1]", ErrInvalidModel, e)
+		case c.LayerNormEps == 0:
+			return Config{}, fmt.Errorf("%w: field layer_norm_epsilon: %g rounds to 0 in float32", ErrInvalidModel, e)
+		}
 	}
 	if j.EOSTokenID != nil {
 		c.EOSTokenID = int32(*j.EOSTokenID)
@@ -198,9 +206,9 @@ func (c Config) Validate() error {
 		return bad("eos_token_id", "%d is not a token id below vocab_size %d", c.EOSTokenID, c.VocabSize)
 	}
 	switch c.ActivationFun {
-	case "gelu_new", "gelu_pytorch_tanh":
+	case "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_accurate": // transformers' names of the tanh approximation
 	default:
-		return bad("activation_function", "%q is not supported (want gelu_new or gelu_pytorch_tanh, GELU's tanh approximation)", c.ActivationFun)
+		return bad("activation_function", "%q is not supported (want gelu_new, gelu_pytorch_tanh, gelu_fast or gelu_accurate, GELU's tanh approximation)", c.ActivationFun)
 	}
 	return nil
 }

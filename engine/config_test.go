@@ -24,6 +24,9 @@ func TestParseConfig(t *testing.T) {
 		{"n_inner null", `{"model_type":"gpt2","n_embd":64,"n_head":4,"n_inner":null}`, func(c *Config) { c.NEmbd, c.NHead, c.InnerDim = 64, 4, 256 }},
 		{"n_inner set", `{"model_type":"gpt2","n_inner":1000}`, func(c *Config) { c.InnerDim = 1000 }},
 		{"pytorch tanh gelu", `{"model_type":"gpt2","activation_function":"gelu_pytorch_tanh"}`, func(c *Config) { c.ActivationFun = "gelu_pytorch_tanh" }},
+		// transformers' FastGELUActivation and AccurateGELUActivation compute the same tanh approximation.
+		{"fast gelu", `{"model_type":"gpt2","activation_function":"gelu_fast"}`, func(c *Config) { c.ActivationFun = "gelu_fast" }},
+		{"accurate gelu", `{"model_type":"gpt2","activation_function":"gelu_accurate"}`, func(c *Config) { c.ActivationFun = "gelu_accurate" }},
 		// GPT2Config's attribute_map: PretrainedConfig sets these names onto n_embd, n_positions,
 		// n_head and n_layer (configuration_gpt2.py).
 		{"attribute_map names", `{"model_type":"gpt2","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":3,"max_position_embeddings":128}`,
@@ -75,7 +78,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"not divisible", `{"model_type":"gpt2","n_embd":100,"n_head":12}`, "field n_embd: 100 is not divisible by n_head 12"},
 		{"eos out of range", `{"model_type":"gpt2","eos_token_id":50257}`, "field eos_token_id: 50257"},
 		{"bad eps", `{"model_type":"gpt2","layer_norm_epsilon":0}`, "field layer_norm_epsilon"},
+		{"eps below float32", `{"model_type":"gpt2","layer_norm_epsilon":1e-50}`, "field layer_norm_epsilon: 1e-50 rounds to 0 in float32"},
+		{"eps too large", `{"model_type":"gpt2","layer_norm_epsilon":1e300}`, "field layer_norm_epsilon: 1e+300 is not in (0, 1]"},
+		{"eps negative", `{"model_type":"gpt2","layer_norm_epsilon":-1e-5}`, "field layer_norm_epsilon: -1e-05 is not in (0, 1]"},
 		{"exact gelu", `{"model_type":"gpt2","activation_function":"gelu"}`, `field activation_function: "gelu" is not supported`},
+		{"quick gelu", `{"model_type":"gpt2","activation_function":"quick_gelu"}`, `field activation_function: "quick_gelu" is not supported`},
 		{"layer-scaled attention", `{"model_type":"gpt2","scale_attn_by_inverse_layer_idx":true}`, "scale_attn_by_inverse_layer_idx"},
 		{"unscaled attention", `{"model_type":"gpt2","scale_attn_weights":false}`, "scale_attn_weights"},
 		{"n_head and its alias disagree", `{"model_type":"gpt2","n_head":12,"num_attention_heads":16}`, "field n_head: 12, but num_attention_heads is 16"},

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ErrBadOptions is wrapped by New's errors about Options (unknown device, bad sizes).
@@ -77,14 +78,25 @@ func New(m *Model, opts Options) (*Engine, error) {
 	if opts.CUDAGraph {
 		e.DeviceNote += "; CUDA Graph needs a GPU (off on the CPU)"
 	}
+	// The pool's bytes in float64 first: MaxBatch is the caller's, and the int products (the
+	// layout's blocks, the pool's length) could wrap to a small pool the backend indexes past.
+	perSeq := opts.MaxSeqLen
+	if opts.Paged {
+		perSeq = (opts.MaxSeqLen + pagedBlockSize - 1) / pagedBlockSize * pagedBlockSize
+	}
+	kvBytes := float64(opts.MaxBatch) * float64(perSeq) * float64(m.Config.NLayer) * 2 * float64(m.Config.NEmbd) * 4
+	mem := machineMemory()
+	if kvBytes > math.MaxInt/2 || mem > 0 && kvBytes > float64(mem) { // allocated whole, before any request
+		limit := "more than this process can address"
+		if mem > 0 {
+			limit = fmt.Sprintf("more than the %s of memory this process may use", gib(mem))
+		}
+		return nil, badOption(ErrBadOptions, "a KV pool for %d sequences of %d positions needs %.1f GiB on the CPU, %s: lower --max-batch-size or --max-seq-len",
+			opts.MaxBatch, opts.MaxSeqLen, kvBytes/(1<<30), limit)
+	}
 	layout := cpuLayout(opts)
 	var be *CPUBackend
-	kvBytes := int64(layout.Tokens()) * int64(m.Config.NLayer) * 2 * int64(m.Config.NEmbd) * 4
-	if mem := machineMemory(); mem > 0 && uint64(kvBytes) > mem { // allocated whole, before any request
-		return nil, badOption(ErrBadOptions, "a KV pool for %d sequences of %d positions needs %s on the CPU, more than the %s of memory this process may use: lower --max-batch-size or --max-seq-len",
-			opts.MaxBatch, opts.MaxSeqLen, gib(uint64(kvBytes)), gib(mem))
-	}
-	detail := fmt.Sprintf("%s, %d blocks x %d positions, %.1f MiB", layoutName(layout), layout.NumBlocks, layout.BlockSize, float64(kvBytes)/(1<<20))
+	detail := fmt.Sprintf("%s, %d blocks x %d positions, %.1f MiB", layoutName(layout), layout.NumBlocks, layout.BlockSize, kvBytes/(1<<20))
 	err := e.Ledger.Time("KV pool allocation", detail, func() error {
 		var err error
 		be, err = newCPUBackend(m, layout, opts.Threads)

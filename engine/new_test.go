@@ -142,3 +142,21 @@ func TestNewRefusesKVPoolPastMemory(t *testing.T) {
 		t.Fatalf("New error = %q, want a KV pool past the machine's memory, wrapping ErrBadOptions", err)
 	}
 }
+
+// A KV pool whose byte count overflows an int is refused, not wrapped to a small pool that the
+// backend would then index past.
+func TestNewRefusesOverflowingKVPool(t *testing.T) {
+	m := smallModel(t, smallConfig(), 1)
+	for _, batch := range []int{1 << 54, 1 << 60, 1<<62 + 1, 3 << 60, 1<<63 - 1} {
+		for _, paged := range []bool{false, true} {
+			e, err := New(m, Options{Device: "cpu", MaxBatch: batch, Paged: paged})
+			if err == nil {
+				e.Close()
+				t.Fatalf("New with %d sequences (paged %v) succeeded", batch, paged)
+			}
+			if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "lower --max-batch-size or --max-seq-len") {
+				t.Errorf("New with %d sequences (paged %v): error %q, want a KV pool too large, wrapping ErrBadOptions", batch, paged, err)
+			}
+		}
+	}
+}

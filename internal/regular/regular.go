@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"syscall"
 )
@@ -60,8 +61,9 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	if size > limit {
 		return nil, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrTooLarge, size, limit)
 	}
-	// The size may change under us: read at most limit+1 bytes to tell.
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	// The size may change under us: read at most limit+1 bytes to tell (limit itself when that
+	// would overflow).
+	b, err := io.ReadAll(io.LimitReader(f, limit+min(1, math.MaxInt64-limit)))
 	if err != nil {
 		return nil, unwrapPath(err)
 	}

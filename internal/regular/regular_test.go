@@ -3,6 +3,7 @@ package regular
 import (
 	"errors"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -114,5 +115,17 @@ func TestDanglingLink(t *testing.T) {
 		if target, ok := DanglingLink(path); target != want || ok != (want != "") {
 			t.Errorf("DanglingLink(%s) = %q, %v; want %q", filepath.Base(path), target, ok, want)
 		}
+	}
+}
+
+// The largest limit means no limit: limit+1 must not wrap to a negative read budget.
+func TestReadFileNoLimit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte("seven b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ReadFile(p, math.MaxInt64)
+	if err != nil || string(b) != "seven b" {
+		t.Fatalf("ReadFile(MaxInt64) = %q, %v; want %q", b, err, "seven b")
 	}
 }
