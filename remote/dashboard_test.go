@@ -21,19 +21,7 @@ import (
 func TestDashboardSession(t *testing.T) {
 	srv := startTestServer(t, remotetest.Options{})
 	p := newTestProvider(t, srv, ProviderOptions{ScrapeEvery: 5 * time.Millisecond})
-	steps := make(chan struct{}, 1)
-	sess, err := bench.NewSession(context.Background(), sessionConfig(4, 8, 1, 1), bench.SessionOptions{
-		Provider: p,
-		OnStep: func(*sched.StepOutput) {
-			select {
-			case steps <- struct{}{}:
-			default:
-			}
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, steps := startStepped(t, p, false)
 	defer sess.Close()
 
 	// Each step (a chunk, a finished request, a scrape) publishes a view at most 50 ms after

@@ -24,9 +24,16 @@ import (
 // the returned channel.
 func startWatch(t *testing.T, p *Provider) (*bench.Session, <-chan struct{}) {
 	t.Helper()
+	return startStepped(t, p, true)
+}
+
+// startStepped starts a dashboard session over p (external: no workload of its own) whose
+// steps signal on the returned channel.
+func startStepped(t *testing.T, p *Provider, external bool) (*bench.Session, <-chan struct{}) {
+	t.Helper()
 	steps := make(chan struct{}, 1)
 	sess, err := bench.NewSession(context.Background(), sessionConfig(4, 8, 1, 1), bench.SessionOptions{
-		Provider: p, External: true,
+		Provider: p, External: external,
 		OnStep: func(*sched.StepOutput) {
 			select {
 			case steps <- struct{}{}:

@@ -138,14 +138,7 @@ func TestRandomCancelsDuringCalls(t *testing.T) {
 		o := pagedOptions(4+rng.IntN(30), Config{})
 		o.PrefixCache = rng.IntN(3) != 0
 		o.EOS, o.MaxSeqLen = 7, 8+rng.IntN(50)
-		randConfig := func() Config {
-			c := Config{MaxBatch: 1 + rng.IntN(6), Policy: Policy(rng.IntN(3))}
-			c.PrefillMaxBatch = 1 + rng.IntN(c.MaxBatch)
-			if rng.IntN(2) == 0 {
-				c.PrefillMaxTokens = 1 + rng.IntN(30)
-			}
-			return c
-		}
+		randConfig := func() Config { return randKnobs(rng, 6) }
 		o.Config = randConfig()
 		h := newHarness(t, o)
 		be := &stoppingFake{fakeBackend: h.be}

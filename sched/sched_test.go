@@ -499,14 +499,7 @@ func TestRandomWorkloads(t *testing.T) {
 			o = Options{Layout: engine.KVLayout{BlockSize: 16 + rng.IntN(30), NumBlocks: 1 + rng.IntN(6)}}
 		}
 		o.EOS, o.MaxSeqLen = 7, 2+rng.IntN(60)
-		randConfig := func() Config {
-			c := Config{MaxBatch: 1 + rng.IntN(8), Policy: Policy(rng.IntN(3))}
-			c.PrefillMaxBatch = 1 + rng.IntN(c.MaxBatch)
-			if rng.IntN(2) == 0 {
-				c.PrefillMaxTokens = 1 + rng.IntN(30)
-			}
-			return c
-		}
+		randConfig := func() Config { return randKnobs(rng, 8) }
 		o.Config = randConfig()
 		h := newHarness(t, o)
 		h.s.maxAhead = rng.IntN(4)
@@ -561,4 +554,14 @@ func TestRandomWorkloads(t *testing.T) {
 			t.Fatalf("seed %d: options %+v", seed, o)
 		}
 	}
+}
+
+// randKnobs are random scheduler knobs of at most maxBatch sequences, for the randomized tests.
+func randKnobs(rng *rand.Rand, maxBatch int) Config {
+	c := Config{MaxBatch: 1 + rng.IntN(maxBatch), Policy: Policy(rng.IntN(3))}
+	c.PrefillMaxBatch = 1 + rng.IntN(c.MaxBatch)
+	if rng.IntN(2) == 0 {
+		c.PrefillMaxTokens = 1 + rng.IntN(30)
+	}
+	return c
 }
