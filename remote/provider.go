@@ -11,9 +11,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"rosetop/bench"
 	"rosetop/engine/tokenizer"
+	"rosetop/internal/oneline"
 )
 
 // DefaultScrapeEvery is how often a Provider's servers read /metrics.
@@ -158,6 +160,12 @@ func (p *Provider) pickModel(ctx context.Context, progress io.Writer) error {
 	p.model = p.opts.Model
 	if p.model == "" {
 		p.model = cards[0].ID
+		// The id goes into the start-up line and the reports as it is: one a terminal would act
+		// on (a control character: an escape, a newline) is no model name to print.
+		if id := p.model; strings.ContainsFunc(id, unicode.IsControl) {
+			return fmt.Errorf("%w: GET %s/models lists a model id that is not printable text (%q): name the model with --model",
+				ErrMalformed, p.base, oneline.Clip(id, 80))
+		}
 	}
 	ids := make([]string, len(cards))
 	for i, m := range cards {

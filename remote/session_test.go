@@ -234,3 +234,17 @@ func TestPrepareRefused(t *testing.T) {
 		t.Fatalf("Prepare = %v", err)
 	}
 }
+
+// TestPrepareModelIDNotPrintable: a model id the server lists with characters a terminal would
+// act on (an escape sequence, a newline) is not taken as the model: rosetop prints the model it
+// asks for in its start-up line and reports. The user names one with --model.
+func TestPrepareModelIDNotPrintable(t *testing.T) {
+	for _, id := range []string{"evil\x1b[2Jmodel", "two\nlines", "c1\u009bcontrol"} {
+		srv := startTestServer(t, remotetest.Options{Model: id})
+		p := newTestProvider(t, srv, ProviderOptions{})
+		err := p.Prepare(context.Background(), io.Discard)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "--model") || strings.ContainsAny(err.Error(), "\x1b\n") {
+			t.Errorf("model id %q: Prepare = %v; want a one-line ErrMalformed saying to name one with --model", id, err)
+		}
+	}
+}
