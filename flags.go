@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"runtime"
 	"strconv"
 	"strings"
@@ -325,10 +324,7 @@ func (o options) sessionConfig() bench.Config {
 	if o.RequestRate.poisson() {
 		arr = bench.Arrivals{Schedule: "poisson", Rate: float64(o.RequestRate), Seed: o.Seed}
 	}
-	sp := engine.SamplingParams{Temperature: float32(o.Temperature), TopK: o.TopK, TopP: float32(o.TopP), Seed: o.Seed}
-	if o.TopP > 0 {
-		sp.TopP = max(sp.TopP, math.SmallestNonzeroFloat32) // not 0: the engine's "off"
-	}
+	sp := engine.SamplingParams{Temperature: float32(o.Temperature), TopK: o.TopK, TopP: engine.TopPOf(o.TopP), Seed: o.Seed}
 	return o.withLoad(bench.Config{
 		Job: o.Job,
 		Workload: bench.Workload{

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"time"
 
@@ -99,10 +98,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	defer e.Backend.Close()
 
-	sp := engine.SamplingParams{Temperature: float32(f.temperature), TopK: f.topK, TopP: float32(f.topP), Seed: f.seed}
-	if f.topP > 0 {
-		sp.TopP = max(sp.TopP, math.SmallestNonzeroFloat32) // not 0: the engine's "off"
-	}
+	sp := engine.SamplingParams{Temperature: float32(f.temperature), TopK: f.topK, TopP: engine.TopPOf(f.topP), Seed: f.seed}
 	stream := tokenizer.NewStream(m.Tokenizer)
 	text := &sticky.Writer{W: stdout} // a closed or full stdout is an error once generation ends
 	onToken := func(id int32) {

@@ -27,6 +27,9 @@ type Gauge struct {
 	Known bool
 }
 
+// Usable reports whether g is known and a finite number: one to print or compute with.
+func (g Gauge) Usable() bool { return g.Known && finite(g.V) }
+
 // ServerLatency is one of a server's own latency histograms over the rolling window.
 type ServerLatency struct {
 	Name  string // "TTFT", "ITL", "E2E latency", "Queue", "Prefill"
@@ -73,6 +76,14 @@ type ServerTotals struct {
 	GenTokens    Gauge         // tokens it generated
 	PromptTokens Gauge         // prompt tokens it processed
 	Latency      []ServerLatency
+}
+
+// Mean is g, one of t's totals, per second over t's span; unknown where g is, or for no span.
+func (t *ServerTotals) Mean(g Gauge) Gauge {
+	if !g.Usable() || t.Span <= 0 {
+		return Gauge{}
+	}
+	return Gauge{V: g.V / t.Span.Seconds(), Known: true}
 }
 
 // metricsReporter is a Server that reports the metrics of the server it stands for.

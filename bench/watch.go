@@ -46,8 +46,8 @@ func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration) []st
 	row("Metrics", fmt.Sprintf("%s (%d scrapes, %d failed)", m.Source, t.Scrapes, t.Failed))
 	row("Server-side span", t.Span.Round(time.Millisecond).String()+" (first to last good scrape)")
 	row("Requests finished", countText(t.Requests))
-	row("Generated tokens", tokensText(t.GenTokens, t.Span))
-	row("Prompt tokens", tokensText(t.PromptTokens, t.Span))
+	row("Generated tokens", tokensText(t.GenTokens, t.Mean(t.GenTokens)))
+	row("Prompt tokens", tokensText(t.PromptTokens, t.Mean(t.PromptTokens)))
 	for _, l := range t.Latency {
 		row(l.Name+" (ms)", latencyText(l))
 	}
@@ -57,24 +57,21 @@ func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration) []st
 	return lines
 }
 
-// printable reports whether g is known and a number to print.
-func printable(g Gauge) bool { return g.Known && finite(g.V) }
-
 func countText(g Gauge) string {
-	if !printable(g) {
+	if !g.Usable() {
 		return "n/a (the server exposes no such count)"
 	}
 	return fmt.Sprintf("%.0f", g.V)
 }
 
-// tokensText is a token total and its mean rate over span.
-func tokensText(g Gauge, span time.Duration) string {
-	if !printable(g) {
+// tokensText is a token total and its mean rate.
+func tokensText(g, mean Gauge) string {
+	if !g.Usable() {
 		return "n/a (the server exposes no such counter)"
 	}
 	out := fmt.Sprintf("%.0f", g.V)
-	if span > 0 {
-		out += fmt.Sprintf(" (%.1f tok/s)", g.V/span.Seconds())
+	if mean.Usable() {
+		out += fmt.Sprintf(" (%.1f tok/s)", mean.V)
 	}
 	return out
 }

@@ -12,6 +12,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,15 @@ import (
 
 // SeqID identifies a sequence to the KV cache and the backend. The scheduler assigns them.
 type SeqID uint64
+
+// TopPOf is SamplingParams.TopP for a top-p setting p: 0 stays off, and a positive p too small
+// for a float32 is its smallest positive value, not 0 (which would turn top-p off).
+func TopPOf(p float64) float32 {
+	if p <= 0 {
+		return 0
+	}
+	return max(float32(p), math.SmallestNonzeroFloat32)
+}
 
 // SamplingParams chooses how the next token is picked. The zero value is greedy (argmax).
 type SamplingParams struct {

@@ -293,3 +293,16 @@ func TestSampleLargeVocab(t *testing.T) {
 		}
 	}
 }
+
+// TestTopPOf: a top-p setting keeps its meaning in float32: 0 is off, and a positive one too
+// small for a float32 stays on (its smallest value), not 0.
+func TestTopPOf(t *testing.T) {
+	for _, c := range []struct {
+		in   float64
+		want float32
+	}{{0, 0}, {0.9, 0.9}, {1, 1}, {1e-50, math.SmallestNonzeroFloat32}} {
+		if got := TopPOf(c.in); got != c.want {
+			t.Errorf("TopPOf(%g) = %g, want %g", c.in, got, c.want)
+		}
+	}
+}

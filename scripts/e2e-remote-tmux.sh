@@ -40,6 +40,16 @@ trap cleanup EXIT
 # a silent exit inside an assignment).
 server_row() { grep -oE "│ $1 +(≤?-?[0-9.k]+|–)( +(≤?-?[0-9.k]+|–)){4} " "$E2E_DIR/pane.txt" | head -1 || true; }
 gauges() { grep -oE 'waiting [0-9]+ +running [0-9]+ +KV [0-9.]+%' "$E2E_DIR/pane.txt" | head -1 || true; }
+# quit_ok WHAT: presses q and fails unless the dashboard (WHAT) exits 0 within KEY_TIMEOUT.
+quit_ok() {
+	key q
+	local deadline=$((SECONDS + KEY_TIMEOUT))
+	until [ -f "$E2E_DIR/exit" ]; do
+		[ $SECONDS -lt $deadline ] || { capture; fail "$1 did not exit within ${KEY_TIMEOUT}s of q"; }
+		sleep 0.2
+	done
+	[ "$(cat "$E2E_DIR/exit")" = 0 ] || fail "$1 exited $(cat "$E2E_DIR/exit") after q"
+}
 
 # --- tools and the server ----------------------------------------------------------------------
 command -v tmux >/dev/null 2>&1 || fail "tmux is not installed"
@@ -96,13 +106,7 @@ key c
 wait_until "concurrency 8 after cc" "$KEY_TIMEOUT" pane_re "concurrency 8( |$)"
 snap 4-concurrency
 
-key q
-deadline=$((SECONDS + KEY_TIMEOUT))
-until [ -f "$E2E_DIR/exit" ]; do
-	[ $SECONDS -lt $deadline ] || { capture; fail "rosetop did not exit within ${KEY_TIMEOUT}s of q"; }
-	sleep 0.2
-done
-[ "$(cat "$E2E_DIR/exit")" = 0 ] || fail "rosetop exited $(cat "$E2E_DIR/exit") after q"
+quit_ok "rosetop"
 grep -qF '=== rosetop session:' "$E2E_DIR/stdout" || fail "no summary table on stdout (see $E2E_DIR/stdout)"
 
 # --- watch mode: the same server loaded by a headless bench, watched without a request --------
@@ -122,13 +126,7 @@ wait_until "the server's finished requests in the totals pane" "$TIMEOUT" finish
 snap 5-watch
 key p
 wait_until "the refusal of p in watch mode" "$KEY_TIMEOUT" pane_re "✗ watch mode sends no requests"
-key q
-deadline=$((SECONDS + KEY_TIMEOUT))
-until [ -f "$E2E_DIR/exit" ]; do
-	[ $SECONDS -lt $deadline ] || { capture; fail "rosetop --watch did not exit within ${KEY_TIMEOUT}s of q"; }
-	sleep 0.2
-done
-[ "$(cat "$E2E_DIR/exit")" = 0 ] || fail "rosetop --watch exited $(cat "$E2E_DIR/exit") after q"
+quit_ok "rosetop --watch"
 grep -qE '^Requests sent by rosetop: +0 \(watch mode\)' "$E2E_DIR/watch.stdout" ||
 	fail "no watch summary on stdout (see $E2E_DIR/watch.stdout)"
 kill -INT "$load_pid" 2>/dev/null || true

@@ -284,7 +284,7 @@ func (c *common) sampling(vocab int) (engine.SamplingParams, *apiError) {
 		if math.IsNaN(*p) || *p <= 0 || *p > 1 {
 			return sp, badRequest("top_p", "", "top_p must be in (0, 1], got %g", *p)
 		}
-		sp.TopP = max(float32(*p), math.SmallestNonzeroFloat32) // not 0: the engine's "off"
+		sp.TopP = engine.TopPOf(*p)
 	}
 	if k := c.TopK; k != nil {
 		if *k < -1 {

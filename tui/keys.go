@@ -62,32 +62,28 @@ func DefaultKeyMap() KeyMap {
 // ShortHelp is the footer line: the keys people reach for first, short enough for 80 columns.
 // Paired keys are shown as one entry (display only: matching uses the real bindings).
 func (k KeyMap) ShortHelp() []key.Binding {
-	short := func(b key.Binding, desc string) key.Binding {
-		return key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(b.Help().Key, desc))
-	}
-	pair := func(a, b key.Binding, desc string) key.Binding {
-		return key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...),
-			key.WithHelp(a.Help().Key+b.Help().Key, desc))
-	}
 	return []key.Binding{
-		short(k.Paged, "paged"), short(k.Graph, "graph"), pair(k.PrefillDown, k.PrefillUp, "prefill"),
-		short(k.Restart, "restart"), short(k.Pause, "pause"), short(k.Window, "window"), short(k.Help, "help"), k.Quit,
+		shortKey(k.Paged, "paged"), shortKey(k.Graph, "graph"), pairKey(k.PrefillDown, k.PrefillUp, "prefill"),
+		shortKey(k.Restart, "restart"), shortKey(k.Pause, "pause"), shortKey(k.Window, "window"), shortKey(k.Help, "help"), k.Quit,
 	}
+}
+
+// shortKey is b with a shorter description, for a footer line.
+func shortKey(b key.Binding, desc string) key.Binding {
+	return key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(b.Help().Key, desc))
+}
+
+// pairKey is a and b shown as one footer entry (display only: matching uses the real bindings).
+func pairKey(a, b key.Binding, desc string) key.Binding {
+	return key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...), key.WithHelp(a.Help().Key+b.Help().Key, desc))
 }
 
 // RemoteShortHelp is the footer line against a remote server: the load keys, which work there,
 // in place of the engine keys, which only say that the engine is the server's.
 func (k KeyMap) RemoteShortHelp() []key.Binding {
-	pair := func(a, b key.Binding, desc string) key.Binding {
-		return key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...),
-			key.WithHelp(a.Help().Key+b.Help().Key, desc))
-	}
-	short := func(b key.Binding, desc string) key.Binding {
-		return key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(b.Help().Key, desc))
-	}
 	return []key.Binding{
-		pair(k.IntervalDown, k.IntervalUp, "interval"), short(k.Schedule, "schedule"), short(k.Pause, "pause"),
-		pair(k.ConcDown, k.ConcUp, "concurrency"), short(k.Window, "window"), short(k.Help, "help"), k.Quit,
+		pairKey(k.IntervalDown, k.IntervalUp, "interval"), shortKey(k.Schedule, "schedule"), shortKey(k.Pause, "pause"),
+		pairKey(k.ConcDown, k.ConcUp, "concurrency"), shortKey(k.Window, "window"), shortKey(k.Help, "help"), k.Quit,
 	}
 }
 

@@ -50,15 +50,10 @@ func (k ReplayKeyMap) actions() []keyAction {
 
 // replayShortHelp is the footer's key line in a replay.
 func replayShortHelp(k KeyMap, r ReplayKeyMap) []key.Binding {
-	pair := func(a, b key.Binding, desc string) key.Binding {
-		return key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...), key.WithHelp(a.Help().Key+b.Help().Key, desc))
-	}
 	return []key.Binding{
-		key.NewBinding(key.WithKeys(k.Pause.Keys()...), key.WithHelp(k.Pause.Help().Key, "play/pause")),
-		pair(r.Back, r.Forward, "seek"), pair(r.Slower, r.Faster, "speed"),
+		shortKey(k.Pause, "play/pause"), pairKey(r.Back, r.Forward, "seek"), pairKey(r.Slower, r.Faster, "speed"),
 		key.NewBinding(key.WithKeys("n", "N"), key.WithHelp("n N", "events")),
-		key.NewBinding(key.WithKeys(k.Window.Keys()...), key.WithHelp(k.Window.Help().Key, "window")),
-		key.NewBinding(key.WithKeys(k.Help.Keys()...), key.WithHelp(k.Help.Help().Key, "help")), k.Quit,
+		shortKey(k.Window, "window"), shortKey(k.Help, "help"), k.Quit,
 	}
 }
 

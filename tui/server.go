@@ -31,7 +31,7 @@ func serverBody(st *paint, p *bench.ServerPanel, iw int, watch bool) string {
 	gauge := func(name string, g bench.Gauge, pct bool) string {
 		v := "–"
 		switch {
-		case !g.Known || math.IsNaN(g.V) || math.IsInf(g.V, 0): // unknown, or a damaged recording's
+		case !g.Usable(): // unknown, or a damaged recording's
 		case pct:
 			v = fmt.Sprintf("%.1f%%", 100*g.V)
 		default:

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -56,7 +55,7 @@ func notMeasured(st *paint, what, where string, iw int) string {
 // rate is a server token rate for the header: "n/a" where the server has no such counter (or no
 // two scrapes yet), in a fixed-width slot.
 func rate(st *paint, g bench.Gauge) string {
-	if !g.Known || math.IsNaN(g.V) || math.IsInf(g.V, 0) {
+	if !g.Usable() {
 		return st.Muted.Render(fmt.Sprintf("%*s", numW, "n/a"))
 	}
 	return st.Strong.Render(fmt.Sprintf("%*s", numW, numRaw(g.V)))
@@ -94,7 +93,7 @@ func watchQueueHead(st *paint, v *bench.View) string {
 	head := st.Series[0].Render("W ") + st.Muted.Render("waiting ") + st.Strong.Render(fmt.Sprintf("%-5d", q.Waiting)) +
 		st.Series[1].Render(" R ") + st.Muted.Render("running ") + st.Strong.Render(fmt.Sprintf("%-5d", q.Running))
 	kv := "n/a"
-	if g := p.KVUsage; g.Known && !math.IsNaN(g.V) && !math.IsInf(g.V, 0) {
+	if g := p.KVUsage; g.Usable() {
 		kv = fmt.Sprintf("%.1f%%", 100*g.V)
 	}
 	return head + st.Muted.Render(" KV ") + st.Strong.Render(kv)
@@ -119,15 +118,14 @@ func totalsBody(st *paint, p *bench.ServerPanel, iw int) string {
 	}
 	t := p.Total
 	const nameW = 18
-	known := func(g bench.Gauge) bool { return g.Known && !math.IsNaN(g.V) && !math.IsInf(g.V, 0) }
 	line := func(name string, g bench.Gauge, perSec bool) string {
 		out := st.Text.Render(fit(name, nameW))
-		if !known(g) {
+		if !g.Usable() {
 			return out + st.Muted.Render(fmt.Sprintf(" %*s", numW, "n/a")+" the server does not count it")
 		}
 		out += " " + st.Strong.Render(fmt.Sprintf("%*s", numW, count(int(g.V))))
-		if s := t.Span.Seconds(); perSec && s > 0 {
-			out += st.Muted.Render("  mean ") + st.Text.Render(numRaw(g.V/s)) + st.Muted.Render(" tok/s")
+		if m := t.Mean(g); perSec && m.Usable() {
+			out += st.Muted.Render("  mean ") + st.Text.Render(numRaw(m.V)) + st.Muted.Render(" tok/s")
 		}
 		return out
 	}
@@ -162,11 +160,7 @@ func boundedValue(p *bench.ServerPanel) func(name string, v float64) string {
 
 // WatchShortHelp is the footer line in watch mode: only the keys that do something there.
 func (k KeyMap) WatchShortHelp() []key.Binding {
-	pair := func(a, b key.Binding, desc string) key.Binding {
-		return key.NewBinding(key.WithKeys(append(a.Keys(), b.Keys()...)...),
-			key.WithHelp(a.Help().Key+b.Help().Key, desc))
-	}
-	return []key.Binding{k.Window, pair(k.EventsUp, k.EventsDown, "events"), k.Theme, k.Help, k.Quit}
+	return []key.Binding{k.Window, pairKey(k.EventsUp, k.EventsDown, "events"), k.Theme, k.Help, k.Quit}
 }
 
 // watchGlossary is the overlay's glossary in watch mode: the glyphs it still draws, and the
