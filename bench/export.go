@@ -51,6 +51,7 @@ type jsonSummary struct {
 	WallS            float64        `json:"wall_s"` // first submit (a window: the previous window's last finish, if later) to last finish, of the completed and failed requests
 	Preemptions      int            `json:"preemptions"`
 	Cancelled        int            `json:"cancelled"`
+	NotSent          int            `json:"not_sent,omitempty"` // an interrupted run's requests never submitted
 	Failed           int            `json:"failed"`
 	Failures         map[string]int `json:"failures,omitempty"`      // failed requests by cause
 	TokenSources     map[string]int `json:"token_sources,omitempty"` // a remote server's: where output counts came from
@@ -183,7 +184,7 @@ func toJSONRun(r *runResult) jsonRun {
 		QueueWaitMs: toJSONDist(s.QueueWait), PrefillFirstMs: toJSONDist(s.PrefillFirst), TTFTMs: toJSONDist(s.TTFT),
 		TPOTMs: toJSONDist(s.TPOT), ITLMs: toJSONDist(s.ITL), LatencyMs: toJSONDist(s.Latency),
 		Throughput: s.Throughput, TotalThroughput: s.TotalThroughput, WallS: s.Wall.Seconds(),
-		Preemptions: s.Preemptions, Cancelled: s.Cancelled, Failed: s.Failed, Failures: s.Failures,
+		Preemptions: s.Preemptions, Cancelled: s.Cancelled, NotSent: s.NotSent, Failed: s.Failed, Failures: s.Failures,
 		TokenSources: s.TokenSources, RequestRate: s.RequestThroughput, Goodput: toJSONGoodput(s),
 	}
 	if r.hdr.Endpoint != "" {

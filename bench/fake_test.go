@@ -54,9 +54,8 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 type fakeProvider struct {
 	tok         *tokenizer.Tokenizer
 	device      string
-	hold        int           // > 0: finish only the first hold requests; the rest wait for Cancel
-	held        chan struct{} // closed when a request is first held
-	heldOnce    sync.Once
+	hold        int                       // > 0: finish only the first hold requests; the rest wait for Cancel
+	held        chan struct{}             // a token each time a request is held (tokens past its buffer dropped)
 	addCost     func(k int) time.Duration // add_request cost of the k-th request; nil: default
 	onSubmit    func(k int)               // called after the k-th request (of every server) was queued; nil: none
 	prewarmErr  error                     // what the servers' Prewarm returns
@@ -73,7 +72,7 @@ type fakeProvider struct {
 }
 
 func newFakeProvider() *fakeProvider {
-	return &fakeProvider{device: "cpu", held: make(chan struct{})}
+	return &fakeProvider{device: "cpu", held: make(chan struct{}, 64)}
 }
 
 func (p *fakeProvider) Prepare(ctx context.Context, progress io.Writer) error {
@@ -305,7 +304,10 @@ func (s *fakeServer) Run(ctx context.Context, out chan<- sched.StepOutput) error
 		case fr := <-s.queue:
 			if s.p.hold > 0 && fr.k >= s.p.hold {
 				held[fr.id] = fr
-				s.p.heldOnce.Do(func() { close(s.p.held) })
+				select {
+				case s.p.held <- struct{}{}:
+				default:
+				}
 				if early[fr.id] {
 					delete(early, fr.id)
 					s.cancels <- fr.id

@@ -61,7 +61,7 @@ func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, 
 	}
 	opts.onRunEnd = func(r *runResult) {
 		if r.sum.Partial {
-			fmt.Fprintf(stderr, "rosetop: %s interrupted: %d requests finished, %d cancelled\n", r.sum.Label, r.sum.Requests, r.sum.Cancelled)
+			fmt.Fprintf(stderr, "rosetop: %s interrupted: %d requests finished, %d cancelled%s\n", r.sum.Label, r.sum.Requests, r.sum.Cancelled, notSentText(r.sum))
 		} else {
 			fmt.Fprintf(stderr, "rosetop: %s: %d requests in %.2f s\n", r.sum.Label, r.sum.Requests+r.sum.Failed, r.sum.Wall.Seconds())
 		}

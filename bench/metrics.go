@@ -137,6 +137,7 @@ type runInfo struct {
 	Index      int
 	Warmup     bool
 	Partial    bool          // interrupted (Ctrl-C, restart, close) before every request finished
+	Planned    int           // requests the run was to submit (0: a window, open-ended)
 	SubmitWall time.Duration // first submit start -> after the last submit (and its relative sleep)
 	LagPrinted bool          // absolute/poisson schedule with interval > 0
 	// Since, when set, starts the run's wall clock instead of its first submit: a window of a
@@ -148,6 +149,9 @@ type runInfo struct {
 func summarize(info runInfo, reqs []RequestResult) Summary {
 	var add, tok, queue, prefill, ttft, tpot, itl, gaps, lat, lag, cut []float64
 	s := Summary{Index: info.Index, Warmup: info.Warmup, Label: info.Label, SubmitWall: info.SubmitWall, Partial: info.Partial}
+	if info.Partial && info.Planned > len(reqs) {
+		s.NotSent = info.Planned - len(reqs)
+	}
 	// The wall clock spans the completed and the failed requests (as vLLM's duration waits for
 	// every request), not those cancelled by an interruption.
 	var first, last time.Duration

@@ -117,9 +117,17 @@ func reportLines(h reportHeader, s Summary) []string {
 		lines = append(lines, failedLine(s))
 	}
 	if s.Partial {
-		lines = append(lines, fmt.Sprintf("Interrupted: partial run, %d requests cancelled", s.Cancelled))
+		lines = append(lines, fmt.Sprintf("Interrupted: partial run, %d requests cancelled%s", s.Cancelled, notSentText(s)))
 	}
 	return append(lines, goodputLines(s)...)
+}
+
+// notSentText is ", N not sent" for an interrupted run that had requests left to submit.
+func notSentText(s Summary) string {
+	if s.NotSent == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d not sent", s.NotSent)
 }
 
 // failedLine counts the run's failed requests by cause and says what the first one's error

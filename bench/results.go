@@ -120,7 +120,7 @@ func SummaryRows(runs []Summary, width int) []string {
 			if s.Requests > 0 { // what finished before the end, measured as any run is
 				cut = append(cut, summaryRow("cut short ("+s.Label+")", s, width))
 			}
-			line := fmt.Sprintf("  cut short (%s): %d finished, %d cancelled", s.Label, s.Requests, s.Cancelled+s.Failed)
+			line := fmt.Sprintf("  cut short (%s): %d finished, %d cancelled%s", s.Label, s.Requests, s.Cancelled+s.Failed, notSentText(s))
 			if s.CutTTFT.N > 0 {
 				line += fmt.Sprintf(" after %d tokens (%d had started: TTFT p50 %.2f, p99 %.2f ms)", s.CutTokens, s.CutTTFT.N, s.CutTTFT.P50, s.CutTTFT.P99)
 			}

@@ -199,7 +199,7 @@ func (s *Session) prewarm(g *generation) error {
 // runOne submits the workload once and waits for every request to finish.
 func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, first bool) (outcome, error) {
 	rs := &runState{n: s.cfg.Workload.NumRequests, maxTokens: s.wl.totalNew, engine: g.index, start: s.clock.Now(), records: map[sched.RequestID]*sched.Record{}, progress: make(chan struct{}, 1)}
-	rs.info = runInfo{Label: pr.label, Index: pr.index, Warmup: pr.warmup}
+	rs.info = runInfo{Label: pr.label, Index: pr.index, Warmup: pr.warmup, Planned: rs.n}
 	s.mu.Lock()
 	rs.hdr = s.reportHeader(g.info)
 	rs.info.LagPrinted = rs.hdr.lagPrinted()

@@ -41,7 +41,9 @@ func TestCtrlCPrintsWhatFinishedAndLeaksNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-p.held
+		for range 5 { // every request past the third submitted and held
+			<-p.held
+		}
 		cancel() // Ctrl-C while requests are in flight
 	}()
 	dir := t.TempDir()
@@ -72,6 +74,49 @@ func TestCtrlCPrintsWhatFinishedAndLeaksNothing(t *testing.T) {
 		t.Fatalf("json runs = %+v, want one partial run with its cancelled requests", rep.Runs)
 	}
 	// goleak (TestMain) checks that no goroutine is left.
+}
+
+// TestCtrlCBeforeEverySubmitCountsTheRest: an interruption while the run is still submitting says
+// how many requests were never sent, in the report, on stderr and in the JSON.
+func TestCtrlCBeforeEverySubmitCountsTheRest(t *testing.T) {
+	p := newFakeProvider()
+	p.hold = 2 // requests 0 and 1 finish; 2 and 3 stay running until cancelled
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.onSubmit = func(k int) {
+		if k == 3 {
+			cancel() // Ctrl-C after the fourth submit: the submitter stops before the fifth
+		}
+	}
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	out, stderr, err := fakeBench(t, ctx, p, testConfig(requests(8, 3)), Exports{JSONPath: jsonPath})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	if want := "Interrupted: partial run, 2 requests cancelled, 4 not sent"; !strings.Contains(out, want) {
+		t.Errorf("report lacks %q:\n%s", want, out)
+	}
+	if want := "2 requests finished, 2 cancelled, 4 not sent"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	var rep struct {
+		Runs []struct {
+			Summary struct {
+				Cancelled int `json:"cancelled"`
+				NotSent   int `json:"not_sent"`
+			}
+		}
+	}
+	data, rerr := os.ReadFile(jsonPath)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Summary.Cancelled != 2 || rep.Runs[0].Summary.NotSent != 4 {
+		t.Fatalf("json runs = %+v, want one run with 2 cancelled and 4 not sent", rep.Runs)
+	}
 }
 
 // newFakeSession starts a live session on the fake provider; published receives a token after

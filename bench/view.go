@@ -32,6 +32,7 @@ type Summary struct {
 	TotalThroughput  float64 // (prompt + completion) tokens/s
 	Preemptions      int
 	Cancelled        int
+	NotSent          int            // an interrupted run's requests never submitted (0 for a window of a continuous load)
 	Failed           int            // requests the engine failed or could not fit (reason error / too_long)
 	Failures         map[string]int // Failed by cause ("http 429", "timeout (stall)", "too_long"); nil: none
 	FirstFailure     string         // the first failed request's cause on one line (see failureText); "": none

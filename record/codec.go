@@ -115,6 +115,7 @@ func encSummary(e *enc, s *bench.Summary) {
 		encCounts(e, s.Failures)
 		encCounts(e, s.TokenSources)
 		e.string(s.FirstFailure) // after the fields of the first recordings, which lack it
+		e.int(s.NotSent)         // likewise, after those of the recordings before it
 	})
 }
 
@@ -134,6 +135,9 @@ func decSummary(d *dec) (s bench.Summary) {
 	s.TokenGap, s.Failures, s.TokenSources = decDist(&r), decCounts(&r), decCounts(&r)
 	if r.more() {
 		s.FirstFailure = r.string()
+	}
+	if r.more() {
+		s.NotSent = r.int()
 	}
 	d.done(&r)
 	return s
