@@ -19,6 +19,9 @@ type RemoteInfo struct {
 	ServerFirsts bool
 	// Watch: the session only reads the server's /metrics and sends it no request (--watch).
 	Watch bool
+	// Fleet is every watched server's API root when the session watches several (--endpoint
+	// given more than once: Watch is then set), Endpoint first; nil for one server.
+	Fleet []string
 }
 
 // Gauge is a value a server may or may not report.
@@ -64,6 +67,11 @@ type ServerMetrics struct {
 	GenRate, PromptRate Gauge
 	// Total is the server's figures since the session's first good scrape; nil before it.
 	Total *ServerTotals
+	// Members, when the session watches a fleet (RemoteInfo.Fleet), are its servers each as
+	// itself, in Fleet's order (their own Members nil); the fields above are then the fleet's:
+	// queues, rates and totals summed over the servers that answered, histograms merged
+	// bucket by bucket, KV usage the mean. nil for one server.
+	Members []ServerMetrics
 }
 
 // ServerTotals is what a server reported over a whole session, from its counters' and
