@@ -21,7 +21,8 @@ import (
 // never exported: it prints as [redacted] and the JSON leaves it out.
 type remoteOptions struct {
 	Endpoint        string        `json:"endpoint,omitempty"`
-	API             string        `json:"api,omitempty"` // completions | chat ("": completions)
+	Fleet           []string      `json:"fleet,omitempty"` // --endpoint given again (--watch only): the other servers watched
+	API             string        `json:"api,omitempty"`   // completions | chat ("": completions)
 	APIKey          remote.Secret `json:"-"`
 	ExtraBody       string        `json:"extra_body,omitempty"`
 	RequestTimeoutS float64       `json:"request_timeout_s,omitempty"`
@@ -43,7 +44,7 @@ var (
 
 // remoteFlags binds the --endpoint flags to o.
 func remoteFlags(fs *flag.FlagSet, o *remoteOptions) {
-	fs.StringVar(&o.Endpoint, "endpoint", o.Endpoint, "drive and watch an OpenAI-compatible server at this API root (vLLM, SGLang, TGI, llama.cpp, Ollama, rosetop serve), e.g. http://127.0.0.1:8000/v1")
+	fs.Var(&endpointFlag{o: o}, "endpoint", "drive and watch an OpenAI-compatible server at this API root (vLLM, SGLang, TGI, llama.cpp, Ollama, rosetop serve), e.g. http://127.0.0.1:8000/v1; given again with --watch, watch each of those servers and the fleet they make")
 	fs.StringVar(&o.API, "api", o.API, "--endpoint: completions (POST /completions) | chat (POST /chat/completions) (default completions)")
 	fs.Var(secretFlag{&o.APIKey}, "api-key", "--endpoint: bearer token (default $OPENAI_API_KEY); never printed or exported")
 	fs.StringVar(&o.ExtraBody, "extra-body", o.ExtraBody, `--endpoint: a JSON object merged into every request body, e.g. '{"top_k": 1}'`)
@@ -53,6 +54,28 @@ func remoteFlags(fs *flag.FlagSet, o *remoteOptions) {
 	fs.StringVar(&o.MetricsURL, "metrics-url", o.MetricsURL, "--endpoint: the server's Prometheus page (default: /metrics on the endpoint's host)")
 	fs.BoolVar(&o.Watch, "watch", o.Watch, "--endpoint, the dashboard only: watch the server without sending it any request: its queue, KV cache, throughput and latency histograms from its Prometheus metrics, which it must serve (see --metrics-url)")
 	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "--endpoint: tokenizer counting what the server does not (GPT-2 BPE format: a Hugging Face directory or id; default GPT-2's)")
+}
+
+// endpointFlag is --endpoint: the first value is the endpoint, each later one a fleet member.
+type endpointFlag struct {
+	o    *remoteOptions
+	seen bool // a value was given on the command line: the next one is a member
+}
+
+func (f *endpointFlag) String() string {
+	if f == nil || f.o == nil {
+		return ""
+	}
+	return f.o.Endpoint
+}
+
+func (f *endpointFlag) Set(s string) error {
+	if f.seen {
+		f.o.Fleet = append(f.o.Fleet, s)
+		return nil
+	}
+	f.o.Endpoint, f.seen = s, true
+	return nil
 }
 
 // secretFlag is --api-key: its value never shows in usage or errors.
@@ -121,6 +144,9 @@ func (o *options) checkRemote(set map[string]bool, stderr io.Writer) error {
 	if err := checkEndpoint(o.Endpoint); err != nil {
 		return err
 	}
+	if err := o.checkFleet(); err != nil {
+		return err
+	}
 	if _, err := remote.ParseAPI(cmp.Or(o.API, "completions")); err != nil {
 		return badFlag("--api: unknown API %q (valid: completions, chat)", o.API)
 	}
@@ -137,6 +163,34 @@ func (o *options) checkRemote(set map[string]bool, stderr io.Writer) error {
 		}
 		o.Pretok = false
 		fmt.Fprintf(stderr, "rosetop: the job's --pretok is off against --endpoint: %s\n", why)
+	}
+	return nil
+}
+
+// checkFleet applies the rules of --endpoint given more than once: only watched, each at its own
+// /metrics, each a valid URL given once.
+func (o *options) checkFleet() error {
+	if len(o.Fleet) == 0 {
+		return nil
+	}
+	switch {
+	case !o.Watch:
+		return badFlag("--endpoint given %d times: several servers are only watched, not driven: add --watch (or drive one)", 1+len(o.Fleet))
+	case o.MetricsURL != "":
+		return badFlag("--metrics-url names one server's page: with several --endpoint, each server's /metrics is read on its own host")
+	case 1+len(o.Fleet) > remote.MaxFleet:
+		return badFlag("--endpoint given %d times: at most %d servers are watched at once", 1+len(o.Fleet), remote.MaxFleet)
+	}
+	seen := map[string]bool{strings.TrimRight(o.Endpoint, "/"): true}
+	for _, e := range o.Fleet {
+		if err := checkEndpoint(e); err != nil {
+			return err
+		}
+		k := strings.TrimRight(e, "/")
+		if seen[k] {
+			return badFlag("--endpoint %s: given twice", printable(e))
+		}
+		seen[k] = true
 	}
 	return nil
 }
@@ -198,5 +252,5 @@ func (o options) provider() (bench.Provider, error) {
 		StallTimeout:     time.Duration(o.StallS * float64(time.Second)),
 		MaxConns:         max(remote.DefaultMaxConns, min(o.NumRequests, 1024)),
 	}
-	return remote.NewProvider(remote.ProviderOptions{Client: cfg, API: api, Model: o.Model, MetricsURL: o.MetricsURL, Tokenizer: o.Tokenizer, Watch: o.Watch})
+	return remote.NewProvider(remote.ProviderOptions{Client: cfg, API: api, Model: o.Model, MetricsURL: o.MetricsURL, Tokenizer: o.Tokenizer, Watch: o.Watch, Fleet: o.Fleet})
 }

@@ -31,6 +31,12 @@ func TestWatchFlagErrors(t *testing.T) {
 		{"client flags", []string{"--endpoint", ep, "--watch", "--api", "chat", "--tokenizer", "gpt2"}, "--api, --tokenizer mean nothing with --watch"},
 		{"json", []string{"--endpoint", ep, "--watch", "--json", filepath.Join(dir, "out.json")}, "--json and --csv hold the requests rosetop sends"},
 		{"engine flag", []string{"--endpoint", ep, "--watch", "--device", "cpu"}, "--device means nothing with --endpoint"},
+		{"fleet driven", []string{"--endpoint", ep, "--endpoint", "http://127.0.0.1:2/v1"}, "--endpoint given 2 times: several servers are only watched, not driven: add --watch"},
+		{"fleet bench", []string{"bench", "--endpoint", ep, "--endpoint", "http://127.0.0.1:2/v1"}, "--endpoint given 2 times: several servers are only watched"},
+		{"fleet metrics url", []string{"--endpoint", ep, "--endpoint", "http://127.0.0.1:2/v1", "--watch", "--metrics-url", "http://127.0.0.1:1/metrics"}, "--metrics-url names one server's page"},
+		{"fleet twice", []string{"--endpoint", ep, "--endpoint", ep + "/", "--watch"}, "--endpoint " + ep + "/: given twice"},
+		{"fleet bad url", []string{"--endpoint", ep, "--endpoint", "127.0.0.1:2", "--watch"}, `--endpoint "127.0.0.1:2": want an http or https URL`},
+		{"fleet too many", fleetArgs(remote.MaxFleet + 1), fmt.Sprintf("--endpoint given %d times: at most %d servers", remote.MaxFleet+1, remote.MaxFleet)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,6 +45,23 @@ func TestWatchFlagErrors(t *testing.T) {
 				t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, stdout, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// fleetArgs watches n servers, none of which is dialled.
+func fleetArgs(n int) []string {
+	args := []string{"--watch"}
+	for i := range n {
+		args = append(args, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d/v1", 1000+i))
+	}
+	return args
+}
+
+// TestFleetOptions: --endpoint given again with --watch names the fleet's other servers, in order.
+func TestFleetOptions(t *testing.T) {
+	o, err := parseDashboard(t.Context(), []string{"--watch", "--endpoint", "http://a:8000/v1", "--endpoint", "http://b:8000/v1", "--endpoint", "http://c:8000/v1"}, io.Discard)
+	if err != nil || o.Endpoint != "http://a:8000/v1" || strings.Join(o.Fleet, " ") != "http://b:8000/v1 http://c:8000/v1" {
+		t.Errorf("fleet: %v, endpoint %q, fleet %q", err, o.Endpoint, o.Fleet)
 	}
 }
 

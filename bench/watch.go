@@ -27,10 +27,19 @@ func (s *Session) watchReport(w io.Writer) error {
 }
 
 // watchSummary is watchReport's lines. A figure the server does not expose, or that no two
-// scrapes measured, reads "n/a": never a NaN, never a made-up zero.
+// scrapes measured, reads "n/a": never a NaN, never a made-up zero. A fleet's summary is the
+// servers' sums, then a block per server.
 func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration) []string {
 	r := info.Remote
-	lines := []string{fmt.Sprintf("=== rosetop watch: %s at %s, %s ===", r.Kind, r.Endpoint, elapsed.Round(time.Millisecond))}
+	what := r.Kind + " at " + r.Endpoint
+	if len(r.Fleet) > 0 {
+		kind := r.Kind
+		if m != nil && m.Kind != "" {
+			kind = m.Kind
+		}
+		what = fmt.Sprintf("%d servers (%s)", len(r.Fleet), kind)
+	}
+	lines := []string{fmt.Sprintf("=== rosetop watch: %s, %s ===", what, elapsed.Round(time.Millisecond))}
 	row := func(name, value string) { lines = append(lines, fmt.Sprintf("%-26s %s", name+":", value)) }
 	row("Model", info.Model)
 	row("Requests sent by rosetop", "0 (watch mode)")
@@ -40,21 +49,79 @@ func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration) []st
 			why += " (" + m.Note + ")"
 		}
 		row("Server-side figures", why)
+	} else {
+		t := m.Total
+		row("Metrics", fmt.Sprintf("%s (%d scrapes, %d failed)", m.Source, t.Scrapes, t.Failed))
+		row("Server-side span", t.Span.Round(time.Millisecond).String()+" (first to last good scrape)")
+		row("Requests finished", countText(t.Requests))
+		row("Generated tokens", tokensText(t.GenTokens, t.Mean(t.GenTokens)))
+		row("Prompt tokens", tokensText(t.PromptTokens, t.Mean(t.PromptTokens)))
+		for _, l := range t.Latency {
+			row(l.Name+" (ms)", latencyText(l))
+		}
+		if m.Note != "" {
+			row("At the end", m.Note)
+		}
+	}
+	if m == nil {
 		return lines
 	}
-	t := m.Total
-	row("Metrics", fmt.Sprintf("%s (%d scrapes, %d failed)", m.Source, t.Scrapes, t.Failed))
-	row("Server-side span", t.Span.Round(time.Millisecond).String()+" (first to last good scrape)")
-	row("Requests finished", countText(t.Requests))
-	row("Generated tokens", tokensText(t.GenTokens, t.Mean(t.GenTokens)))
-	row("Prompt tokens", tokensText(t.PromptTokens, t.Mean(t.PromptTokens)))
-	for _, l := range t.Latency {
-		row(l.Name+" (ms)", latencyText(l))
+	for i := range m.Members {
+		ep := m.Members[i].Source
+		if i < len(r.Fleet) {
+			ep = r.Fleet[i]
+		}
+		lines = append(lines, "", "Server "+ep)
+		lines = append(lines, memberSummary(&m.Members[i])...)
+	}
+	return lines
+}
+
+// memberSummary is one server of a fleet over the session, in short: what it finished and
+// generated, and its TTFT and end-to-end p99.
+func memberSummary(m *ServerMetrics) []string {
+	var lines []string
+	row := func(name, value string) { lines = append(lines, fmt.Sprintf("  %-24s %s", name+":", value)) }
+	kind := m.Kind
+	if kind == "" {
+		kind = "n/a (no scrape yet)"
+	}
+	row("Kind", kind)
+	if t := m.Total; t == nil {
+		row("Server-side figures", "no scrape worked during the session")
+	} else {
+		row("Metrics", fmt.Sprintf("%s (%d scrapes, %d failed)", m.Source, t.Scrapes, t.Failed))
+		row("Requests finished", countText(t.Requests))
+		row("Generated tokens", tokensText(t.GenTokens, t.Mean(t.GenTokens)))
+		for _, name := range []string{"TTFT", "E2E latency"} {
+			row(name+" p99 (ms)", p99Text(t.Latency, name))
+		}
 	}
 	if m.Note != "" {
 		row("At the end", m.Note)
 	}
 	return lines
+}
+
+// p99Text is the p99 of the histogram named name among ls, a bound ("≤B") where it falls in the
+// first bucket.
+func p99Text(ls []ServerLatency, name string) string {
+	for _, l := range ls {
+		switch {
+		case l.Name != name:
+			continue
+		case !l.Known:
+			return "n/a (the server exposes no such histogram)"
+		case l.Dist.N == 0:
+			return "n/a (none observed)"
+		case !finite(l.Dist.P99):
+			return "n/a"
+		case l.Bounded(l.Dist.P99):
+			return fmt.Sprintf("≤%g (%d observations)", l.FirstBound, l.Dist.N)
+		}
+		return fmt.Sprintf("%.1f (%d observations)", l.Dist.P99, l.Dist.N)
+	}
+	return "n/a (the server exposes no such histogram)"
 }
 
 func countText(g Gauge) string {

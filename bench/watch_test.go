@@ -86,3 +86,58 @@ func TestServerTrend(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchSummaryFleet: a fleet's quit summary names the fleet, gives its sums as one
+// server's, then a block per server with its own totals and p99s, and the note of one that
+// stopped answering; "n/a" for what a server does not give, never NaN.
+func TestWatchSummaryFleet(t *testing.T) {
+	nan := math.NaN()
+	eps := []string{"http://gpu-a:8000/v1", "http://gpu-b:8000/v1", "http://gpu-c:8001/v1"}
+	info := ServerInfo{Model: "m", Remote: &RemoteInfo{Endpoint: eps[0], Kind: "vllm", Watch: true, Fleet: eps}}
+	lat := func(name string, p99 float64, n int, bound float64) ServerLatency {
+		return ServerLatency{Name: name, Known: true, Dist: Dist{P50: p99 / 2, P95: p99, P99: p99, Mean: nan, Max: nan, N: n}, FirstBound: bound}
+	}
+	a := ServerMetrics{Kind: "vllm", Source: "http://gpu-a:8000/metrics", Total: &ServerTotals{Span: 10 * time.Second, Scrapes: 20,
+		Requests: Gauge{V: 7, Known: true}, GenTokens: Gauge{V: 1000, Known: true},
+		Latency: []ServerLatency{lat("TTFT", 812, 7, 1), lat("E2E latency", 250, 7, 300)}}}
+	b := ServerMetrics{Kind: "vllm", Source: "http://gpu-b:8000/metrics", Note: "last scrape failed: connection refused",
+		Total: &ServerTotals{Span: 4 * time.Second, Scrapes: 8, Failed: 3, Requests: Gauge{V: 2, Known: true}, GenTokens: Gauge{V: nan, Known: true},
+			Latency: []ServerLatency{lat("TTFT", nan, 2, 1), {Name: "E2E latency"}}}}
+	c := ServerMetrics{Kind: "vllm", Source: "http://gpu-c:8001/metrics", Note: "HTTP 404: the server has no /metrics"}
+	fleet := &ServerMetrics{Kind: "vllm", Source: "3 /metrics pages", Members: []ServerMetrics{a, b, c},
+		Total: &ServerTotals{Span: 10 * time.Second, Scrapes: 28, Failed: 3, Requests: Gauge{V: 9, Known: true}, GenTokens: Gauge{V: 1000, Known: true},
+			Latency: []ServerLatency{lat("TTFT", 812, 9, 1)}}}
+	out := strings.Join(watchSummary(info, fleet, 62*time.Second), "\n")
+	if !strings.HasPrefix(out, "=== rosetop watch: 3 servers (vllm), 1m2s ===\n") || strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
+		t.Errorf("summary:\n%s", out)
+	}
+	blocks := strings.Split(out, "\n\n")
+	if len(blocks) != 4 {
+		t.Fatalf("%d blocks, want the fleet's and one per server:\n%s", len(blocks), out)
+	}
+	for i, want := range [][]string{
+		{"Metrics:                   3 /metrics pages (28 scrapes, 3 failed)", "Requests finished:         9", "TTFT (ms):                 p50 406.0  p95 812.0  p99 812.0  (9 observations)"},
+		{"Server http://gpu-a:8000/v1\n", "  Kind:                    vllm", "  Requests finished:       7", "  Generated tokens:        1000 (100.0 tok/s)",
+			"  TTFT p99 (ms):           812.0 (7 observations)", "  E2E latency p99 (ms):    ≤300 (7 observations)"},
+		{"Server http://gpu-b:8000/v1\n", "  Requests finished:       2", "  Generated tokens:        n/a", "  TTFT p99 (ms):           n/a",
+			"  E2E latency p99 (ms):    n/a (the server exposes no such histogram)", "  At the end:              last scrape failed: connection refused"},
+		{"Server http://gpu-c:8001/v1\n", "  Server-side figures:     no scrape worked during the session", "  At the end:              HTTP 404: the server has no /metrics"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(blocks[i], w) {
+				t.Errorf("block %d lacks %q:\n%s", i, w, blocks[i])
+			}
+		}
+	}
+	if strings.Contains(blocks[1], "At the end") || strings.Contains(blocks[0], "Server http") {
+		t.Errorf("a note where there is none, or a server in the fleet's block:\n%s", out)
+	}
+	mixed := *fleet
+	mixed.Kind = "mixed"
+	if got := watchSummary(info, &mixed, time.Minute)[0]; got != "=== rosetop watch: 3 servers (mixed), 1m0s ===" {
+		t.Errorf("a fleet of several kinds: %q", got)
+	}
+	if got := watchSummary(info, nil, time.Minute); got[0] != "=== rosetop watch: 3 servers (vllm), 1m0s ===" || len(got) != 4 {
+		t.Errorf("a fleet before any scrape: %q", got)
+	}
+}

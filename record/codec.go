@@ -169,6 +169,11 @@ func encHeader(e *enc, h *bench.Header) {
 				e.string(r.Kind)
 				e.bool(r.ServerFirsts)
 				e.bool(r.Watch) // after the fields of the recordings before watch mode, which lack it
+				// Likewise the fleet, after the fields of the recordings before fleets.
+				e.uvarint(uint64(len(r.Fleet)))
+				for _, ep := range r.Fleet {
+					e.string(ep)
+				}
 			})
 		}
 		e.int(h.Concurrency)
@@ -216,6 +221,14 @@ func decHeader(d *dec, h *bench.Header) {
 		}
 		if rr.more() {
 			h.Remote.Watch = rr.bool()
+		}
+		if rr.more() {
+			if n := rr.count(unsafe.Sizeof("")); n > 0 {
+				h.Remote.Fleet = make([]string, n)
+				for i := range h.Remote.Fleet {
+					h.Remote.Fleet[i] = rr.string()
+				}
+			}
 		}
 		r.done(&rr)
 	}

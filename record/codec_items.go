@@ -61,8 +61,23 @@ func decCompare(d *dec) []bench.Comparison {
 	return out
 }
 
-// encServer writes a remote server's panel: its own metrics and the rows against rosetop's.
+// encServer writes a remote server's panel: its own metrics and the rows against rosetop's,
+// then a fleet's members (after the fields of the recordings before fleets, which lack them).
+// A member is a record laid out as the panel's, with no rows. A field added to ServerMetrics
+// goes after the members here, and after encMetrics in a member's record.
 func encServer(e *enc, p *bench.ServerPanel) {
+	e.record(func(e *enc) {
+		encMetrics(e, &p.ServerMetrics, p.Rows)
+		e.uvarint(uint64(len(p.Members)))
+		for i := range p.Members {
+			e.record(func(e *enc) { encMetrics(e, &p.Members[i], nil) })
+		}
+	})
+}
+
+// encMetrics writes m's fields but its Members, and rows amid them where the first recordings
+// had them, into the record being written.
+func encMetrics(e *enc, m *bench.ServerMetrics, rows []bench.ServerRow) {
 	gauge := func(e *enc, g bench.Gauge) {
 		e.record(func(e *enc) {
 			e.float(g.V)
@@ -77,52 +92,68 @@ func encServer(e *enc, p *bench.ServerPanel) {
 			e.float(l.FirstBound) // after the fields of the first recordings, which lack it
 		})
 	}
-	e.record(func(e *enc) {
-		m := &p.ServerMetrics
-		e.string(m.Kind)
-		e.string(m.Source)
-		e.string(m.Note)
-		e.dur(m.At)
-		gauge(e, m.Waiting)
-		gauge(e, m.Running)
-		gauge(e, m.KVUsage)
-		e.dur(m.Window)
-		e.uvarint(uint64(len(m.Latency)))
-		for _, l := range m.Latency {
-			latency(e, l)
-		}
-		e.uvarint(uint64(len(p.Rows)))
-		for _, row := range p.Rows {
-			e.record(func(e *enc) {
-				e.string(row.Name)
-				latency(e, row.Server)
-				encDist(e, row.Client)
-				e.float(row.DiffP50)
-				e.float(row.DiffP99)
-			})
-		}
-		// After the fields of the recordings made before watch mode, which lack them.
-		gauge(e, m.GenRate)
-		gauge(e, m.PromptRate)
-		e.bool(m.Total != nil)
-		if t := m.Total; t != nil {
-			e.record(func(e *enc) {
-				e.dur(t.Span)
-				e.int(t.Scrapes)
-				e.int(t.Failed)
-				gauge(e, t.Requests)
-				gauge(e, t.GenTokens)
-				gauge(e, t.PromptTokens)
-				e.uvarint(uint64(len(t.Latency)))
-				for _, l := range t.Latency {
-					latency(e, l)
-				}
-			})
-		}
-	})
+	e.string(m.Kind)
+	e.string(m.Source)
+	e.string(m.Note)
+	e.dur(m.At)
+	gauge(e, m.Waiting)
+	gauge(e, m.Running)
+	gauge(e, m.KVUsage)
+	e.dur(m.Window)
+	e.uvarint(uint64(len(m.Latency)))
+	for _, l := range m.Latency {
+		latency(e, l)
+	}
+	e.uvarint(uint64(len(rows)))
+	for _, row := range rows {
+		e.record(func(e *enc) {
+			e.string(row.Name)
+			latency(e, row.Server)
+			encDist(e, row.Client)
+			e.float(row.DiffP50)
+			e.float(row.DiffP99)
+		})
+	}
+	// After the fields of the recordings made before watch mode, which lack them.
+	gauge(e, m.GenRate)
+	gauge(e, m.PromptRate)
+	e.bool(m.Total != nil)
+	if t := m.Total; t != nil {
+		e.record(func(e *enc) {
+			e.dur(t.Span)
+			e.int(t.Scrapes)
+			e.int(t.Failed)
+			gauge(e, t.Requests)
+			gauge(e, t.GenTokens)
+			gauge(e, t.PromptTokens)
+			e.uvarint(uint64(len(t.Latency)))
+			for _, l := range t.Latency {
+				latency(e, l)
+			}
+		})
+	}
 }
 
 func decServer(d *dec) *bench.ServerPanel {
+	r := d.record()
+	p := &bench.ServerPanel{}
+	p.Rows = decMetrics(&r, &p.ServerMetrics)
+	if r.more() { // recordings before fleets lack the members
+		if n := r.count(unsafe.Sizeof(bench.ServerMetrics{})); n > 0 {
+			p.Members = make([]bench.ServerMetrics, n)
+			for i := range p.Members {
+				mr := r.record()
+				decMetrics(&mr, &p.Members[i]) // a member has no rows
+				r.done(&mr)
+			}
+		}
+	}
+	d.done(&r)
+	return p
+}
+
+// decMetrics reads what encMetrics wrote into m, and returns the rows.
+func decMetrics(r *dec, m *bench.ServerMetrics) []bench.ServerRow {
 	gauge := func(d *dec) bench.Gauge {
 		r := d.record()
 		g := bench.Gauge{V: r.float(), Known: r.bool()}
@@ -138,27 +169,25 @@ func decServer(d *dec) *bench.ServerPanel {
 		d.done(&r)
 		return l
 	}
-	r := d.record()
-	p := &bench.ServerPanel{}
-	m := &p.ServerMetrics
 	m.Kind, m.Source, m.Note, m.At = r.string(), r.string(), r.string(), r.dur()
-	m.Waiting, m.Running, m.KVUsage, m.Window = gauge(&r), gauge(&r), gauge(&r), r.dur()
+	m.Waiting, m.Running, m.KVUsage, m.Window = gauge(r), gauge(r), gauge(r), r.dur()
 	if n := r.count(unsafe.Sizeof(bench.ServerLatency{})); n > 0 {
 		m.Latency = make([]bench.ServerLatency, n)
 		for i := range m.Latency {
-			m.Latency[i] = latency(&r)
+			m.Latency[i] = latency(r)
 		}
 	}
+	var rows []bench.ServerRow
 	if n := r.count(unsafe.Sizeof(bench.ServerRow{})); n > 0 {
-		p.Rows = make([]bench.ServerRow, n)
-		for i := range p.Rows {
+		rows = make([]bench.ServerRow, n)
+		for i := range rows {
 			rr := r.record()
-			p.Rows[i] = bench.ServerRow{Name: rr.string(), Server: latency(&rr), Client: decDist(&rr), DiffP50: rr.float(), DiffP99: rr.float()}
+			rows[i] = bench.ServerRow{Name: rr.string(), Server: latency(&rr), Client: decDist(&rr), DiffP50: rr.float(), DiffP99: rr.float()}
 			r.done(&rr)
 		}
 	}
 	if r.more() { // recordings before watch mode lack the rates and totals
-		m.GenRate, m.PromptRate = gauge(&r), gauge(&r)
+		m.GenRate, m.PromptRate = gauge(r), gauge(r)
 		if r.bool() {
 			tr := r.record()
 			t := &bench.ServerTotals{Span: tr.dur(), Scrapes: tr.int(), Failed: tr.int(), Requests: gauge(&tr), GenTokens: gauge(&tr), PromptTokens: gauge(&tr)}
@@ -172,8 +201,7 @@ func decServer(d *dec) *bench.ServerPanel {
 			m.Total = t
 		}
 	}
-	d.done(&r)
-	return p
+	return rows
 }
 
 func encAdmission(e *enc, a bench.Admission) {

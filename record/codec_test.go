@@ -13,7 +13,12 @@ import (
 
 // fill sets every field reachable from v to a value that is not zero and differs from the other
 // fields' (a counter from seed): strings, numbers, bools, times, slices of two, pointers, maps.
-func fill(v reflect.Value, seed *int) {
+// A slice within an item of a slice of its own type is left empty: a recursive type (a fleet's
+// Members, each a ServerMetrics with Members of its own) is filled one level deep.
+func fill(v reflect.Value, seed *int) { fillIn(v, seed, map[reflect.Type]bool{}) }
+
+// fillIn is fill with the slice types whose items are being filled (filling holds them).
+func fillIn(v reflect.Value, seed *int, filling map[reflect.Type]bool) {
 	*seed++
 	n := *seed
 	switch v.Kind() {
@@ -23,23 +28,29 @@ func fill(v reflect.Value, seed *int) {
 			return
 		}
 		for i := range v.NumField() {
-			fill(v.Field(i), seed)
+			fillIn(v.Field(i), seed, filling)
 		}
 	case reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
-		fill(p.Elem(), seed)
+		fillIn(p.Elem(), seed, filling)
 		v.Set(p)
 	case reflect.Slice:
+		if filling[v.Type()] {
+			v.SetZero()
+			return
+		}
+		filling[v.Type()] = true
 		s := reflect.MakeSlice(v.Type(), 2, 2)
 		for i := range 2 {
-			fill(s.Index(i), seed)
+			fillIn(s.Index(i), seed, filling)
 		}
 		v.Set(s)
+		delete(filling, v.Type())
 	case reflect.Map:
 		m := reflect.MakeMap(v.Type())
 		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-		fill(k, seed)
-		fill(e, seed)
+		fillIn(k, seed, filling)
+		fillIn(e, seed, filling)
 		m.SetMapIndex(k, e)
 		v.Set(m)
 	case reflect.String:

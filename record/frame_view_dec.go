@@ -246,11 +246,17 @@ func viewBytes(v *bench.View) int {
 	list(len(v.Ledger), unsafe.Sizeof(bench.LedgerEntry{}))
 	list(len(v.Events), unsafe.Sizeof(bench.LogEvent{}))
 	list(len(v.Markers), unsafe.Sizeof(bench.Marker{}))
+	if r := v.Header.Remote; r != nil {
+		list(len(r.Fleet), unsafe.Sizeof(""))
+	}
 	if v.Server != nil {
-		list(len(v.Server.Latency), unsafe.Sizeof(bench.ServerLatency{}))
 		list(len(v.Server.Rows), unsafe.Sizeof(bench.ServerRow{}))
-		if t := v.Server.Total; t != nil {
-			list(len(t.Latency), unsafe.Sizeof(bench.ServerLatency{}))
+		list(len(v.Server.Members), unsafe.Sizeof(bench.ServerMetrics{}))
+		for _, m := range append([]bench.ServerMetrics{v.Server.ServerMetrics}, v.Server.Members...) {
+			list(len(m.Latency), unsafe.Sizeof(bench.ServerLatency{}))
+			if t := m.Total; t != nil {
+				list(len(t.Latency), unsafe.Sizeof(bench.ServerLatency{}))
+			}
 		}
 	}
 	return n

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type ProviderOptions struct {
 	// Watch: the servers send no generation request, and only read /metrics, which must answer
 	// at start with names rosetop knows (ErrNoMetrics otherwise).
 	Watch bool
+	// Fleet, with Watch, are the API roots of further servers watched beside Client.BaseURL's,
+	// each at its DefaultMetricsURL, as one fleet (bench.RemoteInfo.Fleet). Not with MetricsURL.
+	Fleet []string
 }
 
 // ErrNoMetrics is returned by Prepare for a watching Provider (ProviderOptions.Watch) whose
@@ -59,6 +63,11 @@ type Provider struct {
 	note     string     // why there are no server metrics; "" when the first scrape worked
 	first    *Snapshot  // the first scrape: the baseline of the server's counters; nil without one
 	firstErr error      // why the first scrape failed
+
+	// members are a fleet's other servers (ProviderOptions.Fleet), each a watching Provider of
+	// its own, prepared with this one; nil for one server.
+	members []*Provider
+	inFleet bool // one of another Provider's members
 
 	mu     sync.Mutex // guards ledger
 	ledger []bench.LedgerEntry
@@ -90,7 +99,44 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	if p.opts.ScrapeEvery == 0 {
 		p.opts.ScrapeEvery = DefaultScrapeEvery
 	}
+	if len(o.Fleet) > 0 {
+		if err := p.addMembers(); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// MaxFleet bounds the servers one session watches: each is a scrape loop and a table row.
+const MaxFleet = 64
+
+// addMembers makes a watching Provider for each of the fleet's other servers.
+func (p *Provider) addMembers() error {
+	o := p.opts
+	switch {
+	case !o.Watch:
+		return fmt.Errorf("%w: several servers are only watched (--watch), not driven", ErrConfig)
+	case p.explicit:
+		return fmt.Errorf("%w: a metrics URL names one server's page, not a fleet's (each is read at its endpoint's /metrics)", ErrConfig)
+	case len(o.Fleet)+1 > MaxFleet:
+		return fmt.Errorf("%w: %d servers to watch, at most %d", ErrConfig, len(o.Fleet)+1, MaxFleet)
+	}
+	seen := map[string]bool{p.base: true}
+	for _, base := range o.Fleet {
+		mo := ProviderOptions{Client: o.Client, API: o.API, Model: o.Model, Tokenizer: o.Tokenizer, ScrapeEvery: o.ScrapeEvery, Watch: true}
+		mo.Client.BaseURL = base
+		m, err := NewProvider(mo)
+		if err != nil {
+			return err
+		}
+		m.inFleet = true
+		if seen[m.base] {
+			return fmt.Errorf("%w: server %s given twice", ErrConfig, m.base)
+		}
+		seen[m.base] = true
+		p.members = append(p.members, m)
+	}
+	return nil
 }
 
 // Prepare loads the tokenizer, asks the server for its models (a refused connection is an
@@ -121,11 +167,40 @@ func (p *Provider) Prepare(ctx context.Context, progress io.Writer) error {
 	}
 	if p.opts.Watch {
 		fmt.Fprintf(progress, "rosetop: watching %s at %s (%s), model %s: no requests are sent\n", what, p.base, p.opts.MetricsURL, p.model)
-		return nil
+		return p.prepareMembers(ctx, progress)
 	}
 	fmt.Fprintf(progress, "rosetop: %s at %s, model %s (%s), %s API\n", what, p.base, p.model, limit, p.opts.API)
 	if p.note != "" {
 		fmt.Fprintf(progress, "rosetop: %s: the panes show client-side counts\n", p.note)
+	}
+	return nil
+}
+
+// prepareMembers learns each fleet member's model and kind, all at once (each call has its own
+// deadline); their lines follow in the fleet's order. Every server must answer at start, as one
+// watched alone must.
+func (p *Provider) prepareMembers(ctx context.Context, progress io.Writer) error {
+	outs := make([]bytes.Buffer, len(p.members))
+	errs := make([]error, len(p.members))
+	var wg sync.WaitGroup
+	for i, m := range p.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = m.pickModel(ctx, &outs[i]); errs[i] == nil {
+				errs[i] = m.firstScrape(ctx)
+			}
+			if errs[i] == nil {
+				fmt.Fprintf(&outs[i], "rosetop: watching %s at %s (%s), model %s: no requests are sent\n", m.kind, m.base, m.opts.MetricsURL, m.model)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range p.members {
+		progress.Write(outs[i].Bytes())
+		if errs[i] != nil {
+			return errs[i]
+		}
 	}
 	return nil
 }
@@ -191,6 +266,8 @@ func (p *Provider) firstScrape(ctx context.Context) error {
 	t0 := time.Now()
 	snap, err := sc.Scrape(ctx)
 	switch {
+	case err != nil && p.opts.Watch && (p.members != nil || p.inFleet):
+		return fmt.Errorf("%w: %s: %w", ErrNoMetrics, p.opts.MetricsURL, err)
 	case err != nil && p.opts.Watch:
 		return fmt.Errorf("%w: %w (give their address with --metrics-url)", ErrNoMetrics, err)
 	case err == nil && p.opts.Watch && snap.Kind == KindUnknown:
@@ -254,8 +331,28 @@ func (p *Provider) info(spec bench.ServerSpec) bench.ServerInfo {
 	if p.kind == KindUnknown {
 		where = "server at " + p.base
 	}
+	r := &bench.RemoteInfo{Endpoint: p.base, API: p.opts.API.String(), Kind: p.kind.String(), ServerFirsts: p.kind.countsFirstTokens(), Watch: p.opts.Watch}
+	model := p.model
+	if p.members != nil {
+		r.Fleet = []string{p.base}
+		models := []string{p.model}
+		for _, m := range p.members {
+			r.Fleet = append(r.Fleet, m.base)
+			if m.kind != p.kind {
+				r.Kind = "mixed"
+			}
+			r.ServerFirsts = r.ServerFirsts && m.kind.countsFirstTokens()
+			if !slices.Contains(models, m.model) {
+				models = append(models, m.model)
+			}
+		}
+		where = fmt.Sprintf("%d servers (%s) from %s", len(r.Fleet), r.Kind, p.base)
+		model = strings.Join(models[:min(3, len(models))], ", ")
+		if len(models) > 3 {
+			model += fmt.Sprintf(" and %d more", len(models)-3)
+		}
+	}
 	return bench.ServerInfo{
-		Model: p.model, Device: "remote", DeviceDetail: where, MaxBatch: spec.MaxBatch, Backend: p.opts.API.backend(),
-		Remote: &bench.RemoteInfo{Endpoint: p.base, API: p.opts.API.String(), Kind: p.kind.String(), ServerFirsts: p.kind.countsFirstTokens(), Watch: p.opts.Watch},
+		Model: model, Device: "remote", DeviceDetail: where, MaxBatch: spec.MaxBatch, Backend: p.opts.API.backend(), Remote: r,
 	}
 }

@@ -29,7 +29,7 @@ type remoteServer struct {
 	client *Client          // safe for concurrent use
 	clock  bench.Clock      // the session's
 	info   bench.ServerInfo // immutable
-	watch  *watcher         // the /metrics side
+	watch  metricsSide      // the /metrics side: the server's watcher, or a fleet's
 
 	wake chan struct{}  // capacity 1: pending has events, or a scrape landed
 	reqs sync.WaitGroup // request goroutines
@@ -89,11 +89,30 @@ func (p *Provider) NewServer(ctx context.Context, spec bench.ServerSpec) (bench.
 		p: p, client: c, clock: spec.Clock, info: p.info(spec), wake: make(chan struct{}, 1),
 		cfg: spec.Sched, calls: map[sched.RequestID]*call{},
 	}
-	if s.watch, err = newWatcher(p, spec); err != nil {
+	if s.watch, err = p.metricsSide(spec); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// metricsSide is a watcher of the server's /metrics, or with a fleet one for each server.
+func (p *Provider) metricsSide(spec bench.ServerSpec) (metricsSide, error) {
+	if p.members == nil {
+		return newWatcher(p, spec)
+	}
+	ws := make([]*watcher, 0, 1+len(p.members))
+	for _, m := range append([]*Provider{p}, p.members...) {
+		w, err := newWatcher(m, spec)
+		if err != nil {
+			for _, w := range ws {
+				w.close()
+			}
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	return newFleet(ws), nil
 }
 
 func (s *remoteServer) Info() bench.ServerInfo { return s.info }

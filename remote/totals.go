@@ -88,8 +88,19 @@ func rates(hist []Snapshot) (gen, prompt bench.Gauge) {
 
 // latencies are the server's latency histograms' percentiles over what they gained from then
 // to now.
-func latencies(now, then *Snapshot) []bench.ServerLatency {
-	var out []bench.ServerLatency
+func latencies(now, then *Snapshot) []bench.ServerLatency { return summarize(gains(now, then)) }
+
+// gain is what one latency histogram gained over a span, before it is summarized: a fleet's
+// servers' gains are merged bucket by bucket first.
+type gain struct {
+	name  string
+	known bool // the server exposes the histogram
+	h     Histogram
+}
+
+// gains are the latency histograms' gains from then to now, always the same names in order.
+func gains(now, then *Snapshot) []gain {
+	var out []gain
 	for _, h := range []struct {
 		name string
 		of   func(*Snapshot) Histogram
@@ -97,9 +108,17 @@ func latencies(now, then *Snapshot) []bench.ServerLatency {
 		{"TTFT", (*Snapshot).ttft}, {"ITL", (*Snapshot).itl}, {"E2E latency", (*Snapshot).e2e},
 		{"Queue", (*Snapshot).queue}, {"Prefill", (*Snapshot).prefill},
 	} {
-		d := since(now, then, h.of)
-		l := bench.ServerLatency{Name: h.name, Known: h.of(now).Known, Dist: msDist(d)}
-		if b, ok := d.FirstBound(); ok {
+		out = append(out, gain{name: h.name, known: h.of(now).Known, h: since(now, then, h.of)})
+	}
+	return out
+}
+
+// summarize is each gain's percentiles in ms.
+func summarize(gs []gain) []bench.ServerLatency {
+	out := make([]bench.ServerLatency, 0, len(gs))
+	for _, g := range gs {
+		l := bench.ServerLatency{Name: g.name, Known: g.known, Dist: msDist(g.h)}
+		if b, ok := g.h.FirstBound(); ok {
 			l.FirstBound = b * 1000
 		}
 		out = append(out, l)

@@ -224,18 +224,41 @@ func badCount(v Value) string {
 // mix; the panel's note says which (see queueLocked). It reports whether the queue is the
 // server's. The caller holds remoteServer.mu.
 func (w *watcher) fill(snap *sched.Snapshot) (serverQueue bool) {
+	r := w.take()
+	if r.firstsKnown {
+		snap.Admitted = r.firsts
+	}
+	if r.queueKnown {
+		snap.Waiting, snap.Running = r.waiting, r.running
+	}
+	if r.preemptKnown {
+		snap.Preemptions = uint64(r.preemptions)
+	}
+	return r.queueKnown
+}
+
+// reading is what a step takes from a watcher's scrapes (see fill): each figure with whether
+// the server gave it.
+type reading struct {
+	firsts                  int // first tokens counted since the last take
+	waiting, running        int
+	preemptions             int // since the session's baseline
+	firstsKnown, queueKnown bool
+	preemptKnown            bool
+}
+
+// take reads the server's queue and preemptions and takes the first tokens counted since the
+// last take.
+func (w *watcher) take() (r reading) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.serverFirsts {
-		snap.Admitted, w.firsts = w.firsts, 0
+		r.firsts, r.firstsKnown, w.firsts = w.firsts, true, 0
 	}
-	waiting, running, _, ok := w.queueLocked()
-	if ok {
-		snap.Waiting, snap.Running = waiting, running
-	}
+	r.waiting, r.running, _, r.queueKnown = w.queueLocked()
 	n := len(w.hist)
 	if n == 0 {
-		return ok
+		return r
 	}
 	// Preemptions are a total so far: the last known one stands while scrapes fail (a drop to
 	// the client's 0 would read as a burst of preemptions when they work again).
@@ -244,9 +267,9 @@ func (w *watcher) fill(snap *sched.Snapshot) (serverQueue bool) {
 		if b, ok := count(w.base.preemptions()); ok && b <= p {
 			p -= b
 		}
-		snap.Preemptions = uint64(p)
+		r.preemptions, r.preemptKnown = p, true
 	}
-	return ok
+	return r
 }
 
 // since is what histogram of gained from then's scrape to now's. One that then's page lacked,

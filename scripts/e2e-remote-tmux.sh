@@ -7,8 +7,11 @@
 # refused with the reason; C and c change the concurrency; q exits 0 with the summary on stdout.
 # Then `rosetop --endpoint URL --watch` beside a headless bench loading the server: the header says
 # WATCH with the server's generation rate, the totals pane counts what the server finished, p is
-# refused, and q exits 0 with a watch summary saying rosetop sent no request. Then SIGTERM stops
-# the server (exit 0). Exits non-zero with a one-line reason on failure
+# refused, and q exits 0 with a watch summary saying rosetop sent no request. Then a fleet: a
+# second server, both watched at once (--endpoint twice): the header names the fleet, the servers
+# table has a row each; the second server stopped, the header counts it not answering and its row
+# says why; q prints the fleet's summary with a block per server. Then SIGTERM stops the first
+# server (exit 0). Exits non-zero with a one-line reason on failure
 # (screens and outputs kept under $E2E_DIR).
 #
 #   scripts/e2e-remote-tmux.sh                  # what CI runs
@@ -26,12 +29,14 @@ BIN=${E2E_BIN:-}
 SOCK="rosetop-e2e-remote-$$" # a private tmux server: never touches the user's sessions
 PANE="e2e"
 server_pid=""
+server2_pid=""
 
 E2E_NAME=e2e-remote-tmux
 . scripts/e2e-lib.sh
 cleanup() {
 	tmux_cleanup
 	[ -z "$server_pid" ] || kill -9 "$server_pid" 2>/dev/null || true
+	[ -z "$server2_pid" ] || kill -9 "$server2_pid" 2>/dev/null || true
 }
 trap cleanup EXIT
 # server_row NAME: the server pane's row NAME (five number columns: srv50 cli50 srv99 cli99 Δ99;
@@ -60,16 +65,20 @@ if [ -z "$BIN" ]; then
 fi
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 
+# serve_url PID NAME: waits for the server PID (logging to $E2E_DIR/NAME.stderr) to print its URL.
+serve_url() {
+	local u="" deadline=$((SECONDS + TIMEOUT))
+	until [ -n "$u" ]; do
+		u=$(sed -nE 's/.*serving [^ ]+ on (http:[^ ]+\/v1).*/\1/p' "$E2E_DIR/$2.stderr" | head -1)
+		kill -0 "$1" 2>/dev/null || fail "rosetop serve exited before it served: $(tail -1 "$E2E_DIR/$2.stderr")"
+		[ $SECONDS -lt $deadline ] || fail "rosetop serve did not print its URL within ${TIMEOUT}s"
+		sleep 0.1
+	done
+	echo "$u"
+}
 "$BIN" serve --port 0 --device cpu --threads 1 >"$E2E_DIR/serve.stdout" 2>"$E2E_DIR/serve.stderr" &
 server_pid=$!
-url=""
-deadline=$((SECONDS + TIMEOUT))
-until [ -n "$url" ]; do
-	url=$(sed -nE 's/.*serving [^ ]+ on (http:[^ ]+\/v1).*/\1/p' "$E2E_DIR/serve.stderr" | head -1)
-	kill -0 "$server_pid" 2>/dev/null || fail "rosetop serve exited before it served: $(tail -1 "$E2E_DIR/serve.stderr")"
-	[ $SECONDS -lt $deadline ] || fail "rosetop serve did not print its URL within ${TIMEOUT}s"
-	sleep 0.1
-done
+url=$(serve_url "$server_pid" serve)
 echo "e2e-remote-tmux: server at $url" >&2
 
 # --- the dashboard against it ------------------------------------------------------------------
@@ -129,9 +138,39 @@ wait_until "the refusal of p in watch mode" "$KEY_TIMEOUT" pane_re "✗ watch mo
 quit_ok "rosetop --watch"
 grep -qE '^Requests sent by rosetop: +0 \(watch mode\)' "$E2E_DIR/watch.stdout" ||
 	fail "no watch summary on stdout (see $E2E_DIR/watch.stdout)"
+ok "watch mode: $(grep -E '^Generated tokens' "$E2E_DIR/watch.stdout")"
+
+# --- a fleet: the loaded server and an idle second one, watched at once -------------------------
+"$BIN" serve --port 0 --device cpu --threads 1 >"$E2E_DIR/serve2.stdout" 2>"$E2E_DIR/serve2.stderr" &
+server2_pid=$!
+url2=$(serve_url "$server2_pid" serve2)
+host1=$(echo "$url" | sed -E 's|^http://([^/]+)/v1$|\1|')
+host2=$(echo "$url2" | sed -E 's|^http://([^/]+)/v1$|\1|')
+rm -f "$E2E_DIR/exit"
+tm kill-session -t "$PANE" >/dev/null 2>&1 || true
+printf '#!/bin/sh\nTERM=xterm-256color exec "%s" --watch --endpoint "%s" --endpoint "%s" >"%s"\n' "$BIN" "$url" "$url2" "$E2E_DIR/fleet.stdout" >"$E2E_DIR/fleet.sh"
+tm new-session -d -s "$PANE" -x "$W" -y "$H" \
+	"sh '$E2E_DIR/fleet.sh'; echo \$? >'$E2E_DIR/exit'; sleep 600" || fail "tmux could not start the fleet session"
+wait_until "the fleet header" "$TIMEOUT" pane_has "WATCH 2 × rosetop"
+wait_until "the servers table" "$KEY_TIMEOUT" pane_has "servers · 2 watched"
+loaded_row() { pane_re "│ $host1 +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+k? +"; }
+wait_until "the loaded server's row with its figures" "$TIMEOUT" loaded_row
+pane_re "│ $host2 +0 +0 " || fail "no row for the idle server $host2"
+wait_until "the fleet's generation rate in the header" "$TIMEOUT" generating
+snap 6-fleet
+kill -TERM "$server2_pid"
+wait "$server2_pid" || fail "the second rosetop serve exited $? after SIGTERM"
+server2_pid=""
+wait_until "the stopped server counted as not answering" "$TIMEOUT" pane_has "WATCH 2 × rosetop · 1 not answering"
+pane_re "│ $host2 +last scrape failed" || fail "the stopped server's row does not say why"
+snap 7-fleet-one-down
+quit_ok "rosetop --watch (fleet)"
+grep -qF "=== rosetop watch: 2 servers (rosetop)" "$E2E_DIR/fleet.stdout" &&
+	grep -qxF "Server $url" "$E2E_DIR/fleet.stdout" && grep -qxF "Server $url2" "$E2E_DIR/fleet.stdout" ||
+	fail "no fleet summary with a block per server on stdout (see $E2E_DIR/fleet.stdout)"
 kill -INT "$load_pid" 2>/dev/null || true
 wait "$load_pid" 2>/dev/null || true
-ok "watch mode: $(grep -E '^Generated tokens' "$E2E_DIR/watch.stdout")"
+ok "fleet: $(grep -E '^Generated tokens' "$E2E_DIR/fleet.stdout")"
 
 kill -TERM "$server_pid"
 status=0

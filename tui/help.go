@@ -79,7 +79,7 @@ func (m *Model) helpBox(w, h int) string {
 		section("keys", helpKeys())
 	}
 	if watching(m.view) {
-		section("glossary", watchGlossary())
+		section("glossary", watchGlossary(fleet(m.view) != nil))
 	} else {
 		section("glossary", helpGlossary())
 	}

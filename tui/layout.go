@@ -76,8 +76,12 @@ func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 		n := fh + serverRows(v.Server)
 		right = append(right, slot{id: pServer, min: n, max: n, prio: 1})
 	}
+	itl := slot{id: pITL, min: fh + 1, max: fh + 3 + nSlow, prio: 3}
+	if fleet(v) != nil { // the servers table in its place: a head, a server and "+k more" at least
+		itl = slot{id: pITL, min: fh + 3, max: fh + fleetRows(v), prio: 1}
+	}
 	right = append(right, []slot{
-		{id: pITL, min: fh + 1, max: fh + 3 + nSlow, prio: 3},
+		itl,
 		{id: pCold, min: fh + 1 + nCmp, max: fh + 2 + nCmp + nLedger, prio: 1},
 		{id: pEvents, min: fh + 2, prio: 2},
 	}...)

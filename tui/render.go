@@ -268,6 +268,9 @@ func (m *Model) idleStatus() string {
 		if watching(v) {
 			state = "watching " + h.Remote.Kind + "'s /metrics"
 		}
+		if n := len(fleet(v)); n > 0 {
+			state = fmt.Sprintf("watching %d servers' /metrics", n)
+		}
 	case bench.PhaseDone:
 		state = "done: q quits and prints the summaries"
 	}

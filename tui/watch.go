@@ -20,19 +20,30 @@ func watching(v *bench.View) bool {
 
 // watchPane is pane id's title and body in watch mode, given those drawn for a session that
 // sends requests: the client-side panes say that they are not measured, the latency pane shows
-// the server's totals instead, and the rest stay.
+// the server's totals instead, and the rest stay. Watching a fleet, the ITL pane lists its
+// servers and the server pane is named for the fleet, whose sums it shows.
 func watchPane(st *paint, id paneID, v *bench.View, iw, ih int, title, body string) (string, string) {
 	r := v.Header.Remote
 	switch id {
 	case pQueue:
 		return strings.Replace(title, "queue depth", "server queue", 1), body
 	case pAdmit:
-		if !r.ServerFirsts {
+		switch {
+		case !r.ServerFirsts && fleet(v) != nil:
+			return "first tokens", notMeasured(st, "first tokens", "not every server's /metrics count them", iw)
+		case !r.ServerFirsts:
 			return "first tokens", notMeasured(st, "first tokens", r.Kind+"'s /metrics do not count them", iw)
 		}
 	case pLatency:
 		return totalsTitle(v.Server), totalsBody(st, v.Server, iw)
+	case pServer:
+		if fleet(v) != nil {
+			return strings.Replace(title, "server "+v.Server.Kind, "fleet "+fleetName(v), 1), body
+		}
 	case pITL:
+		if fleet(v) != nil {
+			return fleetTitle(v), fleetBody(st, v, iw, ih)
+		}
 		return "inter-token latency (client-side)", notMeasured(st, "per-request ITL", "the server's ITL histogram: the server pane", iw)
 	case pCold:
 		body = st.Muted.Render("no cold or steady runs: watch mode sends no requests")
@@ -69,11 +80,19 @@ func serverRates(v *bench.View) (gen, prompt bench.Gauge) {
 	return v.Server.GenRate, v.Server.PromptRate
 }
 
-// watchLine2 is the header's second line in watch mode: what is watched and its throughput.
+// watchLine2 is the header's second line in watch mode: what is watched (a fleet by its size
+// and kind, and how many of its servers do not answer) and its throughput.
 func watchLine2(st *paint, v *bench.View) string {
 	r := v.Header.Remote
 	gen, prompt := serverRates(v)
-	return st.Warn.Render("WATCH ") + st.Strong.Render(r.Kind) +
+	what := st.Strong.Render(r.Kind)
+	if fleet(v) != nil {
+		what = st.Strong.Render(fleetName(v))
+		if n := notAnswering(members(v)); n > 0 {
+			what += st.Warn.Render(fmt.Sprintf(" · %d not answering", n))
+		}
+	}
+	return st.Warn.Render("WATCH ") + what +
 		st.Muted.Render("  generation ") + rate(st, gen) + st.Muted.Render(" tok/s") +
 		st.Muted.Render("  prompt ") + rate(st, prompt) + st.Muted.Render(" tok/s") +
 		st.Muted.Render("  · no requests sent")
@@ -164,15 +183,23 @@ func (k KeyMap) WatchShortHelp() []key.Binding {
 }
 
 // watchGlossary is the overlay's glossary in watch mode: the glyphs it still draws, and the
-// server pane's columns.
-func watchGlossary() []helpRow {
-	return []helpRow{
+// server pane's columns; watching a fleet, the servers table's too.
+func watchGlossary(fleet bool) []helpRow {
+	rows := []helpRow{
 		{"┊", "time charts: a mark on the events' times"},
 		{"W R", "server queue: waiting, running requests as its /metrics say (bucket means)"},
 		{"p50 … n", "server pane: its histograms over the window; n: observations in it"},
 		{"≤B", "a server p99 within the first bucket: at most B ms; charted at B"},
 		{"n/a", "the server's /metrics do not expose it"},
 	}
+	if fleet {
+		rows = append(rows,
+			helpRow{"fleet", "queue, totals, server pane: the servers' sums, histograms merged, KV the mean"},
+			helpRow{"wait run", "servers table: each server's waiting, running requests"},
+			helpRow{"KV% gen/s", "servers table: its KV cache in use, tokens it generates per second"},
+			helpRow{"TTFT99", "servers table: its p99 TTFT, and E2E99 end-to-end latency, over the window (ms)"})
+	}
+	return rows
 }
 
 // watchHelpKeys are the overlay's key rows in watch mode.

@@ -1,0 +1,233 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rosetop/bench"
+	"rosetop/sched"
+)
+
+// metricsSide is how a remoteServer reads /metrics: one server's watcher, or a fleet's.
+type metricsSide interface {
+	loop(ctx context.Context, landed func()) // scrapes until ctx is done, calling landed after each
+	fill(snap *sched.Snapshot) (serverQueue bool)
+	latest() *bench.ServerMetrics
+	close()
+}
+
+var (
+	_ metricsSide = (*watcher)(nil)
+	_ metricsSide = (*fleet)(nil)
+)
+
+// fleet watches several servers as one (--watch with --endpoint given more than once): each
+// watcher scrapes its own server on its own goroutine, and after every scrape the fleet's view
+// is made again from theirs: queues, rates and totals summed, latency histograms merged bucket
+// by bucket (a percentile of the fleet, not a mean of the servers' percentiles).
+type fleet struct {
+	ws  []*watcher                          // immutable; in RemoteInfo.Fleet's order
+	mu  sync.Mutex                          // serializes publish: the view stored last is the newest
+	pub atomic.Pointer[bench.ServerMetrics] // the latest view; written by publish
+}
+
+func newFleet(ws []*watcher) *fleet {
+	f := &fleet{ws: ws}
+	f.publish()
+	return f
+}
+
+// loop runs every watcher's scrape loop until ctx is done (a watcher whose page is gone stops
+// alone), publishing the fleet's view before each landed.
+func (f *fleet) loop(ctx context.Context, landed func()) {
+	var wg sync.WaitGroup
+	for _, w := range f.ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx, func() {
+				f.publish()
+				landed()
+			})
+		}()
+	}
+	wg.Wait()
+}
+
+// fill sums the servers' queues over those whose newest scrape counted it (the member table
+// names the others), their preemptions, and their first tokens where every server counts them
+// (else the client's count, none in watch mode, stays).
+func (f *fleet) fill(snap *sched.Snapshot) (serverQueue bool) {
+	var sum reading
+	sum.firstsKnown = true
+	for _, w := range f.ws {
+		r := w.take()
+		sum.firsts += r.firsts
+		sum.firstsKnown = sum.firstsKnown && r.firstsKnown
+		if r.queueKnown {
+			sum.waiting, sum.running, sum.queueKnown = sum.waiting+r.waiting, sum.running+r.running, true
+		}
+		if r.preemptKnown {
+			sum.preemptions, sum.preemptKnown = sum.preemptions+r.preemptions, true
+		}
+	}
+	if sum.firstsKnown {
+		snap.Admitted = sum.firsts
+	}
+	if sum.queueKnown {
+		snap.Waiting, snap.Running = sum.waiting, sum.running
+	}
+	if sum.preemptKnown {
+		snap.Preemptions = uint64(sum.preemptions)
+	}
+	return sum.queueKnown
+}
+
+func (f *fleet) latest() *bench.ServerMetrics { return f.pub.Load() }
+
+func (f *fleet) close() {
+	for _, w := range f.ws {
+		w.close()
+	}
+}
+
+// part is one watcher's share of the fleet's view, read under its lock.
+type part struct {
+	m    *bench.ServerMetrics // the server as itself
+	note string               // why its newest scrape gave no figures; "" when it worked
+	live bool                 // its newest scrape worked: its window figures count
+	// window and total are its latency histograms' gains over the window and since its first
+	// good scrape; nil before that scrape.
+	window, total []gain
+	start, last   time.Duration // its first and newest good scrapes (valid with total)
+}
+
+func (w *watcher) part() part {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := part{m: w.pub.Load(), note: w.note}
+	n := len(w.hist)
+	if n == 0 {
+		return p
+	}
+	last := &w.hist[n-1]
+	p.live, p.window, p.last = w.note == "", gains(last, &w.hist[0]), last.At
+	if t := w.tally.start; t != nil {
+		p.total, p.start = gains(last, t), t.At
+	}
+	return p
+}
+
+// publish makes and stores the fleet's view from its watchers' parts.
+func (f *fleet) publish() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	parts := make([]part, len(f.ws))
+	for i, w := range f.ws {
+		parts[i] = w.part()
+	}
+	f.pub.Store(fleetView(parts))
+}
+
+// fleetView is the fleet's ServerMetrics: its Members are the servers as themselves; the window
+// figures (queue, KV, rates, latencies) are over the servers whose newest scrape worked, the
+// totals over every server's span.
+func fleetView(parts []part) *bench.ServerMetrics {
+	m := &bench.ServerMetrics{Source: fmt.Sprintf("%d /metrics pages", len(parts)), Members: make([]bench.ServerMetrics, len(parts))}
+	var window, total []gain
+	var kv []float64
+	live, note := 0, ""
+	var first, last time.Duration
+	spanned := false
+	var tot *bench.ServerTotals // non-nil once a server has totals
+	for i, p := range parts {
+		pm := *p.m
+		// A member's note is only why its scrapes fail (the table and the header count those
+		// servers as not answering); a gauge its page lacks shows as n/a in its row.
+		pm.Members, pm.Note = nil, p.note
+		m.Members[i] = pm
+		switch {
+		case i == 0:
+			m.Kind = pm.Kind
+		case pm.Kind != m.Kind:
+			m.Kind = "mixed"
+		}
+		if note == "" && pm.Note != "" && !p.live {
+			note = pm.Note
+		}
+		m.At = max(m.At, pm.At)
+		if p.total != nil {
+			total = mergeGains(total, p.total)
+			if !spanned || p.start < first {
+				first = p.start
+			}
+			last, spanned = max(last, p.last), true
+		}
+		if t := pm.Total; t != nil {
+			if tot == nil {
+				tot = &bench.ServerTotals{}
+			}
+			tot.Span = max(tot.Span, t.Span)
+			tot.Scrapes, tot.Failed = tot.Scrapes+t.Scrapes, tot.Failed+t.Failed
+			tot.Requests, tot.GenTokens, tot.PromptTokens = addGauge(tot.Requests, t.Requests), addGauge(tot.GenTokens, t.GenTokens), addGauge(tot.PromptTokens, t.PromptTokens)
+		}
+		if !p.live {
+			continue
+		}
+		live++
+		window = mergeGains(window, p.window)
+		m.Window = max(m.Window, pm.Window)
+		m.Waiting, m.Running = addGauge(m.Waiting, pm.Waiting), addGauge(m.Running, pm.Running)
+		m.GenRate, m.PromptRate = addGauge(m.GenRate, pm.GenRate), addGauge(m.PromptRate, pm.PromptRate)
+		if pm.KVUsage.Usable() {
+			kv = append(kv, pm.KVUsage.V)
+		}
+	}
+	if len(kv) > 0 {
+		var s float64
+		for _, v := range kv {
+			s += v
+		}
+		m.KVUsage = bench.Gauge{V: s / float64(len(kv)), Known: true}
+	}
+	if window != nil {
+		m.Latency = summarize(window)
+	}
+	if tot != nil && spanned { // from the first server's first good scrape to the newest
+		tot.Span, tot.Latency = last-first, summarize(total)
+	}
+	m.Total = tot
+	if live == 0 && note != "" {
+		m.Note = "no server answering (" + note + ")"
+	}
+	return m
+}
+
+// mergeGains adds b's histograms into a copy of acc, name by name (gains lists them in one
+// order); acc nil is b.
+func mergeGains(acc, b []gain) []gain {
+	if acc == nil {
+		return append([]gain(nil), b...)
+	}
+	for i := range acc {
+		acc[i].known = acc[i].known || b[i].known
+		if b[i].h.Known {
+			acc[i].h.add(b[i].h)
+		}
+	}
+	return acc
+}
+
+// addGauge sums two gauges: known where either is usable, counting only the usable ones.
+func addGauge(a, b bench.Gauge) bench.Gauge {
+	switch {
+	case !b.Usable():
+		return a
+	case !a.Usable():
+		return b
+	}
+	return bench.Gauge{V: a.V + b.V, Known: true}
+}

@@ -1,0 +1,221 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"rosetop/bench"
+)
+
+// pagedServer is a test server whose /metrics is pages[phase] (past the last page: HTTP 500),
+// and whose /v1/models lists model.
+type pagedServer struct {
+	*httptest.Server
+	phase atomic.Int32
+}
+
+func newPagedServer(t *testing.T, model string, pages ...string) *pagedServer {
+	t.Helper()
+	s := &pagedServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, model)
+		case "/metrics":
+			i := int(s.phase.Load())
+			if i >= len(pages) {
+				http.Error(w, "down", http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprint(w, pages[i])
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// vllmFleetPage is a vLLM page: queue, KV use, a generation counter and a TTFT histogram.
+func vllmFleetPage(running, waiting int, kv, gen float64, ttft []float64) string {
+	return fmt.Sprintf("vllm:num_requests_running %d\nvllm:num_requests_waiting %d\nvllm:kv_cache_usage_perc %g\nvllm:generation_tokens_total %g\n",
+		running, waiting, kv, gen) +
+		pyHistogram("vllm:time_to_first_token_seconds", []string{"0.1", "1.0", "2.5", "+Inf"}, pySeries{`engine="0"`, ttft, 0})
+}
+
+// TestFleetWatch: three vLLM servers watched as one fleet. The fleet's queue is the servers'
+// sum, its KV use their mean, its TTFT p99 the p99 of their merged histograms (not a mean of
+// their p99s), its generated tokens their sum; each member is there as itself; when one stops
+// answering, it is named in its row and the fleet's window figures are the other two's, while
+// its tokens stay in the totals.
+func TestFleetWatch(t *testing.T) {
+	zero := []float64{0, 0, 0, 0}
+	a := newPagedServer(t, "m", vllmFleetPage(0, 0, 0, 0, zero), vllmFleetPage(2, 1, 0.5, 100, []float64{100, 100, 100, 100}))
+	b := newPagedServer(t, "m", vllmFleetPage(0, 0, 0, 0, zero), vllmFleetPage(3, 0, 0.3, 50, []float64{0, 0, 100, 100}))
+	c := newPagedServer(t, "m", vllmFleetPage(0, 0, 0, 0, zero), vllmFleetPage(1, 4, 0.1, 10, zero))
+	p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: a.URL + "/v1"}, Watch: true, ScrapeEvery: 5 * time.Millisecond,
+		Fleet: []string{b.URL + "/v1", c.URL + "/v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, steps := startWatch(t, p)
+	defer sess.Close()
+	v := waitView(t, sess, steps, "a first scrape of each", func(v *bench.View) bool {
+		return v.Server != nil && len(v.Server.Members) == 3 && !slices.ContainsFunc(v.Server.Members, func(m bench.ServerMetrics) bool { return m.Total == nil })
+	})
+	if r := v.Header.Remote; r == nil || !r.Watch || r.Kind != "vllm" || !r.ServerFirsts ||
+		!slices.Equal(r.Fleet, []string{a.URL + "/v1", b.URL + "/v1", c.URL + "/v1"}) || r.Endpoint != a.URL+"/v1" {
+		t.Fatalf("header remote %+v", r)
+	}
+	for _, s := range []*pagedServer{a, b, c} {
+		s.phase.Store(1)
+	}
+	near := func(got, want float64) bool { return math.Abs(got-want) <= 1e-9*math.Max(1, math.Abs(want)) }
+	ttftP99 := func(ls []bench.ServerLatency) float64 {
+		for _, l := range ls {
+			if l.Name == "TTFT" && l.Dist.N > 0 {
+				return l.Dist.P99
+			}
+		}
+		return math.NaN()
+	}
+	v = waitView(t, sess, steps, "the loaded pages in every member", func(v *bench.View) bool {
+		m := v.Server
+		return m.Running.V == 6 && m.Waiting.V == 5 && m.Total != nil && m.Total.GenTokens.V == 160 && !math.IsNaN(ttftP99(m.Latency)) &&
+			v.QueueLast.Running == 6 && v.QueueLast.Waiting == 5
+	})
+	m := v.Server
+	if !near(m.KVUsage.V, 0.3) || m.Kind != "vllm" || m.Note != "" || m.Source != "3 /metrics pages" {
+		t.Errorf("fleet: KV %v, kind %q, note %q, source %q; want 0.3, vllm, none, 3 pages", m.KVUsage.V, m.Kind, m.Note, m.Source)
+	}
+	// 200 TTFTs merged: 100 at most 0.1 s, 100 in (1, 2.5]: the 99th percentile interpolates to
+	// 1 + 1.5 * (198 - 100) / 100 s. A mean of the servers' p99s would be about 1.27 s.
+	if got := ttftP99(m.Latency); !near(got, 2470) {
+		t.Errorf("fleet TTFT p99 %v ms, want 2470", got)
+	}
+	for i, mm := range m.Members {
+		if want := []string{a.URL, b.URL, c.URL}[i] + "/metrics"; mm.Source != want || mm.Members != nil {
+			t.Errorf("member %d: source %q, want %q, alone", i, mm.Source, want)
+		}
+	}
+	if got := m.Members[1].Running.V; got != 3 {
+		t.Errorf("member 1 running %v, want 3", got)
+	}
+
+	c.phase.Store(2) // c stops answering
+	v = waitView(t, sess, steps, "c named as failing, the window the other two's", func(v *bench.View) bool {
+		m := v.Server
+		return strings.HasPrefix(m.Members[2].Note, "last scrape failed") && m.Running.V == 5 && v.QueueLast.Running == 5
+	})
+	m = v.Server
+	if m.Note != "" || !near(m.KVUsage.V, 0.4) || m.Waiting.V != 1 || m.Total.GenTokens.V != 160 || m.Total.Failed == 0 {
+		t.Errorf("with c down: note %q, KV %v, waiting %v, generated %v, failed scrapes %d; want none, 0.4, 1, 160, > 0",
+			m.Note, m.KVUsage.V, m.Waiting.V, m.Total.GenTokens.V, m.Total.Failed)
+	}
+	if m.Members[0].Note != "" || m.Members[1].Note != "" {
+		t.Errorf("members a and b: notes %q, %q", m.Members[0].Note, m.Members[1].Note)
+	}
+}
+
+// TestFleetViewNoneAnswering: with no server answering (a session sends no step then, so this
+// is the view on its own), the fleet says so with the first server's reason, knows no queue,
+// rate or window, and keeps the totals of what the servers reported before.
+func TestFleetViewNoneAnswering(t *testing.T) {
+	down := func(note string, gen float64) part {
+		return part{note: note, m: &bench.ServerMetrics{Kind: "vllm", Note: "queue not known: " + note, Running: bench.Gauge{V: 3, Known: true}, GenRate: bench.Gauge{V: 9, Known: true},
+			Total: &bench.ServerTotals{Scrapes: 4, Failed: 2, GenTokens: bench.Gauge{V: gen, Known: true}}}}
+	}
+	m := fleetView([]part{down("last scrape failed: a", 10), down("last scrape failed: b", 32)})
+	if m.Note != "no server answering (last scrape failed: a)" || m.Running.Known || m.GenRate.Known || m.Latency != nil {
+		t.Errorf("note %q, running %+v, rate %+v, latency %v", m.Note, m.Running, m.GenRate, m.Latency)
+	}
+	if m.Total == nil || m.Total.GenTokens.V != 42 || m.Total.Scrapes != 8 || m.Total.Failed != 4 || len(m.Members) != 2 {
+		t.Errorf("totals %+v, %d members; want 42 tokens, 8 scrapes, 4 failed, 2 members", m.Total, len(m.Members))
+	}
+	if m.Members[1].Note != "last scrape failed: b" {
+		t.Errorf("member note %q, want the scrape's failure alone", m.Members[1].Note)
+	}
+}
+
+// TestFleetMemberWithoutQueue: a server that answers but whose page lacks a queue gauge is no
+// server "not answering": its member note stays empty (its row shows n/a), and its figures count.
+func TestFleetMemberWithoutQueue(t *testing.T) {
+	p := part{live: true, m: &bench.ServerMetrics{Kind: "llama.cpp", Note: "queue not known: the server's waiting is absent",
+		GenRate: bench.Gauge{V: 7, Known: true}}}
+	m := fleetView([]part{p})
+	if m.Members[0].Note != "" || m.Note != "" || m.GenRate.V != 7 {
+		t.Errorf("member note %q, fleet note %q, rate %+v", m.Members[0].Note, m.Note, m.GenRate)
+	}
+}
+
+// TestFleetMixedKinds: a vLLM server and a TGI one make a "mixed" fleet whose first tokens are
+// not counted (TGI's page has no TTFT histogram), and whose model names both models.
+func TestFleetMixedKinds(t *testing.T) {
+	a := newPagedServer(t, "llama", vllmFleetPage(1, 0, 0.2, 5, []float64{1, 1, 1, 1}))
+	b := newPagedServer(t, "mistral", "tgi_queue_size 2\ntgi_batch_current_size 3\n")
+	p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: a.URL + "/v1"}, Watch: true, Fleet: []string{b.URL + "/v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	if err := p.Prepare(context.Background(), &progress); err != nil {
+		t.Fatal(err)
+	}
+	info := p.info(bench.ServerSpec{})
+	if r := info.Remote; r.Kind != "mixed" || r.ServerFirsts || len(r.Fleet) != 2 || info.Model != "llama, mistral" {
+		t.Errorf("info: model %q, remote %+v", info.Model, r)
+	}
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "watching vllm at "+a.URL) || !strings.Contains(lines[1], "watching tgi at "+b.URL) {
+		t.Errorf("progress, one line a server in order:\n%s", progress.String())
+	}
+}
+
+// TestFleetRefused: a fleet is only watched, each server at its own /metrics, each given once,
+// at most MaxFleet of them; and every server must answer at start, the error naming the one
+// that did not.
+func TestFleetRefused(t *testing.T) {
+	good := newPagedServer(t, "m", vllmFleetPage(0, 0, 0, 0, []float64{0, 0, 0, 0}))
+	many := make([]string, MaxFleet)
+	for i := range many {
+		many[i] = fmt.Sprintf("http://127.0.0.1:%d/v1", 10000+i)
+	}
+	base := Config{BaseURL: good.URL + "/v1"}
+	for _, tc := range []struct {
+		name string
+		o    ProviderOptions
+		want string
+	}{
+		{"driven", ProviderOptions{Client: base, Fleet: []string{"http://127.0.0.1:9/v1"}}, "only watched"},
+		{"metrics url", ProviderOptions{Client: base, Watch: true, MetricsURL: good.URL + "/metrics", Fleet: []string{"http://127.0.0.1:9/v1"}}, "one server's page"},
+		{"twice", ProviderOptions{Client: base, Watch: true, Fleet: []string{good.URL + "/v1/"}}, "given twice"},
+		{"too many", ProviderOptions{Client: base, Watch: true, Fleet: many}, fmt.Sprintf("%d servers to watch, at most %d", MaxFleet+1, MaxFleet)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewProvider(tc.o)
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewProvider: %v; want %v saying %q", err, ErrConfig, tc.want)
+			}
+		})
+	}
+
+	down := newPagedServer(t, "m")
+	p, err := NewProvider(ProviderOptions{Client: base, Watch: true, Fleet: []string{down.URL + "/v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Prepare(context.Background(), &bytes.Buffer{})
+	if !errors.Is(err, ErrNoMetrics) || !strings.Contains(err.Error(), down.URL+"/metrics: remote: http-status 500") || strings.Contains(err.Error(), "--metrics-url") {
+		t.Errorf("Prepare: %v; want %v naming %s/metrics, without the --metrics-url hint", err, ErrNoMetrics, down.URL)
+	}
+}
