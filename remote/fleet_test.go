@@ -159,7 +159,8 @@ func TestFleetMemberWithoutQueue(t *testing.T) {
 }
 
 // TestFleetMixedKinds: a vLLM server and a TGI one make a "mixed" fleet whose first tokens are
-// not counted (TGI's page has no TTFT histogram), and whose model names both models.
+// not counted (TGI's page has no TTFT histogram), whose model names both models, and whose
+// ledger and start-up lines are each server's, in the fleet's order.
 func TestFleetMixedKinds(t *testing.T) {
 	a := newPagedServer(t, "llama", vllmFleetPage(1, 0, 0.2, 5, []float64{1, 1, 1, 1}))
 	b := newPagedServer(t, "mistral", "tgi_queue_size 2\ntgi_batch_current_size 3\n")
@@ -174,6 +175,14 @@ func TestFleetMixedKinds(t *testing.T) {
 	info := p.info(bench.ServerSpec{})
 	if r := info.Remote; r.Kind != "mixed" || r.ServerFirsts || len(r.Fleet) != 2 || info.Model != "llama, mistral" {
 		t.Errorf("info: model %q, remote %+v", info.Model, r)
+	}
+	var ledger []string
+	for _, e := range p.Ledger() {
+		ledger = append(ledger, e.What+" "+e.Detail)
+	}
+	if want := []string{"connect GET " + a.URL + "/v1/models", "first scrape GET " + a.URL + "/metrics",
+		"connect GET " + b.URL + "/v1/models", "first scrape GET " + b.URL + "/metrics"}; !slices.Equal(ledger, want) {
+		t.Errorf("ledger %q, want %q", ledger, want)
 	}
 	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[0], "watching vllm at "+a.URL) || !strings.Contains(lines[1], "watching tgi at "+b.URL) {

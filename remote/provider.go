@@ -228,7 +228,11 @@ func (p *Provider) pickModel(ctx context.Context, progress io.Writer) error {
 		}
 		return fmt.Errorf("the server at %s: %w", p.base, err)
 	}
-	p.addLedger("connect", "GET /models", time.Since(t0))
+	detail := "GET /models"
+	if p.inFleet || p.members != nil { // which server's
+		detail = "GET " + p.base + "/models"
+	}
+	p.addLedger("connect", detail, time.Since(t0))
 	if len(cards) == 0 && p.opts.Model == "" {
 		return fmt.Errorf("%w: GET %s/models lists no model: name one with --model", ErrMalformed, p.base)
 	}
@@ -315,11 +319,16 @@ func (p *Provider) Model() bench.ModelInfo {
 	return bench.ModelInfo{Codec: p.tok, Vocab: p.tok.VocabSize(), MaxPositions: positions, EOS: p.tok.EOS()}
 }
 
-// Ledger is the connection's one-time costs: the first GET /models and /metrics.
+// Ledger is the connection's one-time costs: the first GET /models and /metrics (of each server
+// of a fleet).
 func (p *Provider) Ledger() []bench.LedgerEntry {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]bench.LedgerEntry(nil), p.ledger...)
+	out := append([]bench.LedgerEntry(nil), p.ledger...)
+	p.mu.Unlock()
+	for _, m := range p.members { // a fleet's other servers, in its order
+		out = append(out, m.Ledger()...)
+	}
+	return out
 }
 
 // Close releases nothing: each server closes its own connections.
