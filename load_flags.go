@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,9 +33,12 @@ type loadOptions struct {
 	SaveTrace      string  `json:"-"`
 	ResultFormat   string  `json:"-"`
 	SaveDetailed   bool    `json:"-"`
+	PctMetrics     string  `json:"-"` // --percentile-metrics
+	MetricPcts     string  `json:"-"` // --metric-percentiles
 
-	slos    []bench.SLO    // parsed --goodput
-	dataset *bench.Dataset // loaded --dataset or --replay; read-only once loaded
+	slos    []bench.SLO     // parsed --goodput
+	stats   bench.VLLMStats // parsed --percentile-metrics and --metric-percentiles
+	dataset *bench.Dataset  // loaded --dataset or --replay; read-only once loaded
 }
 
 const (
@@ -69,6 +74,8 @@ func bindLoadFlags(fs *flag.FlagSet, o *loadOptions) {
 	fs.StringVar(&o.SaveTrace, "save-trace", o.SaveTrace, "write each measured run as a Mooncake-format JSONL trace to FILE (with several, one a run: t.jsonl -> t-run1.jsonl, ...)")
 	fs.StringVar(&o.ResultFormat, "result-format", o.ResultFormat, "--json's format: rosetop (config, runs, per-request records) | vllm (vllm bench serve --save-result's keys, one object per measured run)")
 	fs.BoolVar(&o.SaveDetailed, "save-detailed", o.SaveDetailed, "--result-format vllm: add the per-request arrays (input_lens, ttfts, itls, ...)")
+	fs.StringVar(&o.PctMetrics, "percentile-metrics", o.PctMetrics, "--result-format vllm: the metrics with statistics, as vLLM's: a comma-separated list of "+strings.Join(bench.VLLMMetricNames(), ", ")+" (default ttft,tpot,itl; the client queue's need --max-concurrency)")
+	fs.StringVar(&o.MetricPcts, "metric-percentiles", o.MetricPcts, "--result-format vllm: the percentiles written for each metric, as vLLM's: e.g. 50,90,99 (default 99), each from 0 to 100")
 }
 
 // applyLoad checks the load flags against each other and the rest of the command line (set:
@@ -96,11 +103,16 @@ func (o *options) applyLoad(ctx context.Context, set map[string]bool, notes io.W
 		{sweep && (set["result-format"] || set["save-detailed"]), "--result-format and --save-detailed shape rosetop bench's --json: rosetop sweep writes its own files to --out-dir"},
 		{l.ResultFormat == "vllm" && o.JSONPath == "", "--result-format vllm is the format of --json FILE: give --json"},
 		{l.SaveDetailed && l.ResultFormat != "vllm", "--save-detailed adds vLLM's per-request arrays: give --result-format vllm"},
+		{sweep && (set["percentile-metrics"] || set["metric-percentiles"]), "--percentile-metrics and --metric-percentiles shape rosetop bench's --json: rosetop sweep writes its own files to --out-dir"},
+		{(set["percentile-metrics"] || set["metric-percentiles"]) && l.ResultFormat != "vllm", "--percentile-metrics and --metric-percentiles choose the statistics of vLLM's result: give --result-format vllm"},
 	}
 	for _, c := range checks {
 		if c.bad {
 			return badFlag("%s", c.msg)
 		}
+	}
+	if err := l.parseVLLMStats(set); err != nil {
+		return err
 	}
 	if l.Goodput != "" || set["goodput"] {
 		slos, err := bench.ParseGoodput(l.Goodput)
@@ -114,6 +126,36 @@ func (o *options) applyLoad(ctx context.Context, set map[string]bool, notes io.W
 		return o.loadReplay(ctx, set, notes)
 	case l.Dataset != "":
 		return o.loadDataset(ctx, notes)
+	}
+	return nil
+}
+
+// parseVLLMStats reads --percentile-metrics and --metric-percentiles: a known metric or a
+// percentile in [0, 100] each, a repeat kept once (vLLM's result, a dict, keeps one key).
+func (l *loadOptions) parseVLLMStats(set map[string]bool) error {
+	if set["percentile-metrics"] {
+		l.stats.Metrics = []string{}
+		for _, m := range strings.Split(l.PctMetrics, ",") {
+			m = strings.TrimSpace(m)
+			if !slices.Contains(bench.VLLMMetricNames(), m) {
+				return badFlag("--percentile-metrics: unknown metric %q (valid: %s)", printable(m), strings.Join(bench.VLLMMetricNames(), ", "))
+			}
+			if !slices.Contains(l.stats.Metrics, m) {
+				l.stats.Metrics = append(l.stats.Metrics, m)
+			}
+		}
+	}
+	if set["metric-percentiles"] {
+		l.stats.Percentiles = []float64{}
+		for _, f := range strings.Split(l.MetricPcts, ",") {
+			p, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(p >= 0 && p <= 100) {
+				return badFlag("--metric-percentiles: %q is not a percentile from 0 to 100", printable(strings.TrimSpace(f)))
+			}
+			if !slices.Contains(l.stats.Percentiles, p) {
+				l.stats.Percentiles = append(l.stats.Percentiles, p)
+			}
+		}
 	}
 	return nil
 }
@@ -196,7 +238,7 @@ func (o options) withLoad(c bench.Config) bench.Config {
 // exports are the files the options ask a headless run to write.
 func (o options) exports() bench.Exports {
 	return bench.Exports{
-		JSONPath: o.JSONPath, JSONFormat: o.ResultFormat, Detailed: o.SaveDetailed, CSVPath: o.CSVPath,
+		JSONPath: o.JSONPath, JSONFormat: o.ResultFormat, Detailed: o.SaveDetailed, VLLMStats: o.stats, CSVPath: o.CSVPath,
 		TracePath: o.SaveTrace, Settings: o, Tool: toolInfo(),
 	}
 }

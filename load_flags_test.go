@@ -77,6 +77,11 @@ func TestLoadFlagsBadInput(t *testing.T) {
 		{"unknown result format", []string{"--result-format", "csv"}, `--result-format: unknown format "csv"`},
 		{"vllm without json", []string{"--result-format", "vllm"}, "give --json"},
 		{"detailed without vllm", []string{"--save-detailed"}, "give --result-format vllm"},
+		{"percentiles without vllm", []string{"--metric-percentiles", "50"}, "--percentile-metrics and --metric-percentiles choose the statistics of vLLM's result: give --result-format vllm"},
+		{"unknown metric", []string{"--json", "x.json", "--result-format", "vllm", "--percentile-metrics", "ttft,e2e"}, `--percentile-metrics: unknown metric "e2e" (valid: ttft, tpot, itl, e2el, client_queue_time, e2el_including_client_queue)`},
+		{"percentile past 100", []string{"--json", "x.json", "--result-format", "vllm", "--metric-percentiles", "50,100.5"}, `--metric-percentiles: "100.5" is not a percentile from 0 to 100`},
+		{"percentile not a number", []string{"--json", "x.json", "--result-format", "vllm", "--metric-percentiles", "NaN"}, `--metric-percentiles: "NaN" is not a percentile`},
+		{"empty percentile", []string{"--json", "x.json", "--result-format", "vllm", "--metric-percentiles", "50,"}, `--metric-percentiles: "" is not a percentile`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -398,5 +403,35 @@ func TestGoodputVLLMForm(t *testing.T) {
 	}
 	if _, err := parseOptions(t.Context(), []string{"--goodput", "ttft:100", "stray"}, io.Discard); err == nil || !strings.Contains(err.Error(), `unexpected argument "stray"`) {
 		t.Errorf("a stray argument after the pairs: %v", err)
+	}
+}
+
+// TestVLLMPercentileFlags: --percentile-metrics and --metric-percentiles choose the statistics of
+// the vLLM-format result as vLLM's flags do: the chosen metrics (a repeat once), a key per
+// percentile named as vLLM names it.
+func TestVLLMPercentileFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.json")
+	code, _, stderr := runCLI(t, "bench", "--num-requests", "4", "--max-new-tokens", "3", "--json", path, "--result-format", "vllm",
+		"--percentile-metrics", "e2el,ttft,e2el", "--metric-percentiles", "50,99.9")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"mean_ttft_ms", "p50_ttft_ms", "p99.9_ttft_ms", "std_e2el_ms", "p50_e2el_ms", "p99.9_e2el_ms"} {
+		if _, ok := v[key].(float64); !ok {
+			t.Errorf("result lacks %s", key)
+		}
+	}
+	for _, key := range []string{"p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms"} {
+		if _, ok := v[key]; ok {
+			t.Errorf("result has %s, not chosen", key)
+		}
 	}
 }

@@ -158,7 +158,7 @@ func sweepUsage(w io.Writer) {
 // --out-dir (not bench's --json, in either format) and has no dashboard.
 func sweepRefuses(name string) bool {
 	switch name {
-	case "json", "csv", "save-trace", "record", "result-format", "save-detailed", "watch":
+	case "json", "csv", "save-trace", "record", "result-format", "save-detailed", "percentile-metrics", "metric-percentiles", "watch":
 		return true
 	}
 	return false

@@ -258,6 +258,7 @@ func TestSweepBadInput(t *testing.T) {
 		{"bad goodput", []string{"--concurrency", "1", "--goodput", "ttft"}, "--goodput"},
 		{"vllm result format", []string{"--concurrency", "1", "--result-format", "vllm"}, "rosetop sweep writes its own files to --out-dir"},
 		{"save detailed", []string{"--request-rates", "1", "--save-detailed"}, "--result-format and --save-detailed shape rosetop bench's --json"},
+		{"vllm percentiles", []string{"--request-rates", "1", "--metric-percentiles", "50"}, "--percentile-metrics and --metric-percentiles shape rosetop bench's --json"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -486,7 +487,7 @@ func TestSweepHelpOmitsRefusedFlags(t *testing.T) {
 	var b strings.Builder
 	sweepUsage(&b)
 	help := b.String()
-	for _, f := range []string{"json", "csv", "save-trace", "record", "result-format", "save-detailed"} {
+	for _, f := range []string{"json", "csv", "save-trace", "record", "result-format", "save-detailed", "percentile-metrics", "metric-percentiles"} {
 		if strings.Contains(help, "\n  -"+f+" ") {
 			t.Errorf("sweep's help lists --%s, which sweep refuses", f)
 		}

@@ -11,7 +11,7 @@ var watchRefused = []string{"job", "prompt", "prompt-repeats", "unique-prompts",
 	"temperature", "top-k", "top-p", "seed", "no-stop-on-eos", "submit-interval-ms", "submit-schedule", "request-rate",
 	"pretok", "warmup-runs", "repeat-runs", "goodput", "burstiness", "ramp-up-s", "max-concurrency", "dataset",
 	"dataset-path", "input-len", "output-len", "range-ratio", "replay", "replay-speed", "save-trace", "result-format",
-	"save-detailed", "api", "extra-body", "request-timeout", "first-byte-timeout", "stall-timeout", "tokenizer"}
+	"save-detailed", "percentile-metrics", "metric-percentiles", "api", "extra-body", "request-timeout", "first-byte-timeout", "stall-timeout", "tokenizer"}
 
 // checkWatch applies the --watch rules, given the flags set explicitly, before a job's presets
 // or a dataset are read: only the dashboard watches, only a server (--endpoint), and no flag

@@ -22,10 +22,11 @@ type Exports struct {
 	// JSONFormat is JSONPath's shape: "" or "rosetop" (config, run summaries and per-request
 	// records), "vllm" (one `vllm bench serve --save-result` object per measured run, vllm.go).
 	JSONFormat string
-	Detailed   bool   // vllm: the per-request arrays too (--save-detailed)
-	CSVPath    string // one row per request ("": none)
-	TracePath  string // each measured run as a Mooncake trace (trace.go; "": none)
-	Settings   any    // the command line's options, written as the JSON's "config"
+	Detailed   bool      // vllm: the per-request arrays too (--save-detailed)
+	VLLMStats  VLLMStats // vllm: the statistics written (--percentile-metrics, --metric-percentiles)
+	CSVPath    string    // one row per request ("": none)
+	TracePath  string    // each measured run as a Mooncake trace (trace.go; "": none)
+	Settings   any       // the command line's options, written as the JSON's "config"
 	Tool       ToolInfo
 }
 
@@ -125,7 +126,7 @@ func (s *Session) writeExports(exp Exports, results []*runResult, dropped int, n
 	write := func(flag, path string, fill func(io.Writer) error) { writeNoted(flag, path, what, fill) }
 	switch {
 	case exp.JSONPath != "" && exp.JSONFormat == "vllm":
-		c := vllmContext{cfg: s.cfg, tool: exp.Tool, epoch: s.start, detailed: exp.Detailed}
+		c := vllmContext{cfg: s.cfg, tool: exp.Tool, epoch: s.start, detailed: exp.Detailed, stats: exp.VLLMStats}
 		write("json", exp.JSONPath, func(w io.Writer) error { return writeVLLM(w, c, results) })
 	case exp.JSONPath != "":
 		meta := jsonMeta{Tool: "rosetop", Version: exp.Tool.Version, Commit: exp.Tool.Commit, Epoch: s.start.Format(time.RFC3339Nano)}

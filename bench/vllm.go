@@ -6,7 +6,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -22,6 +24,47 @@ type vllmContext struct {
 	tool     ToolInfo
 	epoch    time.Time // wall time of the session clock's zero
 	detailed bool
+	stats    VLLMStats
+}
+
+// VLLMStats are the statistics a vLLM result holds, as `vllm bench serve --percentile-metrics`
+// and `--metric-percentiles` choose them.
+type VLLMStats struct {
+	// Metrics are the metrics with statistics, among VLLMMetricNames (nil: vLLM's default,
+	// ttft, tpot and itl); the result writes them in VLLMMetricNames' order.
+	Metrics []string
+	// Percentiles, each in [0, 100], become p{P}_{metric}_ms keys in this order (nil: 99).
+	Percentiles []float64
+}
+
+// VLLMMetricNames are the metrics vLLM's --percentile-metrics takes, in the order its result
+// writes them. The client-side queue's two exist only with --max-concurrency (the second also
+// needs a request rate), as in vLLM.
+func VLLMMetricNames() []string {
+	return []string{"ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue"}
+}
+
+func (s VLLMStats) metrics() []string {
+	if s.Metrics == nil {
+		return []string{"ttft", "tpot", "itl"}
+	}
+	return s.Metrics
+}
+
+func (s VLLMStats) percentiles() []float64 {
+	if s.Percentiles == nil {
+		return []float64{99}
+	}
+	return s.Percentiles
+}
+
+// percentileWord is how vLLM names percentile p in a key: Python's str(int(p)) when whole, else
+// str(p) (repr's shortest digits; for p in [0, 100] Go's shortest 'g' form is the same text).
+func percentileWord(p float64) string {
+	if p == math.Trunc(p) {
+		return strconv.Itoa(int(p))
+	}
+	return strconv.FormatFloat(p, 'g', -1, 64)
 }
 
 // kv is one key of an ordered JSON object.
@@ -93,10 +136,11 @@ func pyList[T any](xs []T) ([]byte, error) {
 }
 
 // vllmStats are vLLM's statistics of samples in seconds, in ms as it writes them: numpy's mean,
-// median, std (population) and 99th percentile (linear), each times 1000; 0 for no samples
-// (vLLM's `np.mean(xs or 0)`). The samples stay in request order, as numpy sums them.
-func vllmStats(name string, xs []float64) []kv {
-	mean, med, std, p99 := 0.0, 0.0, 0.0, 0.0
+// median, std (population) and each of ps (linear), times 1000; 0 for no samples (vLLM's
+// `np.mean(xs or 0)`). The samples stay in request order, as numpy sums them.
+func vllmStats(name string, xs, ps []float64) []kv {
+	mean, med, std := 0.0, 0.0, 0.0
+	var s []float64
 	if n := float64(len(xs)); n > 0 {
 		mean = numpySum(xs) / n
 		dev := make([]float64, len(xs))
@@ -105,11 +149,19 @@ func vllmStats(name string, xs []float64) []kv {
 			dev[i] = d * d
 		}
 		std = math.Sqrt(numpySum(dev) / n)
-		s := append([]float64(nil), xs...)
+		s = append([]float64(nil), xs...)
 		sort.Float64s(s)
-		med, p99 = sortedMedian(s), percentile(s, 99)
+		med = sortedMedian(s)
 	}
-	return []kv{{"mean_" + name + "_ms", mean * 1000}, {"median_" + name + "_ms", med * 1000}, {"std_" + name + "_ms", std * 1000}, {"p99_" + name + "_ms", p99 * 1000}}
+	out := []kv{{"mean_" + name + "_ms", mean * 1000}, {"median_" + name + "_ms", med * 1000}, {"std_" + name + "_ms", std * 1000}}
+	for _, p := range ps {
+		v := 0.0
+		if len(s) > 0 {
+			v = percentile(s, p)
+		}
+		out = append(out, kv{"p" + percentileWord(p) + "_" + name + "_ms", v * 1000})
+	}
+	return out
 }
 
 // vllmResult is one run as `vllm bench serve --save-result` writes it (vllm/benchmarks/serve.py:
@@ -118,7 +170,7 @@ func vllmStats(name string, xs []float64) []kv {
 // run started, and the wall-clock epoch that start_times count from.
 func vllmResult(c vllmContext, r *runResult) ordered {
 	s, w := r.sum, c.cfg.Workload
-	var ttft, tpot, itl, e2el []float64
+	var ttft, tpot, itl, e2el, okQueues, okE2ELQueued []float64
 	var inLens, outLens []int
 	var ttfts, lats, starts, queues []float64
 	var itls [][]float64
@@ -155,6 +207,7 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 				gaps = append(gaps, (t.Tokens[k] - t.Tokens[k-1]).Seconds())
 			}
 			itl = append(itl, gaps...)
+			okQueues, okE2ELQueued = append(okQueues, queue), append(okE2ELQueued, lat+queue)
 		}
 		inLens, outLens, ttfts, lats, starts = append(inLens, in), append(outLens, out), append(ttfts, tt), append(lats, lat), append(starts, start)
 		queues = append(queues, queue)
@@ -212,11 +265,21 @@ func vllmResult(c vllmContext, r *runResult) ordered {
 	}
 	peakTok, peakConc := vllmPeaks(r.reqs)
 	o = append(o, kv{"max_output_tokens_per_s", peakTok}, kv{"max_concurrent_requests", peakConc}, kv{"rtfx", 0.0})
-	for _, m := range []struct {
-		name string
-		xs   []float64
-	}{{"ttft", ttft}, {"tpot", tpot}, {"itl", itl}, {"e2el", e2el}} {
-		o = append(o, vllmStats(m.name, m.xs)...)
+	// vLLM has the client-side queue's times only under --max-concurrency, and the latency with
+	// them only at a finite request rate too; a metric without its times is left out.
+	capped := c.cfg.Arrivals.MaxConcurrency > 0
+	samples := map[string][]float64{"ttft": ttft, "tpot": tpot, "itl": itl, "e2el": e2el}
+	if capped {
+		samples["client_queue_time"] = okQueues
+	}
+	if capped && rate != "inf" {
+		samples["e2el_including_client_queue"] = okE2ELQueued
+	}
+	chosen := c.stats.metrics()
+	for _, name := range VLLMMetricNames() {
+		if xs, ok := samples[name]; ok && slices.Contains(chosen, name) {
+			o = append(o, vllmStats(name, xs, c.stats.percentiles())...)
+		}
 	}
 	host, _ := os.Hostname()
 	return append(o,

@@ -31,7 +31,8 @@ func TestVLLMResult(t *testing.T) {
 		c.Goodput = []SLO{{"ttft", 5}}
 	})
 	vpath, rpath := filepath.Join(dir, "v.json"), filepath.Join(dir, "r.json")
-	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: vpath, JSONFormat: "vllm", Detailed: true, Tool: ToolInfo{Version: "v0", Commit: "abc"}}); err != nil {
+	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: vpath, JSONFormat: "vllm", Detailed: true, Tool: ToolInfo{Version: "v0", Commit: "abc"},
+		VLLMStats: VLLMStats{Metrics: VLLMMetricNames(), Percentiles: []float64{50, 99}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: rpath}); err != nil {
@@ -71,8 +72,8 @@ func TestVLLMResult(t *testing.T) {
 				t.Errorf("line %d lacks %q", k, key)
 			}
 		}
-		for _, m := range []string{"ttft", "tpot", "itl", "e2el"} {
-			for _, st := range []string{"mean", "median", "std", "p99"} {
+		for _, m := range VLLMMetricNames() { // --max-concurrency and a rate: the client queue's too
+			for _, st := range []string{"mean", "median", "std", "p50", "p99"} {
 				if _, ok := v[st+"_"+m+"_ms"].(float64); !ok {
 					t.Errorf("line %d: %s_%s_ms missing", k, st, m)
 				}
@@ -143,11 +144,12 @@ func TestMaxConcurrencyEngine(t *testing.T) {
 
 // TestVLLMResultNotDetailed: without --save-detailed vLLM's serve.py deletes input_lens,
 // output_lens, start_times, ttfts, itls, generated_texts and errors from its result, and keeps
-// latencies (one per request, in seconds).
+// latencies (one per request, in seconds), whose mean is mean_e2el_ms where e2el is chosen.
 func TestVLLMResultNotDetailed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v.json")
 	cfg := testConfig(requests(6, 4), runs(0, 1))
-	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: path, JSONFormat: "vllm"}); err != nil {
+	exp := Exports{JSONPath: path, JSONFormat: "vllm", VLLMStats: VLLMStats{Metrics: []string{"e2el"}}}
+	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, exp); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)

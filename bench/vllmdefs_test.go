@@ -2,6 +2,8 @@ package bench
 
 import (
 	"encoding/json"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +104,7 @@ func TestVLLMStatsNumpy(t *testing.T) {
 // (latency - ttft) / (output_len - 1).
 func TestVLLMStatsFromExportedArrays(t *testing.T) {
 	r := vllmRun([]int64{298337444, 46310712, 830209046, 105953188, 546153748, 486520203, 604152336, 30920624, 817036417})
-	b, err := json.Marshal(vllmResult(vllmContext{detailed: true}, r))
+	b, err := json.Marshal(vllmResult(vllmContext{detailed: true, stats: VLLMStats{Metrics: []string{"ttft", "tpot", "itl", "e2el"}}}, r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func TestVLLMStatsFromExportedArrays(t *testing.T) {
 		}
 	}
 	for name, xs := range map[string][]float64{"ttft": v.TTFTs, "e2el": v.Lats, "itl": itl, "tpot": tpot} {
-		for _, e := range vllmStats(name, xs) {
+		for _, e := range vllmStats(name, xs, []float64{99}) {
 			if all[e.k] != e.v {
 				t.Errorf("%s = %v; recomputed from the exported arrays %v", e.k, all[e.k], e.v)
 			}
@@ -165,7 +167,7 @@ func TestVLLMResultNoRequests(t *testing.T) {
 	for _, key := range vllmDetailed {
 		want = append(want, `"`+key+`":[]`)
 	}
-	for _, key := range []string{"duration", "request_throughput", "mean_ttft_ms", "p99_itl_ms", "std_e2el_ms"} {
+	for _, key := range []string{"duration", "request_throughput", "mean_ttft_ms", "p99_itl_ms", "std_tpot_ms"} {
 		want = append(want, `"`+key+`":0.0`)
 	}
 	for _, w := range want {
@@ -199,5 +201,59 @@ func TestGoodputLikeVLLM(t *testing.T) {
 	}
 	if s.TPOT.N != 2 || s.TTFT.N != 3 { // the one-token request is left out of TPOT, the failure out of both
 		t.Errorf("TPOT over %d requests, TTFT over %d; want 2 and 3", s.TPOT.N, s.TTFT.N)
+	}
+}
+
+// TestVLLMStatsChosen: the statistics follow vllm bench serve's --percentile-metrics and
+// --metric-percentiles: by default ttft, tpot and itl with p99 only; chosen ones in vLLM's order
+// whatever the order given, a key per percentile named as Python's str() names it (p50, p99.9,
+// p0.5), each numpy's linear percentile; the client queue's two only under --max-concurrency,
+// the second only at a request rate, over the completed requests.
+func TestVLLMStatsChosen(t *testing.T) {
+	ttfts := []int64{298337444, 46310712, 830209046, 105953188, 546153748, 486520203, 604152336, 30920624, 817036417, 69041773}
+	keys := func(c vllmContext) (names []string, vals map[string]any) {
+		vals = map[string]any{}
+		for _, e := range vllmResult(c, vllmRun(ttfts)) {
+			if strings.HasSuffix(e.k, "_ms") && e.k != "goodput_targets_ms" {
+				names = append(names, e.k)
+				vals[e.k] = e.v
+			}
+		}
+		return names, vals
+	}
+	names, _ := keys(vllmContext{})
+	want := []string{"mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms",
+		"mean_itl_ms", "median_itl_ms", "std_itl_ms", "p99_itl_ms"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("default keys %q, want vLLM's %q", names, want)
+	}
+
+	stats := VLLMStats{Metrics: []string{"e2el_including_client_queue", "ttft", "client_queue_time"}, Percentiles: []float64{50, 99.9, 0.5}}
+	names, vals := keys(vllmContext{stats: stats})
+	want = []string{"mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p50_ttft_ms", "p99.9_ttft_ms", "p0.5_ttft_ms"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("without --max-concurrency: keys %q, want %q (no client queue)", names, want)
+	}
+	// numpy: np.percentile(ttfts_s, 99.9) * 1000 over the ten TTFTs above.
+	if got, w := vals["p99.9_ttft_ms"].(float64), 830.090492339; math.Abs(got-w) > 1e-9 {
+		t.Errorf("p99.9_ttft_ms = %v, want %v", got, w)
+	}
+	capped := vllmContext{stats: stats, cfg: Config{Arrivals: Arrivals{Schedule: "poisson", Rate: 4, MaxConcurrency: 2}}}
+	names, vals = keys(capped)
+	want = append(want, "mean_client_queue_time_ms", "median_client_queue_time_ms", "std_client_queue_time_ms", "p50_client_queue_time_ms",
+		"p99.9_client_queue_time_ms", "p0.5_client_queue_time_ms", "mean_e2el_including_client_queue_ms", "median_e2el_including_client_queue_ms",
+		"std_e2el_including_client_queue_ms", "p50_e2el_including_client_queue_ms", "p99.9_e2el_including_client_queue_ms", "p0.5_e2el_including_client_queue_ms")
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("with --max-concurrency and a rate: keys %q, want %q", names, want)
+	}
+	// No request waited for a slot (every due time is its submit): the latencies with the queue
+	// are the latencies, 18.5 ms after each TTFT.
+	if vals["mean_client_queue_time_ms"] != 0.0 || math.Abs(vals["p50_e2el_including_client_queue_ms"].(float64)-(392.42882349999996+18.5)) > 1e-9 {
+		t.Errorf("client queue mean %v, p50 with it %v", vals["mean_client_queue_time_ms"], vals["p50_e2el_including_client_queue_ms"])
+	}
+	burst := capped
+	burst.cfg.Arrivals = Arrivals{MaxConcurrency: 2}
+	if names, _ = keys(burst); slices.Contains(names, "mean_e2el_including_client_queue_ms") || !slices.Contains(names, "mean_client_queue_time_ms") {
+		t.Errorf("a burst under --max-concurrency: keys %q, want the client queue's time without the latency with it", names)
 	}
 }
