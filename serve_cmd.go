@@ -36,6 +36,8 @@ type serveOptions struct {
 	metricsNames string
 	logRequests  bool
 	dashboard    bool
+	origins      string   // --allowed-origins as given
+	allowed      []string // parsed: "*" or origins; nil: no CORS
 }
 
 // serveShared are the bench flags that mean something to a server: the model, the engine, the
@@ -83,6 +85,7 @@ func newServeFlagSet(o *options, so *serveOptions) *flag.FlagSet {
 	fs.StringVar(&so.metricsNames, "metrics-names", so.metricsNames, "rosetop (rosetop_num_requests_running, ...) | vllm (vllm:num_requests_running, ...: vLLM's current names, not the ones it deprecated)")
 	fs.BoolVar(&so.logRequests, "log-requests", so.logRequests, "log one line per request on stderr (not with --dashboard)")
 	fs.BoolVar(&so.dashboard, "dashboard", so.dashboard, "show the live dashboard over the server's own traffic")
+	fs.StringVar(&so.origins, "allowed-origins", so.origins, `origins whose web pages may call the server (CORS), comma-separated or as vLLM takes them, a JSON list: '["http://localhost:3000"]'; * any (vLLM's default), "" none`)
 	return fs
 }
 
@@ -99,7 +102,7 @@ func serveUsage(w io.Writer) {
 func defaultServeFlags() (options, serveOptions) {
 	o := defaultOptions()
 	o.Paged, o.CUDAGraph, o.WarmupRuns = true, true, 0
-	return o, serveOptions{host: "127.0.0.1", port: 8000, window: 64, shutdownS: 30, metricsNames: "rosetop"}
+	return o, serveOptions{host: "127.0.0.1", port: 8000, window: 64, shutdownS: 30, metricsNames: "rosetop", origins: "*"}
 }
 
 func parseServe(args []string, stderr io.Writer) (options, serveOptions, error) {
@@ -124,7 +127,36 @@ func parseServe(args []string, stderr io.Writer) (options, serveOptions, error) 
 	if err := o.validate(); err != nil {
 		return o, so, err
 	}
+	allowed, err := parseOrigins(so.origins)
+	if err != nil {
+		return o, so, err
+	}
+	so.allowed = allowed
 	return o, so, nil
+}
+
+// parseOrigins reads --allowed-origins: a JSON list of strings (vLLM's form) or a comma-separated
+// list; "" is none. Each is "*" or scheme://host[:port], as a browser sends Origin.
+func parseOrigins(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	var list []string
+	switch {
+	case s == "":
+		return nil, nil
+	case strings.HasPrefix(s, "["):
+		if err := json.Unmarshal([]byte(s), &list); err != nil {
+			return nil, badFlag("--allowed-origins %q: not a JSON list of strings", printable(s))
+		}
+	default:
+		list = strings.Split(s, ",")
+	}
+	for i, o := range list {
+		list[i] = strings.TrimSpace(o)
+		if _, err := serve.CheckOrigin(list[i]); err != nil {
+			return nil, badFlag("--allowed-origins %q: want * or scheme://host[:port], e.g. http://localhost:3000", printable(list[i]))
+		}
+	}
+	return list, nil
 }
 
 // runServe is `rosetop serve`: the engine behind OpenAI's API until SIGTERM/SIGINT (or q on the
@@ -220,7 +252,7 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	}
 	drain := &drainNote{w: stderr, held: term != nil, signalled: ctx.Done()}
 	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: so.grace(),
-		Metrics: metrics, Log: log, ErrorLog: errLog, OnDrain: drain.note})
+		Metrics: metrics, Log: log, ErrorLog: errLog, OnDrain: drain.note, AllowedOrigins: so.allowed})
 	if err != nil {
 		return errors.Join(err, sess.Close())
 	}

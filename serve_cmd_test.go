@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -213,6 +214,37 @@ func TestServeGrace(t *testing.T) {
 	for s, want := range map[float64]time.Duration{0: -1, 0.5: 500 * time.Millisecond, 30: 30 * time.Second} {
 		if got := (serveOptions{shutdownS: s}).grace(); got != want {
 			t.Errorf("--shutdown-timeout %g: %v, want %v", s, got, want)
+		}
+	}
+}
+
+// TestServeAllowedOrigins: --allowed-origins is any origin by default (vLLM's "*"), a comma
+// list or vLLM's JSON list, "" for none; an origin no browser sends is refused with exit 2, by
+// name, before anything starts.
+func TestServeAllowedOrigins(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"*"}},
+		{[]string{"--allowed-origins", "http://localhost:3000, https://ui.example.com/"}, []string{"http://localhost:3000", "https://ui.example.com/"}},
+		{[]string{"--allowed-origins", `["http://localhost:3000","*"]`}, []string{"http://localhost:3000", "*"}},
+		{[]string{"--allowed-origins", ""}, nil},
+	} {
+		_, so, err := parseServe(tc.args, io.Discard)
+		if err != nil || !slices.Equal(so.allowed, tc.want) {
+			t.Errorf("%q: %q, %v; want %q", tc.args, so.allowed, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ value, want string }{
+		{"localhost:3000", `--allowed-origins "localhost:3000": want * or scheme://host[:port]`},
+		{"http://a.example/app", `--allowed-origins "http://a.example/app": want * or scheme://host[:port]`},
+		{`["http://a.example"`, `--allowed-origins "[\"http://a.example\"": not a JSON list of strings`},
+		{"http://a.example,", `--allowed-origins "": want * or scheme://host[:port]`},
+	} {
+		code, stdout, stderr := runCLI(t, "serve", "--allowed-origins", tc.value)
+		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("--allowed-origins %q: exit %d, stderr %q; want exit 2 and one line with %q", tc.value, code, stderr, tc.want)
 		}
 	}
 }

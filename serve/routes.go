@@ -44,7 +44,10 @@ func (s *Server) Handler() http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		var info reqInfo
-		s.dispatch(routes, sw, r, &info)
+		if !s.cors.preflight(sw, r) {
+			s.cors.annotate(sw, r)
+			s.dispatch(routes, sw, r, &info)
+		}
 		s.logRequest(r, sw.status, &info, time.Since(start))
 	})
 }

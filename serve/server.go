@@ -37,8 +37,12 @@ type Options struct {
 	// OnDrain is called, on Serve's goroutine, when its shutdown begins with generations in
 	// flight: how many, and how long they are let run. nil: not called.
 	OnDrain func(inFlight int, grace time.Duration)
-	Metrics *Metrics     // served at GET /metrics; nil: 404 there
-	Log     *slog.Logger // one line per request (--log-requests); nil: none
+	Metrics *Metrics // served at GET /metrics; nil: 404 there
+	// AllowedOrigins are the origins whose web pages may call the server (CORS, as vLLM's
+	// --allowed-origins): "*" for any, else scheme://host[:port] each. None: no CORS headers, and
+	// a browser keeps other origins' pages from reading the replies.
+	AllowedOrigins []string
+	Log            *slog.Logger // one line per request (--log-requests); nil: none
 	// ErrorLog takes net/http's own error lines (a failed accept, a query with a semicolon); nil:
 	// Log's, else the standard logger's (stderr), which would draw over a dashboard there.
 	ErrorLog *log.Logger
@@ -50,6 +54,7 @@ type Server struct {
 	eng   Engine
 	model Model // eng.Model(), read once by New
 	opts  Options
+	cors  *cors // Options.AllowedOrigins; nil: none
 
 	draining  atomic.Bool   // set by Serve when its context is done: new generations and /health get 503
 	admitting chan struct{} // capacity 1: held from a generation's MaxQueue check to its Submit's return (admit)
@@ -73,7 +78,11 @@ func New(eng Engine, o Options) (*Server, error) {
 	case m.MaxSeqLen < 2 || m.VocabSize < 1:
 		return nil, fmt.Errorf("%w: model %q: max sequence length %d, vocabulary %d; want >= 2 and >= 1", ErrBadOptions, m.ID, m.MaxSeqLen, m.VocabSize)
 	}
-	s := &Server{eng: eng, model: m, opts: o, admitting: make(chan struct{}, 1), stopNow: make(chan struct{})}
+	c, err := newCORS(o.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{eng: eng, model: m, opts: o, cors: c, admitting: make(chan struct{}, 1), stopNow: make(chan struct{})}
 	s.inflight.cond = sync.NewCond(&s.inflight.mu)
 	return s, nil
 }
