@@ -19,7 +19,8 @@ import (
 	"syscall"
 )
 
-// Write creates or replaces path with what fill writes. The file gets mode 0644 (less the umask).
+// Write creates or replaces path with what fill writes. A new file gets mode 0644 (less the
+// umask); a replaced one keeps its permissions.
 func Write(path string, fill func(w io.Writer) error) error {
 	path = resolve(path)
 	if f, ok, err := openStream(path); ok {

@@ -77,8 +77,8 @@ func TestPending(t *testing.T) {
 	if got, _ := os.ReadFile(path); string(got) != "head+more" || entries() != 1 {
 		t.Fatalf("after Commit the target holds %q, %d entries; want \"head+more\" alone", got, entries())
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644&^umask() {
-		t.Fatalf("after Commit: %v, %v; want mode 0644 less the umask", fi, err)
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("after Commit: %v, %v; want the replaced file's mode, 0600", fi, err)
 	}
 }
 
@@ -98,6 +98,42 @@ func TestWriteReplacesAndMode(t *testing.T) {
 	}
 	if want := 0o644 &^ umask(); fi.Mode().Perm() != want {
 		t.Errorf("mode %v, want %v (0644 less the umask, as os.Create gives)", fi.Mode().Perm(), want)
+	}
+}
+
+// TestReplaceKeepsPermissions: a file the user made private (0600) stays private when Write or a
+// Pending's Commit replaces it.
+func TestReplaceKeepsPermissions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret.json")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	perm := func() os.FileMode {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	if err := Write(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got := perm(); got != 0o600 {
+		t.Errorf("after Write: mode %v, want 0600 kept", got)
+	}
+	p, err := Begin(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := perm(); got != 0o600 {
+		t.Errorf("after Commit: mode %v, want 0600 kept", got)
 	}
 }
 

@@ -23,16 +23,22 @@ func createNamed(dir, base string) (*temp, error) {
 	return &temp{File: f, dir: dir, base: base, named: f.Name()}, nil
 }
 
-// publish syncs the file, gives it the mode of a new file and renames it over path. The file
-// stays open, the same *os.File. On failure the target is as it was.
+// publish syncs the file, gives it the permissions of the regular file it replaces (a new one
+// those of os.Create: 0644 less the umask), renames it over path and syncs the directory, so the
+// new name survives a crash too. The file stays open, the same *os.File. On failure the target
+// is as it was.
 func (t *temp) publish(path string) error {
 	if err := t.Sync(); err != nil {
 		return err
 	}
-	if err := t.Chmod(0o644 &^ umask()); err != nil {
+	if err := t.name(); err != nil {
 		return err
 	}
-	if err := t.name(); err != nil {
+	mode := 0o644 &^ umask()
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		mode = fi.Mode().Perm()
+	}
+	if err := t.Chmod(mode); err != nil {
 		return err
 	}
 	if err := os.Rename(t.named, path); err != nil {
@@ -41,7 +47,17 @@ func (t *temp) publish(path string) error {
 		return err
 	}
 	t.named = path
+	syncDir(t.dir)
 	return nil
+}
+
+// syncDir flushes dir's entries to disk: a rename is durable only once its directory is. Best
+// effort: the file is in place either way, and some file systems refuse to sync a directory.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
 }
 
 // discard closes the file and removes it where it has a name that is not yet the target's.

@@ -59,9 +59,6 @@ func (t *temp) copyToNamed() error {
 		err = named.Sync()
 	}
 	if err == nil {
-		err = named.Chmod(0o644 &^ umask())
-	}
-	if err == nil {
 		err = unix.Dup3(int(named.Fd()), int(t.Fd()), unix.O_CLOEXEC)
 	}
 	if err != nil {
