@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"rosetop/internal/oneline"
 	"rosetop/internal/regular"
 )
 
@@ -21,7 +22,7 @@ type configJSON struct {
 	NCtx             *int     `json:"n_ctx"` // older configs
 	VocabSize        *int     `json:"vocab_size"`
 	LayerNormEpsilon *float64 `json:"layer_norm_epsilon"`
-	EOSTokenID       *int     `json:"eos_token_id"`
+	EOSTokenID       eosID    `json:"eos_token_id"`
 	NInner           *int     `json:"n_inner"` // null: 4*n_embd
 	Activation       *string  `json:"activation_function"`
 	// GPT2Config's attribute_map: other names of n_embd, n_head, n_layer and n_positions.
@@ -126,10 +127,12 @@ func (j *configJSON) config() (Config, error) {
 			return Config{}, fmt.Errorf("%w: field layer_norm_epsilon: %g rounds to 0 in float32", ErrInvalidModel, e)
 		}
 	}
-	if j.EOSTokenID != nil {
-		c.EOSTokenID = int32(*j.EOSTokenID)
-		if int(c.EOSTokenID) != *j.EOSTokenID {
-			return Config{}, fmt.Errorf("%w: field eos_token_id: %d out of range", ErrInvalidModel, *j.EOSTokenID)
+	if id, err := j.EOSTokenID.id(); err != nil {
+		return Config{}, err
+	} else if id != nil {
+		c.EOSTokenID = int32(*id)
+		if int(c.EOSTokenID) != *id {
+			return Config{}, fmt.Errorf("%w: field eos_token_id: %d out of range", ErrInvalidModel, *id)
 		}
 	}
 	c.InnerDim = 4 * c.NEmbd
@@ -138,6 +141,37 @@ func (j *configJSON) config() (Config, error) {
 		c.ActivationFun = *j.Activation
 	}
 	return c, nil
+}
+
+// eosID is eos_token_id as configs give it: a number, null, or a list of numbers (the ids any of
+// which ends generation in transformers); the engine stops on one id, so a list must hold one.
+type eosID struct{ raw json.RawMessage }
+
+func (e *eosID) UnmarshalJSON(b []byte) error {
+	e.raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// id is the one EOS id given; nil when none (absent or null).
+func (e eosID) id() (*int, error) {
+	if len(e.raw) == 0 || string(e.raw) == "null" {
+		return nil, nil
+	}
+	var one int
+	if err := json.Unmarshal(e.raw, &one); err == nil {
+		return &one, nil
+	}
+	var list []int
+	if err := json.Unmarshal(e.raw, &list); err != nil {
+		return nil, fmt.Errorf("%w: field eos_token_id: %s is not a token id or a list of them", ErrInvalidModel, oneline.Clip(oneline.Fold(string(e.raw)), 40))
+	}
+	switch len(list) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &list[0], nil
+	}
+	return nil, fmt.Errorf("%w: field eos_token_id: %d ids %v; rosetop stops on one: keep one in the list", ErrInvalidModel, len(list), list)
 }
 
 // aliases applies attribute_map's names, which PretrainedConfig sets onto the same fields; a
@@ -202,8 +236,10 @@ func (c Config) Validate() error {
 	if !(c.LayerNormEps > 0) || c.LayerNormEps > 1 {
 		return bad("layer_norm_epsilon", "%g is not in (0, 1]", c.LayerNormEps)
 	}
-	if c.EOSTokenID < 0 || int(c.EOSTokenID) >= c.VocabSize {
-		return bad("eos_token_id", "%d is not a token id below vocab_size %d", c.EOSTokenID, c.VocabSize)
+	// An id past the vocabulary is never sampled (transformers loads such a config: GPT2Config's
+	// default 50256 with a smaller vocab_size): generation then runs to its length.
+	if c.EOSTokenID < 0 {
+		return bad("eos_token_id", "%d is not a token id", c.EOSTokenID)
 	}
 	switch c.ActivationFun {
 	case "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_accurate": // transformers' names of the tanh approximation

@@ -35,6 +35,11 @@ func TestParseConfig(t *testing.T) {
 			func(c *Config) { c.NEmbd, c.NHead, c.InnerDim = 64, 4, 256 }},
 		{"reorder_and_upcast_attn", `{"model_type":"gpt2","reorder_and_upcast_attn":true,"scale_attn_weights":true}`, func(c *Config) {}},
 		{"eps and eos", `{"model_type":"gpt2","layer_norm_epsilon":1e-6,"eos_token_id":7}`, func(c *Config) { c.LayerNormEps, c.EOSTokenID = 1e-6, 7 }},
+		// transformers loads these: GPT2Config's default eos_token_id past a small vocabulary (never
+		// sampled), a list of one id, null (the default).
+		{"default eos past a small vocab", `{"model_type":"gpt2","vocab_size":1000}`, func(c *Config) { c.VocabSize = 1000 }},
+		{"eos list of one", `{"model_type":"gpt2","eos_token_id":[7]}`, func(c *Config) { c.EOSTokenID = 7 }},
+		{"eos null", `{"model_type":"gpt2","eos_token_id":null}`, func(c *Config) {}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -76,7 +81,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"vocab_size negative", `{"model_type":"gpt2","vocab_size":-50257}`, "field vocab_size: must be positive, got -50257"},
 		{"too many parameters", `{"model_type":"gpt2","n_layer":16000000,"n_embd":1024,"n_head":16}`, "imply 2.02e+14 parameters, over the limit of 1.1e+12"},
 		{"not divisible", `{"model_type":"gpt2","n_embd":100,"n_head":12}`, "field n_embd: 100 is not divisible by n_head 12"},
-		{"eos out of range", `{"model_type":"gpt2","eos_token_id":50257}`, "field eos_token_id: 50257"},
+		{"eos negative", `{"model_type":"gpt2","eos_token_id":-1}`, "field eos_token_id: -1 is not a token id"},
+		{"eos past int32", `{"model_type":"gpt2","eos_token_id":4294967296}`, "field eos_token_id: 4294967296 out of range"},
+		{"eos list of two", `{"model_type":"gpt2","eos_token_id":[50256,50257]}`, "field eos_token_id: 2 ids [50256 50257]; rosetop stops on one"},
+		{"eos text", `{"model_type":"gpt2","eos_token_id":"50256"}`, `field eos_token_id: "50256" is not a token id or a list of them`},
+		{"eos object over lines", "{\"model_type\":\"gpt2\",\"eos_token_id\":{\"a\":\n1}}", `field eos_token_id: {"a": 1} is not a token id`},
 		{"bad eps", `{"model_type":"gpt2","layer_norm_epsilon":0}`, "field layer_norm_epsilon"},
 		{"eps below float32", `{"model_type":"gpt2","layer_norm_epsilon":1e-50}`, "field layer_norm_epsilon: 1e-50 rounds to 0 in float32"},
 		{"eps too large", `{"model_type":"gpt2","layer_norm_epsilon":1e300}`, "field layer_norm_epsilon: 1e+300 is not in (0, 1]"},
