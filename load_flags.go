@@ -131,9 +131,10 @@ func (o *options) applyLoad(ctx context.Context, set map[string]bool, notes io.W
 }
 
 // parseVLLMStats reads --percentile-metrics and --metric-percentiles: a known metric or a
-// percentile in [0, 100] each, a repeat kept once (vLLM's result, a dict, keeps one key).
+// percentile in [0, 100] each, a repeat kept once (vLLM's result, a dict, keeps one key); an
+// empty --percentile-metrics is the default, as vLLM's.
 func (l *loadOptions) parseVLLMStats(set map[string]bool) error {
-	if set["percentile-metrics"] {
+	if set["percentile-metrics"] && l.PctMetrics != "" {
 		l.stats.Metrics = []string{}
 		for _, m := range strings.Split(l.PctMetrics, ",") {
 			m = strings.TrimSpace(m)

@@ -408,7 +408,7 @@ func TestGoodputVLLMForm(t *testing.T) {
 
 // TestVLLMPercentileFlags: --percentile-metrics and --metric-percentiles choose the statistics of
 // the vLLM-format result as vLLM's flags do: the chosen metrics (a repeat once), a key per
-// percentile named as vLLM names it.
+// percentile named as vLLM names it; an empty --percentile-metrics is the default.
 func TestVLLMPercentileFlags(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v.json")
 	code, _, stderr := runCLI(t, "bench", "--num-requests", "4", "--max-new-tokens", "3", "--json", path, "--result-format", "vllm",
@@ -432,6 +432,23 @@ func TestVLLMPercentileFlags(t *testing.T) {
 	for _, key := range []string{"p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms"} {
 		if _, ok := v[key]; ok {
 			t.Errorf("result has %s, not chosen", key)
+		}
+	}
+	// An empty --percentile-metrics is vLLM's default (its `args.percentile_metrics or default`).
+	if code, _, stderr = runCLI(t, "bench", "--num-requests", "2", "--max-new-tokens", "3", "--json", path, "--result-format", "vllm",
+		"--percentile-metrics", ""); code != 0 {
+		t.Fatalf("--percentile-metrics \"\": exit %d: %s", code, stderr)
+	}
+	if data, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	v = nil
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms"} {
+		if _, ok := v[key].(float64); !ok {
+			t.Errorf("--percentile-metrics \"\": result lacks %s", key)
 		}
 	}
 }

@@ -136,7 +136,7 @@ func parseServe(args []string, stderr io.Writer) (options, serveOptions, error) 
 }
 
 // parseOrigins reads --allowed-origins: a JSON list of strings (vLLM's form) or a comma-separated
-// list; "" is none. Each is "*" or scheme://host[:port], as a browser sends Origin.
+// list; "" is none. Each is "*", or scheme://host[:port] or "null", as a browser sends Origin.
 func parseOrigins(s string) ([]string, error) {
 	s = strings.TrimSpace(s)
 	var list []string

@@ -230,6 +230,7 @@ func TestServeAllowedOrigins(t *testing.T) {
 		{[]string{"--allowed-origins", "http://localhost:3000, https://ui.example.com/"}, []string{"http://localhost:3000", "https://ui.example.com/"}},
 		{[]string{"--allowed-origins", `["http://localhost:3000","*"]`}, []string{"http://localhost:3000", "*"}},
 		{[]string{"--allowed-origins", ""}, nil},
+		{[]string{"--allowed-origins", `["null"]`}, []string{"null"}}, // a page opened from a file
 	} {
 		_, so, err := parseServe(tc.args, io.Discard)
 		if err != nil || !slices.Equal(so.allowed, tc.want) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -33,7 +34,8 @@ type VLLMStats struct {
 	// Metrics are the metrics with statistics, among VLLMMetricNames (nil: vLLM's default,
 	// ttft, tpot and itl); the result writes them in VLLMMetricNames' order.
 	Metrics []string
-	// Percentiles, each in [0, 100], become p{P}_{metric}_ms keys in this order (nil: 99).
+	// Percentiles, each in [0, 100] (else writing the result fails), become p{P}_{metric}_ms
+	// keys in this order, a repeat once (nil: 99).
 	Percentiles []float64
 }
 
@@ -154,7 +156,10 @@ func vllmStats(name string, xs, ps []float64) []kv {
 		med = sortedMedian(s)
 	}
 	out := []kv{{"mean_" + name + "_ms", mean * 1000}, {"median_" + name + "_ms", med * 1000}, {"std_" + name + "_ms", std * 1000}}
-	for _, p := range ps {
+	for i, p := range ps {
+		if slices.Contains(ps[:i], p) { // one key, as vLLM's dict keeps one (99 and 99.0 too)
+			continue
+		}
 		v := 0.0
 		if len(s) > 0 {
 			v = percentile(s, p)
@@ -344,6 +349,11 @@ func sloMap(slos []SLO) map[string]float64 {
 // writeVLLM writes one vLLM result per measured run, a JSON object a line (as vLLM's
 // --append-result appends them); one run makes a plain JSON document.
 func writeVLLM(w io.Writer, c vllmContext, runs []*runResult) error {
+	for _, p := range c.stats.percentiles() {
+		if !(p >= 0 && p <= 100) { // numpy refuses them too ("Percentiles must be in the range [0, 100]")
+			return fmt.Errorf("vLLM result: percentile %v is not from 0 to 100", p)
+		}
+	}
 	for _, r := range runs {
 		if r.sum.Warmup {
 			continue

@@ -257,3 +257,26 @@ func TestVLLMStatsChosen(t *testing.T) {
 		t.Errorf("a burst under --max-concurrency: keys %q, want the client queue's time without the latency with it", names)
 	}
 }
+
+// TestVLLMStatsPercentileInput: a percentile given twice (99 and 99.0 too) makes one key, at its
+// first place, as in vLLM's result dict; one outside [0, 100] (numpy refuses it) is an error of
+// the vLLM export, not a panic.
+func TestVLLMStatsPercentileInput(t *testing.T) {
+	var names []string
+	c := vllmContext{stats: VLLMStats{Metrics: []string{"ttft"}, Percentiles: []float64{99, 50, 99.0, 50}}}
+	for _, e := range vllmResult(c, vllmRun([]int64{1e6, 2e6, 3e6})) {
+		if strings.HasPrefix(e.k, "p") && strings.HasSuffix(e.k, "_ms") {
+			names = append(names, e.k)
+		}
+	}
+	if strings.Join(names, " ") != "p99_ttft_ms p50_ttft_ms" {
+		t.Errorf("keys %q, want p99_ttft_ms p50_ttft_ms", names)
+	}
+	for _, p := range []float64{100.5, -1, math.NaN(), math.Inf(1)} {
+		c.stats.Percentiles = []float64{50, p}
+		var b strings.Builder
+		if err := writeVLLM(&b, c, []*runResult{vllmRun([]int64{1e6, 2e6})}); err == nil || !strings.Contains(err.Error(), "not from 0 to 100") || b.Len() != 0 {
+			t.Errorf("percentile %v: %v, wrote %q; want an error and nothing written", p, err, b.String())
+		}
+	}
+}

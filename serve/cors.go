@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -18,6 +19,10 @@ type cors struct {
 
 // corsMaxAge is how long a browser may keep a preflight's answer, in seconds (Starlette's).
 const corsMaxAge = "600"
+
+// corsMethods are what allow_methods ["*"] stands for in Starlette (its ALL_METHODS): a
+// preflight names them, and one asking for another (case counts) is refused.
+const corsMethods = "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"
 
 // newCORS checks origins: "*", or origins of the form a browser sends. None: nil (no CORS).
 func newCORS(origins []string) (*cors, error) {
@@ -39,9 +44,10 @@ func newCORS(origins []string) (*cors, error) {
 }
 
 // CheckOrigin checks an allowed origin: "*", or scheme://host[:port] as a browser sends it in
-// Origin (a trailing slash is dropped). It returns the origin as compared with Origin.
+// Origin (a trailing slash is dropped), or "null", which a page from a file sends. It returns
+// the origin as compared with Origin.
 func CheckOrigin(o string) (string, error) {
-	if o == "*" {
+	if o == "*" || o == "null" {
 		return o, nil
 	}
 	u, err := url.Parse(o)
@@ -56,45 +62,70 @@ func CheckOrigin(o string) (string, error) {
 func (c *cors) allows(origin string) bool { return c.all || c.origins[origin] }
 
 // preflight answers r if it is a CORS preflight (OPTIONS with Origin and
-// Access-Control-Request-Method) and reports whether it did. A nil cors answers none.
+// Access-Control-Request-Method, even empty ones) and reports whether it did, as Starlette's:
+// 400 naming what is refused (the origin, the method, a private-network request, which vLLM
+// does not allow), else 200; either way with the methods, the asked headers and the max age. A
+// nil cors answers none.
 func (c *cors) preflight(w http.ResponseWriter, r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if c == nil || r.Method != http.MethodOptions || origin == "" || r.Header.Get("Access-Control-Request-Method") == "" {
+	origin, isCORS := header(r, "Origin")
+	method, isPreflight := header(r, "Access-Control-Request-Method")
+	if c == nil || r.Method != http.MethodOptions || !isCORS || !isPreflight {
 		return false
 	}
 	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	if !c.allows(origin) {
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprint(w, "Disallowed CORS origin")
-		return true
+	var refused []string
+	switch {
+	case !c.allows(origin):
+		refused = append(refused, "origin")
+		h.Set("Vary", "Origin")
+	case c.all:
+		h.Set("Access-Control-Allow-Origin", "*")
+	default:
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Vary", "Origin")
 	}
-	c.allowOrigin(h, r)
-	h.Set("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS, POST")
-	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+	if !slices.Contains(strings.Split(corsMethods, ", "), method) {
+		refused = append(refused, "method")
+	}
+	if _, ok := header(r, "Access-Control-Request-Private-Network"); ok {
+		refused = append(refused, "private-network")
+	}
+	h.Set("Access-Control-Allow-Methods", corsMethods)
+	h.Set("Access-Control-Max-Age", corsMaxAge)
+	if req, ok := header(r, "Access-Control-Request-Headers"); ok {
 		h.Set("Access-Control-Allow-Headers", req) // every header is allowed: the ones asked for
 	}
-	h.Set("Access-Control-Max-Age", corsMaxAge)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	if len(refused) > 0 {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, "Disallowed CORS "+strings.Join(refused, ", "))
+		return true
+	}
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "OK")
 	return true
 }
 
-// annotate lets the page that sent r (from an allowed origin) read the reply; a nil cors none.
+// annotate lets the page that sent r (from an allowed origin) read the reply: "*" for any
+// origin (with cookies too, as Starlette 1.x: vLLM allows no credentials), else the origin
+// itself, and the reply varies with it. A nil cors adds nothing.
 func (c *cors) annotate(w http.ResponseWriter, r *http.Request) {
-	if origin := r.Header.Get("Origin"); c != nil && origin != "" && c.allows(origin) {
-		c.allowOrigin(w.Header(), r)
+	origin, ok := header(r, "Origin")
+	switch {
+	case c == nil || !ok:
+	case c.all:
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+	case c.allows(origin):
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+		w.Header().Add("Vary", "Origin")
 	}
 }
 
-// allowOrigin names the origin a reply is for: "*" for any, unless the request carries cookies
-// (a browser refuses "*" then) or only some origins are allowed, when it is the request's own
-// and the reply varies with it.
-func (c *cors) allowOrigin(h http.Header, r *http.Request) {
-	if c.all && r.Header.Get("Cookie") == "" {
-		h.Set("Access-Control-Allow-Origin", "*")
-		return
+// header is r's first value of the header key (canonical) and whether r has it at all: as in
+// Starlette, an empty header counts.
+func header(r *http.Request, key string) (string, bool) {
+	if v := r.Header[key]; len(v) > 0 {
+		return v[0], true
 	}
-	h.Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
-	h.Add("Vary", "Origin")
+	return "", false
 }

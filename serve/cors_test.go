@@ -36,15 +36,15 @@ func corsDo(t *testing.T, h *harness, method, path, body string, headers map[str
 }
 
 // TestCORSAnyOrigin: with "*" (vLLM's default), a browser's preflight for a JSON POST from any
-// page is answered 200 with the methods, the asked headers and a max age; the POST's reply lets
-// the page read it; a request without Origin gets no CORS header; an OPTIONS that is no
-// preflight is still 405.
+// page is answered 200 with Starlette's methods, the asked headers and a max age; the POST's
+// reply lets the page read it, and so does a GET with cookies; a request without Origin gets no
+// CORS header; an OPTIONS that is no preflight is still 405.
 func TestCORSAnyOrigin(t *testing.T) {
 	h := newHarness(t, engineOpts{}, Options{AllowedOrigins: []string{"*"}})
 	status, hdr, body := corsDo(t, h, http.MethodOptions, "/v1/chat/completions", "", map[string]string{
 		"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"})
 	if status != http.StatusOK || body != "OK" || hdr.Get("Access-Control-Allow-Origin") != "*" ||
-		hdr.Get("Access-Control-Allow-Methods") != "GET, HEAD, OPTIONS, POST" || hdr.Get("Access-Control-Allow-Headers") != "authorization, content-type" ||
+		hdr.Get("Access-Control-Allow-Methods") != "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT" || hdr.Get("Access-Control-Allow-Headers") != "authorization, content-type" ||
 		hdr.Get("Access-Control-Max-Age") != "600" {
 		t.Errorf("preflight: %d %q %v", status, body, hdr)
 	}
@@ -53,8 +53,8 @@ func TestCORSAnyOrigin(t *testing.T) {
 	if status != http.StatusOK || hdr.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(body, `"text_completion"`) {
 		t.Errorf("POST from a page: %d %v %s", status, hdr, body)
 	}
-	if _, hdr, _ = corsDo(t, h, http.MethodGet, "/v1/models", "", map[string]string{"Origin": "http://a.example", "Cookie": "s=1"}); hdr.Get("Access-Control-Allow-Origin") != "http://a.example" || hdr.Get("Vary") != "Origin" {
-		t.Errorf("with cookies, the origin itself (a browser refuses *): %v", hdr)
+	if _, hdr, _ = corsDo(t, h, http.MethodGet, "/v1/models", "", map[string]string{"Origin": "http://a.example", "Cookie": "s=1"}); hdr.Get("Access-Control-Allow-Origin") != "*" || hdr.Get("Vary") != "" {
+		t.Errorf("with cookies, still * (Starlette 1.x without credentials): %v", hdr)
 	}
 	if _, hdr, _ = corsDo(t, h, http.MethodGet, "/v1/models", "", nil); hdr.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("no Origin, yet %q", hdr.Get("Access-Control-Allow-Origin"))
@@ -102,5 +102,43 @@ func TestCORSBadOrigins(t *testing.T) {
 		if _, err := New(te, Options{AllowedOrigins: []string{o}}); !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "allowed origin \""+o+"\"") {
 			t.Errorf("%q: %v", o, err)
 		}
+	}
+}
+
+// TestCORSPreflightRefused: a preflight is refused with 400 as Starlette's refuses it, naming
+// each reason (an origin not listed, a method outside its list, case included, or none, a
+// private-network request), with the headers of an accepted one but the origin's; the headers
+// only need to be there, empty or not. A page from a file (Origin: null) may be listed.
+func TestCORSPreflightRefused(t *testing.T) {
+	star := newHarness(t, engineOpts{}, Options{AllowedOrigins: []string{"*"}})
+	listed := newHarness(t, engineOpts{}, Options{AllowedOrigins: []string{"http://localhost:3000", "null"}})
+	for _, tc := range []struct {
+		name    string
+		h       *harness
+		headers map[string]string
+		status  int
+		body    string
+		origin  string // Access-Control-Allow-Origin
+		vary    string
+	}{
+		{"method", star, map[string]string{"Origin": "http://a.example", "Access-Control-Request-Method": "TRACE"}, 400, "Disallowed CORS method", "*", ""},
+		{"lower-case method", star, map[string]string{"Origin": "http://a.example", "Access-Control-Request-Method": "post"}, 400, "Disallowed CORS method", "*", ""},
+		{"empty method", star, map[string]string{"Origin": "http://a.example", "Access-Control-Request-Method": ""}, 400, "Disallowed CORS method", "*", ""},
+		{"private network", star, map[string]string{"Origin": "http://a.example", "Access-Control-Request-Method": "PUT", "Access-Control-Request-Private-Network": "true"}, 400, "Disallowed CORS private-network", "*", ""},
+		{"empty origin", star, map[string]string{"Origin": "", "Access-Control-Request-Method": "POST"}, 200, "OK", "*", ""},
+		{"origin", listed, map[string]string{"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}, 400, "Disallowed CORS origin", "", "Origin"},
+		{"origin and method", listed, map[string]string{"Origin": "http://evil.example", "Access-Control-Request-Method": "CONNECT"}, 400, "Disallowed CORS origin, method", "", "Origin"},
+		{"null", listed, map[string]string{"Origin": "null", "Access-Control-Request-Method": "POST"}, 200, "OK", "null", "Origin"},
+	} {
+		tc.headers["Access-Control-Request-Headers"] = "content-type"
+		status, hdr, body := corsDo(t, tc.h, http.MethodOptions, "/v1/completions", "", tc.headers)
+		if status != tc.status || body != tc.body || hdr.Get("Access-Control-Allow-Origin") != tc.origin || strings.Join(hdr.Values("Vary"), ", ") != tc.vary ||
+			hdr.Get("Access-Control-Allow-Methods") != "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT" || hdr.Get("Access-Control-Allow-Headers") != "content-type" ||
+			hdr.Get("Access-Control-Max-Age") != "600" {
+			t.Errorf("%s: %d %q %v; want %d %q, Access-Control-Allow-Origin %q, Vary %q", tc.name, status, body, hdr, tc.status, tc.body, tc.origin, tc.vary)
+		}
+	}
+	if _, hdr, _ := corsDo(t, star, http.MethodGet, "/v1/models", "", map[string]string{"Origin": ""}); hdr.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("a GET with an empty Origin: %v; want * (an Origin header is there)", hdr)
 	}
 }

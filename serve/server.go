@@ -39,8 +39,8 @@ type Options struct {
 	OnDrain func(inFlight int, grace time.Duration)
 	Metrics *Metrics // served at GET /metrics; nil: 404 there
 	// AllowedOrigins are the origins whose web pages may call the server (CORS, as vLLM's
-	// --allowed-origins): "*" for any, else scheme://host[:port] each. None: no CORS headers, and
-	// a browser keeps other origins' pages from reading the replies.
+	// --allowed-origins): "*" for any, else scheme://host[:port] or "null" (a file's page) each.
+	// None: no CORS headers, and a browser keeps other origins' pages from reading the replies.
 	AllowedOrigins []string
 	Log            *slog.Logger // one line per request (--log-requests); nil: none
 	// ErrorLog takes net/http's own error lines (a failed accept, a query with a semicolon); nil:
