@@ -7,6 +7,9 @@
 //	POST /v1/chat/completions   messages: system, developer, user and assistant; text content
 //	                            (a string, or text and refusal parts)
 //	GET  /v1/models             the served model (vLLM's max_model_len included)
+//	POST /tokenize              vLLM's: a prompt's ids (or messages' as chat renders them), their
+//	                            count and max_model_len; return_token_strs: the tokens spelled
+//	POST /detokenize            vLLM's: the text of a list of token ids
 //	GET  /health                200 with an empty body; 503 once shutting down
 //	GET  /metrics               Prometheus text format (Metrics)
 //

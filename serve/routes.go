@@ -32,6 +32,8 @@ func (s *Server) Handler() http.Handler {
 		"/v1/completions":      {allow: "POST", post: true, handle: s.completions},
 		"/v1/chat/completions": {allow: "POST", post: true, handle: s.chatCompletions},
 		"/v1/models":           {allow: "GET, HEAD", handle: s.models},
+		"/tokenize":            {allow: "POST", post: true, handle: s.tokenize},
+		"/detokenize":          {allow: "POST", post: true, handle: s.detokenize},
 		"/health":              {allow: "GET, HEAD", handle: s.health},
 	}
 	if s.opts.Metrics != nil {

@@ -44,3 +44,26 @@ func alphabetToBytes(tok string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// alphabetRune returns the character of the alphabet that byte b is written as.
+func alphabetRune(b byte) rune {
+	switch {
+	case printableByte(b):
+		return rune(b)
+	case b <= 0x20: // 0x00..0x20: U+0100..U+0120
+		return 0x100 + rune(b)
+	case b <= 0xA0: // 0x7F..0xA0: U+0121..U+0142
+		return 0x100 + 33 + rune(b-0x7F)
+	}
+	return 0x143 // 0xAD
+}
+
+// Spell writes a token's raw bytes in the alphabet, as the vocabulary files and transformers'
+// convert_ids_to_tokens spell tokens: "Ġworld" for " world".
+func Spell(raw []byte) string {
+	out := make([]rune, len(raw))
+	for i, b := range raw {
+		out[i] = alphabetRune(b)
+	}
+	return string(out)
+}

@@ -12,8 +12,9 @@ import (
 	"testing"
 )
 
-// alphabetRune is the inverse of alphabetByte: how vocabulary files spell byte b.
-func alphabetRune(b byte) rune {
+// countedRune is how vocabulary files spell byte b, by bytes_to_unicode's definition: the k-th
+// byte that is not printable Latin-1 is U+0100+k.
+func countedRune(b byte) rune {
 	if printableByte(b) {
 		return rune(b)
 	}
@@ -30,6 +31,9 @@ func TestAlphabetRoundTrip(t *testing.T) {
 	seen := map[rune]bool{}
 	for b := range 256 {
 		r := alphabetRune(byte(b))
+		if c := countedRune(byte(b)); r != c {
+			t.Errorf("byte 0x%02x spelled %U, want %U", b, r, c)
+		}
 		if seen[r] {
 			t.Fatalf("byte 0x%02x maps to %U, already used", b, r)
 		}
