@@ -128,7 +128,7 @@ func (o *options) checkRemote(set map[string]bool, stderr io.Writer) error {
 		}
 		return out
 	}
-	if o.Endpoint == "" {
+	if o.Endpoint == "" && len(o.Fleet) == 0 { // an empty first --endpoint with more is refused below, not dropped
 		if g := given(remoteOnlyFlags); len(g) > 0 {
 			return badFlag("%s: only with --endpoint", strings.Join(g, ", "))
 		}

@@ -36,6 +36,8 @@ func TestWatchFlagErrors(t *testing.T) {
 		{"fleet metrics url", []string{"--endpoint", ep, "--endpoint", "http://127.0.0.1:2/v1", "--watch", "--metrics-url", "http://127.0.0.1:1/metrics"}, "--metrics-url names one server's page"},
 		{"fleet twice", []string{"--endpoint", ep, "--endpoint", ep + "/", "--watch"}, "--endpoint " + ep + "/: given twice"},
 		{"fleet bad url", []string{"--endpoint", ep, "--endpoint", "127.0.0.1:2", "--watch"}, `--endpoint "127.0.0.1:2": want an http or https URL`},
+		{"fleet empty first", []string{"bench", "--endpoint=", "--endpoint=" + ep}, `--endpoint "": want an http or https URL`},
+		{"fleet one page", []string{"--watch", "--endpoint=http://127.0.0.1:1/a/v1", "--endpoint=http://127.0.0.1:1/b/v1"}, "have one /metrics page (http://127.0.0.1:1/metrics)"},
 		{"fleet too many", fleetArgs(remote.MaxFleet + 1), fmt.Sprintf("--endpoint given %d times: at most %d servers", remote.MaxFleet+1, remote.MaxFleet)},
 	}
 	for _, tc := range cases {

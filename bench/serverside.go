@@ -40,8 +40,9 @@ type ServerLatency struct {
 	// Dist is in ms, estimated from the histogram's bucket deltas over the window (Prometheus'
 	// histogram_quantile); N is the observations in the window. Mean and Max are NaN.
 	Dist Dist
-	// FirstBound is the histogram's first bucket's upper bound in ms (0: unknown). A percentile
-	// at or below it was interpolated from an assumed 0 and says only "at most FirstBound".
+	// FirstBound is the histogram's first bucket's upper bound in ms (0: unknown); a fleet's is
+	// the largest of its servers' with an observation in that bucket. A percentile at or below it
+	// was interpolated from an assumed 0 and says only "at most FirstBound".
 	FirstBound float64
 }
 

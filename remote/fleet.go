@@ -116,7 +116,7 @@ func (w *watcher) part() part {
 	last := &w.hist[n-1]
 	p.live, p.window, p.last = w.note == "", gains(last, &w.hist[0]), last.At
 	if t := w.tally.start; t != nil {
-		p.total, p.start = gains(last, t), t.At
+		p.total, p.start = append([]gain(nil), w.tally.lat...), t.At
 	}
 	return p
 }
@@ -206,8 +206,8 @@ func fleetView(parts []part) *bench.ServerMetrics {
 	return m
 }
 
-// mergeGains adds b's histograms into a copy of acc, name by name (gains lists them in one
-// order); acc nil is b.
+// mergeGains adds b's histograms into acc, name by name (gains lists them in one order); acc
+// nil is a copy of b. A histogram's buckets are never written in place.
 func mergeGains(acc, b []gain) []gain {
 	if acc == nil {
 		return append([]gain(nil), b...)
@@ -216,6 +216,7 @@ func mergeGains(acc, b []gain) []gain {
 		acc[i].known = acc[i].known || b[i].known
 		if b[i].h.Known {
 			acc[i].h.add(b[i].h)
+			acc[i].bound = max(acc[i].bound, b[i].bound)
 		}
 	}
 	return acc

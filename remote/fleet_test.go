@@ -190,9 +190,9 @@ func TestFleetMixedKinds(t *testing.T) {
 	}
 }
 
-// TestFleetRefused: a fleet is only watched, each server at its own /metrics, each given once,
-// at most MaxFleet of them; and every server must answer at start, the error naming the one
-// that did not.
+// TestFleetRefused: a fleet is only watched, each server at its own /metrics, each given once
+// (two on one host and port would read one page twice), at most MaxFleet of them; and every
+// server must answer at start, the error naming the one that did not.
 func TestFleetRefused(t *testing.T) {
 	good := newPagedServer(t, "m", vllmFleetPage(0, 0, 0, 0, []float64{0, 0, 0, 0}))
 	many := make([]string, MaxFleet)
@@ -208,6 +208,8 @@ func TestFleetRefused(t *testing.T) {
 		{"driven", ProviderOptions{Client: base, Fleet: []string{"http://127.0.0.1:9/v1"}}, "only watched"},
 		{"metrics url", ProviderOptions{Client: base, Watch: true, MetricsURL: good.URL + "/metrics", Fleet: []string{"http://127.0.0.1:9/v1"}}, "one server's page"},
 		{"twice", ProviderOptions{Client: base, Watch: true, Fleet: []string{good.URL + "/v1/"}}, "given twice"},
+		{"one page", ProviderOptions{Client: Config{BaseURL: "http://gpu-a:8000/a/v1"}, Watch: true, Fleet: []string{"http://k:9000/v1", "http://GPU-A:8000/b/v1"}},
+			"http://gpu-a:8000/a/v1 and http://GPU-A:8000/b/v1 have one /metrics page (http://GPU-A:8000/metrics)"},
 		{"too many", ProviderOptions{Client: base, Watch: true, Fleet: many}, fmt.Sprintf("%d servers to watch, at most %d", MaxFleet+1, MaxFleet)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,5 +228,68 @@ func TestFleetRefused(t *testing.T) {
 	err = p.Prepare(context.Background(), &bytes.Buffer{})
 	if !errors.Is(err, ErrNoMetrics) || !strings.Contains(err.Error(), down.URL+"/metrics: remote: http-status 500") || strings.Contains(err.Error(), "--metrics-url") {
 		t.Errorf("Prepare: %v; want %v naming %s/metrics, without the --metrics-url hint", err, ErrNoMetrics, down.URL)
+	}
+}
+
+// TestFleetMemberRestart: a server that restarts (its counters and histograms start again from
+// zero) keeps what it counted before in the fleet's totals, and its rate stays in the fleet's
+// sum, counted from zero after the restart as Prometheus' rate() counts it: the fleet's figures
+// neither fall back nor drop the server.
+func TestFleetMemberRestart(t *testing.T) {
+	page := func(at time.Duration, n float64) Snapshot { // n requests so far, each of 10 tokens
+		return Snapshot{At: at, Kind: KindVLLM, Waiting: Value{0, true}, Running: Value{1, true},
+			GenerationTokens: Value{10 * n, true}, E2E: hist(0.1, n, inf, n), TTFT: hist(0.1, n, inf, n)}
+	}
+	a := &watcher{window: time.Minute, every: time.Second, watch: true}
+	b := &watcher{window: time.Minute, every: time.Second, watch: true}
+	f := &fleet{ws: []*watcher{a, b}}
+	for _, s := range []struct{ a, b float64 }{{100, 50}, {200, 60}, {5, 70}} { // a restarts before the third
+		at := time.Duration(len(a.hist)+1) * time.Second
+		a.add(page(at, s.a), nil)
+		b.add(page(at, s.b), nil)
+	}
+	f.publish()
+	m := f.latest()
+	// a: 100 before its restart and 5 after; b: 20.
+	if tot := m.Total; tot.Requests.V != 125 || tot.GenTokens.V != 1250 || tot.Latency[0].Dist.N != 125 {
+		t.Errorf("totals: %v requests, %v tokens, %d first tokens; want 125, 1250, 125", tot.Requests.V, tot.GenTokens.V, tot.Latency[0].Dist.N)
+	}
+	// Over the 2 s of the rate span: a generated 1000 + 50 tokens, b 200.
+	if ra := m.Members[0].GenRate; !ra.Known || ra.V != 525 || !m.GenRate.Known || m.GenRate.V != 625 {
+		t.Errorf("rates: a %+v, fleet %+v; want 525 and 625 tok/s", ra, m.GenRate)
+	}
+}
+
+// TestFleetMixedLayouts: servers whose TTFT buckets differ (vLLM's start at 1 ms, SGLang's at
+// 100 ms) merge over the union of their bounds, where an observation in a server's first
+// bucket is known only to be at most its bound: a fleet percentile at or below the largest
+// such bound is that bound ("≤100"), as the server's own is, never a value between bounds that
+// neither server measured.
+func TestFleetMixedLayouts(t *testing.T) {
+	fine := hist(0.001, 0, 0.005, 0, 0.01, 0, 0.02, 100, 0.04, 100, 0.06, 100, 0.08, 100, 0.1, 100, inf, 100) // 100 of 10 to 20 ms
+	coarse := hist(0.1, 100, 0.2, 100, 0.4, 100, inf, 100)                                                    // 100 of at most 100 ms
+	zero := func(h Histogram) Histogram {
+		z := Histogram{Known: true, Buckets: slices.Clone(h.Buckets)}
+		for i := range z.Buckets {
+			z.Buckets[i].Count = 0
+		}
+		return z
+	}
+	of := func(kind ServerKind, h Histogram) part {
+		w := &watcher{window: time.Minute, every: time.Second, watch: true}
+		w.add(Snapshot{At: time.Second, Kind: kind, TTFT: zero(h)}, nil)
+		w.add(Snapshot{At: 2 * time.Second, Kind: kind, TTFT: h}, nil)
+		return w.part()
+	}
+	alone := fleetView([]part{of(KindSGLang, coarse)})
+	m := fleetView([]part{of(KindVLLM, fine), of(KindSGLang, coarse)})
+	for _, c := range []struct {
+		what string
+		ls   []bench.ServerLatency
+	}{{"SGLang alone", alone.Latency}, {"the fleet's window", m.Latency}, {"the fleet's totals", m.Total.Latency}} {
+		l := c.ls[0]
+		if l.Name != "TTFT" || l.FirstBound != 100 || !l.Bounded(l.Dist.P99) {
+			t.Errorf("%s: TTFT p99 %v ms, first bound %v ms; want one at most 100 ms, shown as ≤100", c.what, l.Dist.P99, l.FirstBound)
+		}
 	}
 }

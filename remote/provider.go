@@ -122,6 +122,9 @@ func (p *Provider) addMembers() error {
 		return fmt.Errorf("%w: %d servers to watch, at most %d", ErrConfig, len(o.Fleet)+1, MaxFleet)
 	}
 	seen := map[string]bool{p.base: true}
+	// Endpoints on one host and port (paths behind a proxy) share its /metrics page: a server
+	// read twice would count twice in the sums.
+	pages := map[string]string{strings.ToLower(p.opts.MetricsURL): p.base}
 	for _, base := range o.Fleet {
 		mo := ProviderOptions{Client: o.Client, API: o.API, Model: o.Model, Tokenizer: o.Tokenizer, ScrapeEvery: o.ScrapeEvery, Watch: true}
 		mo.Client.BaseURL = base
@@ -134,6 +137,11 @@ func (p *Provider) addMembers() error {
 			return fmt.Errorf("%w: server %s given twice", ErrConfig, m.base)
 		}
 		seen[m.base] = true
+		page := strings.ToLower(m.opts.MetricsURL)
+		if other, ok := pages[page]; ok {
+			return fmt.Errorf("%w: %s and %s have one /metrics page (%s): watch each server once, at its own host and port", ErrConfig, other, m.base, m.opts.MetricsURL)
+		}
+		pages[page] = m.base
 		p.members = append(p.members, m)
 	}
 	return nil

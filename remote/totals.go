@@ -12,11 +12,13 @@ import (
 const rateSpan = 5 * time.Second
 
 // tally is what a watcher adds up over a whole session: its scrapes, and the server's token
-// counters, each scrape's increase over the one before (a counter that went down was reset by a
-// server restart: its new value is the increase, as Prometheus' increase() takes it).
+// counters and latency histograms, each scrape's increase over the one before (a counter that
+// went down was reset by a server restart: its new value is the increase, as Prometheus'
+// increase() takes it).
 type tally struct {
 	start       *Snapshot   // the first good scrape: the session's baseline; never written
 	gen, prompt bench.Gauge // tokens since start
+	lat         []gain      // the latency histograms' gains since start; their buckets never written in place
 	ok, failed  int         // scrapes that worked, that failed
 }
 
@@ -28,10 +30,12 @@ func (t *tally) add(now, prev *Snapshot) {
 		t.start = &first
 		t.gen = bench.Gauge{Known: usable(now.GenerationTokens)}
 		t.prompt = bench.Gauge{Known: usable(now.PromptTokens)}
+		t.lat = gains(now, now)
 		return
 	}
 	t.gen = grow(t.gen, now.GenerationTokens, prev.GenerationTokens)
 	t.prompt = grow(t.prompt, now.PromptTokens, prev.PromptTokens)
+	t.lat = mergeGains(t.lat, gains(now, prev)) // since's Sub takes a restart's histogram whole
 }
 
 // usable reports whether a counter's value can be added up.
@@ -55,16 +59,19 @@ func (t *tally) totals(last *Snapshot) *bench.ServerTotals {
 		return nil
 	}
 	tot := &bench.ServerTotals{Span: last.At - t.start.At, Scrapes: t.ok, Failed: t.failed, GenTokens: t.gen, PromptTokens: t.prompt,
-		Latency: latencies(last, t.start)}
-	if e := since(last, t.start, (*Snapshot).e2e); e.Known {
-		tot.Requests = bench.Gauge{V: e.Count, Known: true}
+		Latency: summarize(t.lat)}
+	for _, g := range t.lat {
+		if g.name == "E2E latency" && g.h.Known {
+			tot.Requests = bench.Gauge{V: g.h.Count, Known: true}
+		}
 	}
 	return tot
 }
 
 // rates are the server's generated and prompt tokens per second between the newest of hist and
-// the oldest within rateSpan before it (at least the one before it); unknown where a counter is
-// missing or went down.
+// the oldest within rateSpan before it (at least the one before it), each scrape's increase
+// added up as the tally's are (a restart's counter counts from zero, as Prometheus' rate()
+// takes it); unknown where the oldest or the newest lacks the counter.
 func rates(hist []Snapshot) (gen, prompt bench.Gauge) {
 	n := len(hist)
 	if n < 2 {
@@ -75,15 +82,21 @@ func rates(hist []Snapshot) (gen, prompt bench.Gauge) {
 	for i > 0 && hist[i-1].At >= last.At-rateSpan {
 		i--
 	}
-	old := &hist[i]
-	dt := (last.At - old.At).Seconds()
-	rate := func(now, then Value) bench.Gauge {
-		if !usable(now) || !usable(then) || dt <= 0 || now.V < then.V {
+	dt := (last.At - hist[i].At).Seconds()
+	rate := func(of func(*Snapshot) Value) bench.Gauge {
+		then := of(&hist[i])
+		if !usable(then) || !usable(of(last)) || dt <= 0 {
 			return bench.Gauge{}
 		}
-		return bench.Gauge{V: (now.V - then.V) / dt, Known: true}
+		var inc float64
+		for j := i + 1; j < n; j++ {
+			if now := of(&hist[j]); usable(now) {
+				inc, then = grow(bench.Gauge{V: inc}, now, then).V, now
+			}
+		}
+		return bench.Gauge{V: inc / dt, Known: true}
 	}
-	return rate(last.GenerationTokens, old.GenerationTokens), rate(last.PromptTokens, old.PromptTokens)
+	return rate(func(s *Snapshot) Value { return s.GenerationTokens }), rate(func(s *Snapshot) Value { return s.PromptTokens })
 }
 
 // latencies are the server's latency histograms' percentiles over what they gained from then
@@ -96,6 +109,10 @@ type gain struct {
 	name  string
 	known bool // the server exposes the histogram
 	h     Histogram
+	// bound is the largest first-bucket bound (FirstBound) of the histograms in h with an
+	// observation in that bucket: merged over the union of the layouts, such an observation is
+	// only known to be at most its bound, and so is a percentile at or below it.
+	bound float64
 }
 
 // gains are the latency histograms' gains from then to now, always the same names in order.
@@ -108,7 +125,11 @@ func gains(now, then *Snapshot) []gain {
 		{"TTFT", (*Snapshot).ttft}, {"ITL", (*Snapshot).itl}, {"E2E latency", (*Snapshot).e2e},
 		{"Queue", (*Snapshot).queue}, {"Prefill", (*Snapshot).prefill},
 	} {
-		out = append(out, gain{name: h.name, known: h.of(now).Known, h: since(now, then, h.of)})
+		g := gain{name: h.name, known: h.of(now).Known, h: since(now, then, h.of)}
+		if b, ok := g.h.FirstBound(); ok && g.h.Buckets[0].Count > 0 {
+			g.bound = b
+		}
+		out = append(out, g)
 	}
 	return out
 }
@@ -117,9 +138,9 @@ func gains(now, then *Snapshot) []gain {
 func summarize(gs []gain) []bench.ServerLatency {
 	out := make([]bench.ServerLatency, 0, len(gs))
 	for _, g := range gs {
-		l := bench.ServerLatency{Name: g.name, Known: g.known, Dist: msDist(g.h)}
+		l := bench.ServerLatency{Name: g.name, Known: g.known, Dist: msDist(g.h), FirstBound: g.bound * 1000}
 		if b, ok := g.h.FirstBound(); ok {
-			l.FirstBound = b * 1000
+			l.FirstBound = max(b, g.bound) * 1000
 		}
 		out = append(out, l)
 	}
