@@ -74,16 +74,7 @@ func (f *fleet) fill(snap *sched.Snapshot) (serverQueue bool) {
 			sum.preemptions, sum.preemptKnown = sum.preemptions+r.preemptions, true
 		}
 	}
-	if sum.firstsKnown {
-		snap.Admitted = sum.firsts
-	}
-	if sum.queueKnown {
-		snap.Waiting, snap.Running = sum.waiting, sum.running
-	}
-	if sum.preemptKnown {
-		snap.Preemptions = uint64(sum.preemptions)
-	}
-	return sum.queueKnown
+	return sum.apply(snap)
 }
 
 func (f *fleet) latest() *bench.ServerMetrics { return f.pub.Load() }

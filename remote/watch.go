@@ -223,8 +223,10 @@ func badCount(v Value) string {
 // its newest scrape worked and counted both waiting and running, else the client's, never a
 // mix; the panel's note says which (see queueLocked). It reports whether the queue is the
 // server's. The caller holds remoteServer.mu.
-func (w *watcher) fill(snap *sched.Snapshot) (serverQueue bool) {
-	r := w.take()
+func (w *watcher) fill(snap *sched.Snapshot) (serverQueue bool) { return w.take().apply(snap) }
+
+// apply puts r's known figures into snap and reports whether the queue is the server's.
+func (r reading) apply(snap *sched.Snapshot) (serverQueue bool) {
 	if r.firstsKnown {
 		snap.Admitted = r.firsts
 	}
