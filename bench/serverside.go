@@ -66,6 +66,9 @@ type ServerMetrics struct {
 	// scrapes of the last few seconds, from its token counters; not Known where it has none, or
 	// while its newest scrape failed.
 	GenRate, PromptRate Gauge
+	// ReqRate is the requests the server finished per second over the same scrapes, from its
+	// end-to-end latency histogram's count; not Known where it has none.
+	ReqRate Gauge
 	// Total is the server's figures since the session's first good scrape; nil before it.
 	Total *ServerTotals
 	// Members, when the session watches a fleet (RemoteInfo.Fleet), are its servers each as

@@ -53,7 +53,7 @@ func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration) []st
 		t := m.Total
 		row("Metrics", fmt.Sprintf("%s (%d scrapes, %d failed)", m.Source, t.Scrapes, t.Failed))
 		row("Server-side span", t.Span.Round(time.Millisecond).String()+" (first to last good scrape)")
-		row("Requests finished", countText(t.Requests))
+		row("Requests finished", requestsText(t.Requests, t.Mean(t.Requests)))
 		row("Generated tokens", tokensText(t.GenTokens, t.Mean(t.GenTokens)))
 		row("Prompt tokens", tokensText(t.PromptTokens, t.Mean(t.PromptTokens)))
 		for _, l := range t.Latency {
@@ -91,7 +91,7 @@ func memberSummary(m *ServerMetrics) []string {
 		row("Server-side figures", "no scrape worked during the session")
 	} else {
 		row("Metrics", fmt.Sprintf("%s (%d scrapes, %d failed)", m.Source, t.Scrapes, t.Failed))
-		row("Requests finished", countText(t.Requests))
+		row("Requests finished", requestsText(t.Requests, t.Mean(t.Requests)))
 		row("Generated tokens", tokensText(t.GenTokens, t.Mean(t.GenTokens)))
 		for _, name := range []string{"TTFT", "E2E latency"} {
 			row(name+" p99 (ms)", p99Text(t.Latency, name))
@@ -129,6 +129,15 @@ func countText(g Gauge) string {
 		return "n/a (the server exposes no such count)"
 	}
 	return fmt.Sprintf("%.0f", g.V)
+}
+
+// requestsText is the requests finished and their mean rate.
+func requestsText(g, mean Gauge) string {
+	out := countText(g)
+	if g.Usable() && mean.Usable() {
+		out += fmt.Sprintf(" (%.2f req/s)", mean.V)
+	}
+	return out
 }
 
 // tokensText is a token total and its mean rate.

@@ -116,8 +116,8 @@ func TestWatchSummaryFleet(t *testing.T) {
 		t.Fatalf("%d blocks, want the fleet's and one per server:\n%s", len(blocks), out)
 	}
 	for i, want := range [][]string{
-		{"Metrics:                   3 /metrics pages (28 scrapes, 3 failed)", "Requests finished:         9", "TTFT (ms):                 p50 406.0  p95 812.0  p99 812.0  (9 observations)"},
-		{"Server http://gpu-a:8000/v1\n", "  Kind:                    vllm", "  Requests finished:       7", "  Generated tokens:        1000 (100.0 tok/s)",
+		{"Metrics:                   3 /metrics pages (28 scrapes, 3 failed)", "Requests finished:         9 (0.90 req/s)", "TTFT (ms):                 p50 406.0  p95 812.0  p99 812.0  (9 observations)"},
+		{"Server http://gpu-a:8000/v1\n", "  Kind:                    vllm", "  Requests finished:       7 (0.70 req/s)", "  Generated tokens:        1000 (100.0 tok/s)",
 			"  TTFT p99 (ms):           812.0 (7 observations)", "  E2E latency p99 (ms):    ≤300 (7 observations)"},
 		{"Server http://gpu-b:8000/v1\n", "  Requests finished:       2", "  Generated tokens:        n/a", "  TTFT p99 (ms):           n/a",
 			"  E2E latency p99 (ms):    n/a (the server exposes no such histogram)", "  At the end:              last scrape failed: connection refused"},

@@ -64,26 +64,50 @@ func decCompare(d *dec) []bench.Comparison {
 // encServer writes a remote server's panel: its own metrics and the rows against rosetop's,
 // then a fleet's members (after the fields of the recordings before fleets, which lack them).
 // A member is a record laid out as the panel's, with no rows. A field added to ServerMetrics
-// goes after the members here, and after encMetrics in a member's record.
+// goes after the members here, and after encMetrics in a member's record (encLater).
 func encServer(e *enc, p *bench.ServerPanel) {
 	e.record(func(e *enc) {
 		encMetrics(e, &p.ServerMetrics, p.Rows)
 		e.uvarint(uint64(len(p.Members)))
 		for i := range p.Members {
-			e.record(func(e *enc) { encMetrics(e, &p.Members[i], nil) })
+			e.record(func(e *enc) {
+				encMetrics(e, &p.Members[i], nil)
+				encLater(e, &p.Members[i])
+			})
 		}
+		encLater(e, &p.ServerMetrics)
 	})
+}
+
+// encLater writes the ServerMetrics fields added after fleets, which the recordings before them
+// lack: the request rate.
+func encLater(e *enc, m *bench.ServerMetrics) { encGauge(e, m.ReqRate) }
+
+// decLater reads what encLater wrote, where the recording has it.
+func decLater(r *dec, m *bench.ServerMetrics) {
+	if r.more() {
+		m.ReqRate = decGauge(r)
+	}
+}
+
+func encGauge(e *enc, g bench.Gauge) {
+	e.record(func(e *enc) {
+		e.float(g.V)
+		e.bool(g.Known)
+	})
+}
+
+func decGauge(d *dec) bench.Gauge {
+	r := d.record()
+	g := bench.Gauge{V: r.float(), Known: r.bool()}
+	d.done(&r)
+	return g
 }
 
 // encMetrics writes m's fields but its Members, and rows amid them where the first recordings
 // had them, into the record being written.
 func encMetrics(e *enc, m *bench.ServerMetrics, rows []bench.ServerRow) {
-	gauge := func(e *enc, g bench.Gauge) {
-		e.record(func(e *enc) {
-			e.float(g.V)
-			e.bool(g.Known)
-		})
-	}
+	gauge := encGauge
 	latency := func(e *enc, l bench.ServerLatency) {
 		e.record(func(e *enc) {
 			e.string(l.Name)
@@ -144,9 +168,11 @@ func decServer(d *dec) *bench.ServerPanel {
 			for i := range p.Members {
 				mr := r.record()
 				decMetrics(&mr, &p.Members[i]) // a member has no rows
+				decLater(&mr, &p.Members[i])
 				r.done(&mr)
 			}
 		}
+		decLater(&r, &p.ServerMetrics)
 	}
 	d.done(&r)
 	return p
@@ -154,12 +180,7 @@ func decServer(d *dec) *bench.ServerPanel {
 
 // decMetrics reads what encMetrics wrote into m, and returns the rows.
 func decMetrics(r *dec, m *bench.ServerMetrics) []bench.ServerRow {
-	gauge := func(d *dec) bench.Gauge {
-		r := d.record()
-		g := bench.Gauge{V: r.float(), Known: r.bool()}
-		d.done(&r)
-		return g
-	}
+	gauge := decGauge
 	latency := func(d *dec) bench.ServerLatency {
 		r := d.record()
 		l := bench.ServerLatency{Name: r.string(), Known: r.bool(), Dist: decDist(&r)}

@@ -172,7 +172,7 @@ func fleetView(parts []part) *bench.ServerMetrics {
 		window = mergeGains(window, p.window)
 		m.Window = max(m.Window, pm.Window)
 		m.Waiting, m.Running = addGauge(m.Waiting, pm.Waiting), addGauge(m.Running, pm.Running)
-		m.GenRate, m.PromptRate = addGauge(m.GenRate, pm.GenRate), addGauge(m.PromptRate, pm.PromptRate)
+		m.GenRate, m.PromptRate, m.ReqRate = addGauge(m.GenRate, pm.GenRate), addGauge(m.PromptRate, pm.PromptRate), addGauge(m.ReqRate, pm.ReqRate)
 		if pm.KVUsage.Usable() {
 			kv = append(kv, pm.KVUsage.V)
 		}

@@ -258,6 +258,10 @@ func TestFleetMemberRestart(t *testing.T) {
 	if ra := m.Members[0].GenRate; !ra.Known || ra.V != 525 || !m.GenRate.Known || m.GenRate.V != 625 {
 		t.Errorf("rates: a %+v, fleet %+v; want 525 and 625 tok/s", ra, m.GenRate)
 	}
+	// Finished requests, from the end-to-end histograms' counts: a 100 + 5, b 20, over 2 s.
+	if ra, rb := m.Members[0].ReqRate, m.Members[1].ReqRate; ra.V != 52.5 || rb.V != 10 || !m.ReqRate.Known || m.ReqRate.V != 62.5 {
+		t.Errorf("request rates: a %+v, b %+v, fleet %+v; want 52.5, 10 and 62.5 req/s", ra, rb, m.ReqRate)
+	}
 }
 
 // TestFleetMixedLayouts: servers whose TTFT buckets differ (vLLM's start at 1 ms, SGLang's at

@@ -68,14 +68,14 @@ func (t *tally) totals(last *Snapshot) *bench.ServerTotals {
 	return tot
 }
 
-// rates are the server's generated and prompt tokens per second between the newest of hist and
+// rates are the server's generated and prompt tokens and finished requests per second between the newest of hist and
 // the oldest within rateSpan before it (at least the one before it), each scrape's increase
 // added up as the tally's are (a restart's counter counts from zero, as Prometheus' rate()
 // takes it); unknown where the oldest or the newest lacks the counter.
-func rates(hist []Snapshot) (gen, prompt bench.Gauge) {
+func rates(hist []Snapshot) (gen, prompt, finished bench.Gauge) {
 	n := len(hist)
 	if n < 2 {
-		return bench.Gauge{}, bench.Gauge{}
+		return bench.Gauge{}, bench.Gauge{}, bench.Gauge{}
 	}
 	last := &hist[n-1]
 	i := n - 2
@@ -96,7 +96,8 @@ func rates(hist []Snapshot) (gen, prompt bench.Gauge) {
 		}
 		return bench.Gauge{V: inc / dt, Known: true}
 	}
-	return rate(func(s *Snapshot) Value { return s.GenerationTokens }), rate(func(s *Snapshot) Value { return s.PromptTokens })
+	return rate(func(s *Snapshot) Value { return s.GenerationTokens }), rate(func(s *Snapshot) Value { return s.PromptTokens }),
+		rate(func(s *Snapshot) Value { return Value{V: s.E2E.Count, Known: s.E2E.Known} })
 }
 
 // latencies are the server's latency histograms' percentiles over what they gained from then

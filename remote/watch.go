@@ -181,7 +181,7 @@ func (w *watcher) publishLocked() {
 	m.Waiting, m.Running, m.KVUsage = gauge(last.Waiting), gauge(last.Running), gauge(last.KVUsage)
 	m.Latency = latencies(last, first)
 	if w.note == "" { // a rate from scrapes before a failure would be stale
-		m.GenRate, m.PromptRate = rates(w.hist)
+		m.GenRate, m.PromptRate, m.ReqRate = rates(w.hist)
 	}
 	m.Total = w.tally.totals(last)
 	w.pub.Store(m)

@@ -27,7 +27,7 @@ func fleetView(v *bench.View) {
 		m := *agg
 		m.Source = strings.TrimSuffix(eps[i], "/v1") + "/metrics"
 		m.Waiting, m.Running, m.KVUsage = bench.Gauge{V: waiting, Known: true}, bench.Gauge{V: running, Known: true}, bench.Gauge{V: kv, Known: true}
-		m.GenRate = bench.Gauge{V: gen, Known: true}
+		m.GenRate, m.ReqRate = bench.Gauge{V: gen, Known: true}, bench.Gauge{V: gen / 100, Known: true}
 		m.Latency = []bench.ServerLatency{
 			{Name: "TTFT", Known: true, Dist: bench.Dist{P50: ttft / 3, P95: ttft * 0.9, P99: ttft, N: 90}, FirstBound: 1},
 			{Name: "ITL", Known: true, Dist: bench.Dist{P50: 20, P95: 40, P99: 45, N: 6000}},
@@ -99,12 +99,12 @@ func TestFleetTable(t *testing.T) {
 		{"200 columns", 200, 60,
 			[]string{"WATCH 3 × vllm · 1 not answering", "servers · 3 watched", "fleet 3 × vllm · last 30s", "W waiting 3     R running 61    KV 43.8%"},
 			map[string][]string{
-				"gpu-a:8000": {"vllm", "1", "33", "41.0", "1512", "812", "6120"},
-				"gpu-b:8000": {"vllm", "2", "28", "46.5", "1198", "655", "≤300"}},
-			[]string{"server", "kind", "wait", "run", "KV%", "gen/s", "TTFT99", "E2E99"}, nil},
+				"gpu-a:8000": {"vllm", "1", "33", "41.0", "1512", "15.1", "812", "6120"},
+				"gpu-b:8000": {"vllm", "2", "28", "46.5", "1198", "12.0", "655", "≤300"}},
+			[]string{"server", "kind", "wait", "run", "KV%", "gen/s", "req/s", "TTFT99", "E2E99"}, nil},
 		{"not numbers", 200, 60, nil, // what a damaged recording may hold: n/a, never NaN
 			map[string][]string{"gpu-a:8000": {"vllm", "1", "33", "n/a", "n/a", "812", "n/a"}, "gpu-b:8000": {"2", "28", "n/a"}},
-			[]string{"server", "kind", "wait", "run", "KV%", "gen/s", "TTFT99", "E2E99"}, func(v *bench.View) {
+			[]string{"server", "kind", "wait", "run", "KV%", "gen/s", "req/s", "TTFT99", "E2E99"}, func(v *bench.View) {
 				a, b := &v.Server.Members[0], &v.Server.Members[1]
 				a.KVUsage, a.GenRate = bench.Gauge{V: math.NaN(), Known: true}, bench.Gauge{V: math.Inf(1), Known: true}
 				a.Latency[2].Dist.P99 = math.NaN()

@@ -49,7 +49,7 @@ func headerView(st *paint, v *bench.View, w int) string {
 	}
 	tps := st.Strong.Render(fmt.Sprintf("%*s", numW, numRaw(h.TokensPerSec)))
 	if watching(v) { // the server's generation rate: rosetop itself receives no tokens
-		gen, _ := serverRates(v)
+		gen, _, _ := serverRates(v)
 		tps = rate(st, gen)
 	}
 	right := ps.Render(fmt.Sprintf("%-*s", slot, phase))

@@ -72,19 +72,21 @@ func rate(st *paint, g bench.Gauge) string {
 	return st.Strong.Render(fmt.Sprintf("%*s", numW, numRaw(g.V)))
 }
 
-// serverRates are the server's generation and prompt rates; unknown without a server panel.
-func serverRates(v *bench.View) (gen, prompt bench.Gauge) {
+// serverRates are the server's generation and prompt token rates and its finished requests per
+// second; unknown without a server panel.
+func serverRates(v *bench.View) (gen, prompt, finished bench.Gauge) {
 	if v.Server == nil {
-		return bench.Gauge{}, bench.Gauge{}
+		return bench.Gauge{}, bench.Gauge{}, bench.Gauge{}
 	}
-	return v.Server.GenRate, v.Server.PromptRate
+	return v.Server.GenRate, v.Server.PromptRate, v.Server.ReqRate
 }
 
 // watchLine2 is the header's second line in watch mode: what is watched (a fleet by its size
-// and kind, and how many of its servers do not answer) and its throughput.
+// and kind, and how many of its servers do not answer) and its throughput: tokens and finished
+// requests per second (the status line says that no requests are sent).
 func watchLine2(st *paint, v *bench.View) string {
 	r := v.Header.Remote
-	gen, prompt := serverRates(v)
+	gen, prompt, finished := serverRates(v)
 	what := st.Strong.Render(r.Kind)
 	if fleet(v) != nil {
 		what = st.Strong.Render(fleetName(v))
@@ -95,7 +97,7 @@ func watchLine2(st *paint, v *bench.View) string {
 	return st.Warn.Render("WATCH ") + what +
 		st.Muted.Render("  generation ") + rate(st, gen) + st.Muted.Render(" tok/s") +
 		st.Muted.Render("  prompt ") + rate(st, prompt) + st.Muted.Render(" tok/s") +
-		st.Muted.Render("  · no requests sent")
+		st.Muted.Render("  finished ") + rate(st, finished) + st.Muted.Render(" req/s")
 }
 
 // watchQueueHead is the queue pane's first line in watch mode: the server's waiting and
@@ -196,7 +198,7 @@ func watchGlossary(fleet bool) []helpRow {
 		rows = append(rows,
 			helpRow{"fleet", "queue, totals, server pane: the servers' sums, histograms merged, KV the mean"},
 			helpRow{"wait run", "servers table: each server's waiting, running requests"},
-			helpRow{"KV% gen/s", "servers table: its KV cache in use, tokens it generates per second"},
+			helpRow{"KV% gen/s req/s", "servers table: its KV cache in use, tokens it generates and requests it finishes a second"},
 			helpRow{"TTFT99", "servers table: its p99 TTFT, and E2E99 end-to-end latency, over the window (ms)"})
 	}
 	return rows

@@ -23,7 +23,7 @@ func watchView(v *bench.View) {
 	}
 	v.QueueLast = bench.QueuePoint{At: v.Now, Waiting: 3, Running: 61}
 	m := &v.Server.ServerMetrics
-	m.GenRate, m.PromptRate = bench.Gauge{V: 2710.4, Known: true}, bench.Gauge{V: 880, Known: true}
+	m.GenRate, m.PromptRate, m.ReqRate = bench.Gauge{V: 2710.4, Known: true}, bench.Gauge{V: 880, Known: true}, bench.Gauge{V: 4.42, Known: true}
 	m.Total = &bench.ServerTotals{Span: 5*time.Minute + 12*time.Second, Scrapes: 624, Failed: 2, Requests: bench.Gauge{V: 1380, Known: true},
 		GenTokens: bench.Gauge{V: 845000, Known: true}, PromptTokens: bench.Gauge{V: 274000, Known: true}}
 	for i := range v.Server.Rows {
@@ -71,11 +71,11 @@ func TestWatchPanes(t *testing.T) {
 		mod   func(*bench.View)
 		wants []string
 	}{
-		{"vllm", watchView, []string{"WATCH vllm", "generation   2710 tok/s", "prompt    880 tok/s", "server queue", "KV 43.8%",
+		{"vllm", watchView, []string{"WATCH vllm", "generation   2710 tok/s", "prompt    880 tok/s", "finished   4.42 req/s", "server queue", "KV 43.8%",
 			"server p99 (ms, log scale) · last 60s", "T TTFT 847  I ITL 56.7  E E2E 7353  Q queue ≤300",
 			"per-request ITL: not measured", "server · since start · 5:12", "845k",
 			"no cold or steady runs: watch mode sends no requests"}},
-		{"tgi", tgiWatchView, []string{"WATCH tgi", "generation    n/a tok/s", "first tokens: not measured", "KV n/a",
+		{"tgi", tgiWatchView, []string{"WATCH tgi", "generation    n/a tok/s", "finished   4.42 req/s", "first tokens: not measured", "KV n/a",
 			"the server does not count it"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
