@@ -173,7 +173,9 @@ func (o *options) checkFleet() error {
 	if len(o.Fleet) == 0 {
 		return nil
 	}
-	switch {
+	switch cmd := cmp.Or(o.command, "bench"); {
+	case !o.Watch && cmd != "dashboard": // --watch is the dashboard's alone
+		return badFlag("--endpoint given %d times: several servers are only watched, on the dashboard (rosetop --watch --endpoint URL --endpoint URL): rosetop %s drives one", 1+len(o.Fleet), cmd)
 	case !o.Watch:
 		return badFlag("--endpoint given %d times: several servers are only watched, not driven: add --watch (or drive one)", 1+len(o.Fleet))
 	case o.MetricsURL != "":

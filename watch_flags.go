@@ -24,7 +24,7 @@ func (o *options) checkWatch(set map[string]bool) error {
 	if cmd := cmp.Or(o.command, "bench"); cmd != "dashboard" {
 		return badFlag("--watch: rosetop %s measures the load it sends; to watch a server without sending it any, open the dashboard: rosetop --endpoint URL --watch", cmd)
 	}
-	if o.Endpoint == "" {
+	if o.Endpoint == "" && len(o.Fleet) == 0 { // an empty first of several is refused by name (checkRemote)
 		return badFlag("--watch watches a server outside this process: give its API root with --endpoint URL")
 	}
 	var given []string

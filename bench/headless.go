@@ -110,11 +110,13 @@ func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, 
 // ("rosetop: wrote out.json: 4 runs, 256 requests"); dropped is how many old windows a long
 // dashboard session left out. Every error is returned.
 func (s *Session) writeExports(exp Exports, results []*runResult, dropped int, notes io.Writer) error {
-	reqs := 0
+	var measured []*runResult // what the vLLM result and the traces hold: no warmups
 	for _, r := range results {
-		reqs += len(r.reqs)
+		if !r.sum.Warmup {
+			measured = append(measured, r)
+		}
 	}
-	what := fmt.Sprintf("%d runs, %d requests", len(results), reqs)
+	what := runsText(results)
 	var errs []error
 	writeNoted := func(flag, path, what string, fill func(io.Writer) error) {
 		if err := writeFile(flag, path, fill); err != nil {
@@ -127,7 +129,7 @@ func (s *Session) writeExports(exp Exports, results []*runResult, dropped int, n
 	switch {
 	case exp.JSONPath != "" && exp.JSONFormat == "vllm":
 		c := vllmContext{cfg: s.cfg, tool: exp.Tool, epoch: s.start, detailed: exp.Detailed, stats: exp.VLLMStats}
-		write("json", exp.JSONPath, func(w io.Writer) error { return writeVLLM(w, c, results) })
+		writeNoted("json", exp.JSONPath, runsText(measured), func(w io.Writer) error { return writeVLLM(w, c, results) })
 	case exp.JSONPath != "":
 		meta := jsonMeta{Tool: "rosetop", Version: exp.Tool.Version, Commit: exp.Tool.Commit, Epoch: s.start.Format(time.RFC3339Nano)}
 		meta.Host, _ = os.Hostname()
@@ -137,12 +139,6 @@ func (s *Session) writeExports(exp Exports, results []*runResult, dropped int, n
 		write("csv", exp.CSVPath, func(w io.Writer) error { return writeCSV(w, results) })
 	}
 	if exp.TracePath != "" && s.wl != nil {
-		var measured []*runResult
-		for _, r := range results {
-			if !r.sum.Warmup {
-				measured = append(measured, r)
-			}
-		}
 		for k, r := range measured {
 			path := exp.TracePath
 			if len(measured) > 1 {
@@ -154,6 +150,15 @@ func (s *Session) writeExports(exp Exports, results []*runResult, dropped int, n
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// runsText says how many runs and requests an export holds: "4 runs, 256 requests".
+func runsText(rs []*runResult) string {
+	reqs := 0
+	for _, r := range rs {
+		reqs += len(r.reqs)
+	}
+	return fmt.Sprintf("%d runs, %d requests", len(rs), reqs)
 }
 
 // RunTracePath is where --save-trace writes measured run k when there are several: "-run<k>"

@@ -67,14 +67,15 @@ type ServerMetrics struct {
 	// while its newest scrape failed.
 	GenRate, PromptRate Gauge
 	// ReqRate is the requests the server finished per second over the same scrapes, from its
-	// end-to-end latency histogram's count; not Known where it has none.
+	// end-to-end latency histogram's count; not Known where it has none, or as the two above.
 	ReqRate Gauge
 	// Total is the server's figures since the session's first good scrape; nil before it.
 	Total *ServerTotals
 	// Members, when the session watches a fleet (RemoteInfo.Fleet), are its servers each as
 	// itself, in Fleet's order (their own Members nil); the fields above are then the fleet's:
-	// queues, rates and totals summed over the servers that answered, histograms merged
-	// bucket by bucket, KV usage the mean. nil for one server.
+	// queues, rates and window histograms over the servers whose newest scrape worked, totals
+	// over every server; counts summed, histograms merged bucket by bucket, KV usage the mean.
+	// nil for one server.
 	Members []ServerMetrics
 }
 

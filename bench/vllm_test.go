@@ -31,9 +31,13 @@ func TestVLLMResult(t *testing.T) {
 		c.Goodput = []SLO{{"ttft", 5}}
 	})
 	vpath, rpath := filepath.Join(dir, "v.json"), filepath.Join(dir, "r.json")
-	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: vpath, JSONFormat: "vllm", Detailed: true, Tool: ToolInfo{Version: "v0", Commit: "abc"},
-		VLLMStats: VLLMStats{Metrics: VLLMMetricNames(), Percentiles: []float64{50, 99}}}); err != nil {
+	_, notes, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: vpath, JSONFormat: "vllm", Detailed: true, Tool: ToolInfo{Version: "v0", Commit: "abc"},
+		VLLMStats: VLLMStats{Metrics: VLLMMetricNames(), Percentiles: []float64{50, 99}}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want := "wrote " + vpath + ": 2 runs, 20 requests"; !strings.Contains(notes, want) { // the measured runs, not the warmup
+		t.Errorf("stderr lacks %q:\n%s", want, notes)
 	}
 	if _, _, err := fakeBench(t, context.Background(), newFakeProvider(), cfg, Exports{JSONPath: rpath}); err != nil {
 		t.Fatal(err)

@@ -152,7 +152,7 @@ func (e *eosID) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// id is the one EOS id given; nil when none (absent or null).
+// id is the one EOS id given; nil when none is (absent, null or an empty list: the default stays).
 func (e eosID) id() (*int, error) {
 	if len(e.raw) == 0 || string(e.raw) == "null" {
 		return nil, nil
@@ -171,7 +171,8 @@ func (e eosID) id() (*int, error) {
 	case 1:
 		return &list[0], nil
 	}
-	return nil, fmt.Errorf("%w: field eos_token_id: %d ids %v; rosetop stops on one: keep one in the list", ErrInvalidModel, len(list), list)
+	return nil, fmt.Errorf("%w: field eos_token_id: %d ids %s; rosetop stops on one: keep one in the list", ErrInvalidModel, len(list),
+		oneline.Clip(fmt.Sprint(list), 60))
 }
 
 // aliases applies attribute_map's names, which PretrainedConfig sets onto the same fields; a

@@ -65,7 +65,8 @@ type Provider struct {
 	firstErr error      // why the first scrape failed
 
 	// members are a fleet's other servers (ProviderOptions.Fleet), each a watching Provider of
-	// its own, prepared with this one; nil for one server.
+	// its own, prepared with this one (on goroutines Prepare waits for); nil for one server. Set
+	// by NewProvider; read-only afterwards, as is inFleet.
 	members []*Provider
 	inFleet bool // one of another Provider's members
 

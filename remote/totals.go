@@ -68,10 +68,10 @@ func (t *tally) totals(last *Snapshot) *bench.ServerTotals {
 	return tot
 }
 
-// rates are the server's generated and prompt tokens and finished requests per second between the newest of hist and
-// the oldest within rateSpan before it (at least the one before it), each scrape's increase
-// added up as the tally's are (a restart's counter counts from zero, as Prometheus' rate()
-// takes it); unknown where the oldest or the newest lacks the counter.
+// rates are the server's generated and prompt tokens and finished requests per second between
+// the newest of hist and the oldest within rateSpan before it (at least the one before it), each
+// scrape's increase added up as the tally's are (a restart's counter counts from zero, as
+// Prometheus' rate() takes it); unknown where the oldest or the newest lacks the counter.
 func rates(hist []Snapshot) (gen, prompt, finished bench.Gauge) {
 	n := len(hist)
 	if n < 2 {

@@ -43,9 +43,9 @@ func newCORS(origins []string) (*cors, error) {
 	return c, nil
 }
 
-// CheckOrigin checks an allowed origin: "*", or scheme://host[:port] as a browser sends it in
-// Origin (a trailing slash is dropped), or "null", which a page from a file sends. It returns
-// the origin as compared with Origin.
+// CheckOrigin checks an allowed origin: "*", or scheme://host[:port], or "null", which a page
+// from a file sends. It returns the origin as a browser sends it in Origin, which is what it is
+// compared with: scheme and host in lower case, no default port (:80, :443), no trailing slash.
 func CheckOrigin(o string) (string, error) {
 	if o == "*" || o == "null" {
 		return o, nil
@@ -55,7 +55,14 @@ func CheckOrigin(o string) (string, error) {
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
 		return "", fmt.Errorf("%w: allowed origin %q: want * or scheme://host[:port], e.g. http://localhost:3000", ErrBadOptions, o)
 	}
-	return strings.TrimSuffix(o, "/"), nil
+	host := strings.ToLower(u.Host)
+	if p := u.Port(); (u.Scheme == "http" && p == "80") || (u.Scheme == "https" && p == "443") {
+		host = strings.ToLower(u.Hostname())
+		if strings.Contains(host, ":") { // an IPv6 literal keeps its brackets
+			host = "[" + host + "]"
+		}
+	}
+	return u.Scheme + "://" + host, nil
 }
 
 // allows reports whether a page from origin may call the API.

@@ -95,6 +95,20 @@ func TestCORSOff(t *testing.T) {
 	}
 }
 
+// TestCORSOriginsAsBrowsersSendThem: an allowed origin written with capitals, a default port or a
+// trailing slash is the Origin a browser sends for it (lower case, no default port), so that it
+// matches; other ports stay.
+func TestCORSOriginsAsBrowsersSendThem(t *testing.T) {
+	for in, want := range map[string]string{
+		"HTTP://LocalHost:3000": "http://localhost:3000", "https://a.example:443/": "https://a.example", "http://a.example:80": "http://a.example",
+		"http://a.example:443": "http://a.example:443", "http://[::1]:80": "http://[::1]", "http://[::1]:8080": "http://[::1]:8080",
+	} {
+		if got, err := CheckOrigin(in); err != nil || got != want {
+			t.Errorf("CheckOrigin(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
 // TestCORSBadOrigins: New refuses an allowed origin no browser sends, naming it.
 func TestCORSBadOrigins(t *testing.T) {
 	te := newTestEngine(t, engineOpts{maxBatch: 1, maxSeqLen: 16})

@@ -107,14 +107,14 @@ func fleetCols() []fleetCol {
 		}}
 	}
 	return []fleetCol{
-		{"kind", kindW, true, 6, func(st *paint, m *bench.ServerMetrics) string { return st.Text.Render(fit(outside(m.Kind), kindW)) }},
+		{"kind", kindW, true, 7, func(st *paint, m *bench.ServerMetrics) string { return st.Text.Render(fit(outside(m.Kind), kindW)) }},
 		num("wait", 0, func(m *bench.ServerMetrics) string { return countText(m.Waiting) }),
 		num("run", 1, func(m *bench.ServerMetrics) string { return countText(m.Running) }),
 		num("KV%", 4, func(m *bench.ServerMetrics) string { return gaugeText(m.KVUsage, 100) }),
 		num("gen/s", 3, func(m *bench.ServerMetrics) string { return gaugeText(m.GenRate, 1) }),
-		num("req/s", 7, func(m *bench.ServerMetrics) string { return gaugeText(m.ReqRate, 1) }),
+		num("req/s", 5, func(m *bench.ServerMetrics) string { return gaugeText(m.ReqRate, 1) }),
 		num("TTFT99", 2, func(m *bench.ServerMetrics) string { return p99Text(m, "TTFT") }),
-		num("E2E99", 5, func(m *bench.ServerMetrics) string { return p99Text(m, "E2E latency") }),
+		num("E2E99", 6, func(m *bench.ServerMetrics) string { return p99Text(m, "E2E latency") }),
 	}
 }
 

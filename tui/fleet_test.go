@@ -318,3 +318,16 @@ func TestFleetHelp(t *testing.T) {
 		})
 	}
 }
+
+// TestFleetTableOnASmallTerminal: at 80x24 the servers table keeps its place (before the fleet's
+// merged histograms, whose p99s the p99 chart shows too): a head and a row a server.
+func TestFleetTableOnASmallTerminal(t *testing.T) {
+	v := testView()
+	fleetView(v)
+	out := ansi.Strip(sized(t, newFakeSession(v), "dark", 80, 24).View())
+	checkFrame(t, out, 80, 24)
+	table := paneLines(out, 80, "servers · 3 watched")
+	if len(table) < 3 || rowWith(table, "gpu-a:8000") == "" {
+		t.Errorf("servers table at 80x24: %q\n%s", table, out)
+	}
+}

@@ -72,16 +72,20 @@ func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 	right := []slot{
 		{id: pLatency, min: latH, max: latH, prio: 0},
 	}
+	if fleet(v) != nil {
+		// The servers table in the ITL pane's place (a head, a server and "+k more" at least),
+		// before the fleet's merged histograms: a short terminal keeps each server's row (the
+		// fleet's p99s are on the p99 chart too).
+		right = append(right, slot{id: pITL, min: fh + 3, max: fh + fleetRows(v), prio: 1})
+	}
 	if v != nil && v.Server != nil {
 		n := fh + serverRows(v.Server)
 		right = append(right, slot{id: pServer, min: n, max: n, prio: 1})
 	}
-	itl := slot{id: pITL, min: fh + 1, max: fh + 3 + nSlow, prio: 3}
-	if fleet(v) != nil { // the servers table in its place: a head, a server and "+k more" at least
-		itl = slot{id: pITL, min: fh + 3, max: fh + fleetRows(v), prio: 1}
+	if fleet(v) == nil {
+		right = append(right, slot{id: pITL, min: fh + 1, max: fh + 3 + nSlow, prio: 3})
 	}
 	right = append(right, []slot{
-		itl,
 		{id: pCold, min: fh + 1 + nCmp, max: fh + 2 + nCmp + nLedger, prio: 1},
 		{id: pEvents, min: fh + 2, prio: 2},
 	}...)
