@@ -97,7 +97,8 @@ func TestFleetTable(t *testing.T) {
 			map[string][]string{"gpu-a:8000": {"1", "33", "812"}, "gpu-b:8000": {"2", "28", "655"}},
 			[]string{"server", "wait", "run", "TTFT99"}, nil},
 		{"200 columns", 200, 60,
-			[]string{"WATCH 3 × vllm · 1 not answering", "servers · 3 watched", "fleet 3 × vllm · last 30s", "W waiting 3     R running 61    KV 43.8%"},
+			[]string{"WATCH 3 × vllm · 1 not answering", "servers · 3 watched", "fleet 3 × vllm · last 30s", "W waiting 3     R running 61    KV 43.8%",
+				"first tokens per scrape of a server (servers' count)"},
 			map[string][]string{
 				"gpu-a:8000": {"vllm", "1", "33", "41.0", "1512", "15.1", "812", "6120"},
 				"gpu-b:8000": {"vllm", "2", "28", "46.5", "1198", "12.0", "655", "≤300"}},

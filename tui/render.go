@@ -73,7 +73,9 @@ func (m *Model) renderPanes() {
 			title, body = "queue depth · "+spanName(chartSpans[m.ch.span]), m.queueBody(v, x0, x1, iw, ih)
 		case pAdmit:
 			title = "prefill admissions per step"
-			if r := v.Header.Remote; r != nil && r.ServerFirsts {
+			if r := v.Header.Remote; r != nil && r.ServerFirsts && len(r.Fleet) > 0 {
+				title = "first tokens per scrape of a server (servers' count)" // a bar a member's scrape, all members' new ones
+			} else if r != nil && r.ServerFirsts {
 				title = "first tokens per scrape (server's count)"
 			} else if r != nil {
 				title = "first tokens per step (client's count)"
