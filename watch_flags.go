@@ -3,13 +3,15 @@ package main
 import (
 	"cmp"
 	"strings"
+
+	"rosetop/bench"
 )
 
 // watchRefused are the flags that shape the load rosetop sends, or how it measures that load as
 // a client: --watch sends none, so they mean nothing with it.
 var watchRefused = []string{"job", "prompt", "prompt-repeats", "unique-prompts", "num-requests", "max-new-tokens",
 	"temperature", "top-k", "top-p", "seed", "no-stop-on-eos", "submit-interval-ms", "submit-schedule", "request-rate",
-	"pretok", "warmup-runs", "repeat-runs", "goodput", "burstiness", "ramp-up-s", "max-concurrency", "dataset",
+	"pretok", "warmup-runs", "repeat-runs", "burstiness", "ramp-up-s", "max-concurrency", "dataset",
 	"dataset-path", "input-len", "output-len", "range-ratio", "replay", "replay-speed", "save-trace", "result-format",
 	"save-detailed", "percentile-metrics", "metric-percentiles", "api", "extra-body", "request-timeout", "first-byte-timeout", "stall-timeout", "tokenizer"}
 
@@ -39,6 +41,17 @@ func (o *options) checkWatch(set map[string]bool) error {
 			verb = "means"
 		}
 		return badFlag("%s %s nothing with --watch: it sends the server no requests", strings.Join(given, ", "), verb)
+	}
+	if set["goodput"] { // targets the servers' histograms can say something about
+		slos, err := bench.ParseGoodput(o.Goodput)
+		if err != nil {
+			return badFlag("%s", err)
+		}
+		for _, s := range slos {
+			if bench.SLOLatency(s.Metric) == "" {
+				return badFlag("--goodput %s: watch mode reads the servers' latency histograms, and none holds a request's %s: give ttft or e2el targets", s.Metric, strings.ToUpper(s.Metric))
+			}
+		}
 	}
 	if o.JSONPath != "" || o.CSVPath != "" {
 		return badFlag("--json and --csv hold the requests rosetop sends and their runs: --watch sends none (its summary goes to stdout)")

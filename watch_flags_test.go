@@ -30,6 +30,8 @@ func TestWatchFlagErrors(t *testing.T) {
 		{"job", []string{"--endpoint", ep, "--watch", "--job", "admission"}, "--job means nothing with --watch"},
 		{"client flags", []string{"--endpoint", ep, "--watch", "--api", "chat", "--tokenizer", "gpt2"}, "--api, --tokenizer mean nothing with --watch"},
 		{"json", []string{"--endpoint", ep, "--watch", "--json", filepath.Join(dir, "out.json")}, "--json and --csv hold the requests rosetop sends"},
+		{"goodput tpot", []string{"--endpoint", ep, "--watch", "--goodput", "ttft:200,tpot:30"}, "--goodput tpot: watch mode reads the servers' latency histograms, and none holds a request's TPOT: give ttft or e2el targets"},
+		{"goodput malformed", []string{"--endpoint", ep, "--watch", "--goodput", "ttft"}, "--goodput"},
 		{"engine flag", []string{"--endpoint", ep, "--watch", "--device", "cpu"}, "--device means nothing with --endpoint"},
 		{"fleet driven", []string{"--endpoint", ep, "--endpoint", "http://127.0.0.1:2/v1"}, "--endpoint given 2 times: several servers are only watched, not driven: add --watch"},
 		{"fleet bench", []string{"bench", "--endpoint", ep, "--endpoint", "http://127.0.0.1:2/v1"}, "--endpoint given 2 times: several servers are only watched, on the dashboard (rosetop --watch --endpoint URL --endpoint URL): rosetop bench drives one"},
@@ -72,6 +74,10 @@ func TestFleetOptions(t *testing.T) {
 // TestWatchOptions: --watch with the flags that name the server, and --record, parses, with no
 // job; without it the dashboard keeps its default job.
 func TestWatchOptions(t *testing.T) {
+	if o, err := parseDashboard(t.Context(), []string{"--endpoint", "http://h:8000/v1", "--watch", "--goodput", "ttft:200,e2el:3000"}, io.Discard); err != nil ||
+		len(o.sessionConfig().Goodput) != 2 {
+		t.Errorf("watch with --goodput ttft and e2el: %v, targets %+v", err, o.sessionConfig().Goodput)
+	}
 	o, err := parseDashboard(t.Context(), []string{"--endpoint", "http://h:8000/v1", "--watch", "--model", "m", "--metrics-url", "http://h:9000/metrics", "--api-key", "k",
 		"--record", filepath.Join(t.TempDir(), "w.rec")}, io.Discard)
 	if err != nil || !o.Watch || o.Job != "" {

@@ -37,7 +37,7 @@ func (s *Session) startEngine(index int) (*generation, error) {
 	want, knobs := s.want, s.knobs
 	s.engine, s.engineOpts, s.rebuild = index, want, rebuildBuilding
 	s.mu.Unlock()
-	spec := ServerSpec{Engine: want, MaxBatch: s.cfg.Sched.MaxBatch, MaxSeqLen: s.seqs, Sched: knobs, Clock: s.clock, Window: s.opts.Window}
+	spec := ServerSpec{Engine: want, MaxBatch: s.cfg.Sched.MaxBatch, MaxSeqLen: s.seqs, Sched: knobs, Clock: s.clock, Window: s.opts.Window, SLOs: s.cfg.Goodput}
 	srv, err := s.prov.NewServer(context.Background(), spec)
 	if err != nil {
 		return nil, err

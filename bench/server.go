@@ -66,6 +66,7 @@ type ServerSpec struct {
 	Sched     sched.Config  // the scheduler's first knobs
 	Clock     Clock         // the session's clock: request timestamps share its time base
 	Window    time.Duration // the rolling window of the dashboard's percentiles
+	SLOs      []SLO         // --goodput's targets: a watched server's histograms say how many met them
 }
 
 // ModelInfo is what a Session needs of the model a Provider serves.

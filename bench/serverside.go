@@ -44,6 +44,25 @@ type ServerLatency struct {
 	// the largest of its servers' with an observation in that bucket. A percentile at or below it
 	// was interpolated from an assumed 0 and says only "at most FirstBound".
 	FirstBound float64
+	// Target is the --goodput target on this latency in ms (ttft on TTFT, e2el on E2E latency;
+	// watch mode), 0: none. Within is the share (0..1) of Dist's observations at most Target,
+	// estimated from the buckets as Prometheus' histogram_fraction (exact at a bucket bound);
+	// WithinFloor says it is only a lower bound (Target past the last finite bound).
+	Target      float64
+	Within      Gauge
+	WithinFloor bool
+}
+
+// SLOLatency is the server latency a --goodput target applies to in watch mode ("TTFT" for
+// ttft, "E2E latency" for e2el); "" for one no server histogram measures per request (tpot).
+func SLOLatency(metric string) string {
+	switch metric {
+	case "ttft":
+		return "TTFT"
+	case "e2el":
+		return "E2E latency"
+	}
+	return ""
 }
 
 // Bounded reports whether v, one of Dist's percentiles, says only that the percentile is at

@@ -171,7 +171,15 @@ func latencyText(l ServerLatency) string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	d := l.Dist
-	return fmt.Sprintf("p50 %s  p95 %s  p99 %s  (%d observations)", ms(d.P50), ms(d.P95), ms(d.P99), d.N)
+	out := fmt.Sprintf("p50 %s  p95 %s  p99 %s  (%d observations)", ms(d.P50), ms(d.P95), ms(d.P99), d.N)
+	if l.Target > 0 && l.Within.Usable() { // --goodput's target on it
+		floor := ""
+		if l.WithinFloor {
+			floor = "at least "
+		}
+		out += fmt.Sprintf("; within %g ms: %s%.1f%%", l.Target, floor, 100*l.Within.V)
+	}
+	return out
 }
 
 // serverTrend is a watched server's p99 over time: one timeline per latency histogram it

@@ -141,3 +141,19 @@ func TestWatchSummaryFleet(t *testing.T) {
 		t.Errorf("a fleet before any scrape: %q", got)
 	}
 }
+
+// TestWatchSummaryTargets: a latency with a --goodput target says the share of its observations
+// within it since the start, "at least" where only a lower bound is known.
+func TestWatchSummaryTargets(t *testing.T) {
+	info := ServerInfo{Model: "m", Remote: &RemoteInfo{Endpoint: "http://h:8000/v1", Kind: "vllm", Watch: true}}
+	m := &ServerMetrics{Kind: "vllm", Source: "http://h:8000/metrics", Total: &ServerTotals{Span: time.Minute, Scrapes: 120, Latency: []ServerLatency{
+		{Name: "TTFT", Known: true, Dist: Dist{P50: 80, P95: 150, P99: 210, N: 400}, Target: 200, Within: Gauge{V: 0.9875, Known: true}},
+		{Name: "E2E latency", Known: true, Dist: Dist{P50: 900, P95: 2500, P99: 4000, N: 400}, Target: 3000, Within: Gauge{V: 0.95, Known: true}, WithinFloor: true},
+	}}}
+	out := strings.Join(watchSummary(info, m, time.Minute), "\n")
+	for _, want := range []string{"(400 observations); within 200 ms: 98.8%", "(400 observations); within 3000 ms: at least 95.0%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -114,6 +114,9 @@ func encMetrics(e *enc, m *bench.ServerMetrics, rows []bench.ServerRow) {
 			e.bool(l.Known)
 			encDist(e, l.Dist)
 			e.float(l.FirstBound) // after the fields of the first recordings, which lack it
+			e.float(l.Target)     // likewise, after those of the recordings before watch-mode targets
+			encGauge(e, l.Within)
+			e.bool(l.WithinFloor)
 		})
 	}
 	e.string(m.Kind)
@@ -186,6 +189,9 @@ func decMetrics(r *dec, m *bench.ServerMetrics) []bench.ServerRow {
 		l := bench.ServerLatency{Name: r.string(), Known: r.bool(), Dist: decDist(&r)}
 		if r.more() {
 			l.FirstBound = r.float()
+		}
+		if r.more() {
+			l.Target, l.Within, l.WithinFloor = r.float(), decGauge(&r), r.bool()
 		}
 		d.done(&r)
 		return l

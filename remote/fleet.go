@@ -29,13 +29,14 @@ var (
 // is made again from theirs: queues, rates and totals summed, latency histograms merged bucket
 // by bucket (a percentile of the fleet, not a mean of the servers' percentiles).
 type fleet struct {
-	ws  []*watcher                          // immutable; in RemoteInfo.Fleet's order
-	mu  sync.Mutex                          // serializes publish: the view stored last is the newest
-	pub atomic.Pointer[bench.ServerMetrics] // the latest view; written by publish
+	ws   []*watcher                          // immutable; in RemoteInfo.Fleet's order
+	slos []bench.SLO                         // immutable: --goodput's targets
+	mu   sync.Mutex                          // serializes publish: the view stored last is the newest
+	pub  atomic.Pointer[bench.ServerMetrics] // the latest view; written by publish
 }
 
-func newFleet(ws []*watcher) *fleet {
-	f := &fleet{ws: ws}
+func newFleet(ws []*watcher, slos []bench.SLO) *fleet {
+	f := &fleet{ws: ws, slos: slos}
 	f.publish()
 	return f
 }
@@ -120,13 +121,13 @@ func (f *fleet) publish() {
 	for i, w := range f.ws {
 		parts[i] = w.part()
 	}
-	f.pub.Store(fleetView(parts))
+	f.pub.Store(fleetView(parts, f.slos))
 }
 
 // fleetView is the fleet's ServerMetrics: its Members are the servers as themselves; the window
 // figures (queue, KV, rates, latencies) are over the servers whose newest scrape worked, the
 // totals over every server's span.
-func fleetView(parts []part) *bench.ServerMetrics {
+func fleetView(parts []part, slos []bench.SLO) *bench.ServerMetrics {
 	m := &bench.ServerMetrics{Source: fmt.Sprintf("%d /metrics pages", len(parts)), Members: make([]bench.ServerMetrics, len(parts))}
 	var window, total []gain
 	var kv []float64
@@ -185,10 +186,10 @@ func fleetView(parts []part) *bench.ServerMetrics {
 		m.KVUsage = bench.Gauge{V: s / float64(len(kv)), Known: true}
 	}
 	if window != nil {
-		m.Latency = summarize(window)
+		m.Latency = summarize(window, slos)
 	}
 	if tot != nil && spanned { // from the first server's first good scrape to the newest
-		tot.Span, tot.Latency = last-first, summarize(total)
+		tot.Span, tot.Latency = last-first, summarize(total, slos)
 	}
 	m.Total = tot
 	if live == 0 && note != "" {

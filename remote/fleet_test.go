@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rosetop/bench"
+	"rosetop/sched"
 )
 
 // pagedServer is a test server whose /metrics is pages[phase] (past the last page: HTTP 500),
@@ -135,7 +136,7 @@ func TestFleetViewNoneAnswering(t *testing.T) {
 		return part{note: note, m: &bench.ServerMetrics{Kind: "vllm", Note: "queue not known: " + note, Running: bench.Gauge{V: 3, Known: true}, GenRate: bench.Gauge{V: 9, Known: true},
 			Total: &bench.ServerTotals{Scrapes: 4, Failed: 2, GenTokens: bench.Gauge{V: gen, Known: true}}}}
 	}
-	m := fleetView([]part{down("last scrape failed: a", 10), down("last scrape failed: b", 32)})
+	m := fleetView([]part{down("last scrape failed: a", 10), down("last scrape failed: b", 32)}, nil)
 	if m.Note != "no server answering (last scrape failed: a)" || m.Running.Known || m.GenRate.Known || m.Latency != nil {
 		t.Errorf("note %q, running %+v, rate %+v, latency %v", m.Note, m.Running, m.GenRate, m.Latency)
 	}
@@ -152,7 +153,7 @@ func TestFleetViewNoneAnswering(t *testing.T) {
 func TestFleetMemberWithoutQueue(t *testing.T) {
 	p := part{live: true, m: &bench.ServerMetrics{Kind: "llama.cpp", Note: "queue not known: the server's waiting is absent",
 		GenRate: bench.Gauge{V: 7, Known: true}}}
-	m := fleetView([]part{p})
+	m := fleetView([]part{p}, nil)
 	if m.Members[0].Note != "" || m.Note != "" || m.GenRate.V != 7 {
 		t.Errorf("member note %q, fleet note %q, rate %+v", m.Members[0].Note, m.Note, m.GenRate)
 	}
@@ -285,8 +286,8 @@ func TestFleetMixedLayouts(t *testing.T) {
 		w.add(Snapshot{At: 2 * time.Second, Kind: kind, TTFT: h}, nil)
 		return w.part()
 	}
-	alone := fleetView([]part{of(KindSGLang, coarse)})
-	m := fleetView([]part{of(KindVLLM, fine), of(KindSGLang, coarse)})
+	alone := fleetView([]part{of(KindSGLang, coarse)}, nil)
+	m := fleetView([]part{of(KindVLLM, fine), of(KindSGLang, coarse)}, nil)
 	for _, c := range []struct {
 		what string
 		ls   []bench.ServerLatency
@@ -294,6 +295,50 @@ func TestFleetMixedLayouts(t *testing.T) {
 		l := c.ls[0]
 		if l.Name != "TTFT" || l.FirstBound != 100 || !l.Bounded(l.Dist.P99) {
 			t.Errorf("%s: TTFT p99 %v ms, first bound %v ms; want one at most 100 ms, shown as ≤100", c.what, l.Dist.P99, l.FirstBound)
+		}
+	}
+}
+
+// TestWatchTargets: a watch session's --goodput targets reach the watcher: the server's TTFT
+// carries the target and the share of its observations within it, in the window and the totals.
+func TestWatchTargets(t *testing.T) {
+	zero := []float64{0, 0, 0, 0}
+	a := newPagedServer(t, "m", vllmFleetPage(0, 0, 0, 0, zero), vllmFleetPage(1, 0, 0.1, 10, []float64{30, 80, 100, 100}))
+	p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: a.URL + "/v1"}, Watch: true, ScrapeEvery: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sessionConfig(4, 8, 1, 1)
+	cfg.Goodput = []bench.SLO{{Metric: "ttft", Ms: 1000}}
+	steps := make(chan struct{}, 1)
+	sess, err := bench.NewSession(context.Background(), cfg, bench.SessionOptions{Provider: p, External: true, OnStep: func(*sched.StepOutput) {
+		select {
+		case steps <- struct{}{}:
+		default:
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	waitView(t, sess, steps, "a first scrape", func(v *bench.View) bool { return v.Server != nil && v.Server.Total != nil })
+	a.phase.Store(1)
+	ttft := func(ls []bench.ServerLatency) bench.ServerLatency {
+		for _, l := range ls {
+			if l.Name == "TTFT" {
+				return l
+			}
+		}
+		return bench.ServerLatency{}
+	}
+	// 80 of 100 TTFTs at most 1 s (a bucket bound: exact).
+	v := waitView(t, sess, steps, "the TTFT share within 1 s", func(v *bench.View) bool {
+		l := ttft(v.Server.Latency)
+		return l.Dist.N == 100 && l.Within.Known
+	})
+	for what, l := range map[string]bench.ServerLatency{"window": ttft(v.Server.Latency), "totals": ttft(v.Server.Total.Latency)} {
+		if l.Target != 1000 || l.Within.V != 0.8 || l.WithinFloor {
+			t.Errorf("%s: TTFT %+v; want target 1000 ms, 0.8 within", what, l)
 		}
 	}
 }

@@ -163,3 +163,37 @@ func sortBuckets(b []Bucket) []Bucket {
 	}
 	return out
 }
+
+// Within estimates the share of the observations at most x (0..1), as Prometheus's
+// histogram_fraction does: the cumulative count at the bucket bounds, interpolated linearly
+// inside the bucket that holds x (from 0 in the first). floor says the share is only a lower
+// bound: x lies past the highest finite bound, where the +Inf bucket's observations may or may
+// not be at most x. ok is false with no observations, no +Inf bucket, or x not a number.
+func (h Histogram) Within(x float64) (share float64, floor, ok bool) {
+	n := len(h.Buckets)
+	if !h.Known || n < 2 || !math.IsInf(h.Buckets[n-1].UpperBound, 1) || math.IsNaN(x) {
+		return 0, false, false
+	}
+	b := make([]Bucket, n) // monotone, as quantile makes it
+	copy(b, h.Buckets)
+	for i := 1; i < n; i++ {
+		b[i].Count = max(b[i].Count, b[i-1].Count)
+	}
+	total := b[n-1].Count
+	if total == 0 {
+		return 0, false, false
+	}
+	if x >= b[n-2].UpperBound {
+		return b[n-2].Count / total, x > b[n-2].UpperBound && b[n-1].Count > b[n-2].Count, true
+	}
+	i := sort.Search(n-1, func(i int) bool { return b[i].UpperBound >= x })
+	lo, below := 0.0, 0.0
+	if i > 0 {
+		lo, below = b[i-1].UpperBound, b[i-1].Count
+	}
+	hi := b[i].UpperBound
+	if x <= lo || hi <= lo { // at or under 0 in the first bucket, or a degenerate bound
+		return below / total, false, true
+	}
+	return (below + (b[i].Count-below)*(x-lo)/(hi-lo)) / total, false, true
+}

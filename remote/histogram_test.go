@@ -3,6 +3,9 @@ package remote
 import (
 	"math"
 	"testing"
+	"time"
+
+	"rosetop/bench"
 )
 
 func hist(pairs ...float64) Histogram {
@@ -140,5 +143,61 @@ func TestFirstBound(t *testing.T) {
 		if b, ok := h.FirstBound(); ok {
 			t.Errorf("%+v: FirstBound = %v, want none", h, b)
 		}
+	}
+}
+
+// TestWithin: the share of observations at most x, as Prometheus' histogram_fraction estimates it
+// from cumulative buckets: exact at a bound, linear inside a bucket (from 0 in the first), a
+// lower bound past the last finite bound when the +Inf bucket holds observations.
+func TestWithin(t *testing.T) {
+	h := hist(0.1, 20, 0.5, 60, 1, 90, inf, 100) // 20 at most 0.1 s, 40 more to 0.5, 30 to 1, 10 past 1
+	for _, tc := range []struct {
+		x            float64
+		share        float64
+		floor, valid bool
+	}{
+		{0.1, 0.2, false, true},       // a bound: exact
+		{0.05, 0.1, false, true},      // half the first bucket, from 0
+		{0.3, 0.4, false, true},       // 20 + 40 * (0.2 / 0.4)
+		{0.5, 0.6, false, true},       // a bound
+		{1, 0.9, false, true},         // the last finite bound
+		{2, 0.9, true, true},          // past it: at least 0.9
+		{-1, 0, false, true},          // below 0
+		{math.NaN(), 0, false, false}, // not a number
+	} {
+		share, floor, ok := h.Within(tc.x)
+		if ok != tc.valid || floor != tc.floor || math.Abs(share-tc.share) > 1e-12 {
+			t.Errorf("Within(%v) = %v, %v, %v; want %v, %v, %v", tc.x, share, floor, ok, tc.share, tc.floor, tc.valid)
+		}
+	}
+	if share, floor, ok := hist(1, 5, inf, 5).Within(2); !ok || floor || share != 1 {
+		t.Errorf("past the last bound with an empty +Inf bucket: %v, %v, %v; want exactly 1", share, floor, ok)
+	}
+	for _, h := range []Histogram{hist(0.1, 0, inf, 0), hist(0.1, 3), {}} {
+		if _, _, ok := h.Within(0.1); ok {
+			t.Errorf("%+v: a share without observations or a +Inf bucket", h)
+		}
+	}
+}
+
+// TestSLOShares: a --goodput target on TTFT or end-to-end latency gives that latency the share
+// of its observations within it, in the window and since the start; tpot has no histogram of
+// its own here and marks none.
+func TestSLOShares(t *testing.T) {
+	then := Snapshot{Kind: KindVLLM, TTFT: hist(0.1, 0, 0.5, 0, inf, 0), E2E: hist(1, 0, 5, 0, inf, 0)}
+	now := Snapshot{At: time.Second, Kind: KindVLLM, TTFT: hist(0.1, 50, 0.5, 90, inf, 100), E2E: hist(1, 10, 5, 40, inf, 40)}
+	slos := []bench.SLO{{Metric: "ttft", Ms: 100}, {Metric: "tpot", Ms: 20}, {Metric: "e2el", Ms: 3000}}
+	by := map[string]bench.ServerLatency{}
+	for _, l := range latencies(&now, &then, slos) {
+		by[l.Name] = l
+	}
+	if l := by["TTFT"]; l.Target != 100 || !l.Within.Known || l.Within.V != 0.5 || l.WithinFloor {
+		t.Errorf("TTFT: %+v; want target 100 ms, half within", l)
+	}
+	if l := by["E2E latency"]; l.Target != 3000 || math.Abs(l.Within.V-0.625) > 1e-12 { // 10 + 30 * (2 / 4) of 40
+		t.Errorf("E2E latency: %+v; want target 3000 ms, 0.625 within", l)
+	}
+	if l := by["ITL"]; l.Target != 0 || l.Within.Known {
+		t.Errorf("ITL carries a target: %+v", l)
 	}
 }

@@ -112,7 +112,7 @@ func (p *Provider) metricsSide(spec bench.ServerSpec) (metricsSide, error) {
 		}
 		ws = append(ws, w)
 	}
-	return newFleet(ws), nil
+	return newFleet(ws, spec.SLOs), nil
 }
 
 func (s *remoteServer) Info() bench.ServerInfo { return s.info }

@@ -54,12 +54,12 @@ func grow(acc bench.Gauge, now, prev Value) bench.Gauge {
 }
 
 // totals is the session's figures from the tally up to last.
-func (t *tally) totals(last *Snapshot) *bench.ServerTotals {
+func (t *tally) totals(last *Snapshot, slos []bench.SLO) *bench.ServerTotals {
 	if t.start == nil {
 		return nil
 	}
 	tot := &bench.ServerTotals{Span: last.At - t.start.At, Scrapes: t.ok, Failed: t.failed, GenTokens: t.gen, PromptTokens: t.prompt,
-		Latency: summarize(t.lat)}
+		Latency: summarize(t.lat, slos)}
 	for _, g := range t.lat {
 		if g.name == "E2E latency" && g.h.Known {
 			tot.Requests = bench.Gauge{V: g.h.Count, Known: true}
@@ -102,7 +102,9 @@ func rates(hist []Snapshot) (gen, prompt, finished bench.Gauge) {
 
 // latencies are the server's latency histograms' percentiles over what they gained from then
 // to now.
-func latencies(now, then *Snapshot) []bench.ServerLatency { return summarize(gains(now, then)) }
+func latencies(now, then *Snapshot, slos []bench.SLO) []bench.ServerLatency {
+	return summarize(gains(now, then), slos)
+}
 
 // gain is what one latency histogram gained over a span, before it is summarized: a fleet's
 // servers' gains are merged bucket by bucket first.
@@ -135,13 +137,23 @@ func gains(now, then *Snapshot) []gain {
 	return out
 }
 
-// summarize is each gain's percentiles in ms.
-func summarize(gs []gain) []bench.ServerLatency {
+// summarize is each gain's percentiles in ms, and the share of its observations within the
+// --goodput target on it, if any.
+func summarize(gs []gain, slos []bench.SLO) []bench.ServerLatency {
 	out := make([]bench.ServerLatency, 0, len(gs))
 	for _, g := range gs {
 		l := bench.ServerLatency{Name: g.name, Known: g.known, Dist: msDist(g.h), FirstBound: g.bound * 1000}
 		if b, ok := g.h.FirstBound(); ok {
 			l.FirstBound = max(b, g.bound) * 1000
+		}
+		for _, o := range slos {
+			if bench.SLOLatency(o.Metric) != g.name {
+				continue
+			}
+			l.Target = o.Ms
+			if share, floor, ok := g.h.Within(o.Ms / 1000); ok {
+				l.Within, l.WithinFloor = bench.Gauge{V: share, Known: true}, floor
+			}
 		}
 		out = append(out, l)
 	}

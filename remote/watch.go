@@ -27,7 +27,8 @@ type watcher struct {
 	// serverFirsts (immutable): the admissions are the server's TTFT count, as the provider's
 	// first scrape found the server (bench.RemoteInfo.ServerFirsts); else the client's.
 	serverFirsts bool
-	watch        bool // immutable: the session sends no requests, so there are no client-side counts to fall back on
+	watch        bool        // immutable: the session sends no requests, so there are no client-side counts to fall back on
+	slos         []bench.SLO // immutable: --goodput's targets, the share of observations within each told
 
 	pub atomic.Pointer[bench.ServerMetrics] // the latest view; written by the scrape loop
 
@@ -55,7 +56,7 @@ func newWatcher(p *Provider, spec bench.ServerSpec) (*watcher, error) {
 		return nil, err
 	}
 	w := &watcher{sc: sc, clock: spec.Clock, url: p.opts.MetricsURL, every: p.opts.ScrapeEvery, window: spec.Window, base: p.first,
-		note: p.note, serverFirsts: p.kind.countsFirstTokens(), gaveUp: pageGone(p.firstErr), watch: p.opts.Watch}
+		note: p.note, serverFirsts: p.kind.countsFirstTokens(), gaveUp: pageGone(p.firstErr), watch: p.opts.Watch, slos: spec.SLOs}
 	if w.window <= 0 {
 		w.window = 30 * time.Second
 	}
@@ -179,11 +180,11 @@ func (w *watcher) publishLocked() {
 	last, first := &w.hist[n-1], &w.hist[0]
 	m.Kind, m.At, m.Window = last.Kind.String(), last.At, last.At-first.At
 	m.Waiting, m.Running, m.KVUsage = gauge(last.Waiting), gauge(last.Running), gauge(last.KVUsage)
-	m.Latency = latencies(last, first)
+	m.Latency = latencies(last, first, w.slos)
 	if w.note == "" { // a rate from scrapes before a failure would be stale
 		m.GenRate, m.PromptRate, m.ReqRate = rates(w.hist)
 	}
-	m.Total = w.tally.totals(last)
+	m.Total = w.tally.totals(last, w.slos)
 	w.pub.Store(m)
 }
 

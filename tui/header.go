@@ -106,10 +106,42 @@ func headerView(st *paint, v *bench.View, w int) string {
 	if watching(v) {
 		line2 = watchLine2(st, v)
 	}
-	if len(h.SLOs) > 0 {
+	switch {
+	case len(h.SLOs) > 0 && watching(v):
+		line2 += serverShares(st, v)
+	case len(h.SLOs) > 0:
 		line2 += st.Muted.Render(" SLO met ") + attainment(st, h)
 	}
 	return fit(line1, w) + "\n" + fit(line2, w)
+}
+
+// serverShares are, in watch mode, the shares of the server's observations over the window
+// within each --goodput target, from its histograms: " TTFT≤200 97.3%"; "≥" where only a lower
+// bound is known, "--" before any observation.
+func serverShares(st *paint, v *bench.View) string {
+	if v.Server == nil {
+		return ""
+	}
+	var out string
+	for _, l := range v.Server.Latency {
+		if l.Target <= 0 {
+			continue
+		}
+		out += st.Muted.Render(" " + strings.TrimSuffix(l.Name, " latency") + "≤" + numRaw(l.Target) + " ")
+		if !l.Within.Usable() {
+			out += st.Muted.Render("--")
+			continue
+		}
+		text, pen := fmt.Sprintf("%.1f%%", 100*l.Within.V), st.Strong
+		if l.WithinFloor {
+			text = "≥" + text
+		}
+		if l.Within.V < 0.9 {
+			pen = st.Warn
+		}
+		out += pen.Render(text)
+	}
+	return out
 }
 
 // attainment is the header's share of recent requests that met every --goodput target.

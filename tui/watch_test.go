@@ -75,6 +75,18 @@ func TestWatchPanes(t *testing.T) {
 			"server p99 (ms, log scale) · last 60s", "T TTFT 847  I ITL 56.7  E E2E 7353  Q queue ≤300",
 			"per-request ITL: not measured", "server · since start · 5:12", "845k",
 			"no cold or steady runs: watch mode sends no requests"}},
+		{"targets", func(v *bench.View) { // --goodput ttft:200,e2el:3000: the shares within them from the server's histograms
+			watchView(v)
+			v.Header.SLOs = []bench.SLO{{Metric: "ttft", Ms: 200}, {Metric: "e2el", Ms: 3000}}
+			for i, l := range v.Server.Latency {
+				switch l.Name {
+				case "TTFT":
+					v.Server.Latency[i].Target, v.Server.Latency[i].Within = 200, bench.Gauge{V: 0.973, Known: true}
+				case "E2E latency":
+					v.Server.Latency[i].Target, v.Server.Latency[i].Within, v.Server.Latency[i].WithinFloor = 3000, bench.Gauge{V: 0.85, Known: true}, true
+				}
+			}
+		}, []string{"TTFT≤200 97.3% E2E≤3000 ≥85.0%", "TTFT target"}},
 		{"tgi", tgiWatchView, []string{"WATCH tgi", "generation    n/a tok/s", "finished   4.42 req/s", "first tokens: not measured", "KV n/a",
 			"the server does not count it"}},
 	} {
