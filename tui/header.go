@@ -116,7 +116,7 @@ func headerView(st *paint, v *bench.View, w int) string {
 }
 
 // serverShares are, in watch mode, the shares of the server's observations over the window
-// within each --goodput target, from its histograms: " TTFT≤200 97.3%"; "≥" where only a lower
+// within each --goodput target, from its histograms: "  TTFT≤200 97.3%"; "≥" where only a lower
 // bound is known, "--" before any observation.
 func serverShares(st *paint, v *bench.View) string {
 	if v.Server == nil {
@@ -127,7 +127,7 @@ func serverShares(st *paint, v *bench.View) string {
 		if l.Target <= 0 {
 			continue
 		}
-		out += st.Muted.Render(" " + strings.TrimSuffix(l.Name, " latency") + "≤" + numRaw(l.Target) + " ")
+		out += st.Muted.Render(fmt.Sprintf("  %s≤%g ", strings.TrimSuffix(l.Name, " latency"), l.Target))
 		if !l.Within.Usable() {
 			out += st.Muted.Render("--")
 			continue

@@ -86,7 +86,7 @@ func TestWatchPanes(t *testing.T) {
 					v.Server.Latency[i].Target, v.Server.Latency[i].Within, v.Server.Latency[i].WithinFloor = 3000, bench.Gauge{V: 0.85, Known: true}, true
 				}
 			}
-		}, []string{"TTFT≤200 97.3% E2E≤3000 ≥85.0%", "TTFT target"}},
+		}, []string{"req/s  TTFT≤200 97.3%  E2E≤3000 ≥85.0%", "TTFT target"}},
 		{"tgi", tgiWatchView, []string{"WATCH tgi", "generation    n/a tok/s", "finished   4.42 req/s", "first tokens: not measured", "KV n/a",
 			"the server does not count it"}},
 	} {
