@@ -38,6 +38,20 @@ type serveOptions struct {
 	dashboard    bool
 	origins      string   // --allowed-origins as given
 	allowed      []string // parsed: "*" or origins; nil: no CORS
+	apiKeys      []string // --api-key, each given: never printed or exported
+}
+
+// keysFlag is serve's --api-key: each use adds a key; none shows in usage or errors.
+type keysFlag struct{ p *[]string }
+
+func (f keysFlag) String() string { return "" }
+
+func (f keysFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("empty: an empty key would let in a request that carries none")
+	}
+	*f.p = append(*f.p, s)
+	return nil
 }
 
 // serveShared are the bench flags that mean something to a server: the model, the engine, the
@@ -85,6 +99,7 @@ func newServeFlagSet(o *options, so *serveOptions) *flag.FlagSet {
 	fs.StringVar(&so.metricsNames, "metrics-names", so.metricsNames, "rosetop (rosetop_num_requests_running, ...) | vllm (vllm:num_requests_running, ...: vLLM's current names, not the ones it deprecated)")
 	fs.BoolVar(&so.logRequests, "log-requests", so.logRequests, "log one line per request on stderr (not with --dashboard)")
 	fs.BoolVar(&so.dashboard, "dashboard", so.dashboard, "show the live dashboard over the server's own traffic")
+	fs.Var(keysFlag{&so.apiKeys}, "api-key", "require \"Authorization: Bearer KEY\" on the API (/v1/..., /tokenize, /detokenize; not /health, /metrics), as vLLM's --api-key; given again, any of the keys; never printed or exported")
 	fs.StringVar(&so.origins, "allowed-origins", so.origins, `origins whose web pages may call the server (CORS), comma-separated or as vLLM takes them, a JSON list: '["http://localhost:3000"]'; * any (vLLM's default), "" none`)
 	return fs
 }
@@ -252,7 +267,7 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	}
 	drain := &drainNote{w: stderr, held: term != nil, signalled: ctx.Done()}
 	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: so.grace(),
-		Metrics: metrics, Log: log, ErrorLog: errLog, OnDrain: drain.note, AllowedOrigins: so.allowed})
+		Metrics: metrics, Log: log, ErrorLog: errLog, OnDrain: drain.note, AllowedOrigins: so.allowed, APIKeys: so.apiKeys})
 	if err != nil {
 		return errors.Join(err, sess.Close())
 	}

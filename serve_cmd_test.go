@@ -249,3 +249,23 @@ func TestServeAllowedOrigins(t *testing.T) {
 		}
 	}
 }
+
+// TestServeAPIKeys: --api-key given twice makes two keys; an empty one is refused with exit 2 in
+// one line; the keys stay out of the --json config.
+func TestServeAPIKeys(t *testing.T) {
+	o, so, err := parseServe([]string{"--api-key", "k1", "--api-key=k 2"}, io.Discard)
+	if err != nil || !slices.Equal(so.apiKeys, []string{"k1", "k 2"}) {
+		t.Fatalf("keys %q, %v", so.apiKeys, err)
+	}
+	cfg, err := serveSettings(o, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(cfg); strings.Contains(string(b), "k1") || strings.Contains(string(b), "k 2") {
+		t.Errorf("a key in the --json config: %s", b)
+	}
+	code, stdout, stderr := runCLI(t, "serve", "--api-key", "")
+	if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, `--api-key "": empty`) {
+		t.Errorf("an empty key: exit %d, stderr %q", code, stderr)
+	}
+}

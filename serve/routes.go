@@ -46,7 +46,9 @@ func (s *Server) Handler() http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		var info reqInfo
-		if !s.cors.preflight(sw, r) {
+		// The key check comes first, as vLLM's authentication wraps its CORS: a refused request
+		// gets no CORS headers; a preflight (OPTIONS) passes it.
+		if !s.keys.refuse(sw, r) && !s.cors.preflight(sw, r) {
 			s.cors.annotate(sw, r)
 			s.dispatch(routes, sw, r, &info)
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +43,9 @@ type Options struct {
 	// --allowed-origins): "*" for any, else scheme://host[:port] or "null" (a file's page) each.
 	// None: no CORS headers, and a browser keeps other origins' pages from reading the replies.
 	AllowedOrigins []string
-	Log            *slog.Logger // one line per request (--log-requests); nil: none
+	// APIKeys, when any, guard the API as vLLM's --api-key: see apiKeys (auth.go).
+	APIKeys []string
+	Log     *slog.Logger // one line per request (--log-requests); nil: none
 	// ErrorLog takes net/http's own error lines (a failed accept, a query with a semicolon); nil:
 	// Log's, else the standard logger's (stderr), which would draw over a dashboard there.
 	ErrorLog *log.Logger
@@ -54,7 +57,8 @@ type Server struct {
 	eng   Engine
 	model Model // eng.Model(), read once by New
 	opts  Options
-	cors  *cors // Options.AllowedOrigins; nil: none
+	cors  *cors    // Options.AllowedOrigins; nil: none
+	keys  *apiKeys // Options.APIKeys; nil: the API is open
 
 	draining  atomic.Bool   // set by Serve when its context is done: new generations and /health get 503
 	admitting chan struct{} // capacity 1: held from a generation's MaxQueue check to its Submit's return (admit)
@@ -82,7 +86,10 @@ func New(eng Engine, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{eng: eng, model: m, opts: o, cors: c, admitting: make(chan struct{}, 1), stopNow: make(chan struct{})}
+	if slices.Contains(o.APIKeys, "") {
+		return nil, fmt.Errorf("%w: an empty API key (it would let in a request with none)", ErrBadOptions)
+	}
+	s := &Server{eng: eng, model: m, opts: o, cors: c, keys: newAPIKeys(o.APIKeys), admitting: make(chan struct{}, 1), stopNow: make(chan struct{})}
 	s.inflight.cond = sync.NewCond(&s.inflight.mu)
 	return s, nil
 }
