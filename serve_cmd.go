@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ type serveOptions struct {
 	dashboard    bool
 	origins      string   // --allowed-origins as given
 	allowed      []string // parsed: "*" or origins; nil: no CORS
-	apiKeys      []string // --api-key, each given: never printed or exported
+	apiKeys      []string // --api-key, each given, else $VLLM_API_KEY: never printed or exported
 }
 
 // keysFlag is serve's --api-key: each use adds a key; none shows in usage or errors.
@@ -99,7 +100,7 @@ func newServeFlagSet(o *options, so *serveOptions) *flag.FlagSet {
 	fs.StringVar(&so.metricsNames, "metrics-names", so.metricsNames, "rosetop (rosetop_num_requests_running, ...) | vllm (vllm:num_requests_running, ...: vLLM's current names, not the ones it deprecated)")
 	fs.BoolVar(&so.logRequests, "log-requests", so.logRequests, "log one line per request on stderr (not with --dashboard)")
 	fs.BoolVar(&so.dashboard, "dashboard", so.dashboard, "show the live dashboard over the server's own traffic")
-	fs.Var(keysFlag{&so.apiKeys}, "api-key", "require \"Authorization: Bearer KEY\" on the API (/v1/..., /tokenize, /detokenize; not /health, /metrics), as vLLM's --api-key; given again, any of the keys; never printed or exported")
+	fs.Var(keysFlag{&so.apiKeys}, "api-key", "require \"Authorization: Bearer KEY\" on the API (/v1/..., /tokenize, /detokenize; not /health, /metrics), as vLLM's --api-key; given again, any of the keys; default $VLLM_API_KEY, as vLLM's; never printed or exported")
 	fs.StringVar(&so.origins, "allowed-origins", so.origins, `origins whose web pages may call the server (CORS), comma-separated or as vLLM takes them, a JSON list: '["http://localhost:3000"]'; * any (vLLM's default), "" none`)
 	return fs
 }
@@ -128,6 +129,9 @@ func parseServe(args []string, stderr io.Writer) (options, serveOptions, error) 
 	}
 	if o.PrefillMaxBatch == 0 {
 		o.PrefillMaxBatch = o.MaxBatch
+	}
+	if k := os.Getenv("VLLM_API_KEY"); len(so.apiKeys) == 0 && k != "" { // as vLLM reads it: --api-key wins, empty is none
+		so.apiKeys = []string{k}
 	}
 	switch {
 	case so.metricsNames != string(serve.RosetopNames) && so.metricsNames != string(serve.VLLMNames):
@@ -279,7 +283,11 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	if err != nil {
 		return errors.Join(err, sess.Close())
 	}
-	fmt.Fprintf(stderr, "rosetop: serving %s on http://%s/v1 (metrics at /metrics); Ctrl-C or SIGTERM stops\n", name, ln.Addr())
+	auth := ""
+	if len(so.apiKeys) > 0 { // from --api-key or $VLLM_API_KEY: say so, as a 401 would surprise
+		auth = "; the API needs an API key (Authorization: Bearer)"
+	}
+	fmt.Fprintf(stderr, "rosetop: serving %s on http://%s/v1 (metrics at /metrics)%s; Ctrl-C or SIGTERM stops\n", name, ln.Addr(), auth)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	served := make(chan error, 1)

@@ -269,3 +269,22 @@ func TestServeAPIKeys(t *testing.T) {
 		t.Errorf("an empty key: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestServeAPIKeyEnv: without --api-key the key is $VLLM_API_KEY, as vLLM reads it (an empty
+// one is none); --api-key wins over it.
+func TestServeAPIKeyEnv(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want []string
+	}{
+		{"from-env", nil, []string{"from-env"}},
+		{"from-env", []string{"--api-key", "k1"}, []string{"k1"}},
+		{"", nil, nil},
+	} {
+		t.Setenv("VLLM_API_KEY", tc.env)
+		if _, so, err := parseServe(tc.args, io.Discard); err != nil || !slices.Equal(so.apiKeys, tc.want) {
+			t.Errorf("VLLM_API_KEY=%q %q: keys %q, %v; want %q", tc.env, tc.args, so.apiKeys, err, tc.want)
+		}
+	}
+}

@@ -50,6 +50,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("cancelled")
 		select {}
 	}
+	os.Unsetenv("VLLM_API_KEY") // the servers the tests start take no key unless a test gives one
 	os.Exit(m.Run())
 }
 

@@ -48,8 +48,11 @@ func (o *options) checkWatch(set map[string]bool) error {
 			return badFlag("%s", err)
 		}
 		for _, s := range slos {
-			if bench.SLOLatency(s.Metric) == "" {
+			switch {
+			case bench.SLOLatency(s.Metric) == "":
 				return badFlag("--goodput %s: watch mode reads the servers' latency histograms, and none holds a request's %s: give ttft or e2el targets", s.Metric, strings.ToUpper(s.Metric))
+			case s.Ms == 0: // no latency is within it, and a target of 0 is none to the panes
+				return badFlag("--goodput %s:0: no latency the server observes is within 0 ms: give a target above 0", s.Metric)
 			}
 		}
 	}

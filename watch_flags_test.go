@@ -31,6 +31,7 @@ func TestWatchFlagErrors(t *testing.T) {
 		{"client flags", []string{"--endpoint", ep, "--watch", "--api", "chat", "--tokenizer", "gpt2"}, "--api, --tokenizer mean nothing with --watch"},
 		{"json", []string{"--endpoint", ep, "--watch", "--json", filepath.Join(dir, "out.json")}, "--json and --csv hold the requests rosetop sends"},
 		{"goodput tpot", []string{"--endpoint", ep, "--watch", "--goodput", "ttft:200,tpot:30"}, "--goodput tpot: watch mode reads the servers' latency histograms, and none holds a request's TPOT: give ttft or e2el targets"},
+		{"goodput zero", []string{"--endpoint", ep, "--watch", "--goodput", "ttft:200,e2el:0"}, "--goodput e2el:0: no latency the server observes is within 0 ms: give a target above 0"},
 		{"goodput malformed", []string{"--endpoint", ep, "--watch", "--goodput", "ttft"}, "--goodput"},
 		{"engine flag", []string{"--endpoint", ep, "--watch", "--device", "cpu"}, "--device means nothing with --endpoint"},
 		{"fleet driven", []string{"--endpoint", ep, "--endpoint", "http://127.0.0.1:2/v1"}, "--endpoint given 2 times: several servers are only watched, not driven: add --watch"},

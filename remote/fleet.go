@@ -207,6 +207,9 @@ func mergeGains(acc, b []gain) []gain {
 	for i := range acc {
 		acc[i].known = acc[i].known || b[i].known
 		if b[i].h.Known {
+			if acc[i].layouts != nil || b[i].layouts != nil || (acc[i].h.Known && !sameLayout(acc[i].h, b[i].h)) {
+				acc[i].layouts = addLayouts(acc[i].byLayout(), b[i].byLayout()) // h alone no longer says each layout's share
+			}
 			acc[i].h.add(b[i].h)
 			acc[i].bound = max(acc[i].bound, b[i].bound)
 		}

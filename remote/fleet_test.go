@@ -286,8 +286,9 @@ func TestFleetMixedLayouts(t *testing.T) {
 		w.add(Snapshot{At: 2 * time.Second, Kind: kind, TTFT: h}, nil)
 		return w.part()
 	}
-	alone := fleetView([]part{of(KindSGLang, coarse)}, nil)
-	m := fleetView([]part{of(KindVLLM, fine), of(KindSGLang, coarse)}, nil)
+	slos := []bench.SLO{{Metric: "ttft", Ms: 50}}
+	alone := fleetView([]part{of(KindSGLang, coarse)}, slos)
+	m := fleetView([]part{of(KindVLLM, fine), of(KindSGLang, coarse)}, slos)
 	for _, c := range []struct {
 		what string
 		ls   []bench.ServerLatency
@@ -295,6 +296,17 @@ func TestFleetMixedLayouts(t *testing.T) {
 		l := c.ls[0]
 		if l.Name != "TTFT" || l.FirstBound != 100 || !l.Bounded(l.Dist.P99) {
 			t.Errorf("%s: TTFT p99 %v ms, first bound %v ms; want one at most 100 ms, shown as ≤100", c.what, l.Dist.P99, l.FirstBound)
+		}
+	}
+	// Within 50 ms: SGLang's 100 interpolated in its first bucket (half), vLLM's 100 all; merged
+	// over the union of the bounds first, SGLang's would count only at 100 ms (0.5 in all).
+	for what, ls := range map[string][]bench.ServerLatency{"SGLang alone": alone.Latency, "the fleet's window": m.Latency, "the fleet's totals": m.Total.Latency} {
+		want := 0.75
+		if what == "SGLang alone" {
+			want = 0.5
+		}
+		if l := ls[0]; l.Target != 50 || !l.Within.Known || l.Within.V != want || l.WithinFloor {
+			t.Errorf("%s: TTFT within %v ms %+v (floor %v); want %v", what, l.Target, l.Within, l.WithinFloor, want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -166,25 +167,41 @@ func sortBuckets(b []Bucket) []Bucket {
 
 // Within estimates the share of the observations at most x (0..1), as Prometheus's
 // histogram_fraction does: the cumulative count at the bucket bounds, interpolated linearly
-// inside the bucket that holds x (from 0 in the first). floor says the share is only a lower
-// bound: x lies past the highest finite bound, where the +Inf bucket's observations may or may
-// not be at most x. ok is false with no observations, no +Inf bucket, or x not a number.
+// inside the bucket that holds x (from 0 in the first; a first bound at or under 0 has no lower
+// edge, and its bucket counts whole). floor says the share is only a lower bound: x lies past the
+// highest finite bound, where the +Inf bucket's observations may or may not be at most x. ok is
+// false with no observations, no +Inf bucket, or x not a number.
 func (h Histogram) Within(x float64) (share float64, floor, ok bool) {
+	in, total, floor, ok := h.within(x)
+	if !ok {
+		return 0, false, false
+	}
+	return in / total, floor, true
+}
+
+// within is Within as the observations at most x and the total they are a share of.
+func (h Histogram) within(x float64) (in, total float64, floor, ok bool) {
 	n := len(h.Buckets)
 	if !h.Known || n < 2 || !math.IsInf(h.Buckets[n-1].UpperBound, 1) || math.IsNaN(x) {
-		return 0, false, false
+		return 0, 0, false, false
 	}
 	b := make([]Bucket, n) // monotone, as quantile makes it
 	copy(b, h.Buckets)
 	for i := 1; i < n; i++ {
 		b[i].Count = max(b[i].Count, b[i-1].Count)
 	}
-	total := b[n-1].Count
+	total = b[n-1].Count
 	if total == 0 {
-		return 0, false, false
+		return 0, 0, false, false
 	}
-	if x >= b[n-2].UpperBound {
-		return b[n-2].Count / total, x > b[n-2].UpperBound && b[n-1].Count > b[n-2].Count, true
+	last := b[n-2] // the highest finite bound
+	switch {
+	case math.IsInf(x, 1): // every observation
+		return total, total, false, true
+	case math.IsInf(x, -1): // none: histogram_fraction(-Inf, -Inf) is 0
+		return 0, total, false, true
+	case x >= last.UpperBound:
+		return last.Count, total, x > last.UpperBound && total > last.Count, true
 	}
 	i := sort.Search(n-1, func(i int) bool { return b[i].UpperBound >= x })
 	lo, below := 0.0, 0.0
@@ -192,8 +209,47 @@ func (h Histogram) Within(x float64) (share float64, floor, ok bool) {
 		lo, below = b[i-1].UpperBound, b[i-1].Count
 	}
 	hi := b[i].UpperBound
-	if x <= lo || hi <= lo { // at or under 0 in the first bucket, or a degenerate bound
-		return below / total, false, true
+	switch {
+	case i == 0 && hi <= 0: // the first bucket reaches down to -Inf: histogram_fraction counts it whole
+		return b[0].Count, total, false, true
+	case x <= lo || hi <= lo: // at or under 0 in the first bucket, or a degenerate bound
+		return below, total, false, true
 	}
-	return (below + (b[i].Count-below)*(x-lo)/(hi-lo)) / total, false, true
+	return below + (b[i].Count-below)*(x-lo)/(hi-lo), total, false, true
+}
+
+// withinEach is Within over hs, one latency's histograms in different bucket layouts (a fleet's
+// servers, or one server's before and after an upgrade): the observations each estimates at most
+// x, added up. Merged over the union of their bounds first, a coarser layout's observations
+// would count only at their bucket's upper bound. floor where any one's share is a floor.
+func withinEach(hs []Histogram, x float64) (share float64, floor, ok bool) {
+	var in, total float64
+	for _, h := range hs {
+		if i, t, f, ok := h.within(x); ok {
+			in, total, floor = in+i, total+t, floor || f
+		}
+	}
+	if total == 0 {
+		return 0, false, false
+	}
+	return in / total, floor, true
+}
+
+// sameLayout reports whether a and b have the same bucket bounds.
+func sameLayout(a, b Histogram) bool {
+	return slices.EqualFunc(a.Buckets, b.Buckets, func(x, y Bucket) bool { return x.UpperBound == y.UpperBound })
+}
+
+// addLayouts is acc with each of hs added into the histogram of its layout, or appended where
+// acc has none of it; neither acc nor a histogram's buckets are written in place.
+func addLayouts(acc, hs []Histogram) []Histogram {
+	out := slices.Clone(acc)
+	for _, h := range hs {
+		if k := slices.IndexFunc(out, func(o Histogram) bool { return sameLayout(o, h) }); k >= 0 {
+			out[k].add(h)
+		} else {
+			out = append(out, h)
+		}
+	}
+	return out
 }

@@ -156,14 +156,16 @@ func TestWithin(t *testing.T) {
 		share        float64
 		floor, valid bool
 	}{
-		{0.1, 0.2, false, true},       // a bound: exact
-		{0.05, 0.1, false, true},      // half the first bucket, from 0
-		{0.3, 0.4, false, true},       // 20 + 40 * (0.2 / 0.4)
-		{0.5, 0.6, false, true},       // a bound
-		{1, 0.9, false, true},         // the last finite bound
-		{2, 0.9, true, true},          // past it: at least 0.9
-		{-1, 0, false, true},          // below 0
-		{math.NaN(), 0, false, false}, // not a number
+		{0.1, 0.2, false, true},        // a bound: exact
+		{0.05, 0.1, false, true},       // half the first bucket, from 0
+		{0.3, 0.4, false, true},        // 20 + 40 * (0.2 / 0.4)
+		{0.5, 0.6, false, true},        // a bound
+		{1, 0.9, false, true},          // the last finite bound
+		{2, 0.9, true, true},           // past it: at least 0.9
+		{-1, 0, false, true},           // below 0
+		{inf, 1, false, true},          // every observation
+		{math.Inf(-1), 0, false, true}, // none
+		{math.NaN(), 0, false, false},  // not a number
 	} {
 		share, floor, ok := h.Within(tc.x)
 		if ok != tc.valid || floor != tc.floor || math.Abs(share-tc.share) > 1e-12 {
@@ -172,6 +174,16 @@ func TestWithin(t *testing.T) {
 	}
 	if share, floor, ok := hist(1, 5, inf, 5).Within(2); !ok || floor || share != 1 {
 		t.Errorf("past the last bound with an empty +Inf bucket: %v, %v, %v; want exactly 1", share, floor, ok)
+	}
+	// A first bound at or under 0 has no lower edge to interpolate from: histogram_fraction
+	// (BucketFraction) counts its bucket whole, at its bound and under it.
+	for _, x := range []float64{0, -0.5} {
+		if share, floor, ok := hist(0, 4, 1, 6, inf, 8).Within(x); !ok || floor || share != 0.5 {
+			t.Errorf("Within(%v) with a first bound of 0: %v, %v, %v; want the first bucket's 4 of 8", x, share, floor, ok)
+		}
+	}
+	if share, _, _ := hist(0, 4, 1, 6, inf, 8).Within(0.5); share != 0.625 { // 4 + 2 * (0.5 / 1) of 8
+		t.Errorf("Within(0.5) past a first bound of 0: %v; want 0.625", share)
 	}
 	for _, h := range []Histogram{hist(0.1, 0, inf, 0), hist(0.1, 3), {}} {
 		if _, _, ok := h.Within(0.1); ok {

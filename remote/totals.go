@@ -116,6 +116,20 @@ type gain struct {
 	// observation in that bucket: merged over the union of the layouts, such an observation is
 	// only known to be at most its bound, and so is a percentile at or below it.
 	bound float64
+	// layouts are h as its histograms of each bucket layout, each the sum of those with it (nil:
+	// h alone): a share within a target is estimated in each (withinEach).
+	layouts []Histogram
+}
+
+// byLayout is g.h as the histograms of each bucket layout merged into it.
+func (g *gain) byLayout() []Histogram {
+	switch {
+	case g.layouts != nil:
+		return g.layouts
+	case g.h.Known:
+		return []Histogram{g.h}
+	}
+	return nil
 }
 
 // gains are the latency histograms' gains from then to now, always the same names in order.
@@ -151,7 +165,7 @@ func summarize(gs []gain, slos []bench.SLO) []bench.ServerLatency {
 				continue
 			}
 			l.Target = o.Ms
-			if share, floor, ok := g.h.Within(o.Ms / 1000); ok {
+			if share, floor, ok := withinEach(g.byLayout(), o.Ms/1000); ok {
 				l.Within, l.WithinFloor = bench.Gauge{V: share, Known: true}, floor
 			}
 		}

@@ -153,7 +153,7 @@ func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
 	}
 	// --goodput targets of a metric charted here: a flat marker-coloured line at the target.
 	for _, o := range v.Header.SLOs {
-		if !sloCharted(o.Metric) || !(o.Ms > 0) {
+		if !sloCharted(o.Metric, watching(v)) || !(o.Ms > 0) {
 			continue
 		}
 		at := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
@@ -170,9 +170,20 @@ func (m *Model) p99Body(v *bench.View, x0, x1 float64, iw, ih int) string {
 	return fit(head, iw) + "\n" + m.ch.p99.draw(st, x0, x1, ymin, ymax, series, v.Markers)
 }
 
-// sloCharted reports whether the p99 chart has the metric a --goodput target is about (TTFT
-// and TPOT; end-to-end latency has no series of its own).
-func sloCharted(metric string) bool { return metric == "ttft" || metric == "tpot" }
+// sloCharted reports whether the p99 chart has the metric a --goodput target is about: TTFT,
+// and TPOT on rosetop's own chart (where end-to-end latency has no series of its own), the
+// server's end-to-end latency in watch mode (where TPOT has none).
+func sloCharted(metric string, watch bool) bool {
+	switch metric {
+	case "ttft":
+		return true
+	case "tpot":
+		return !watch
+	case "e2el":
+		return watch
+	}
+	return false
+}
 
 // legendItem is one series of a legend: its key (the letter at its line's end), name, value.
 type legendItem struct{ key, name, value string }

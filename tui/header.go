@@ -103,12 +103,9 @@ func headerView(st *paint, v *bench.View, w int) string {
 			st.Muted.Render("  submit ") + submit + st.Muted.Render(" concurrency ") + st.Strong.Render(fmt.Sprintf("%-5d", h.Concurrency)) +
 			st.Muted.Render(" engine keys: set on the server")
 	}
-	if watching(v) {
-		line2 = watchLine2(st, v)
-	}
 	switch {
-	case len(h.SLOs) > 0 && watching(v):
-		line2 += serverShares(st, v)
+	case watching(v): // with the shares within the targets, from the server's histograms
+		line2 = watchLine2(st, v, w)
 	case len(h.SLOs) > 0:
 		line2 += st.Muted.Render(" SLO met ") + attainment(st, h)
 	}
@@ -117,17 +114,19 @@ func headerView(st *paint, v *bench.View, w int) string {
 
 // serverShares are, in watch mode, the shares of the server's observations over the window
 // within each --goodput target, from its histograms: "  TTFT≤200 97.3%"; "≥" where only a lower
-// bound is known, "--" before any observation.
-func serverShares(st *paint, v *bench.View) string {
+// bound is known, "--" before any observation. room is their width with every share at its
+// widest (≥100.0%): the header keeps that much, so that its line does not change as they do.
+func serverShares(st *paint, v *bench.View) (out string, room int) {
 	if v.Server == nil {
-		return ""
+		return "", 0
 	}
-	var out string
 	for _, l := range v.Server.Latency {
 		if l.Target <= 0 {
 			continue
 		}
-		out += st.Muted.Render(fmt.Sprintf("  %s≤%g ", strings.TrimSuffix(l.Name, " latency"), l.Target))
+		label := fmt.Sprintf("  %s≤%g ", strings.TrimSuffix(l.Name, " latency"), l.Target)
+		out += st.Muted.Render(label)
+		room += widthOf(label) + widthOf("≥100.0%")
 		if !l.Within.Usable() {
 			out += st.Muted.Render("--")
 			continue
@@ -141,7 +140,7 @@ func serverShares(st *paint, v *bench.View) string {
 		}
 		out += pen.Render(text)
 	}
-	return out
+	return out, room
 }
 
 // attainment is the header's share of recent requests that met every --goodput target.

@@ -81,10 +81,12 @@ func serverRates(v *bench.View) (gen, prompt, finished bench.Gauge) {
 	return v.Server.GenRate, v.Server.PromptRate, v.Server.ReqRate
 }
 
-// watchLine2 is the header's second line in watch mode: what is watched (a fleet by its size
-// and kind, and how many of its servers do not answer) and its throughput: tokens and finished
-// requests per second (the status line says that no requests are sent).
-func watchLine2(st *paint, v *bench.View) string {
+// watchLine2 is the header's second line in watch mode, in w cells: what is watched (a fleet by
+// its size and kind, and how many of its servers do not answer), its throughput (tokens and
+// finished requests per second; the status line says that no requests are sent), then the
+// shares within --goodput's targets. Where the line would not fit, the prompt rate goes first,
+// then the finished requests: the targets were asked for.
+func watchLine2(st *paint, v *bench.View, w int) string {
 	r := v.Header.Remote
 	gen, prompt, finished := serverRates(v)
 	what := st.Strong.Render(r.Kind)
@@ -94,10 +96,19 @@ func watchLine2(st *paint, v *bench.View) string {
 			what += st.Warn.Render(fmt.Sprintf(" · %d not answering", n))
 		}
 	}
-	return st.Warn.Render("WATCH ") + what +
-		st.Muted.Render("  generation ") + rate(st, gen) + st.Muted.Render(" tok/s") +
-		st.Muted.Render("  prompt ") + rate(st, prompt) + st.Muted.Render(" tok/s") +
-		st.Muted.Render("  finished ") + rate(st, finished) + st.Muted.Render(" req/s")
+	head := st.Warn.Render("WATCH ") + what + st.Muted.Render("  generation ") + rate(st, gen) + st.Muted.Render(" tok/s")
+	prompts := st.Muted.Render("  prompt ") + rate(st, prompt) + st.Muted.Render(" tok/s")
+	done := st.Muted.Render("  finished ") + rate(st, finished) + st.Muted.Render(" req/s")
+	shares, room := "", 0
+	if len(v.Header.SLOs) > 0 {
+		shares, room = serverShares(st, v)
+	}
+	for _, mid := range []string{prompts + done, done} {
+		if widthOf(head+mid)+room <= w {
+			return head + mid + shares
+		}
+	}
+	return head + shares
 }
 
 // watchQueueHead is the queue pane's first line in watch mode: the server's waiting and

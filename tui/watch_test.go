@@ -77,16 +77,8 @@ func TestWatchPanes(t *testing.T) {
 			"no cold or steady runs: watch mode sends no requests"}},
 		{"targets", func(v *bench.View) { // --goodput ttft:200,e2el:3000: the shares within them from the server's histograms
 			watchView(v)
-			v.Header.SLOs = []bench.SLO{{Metric: "ttft", Ms: 200}, {Metric: "e2el", Ms: 3000}}
-			for i, l := range v.Server.Latency {
-				switch l.Name {
-				case "TTFT":
-					v.Server.Latency[i].Target, v.Server.Latency[i].Within = 200, bench.Gauge{V: 0.973, Known: true}
-				case "E2E latency":
-					v.Server.Latency[i].Target, v.Server.Latency[i].Within, v.Server.Latency[i].WithinFloor = 3000, bench.Gauge{V: 0.85, Known: true}, true
-				}
-			}
-		}, []string{"req/s  TTFT≤200 97.3%  E2E≤3000 ≥85.0%", "TTFT target"}},
+			withTargets(v)
+		}, []string{"req/s  TTFT≤200 97.3%  E2E≤3000 ≥85.0%", "┈ 200  ┈ 3000"}}, // the p99 chart draws both: the server's E2E latency has a line there
 		{"tgi", tgiWatchView, []string{"WATCH tgi", "generation    n/a tok/s", "finished   4.42 req/s", "first tokens: not measured", "KV n/a",
 			"the server does not count it"}},
 	} {
@@ -104,6 +96,59 @@ func TestWatchPanes(t *testing.T) {
 			for _, bad := range []string{"cold vs steady", "0.00 tok/s", "NaN", "concurrency", "submit ", "engine keys: set on the server"} {
 				if strings.Contains(out, bad) {
 					t.Errorf("frame has %q:\n%s", bad, out)
+				}
+			}
+		})
+	}
+}
+
+// withTargets gives v --goodput ttft:200,e2el:3000 and the server's shares within them.
+func withTargets(v *bench.View) {
+	v.Header.SLOs = []bench.SLO{{Metric: "ttft", Ms: 200}, {Metric: "e2el", Ms: 3000}}
+	for i, l := range v.Server.Latency {
+		switch l.Name {
+		case "TTFT":
+			v.Server.Latency[i].Target, v.Server.Latency[i].Within = 200, bench.Gauge{V: 0.973, Known: true}
+		case "E2E latency":
+			v.Server.Latency[i].Target, v.Server.Latency[i].Within, v.Server.Latency[i].WithinFloor = 3000, bench.Gauge{V: 0.85, Known: true}, true
+		}
+	}
+}
+
+// TestWatchHeaderNarrow: on a narrow terminal the header's watch line drops the prompt rate,
+// then the finished requests, before the shares within the targets or a fleet's finished
+// requests are cut off.
+func TestWatchHeaderNarrow(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mod       func(*bench.View)
+		w         int
+		want, not []string
+	}{
+		{"targets, 80 columns", func(v *bench.View) { watchView(v); withTargets(v) }, 80,
+			[]string{"WATCH vllm  generation   2710 tok/s  TTFT≤200 97.3%  E2E≤3000 ≥85.0%"}, []string{"prompt", "finished", "…"}},
+		{"targets, 100 columns", func(v *bench.View) { watchView(v); withTargets(v) }, 100,
+			[]string{"generation   2710 tok/s  finished   4.42 req/s  TTFT≤200 97.3%  E2E≤3000 ≥85.0%"}, []string{"prompt", "…"}},
+		{"targets, 120 columns", func(v *bench.View) { watchView(v); withTargets(v) }, 120,
+			[]string{"prompt    880 tok/s  finished   4.42 req/s  TTFT≤200 97.3%  E2E≤3000 ≥85.0%"}, nil},
+		{"fleet, 80 columns", fleetView, 80,
+			[]string{"WATCH 3 × vllm · 1 not answering  generation   2710 tok/s  finished   4.42 req/s"}, []string{"prompt", "…"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := testView()
+			tc.mod(v)
+			m := sized(t, newFakeSession(v), "dark", tc.w, 40)
+			out := ansi.Strip(m.View())
+			checkFrame(t, out, tc.w, 40)
+			line := strings.Split(out, "\n")[1]
+			for _, w := range tc.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("header line lacks %q:\n%s", w, line)
+				}
+			}
+			for _, bad := range tc.not {
+				if strings.Contains(line, bad) {
+					t.Errorf("header line has %q:\n%s", bad, line)
 				}
 			}
 		})
