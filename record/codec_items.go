@@ -107,7 +107,6 @@ func decGauge(d *dec) bench.Gauge {
 // encMetrics writes m's fields but its Members, and rows amid them where the first recordings
 // had them, into the record being written.
 func encMetrics(e *enc, m *bench.ServerMetrics, rows []bench.ServerRow) {
-	gauge := encGauge
 	latency := func(e *enc, l bench.ServerLatency) {
 		e.record(func(e *enc) {
 			e.string(l.Name)
@@ -123,9 +122,9 @@ func encMetrics(e *enc, m *bench.ServerMetrics, rows []bench.ServerRow) {
 	e.string(m.Source)
 	e.string(m.Note)
 	e.dur(m.At)
-	gauge(e, m.Waiting)
-	gauge(e, m.Running)
-	gauge(e, m.KVUsage)
+	encGauge(e, m.Waiting)
+	encGauge(e, m.Running)
+	encGauge(e, m.KVUsage)
 	e.dur(m.Window)
 	e.uvarint(uint64(len(m.Latency)))
 	for _, l := range m.Latency {
@@ -142,17 +141,17 @@ func encMetrics(e *enc, m *bench.ServerMetrics, rows []bench.ServerRow) {
 		})
 	}
 	// After the fields of the recordings made before watch mode, which lack them.
-	gauge(e, m.GenRate)
-	gauge(e, m.PromptRate)
+	encGauge(e, m.GenRate)
+	encGauge(e, m.PromptRate)
 	e.bool(m.Total != nil)
 	if t := m.Total; t != nil {
 		e.record(func(e *enc) {
 			e.dur(t.Span)
 			e.int(t.Scrapes)
 			e.int(t.Failed)
-			gauge(e, t.Requests)
-			gauge(e, t.GenTokens)
-			gauge(e, t.PromptTokens)
+			encGauge(e, t.Requests)
+			encGauge(e, t.GenTokens)
+			encGauge(e, t.PromptTokens)
 			e.uvarint(uint64(len(t.Latency)))
 			for _, l := range t.Latency {
 				latency(e, l)
@@ -183,7 +182,6 @@ func decServer(d *dec) *bench.ServerPanel {
 
 // decMetrics reads what encMetrics wrote into m, and returns the rows.
 func decMetrics(r *dec, m *bench.ServerMetrics) []bench.ServerRow {
-	gauge := decGauge
 	latency := func(d *dec) bench.ServerLatency {
 		r := d.record()
 		l := bench.ServerLatency{Name: r.string(), Known: r.bool(), Dist: decDist(&r)}
@@ -197,7 +195,7 @@ func decMetrics(r *dec, m *bench.ServerMetrics) []bench.ServerRow {
 		return l
 	}
 	m.Kind, m.Source, m.Note, m.At = r.string(), r.string(), r.string(), r.dur()
-	m.Waiting, m.Running, m.KVUsage, m.Window = gauge(r), gauge(r), gauge(r), r.dur()
+	m.Waiting, m.Running, m.KVUsage, m.Window = decGauge(r), decGauge(r), decGauge(r), r.dur()
 	if n := r.count(unsafe.Sizeof(bench.ServerLatency{})); n > 0 {
 		m.Latency = make([]bench.ServerLatency, n)
 		for i := range m.Latency {
@@ -214,10 +212,10 @@ func decMetrics(r *dec, m *bench.ServerMetrics) []bench.ServerRow {
 		}
 	}
 	if r.more() { // recordings before watch mode lack the rates and totals
-		m.GenRate, m.PromptRate = gauge(r), gauge(r)
+		m.GenRate, m.PromptRate = decGauge(r), decGauge(r)
 		if r.bool() {
 			tr := r.record()
-			t := &bench.ServerTotals{Span: tr.dur(), Scrapes: tr.int(), Failed: tr.int(), Requests: gauge(&tr), GenTokens: gauge(&tr), PromptTokens: gauge(&tr)}
+			t := &bench.ServerTotals{Span: tr.dur(), Scrapes: tr.int(), Failed: tr.int(), Requests: decGauge(&tr), GenTokens: decGauge(&tr), PromptTokens: decGauge(&tr)}
 			if n := tr.count(unsafe.Sizeof(bench.ServerLatency{})); n > 0 {
 				t.Latency = make([]bench.ServerLatency, n)
 				for i := range t.Latency {
