@@ -271,7 +271,7 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	}
 	drain := &drainNote{w: stderr, held: term != nil, signalled: ctx.Done()}
 	srv, err := serve.New(eng, serve.Options{MaxQueue: so.maxQueue, ShutdownTimeout: so.grace(),
-		Metrics: metrics, Log: log, ErrorLog: errLog, OnDrain: drain.note, AllowedOrigins: so.allowed, APIKeys: so.apiKeys})
+		Metrics: metrics, Log: log, ErrorLog: errLog, OnDrain: drain.note, AllowedOrigins: so.allowed, APIKeys: so.apiKeys, Version: toolInfo().Version})
 	if err != nil {
 		return errors.Join(err, sess.Close())
 	}

@@ -9,7 +9,8 @@ import (
 
 // TestAPIKeys: with keys, a request to the API needs "Bearer KEY" with one of them (the scheme
 // in any case), else 401 with vLLM's {"error": "Unauthorized"}, /v1 paths that do not exist
-// included; /health and /metrics stay open for probes and scrapers; a preflight passes.
+// included; /health, /ping, /version and /metrics stay open for probes and scrapers; a
+// preflight passes.
 func TestAPIKeys(t *testing.T) {
 	metrics, err := NewMetrics(MetricsOptions{Model: "m", MaxModelLen: 256})
 	if err != nil {
@@ -37,6 +38,8 @@ func TestAPIKeys(t *testing.T) {
 		{"POST", "/tokenize", `{"prompt":"Hi"}`, with("Bearer k1"), 200},
 		{"GET", "/health", "", nil, 200},
 		{"GET", "/metrics", "", nil, 200},
+		{"POST", "/ping", "", nil, 200},
+		{"GET", "/version", "", nil, 200},
 		{"GET", "/nothing-here", "", nil, 404},
 		{"OPTIONS", "/v1/completions", "", map[string]string{"Origin": "http://a.example", "Access-Control-Request-Method": "POST"}, 200},
 	} {

@@ -11,6 +11,8 @@
 //	                            count and max_model_len; return_token_strs: the tokens spelled
 //	POST /detokenize            vLLM's: the text of a list of token ids
 //	GET  /health                200 with an empty body; 503 once shutting down
+//	GET, POST /ping             SageMaker's probe, as /health (vLLM's)
+//	GET  /version               {"version": ...}, the build's (vLLM's)
 //	GET  /metrics               Prometheus text format (Metrics)
 //
 // Replies follow OpenAI's API reference, as vLLM implements it: a whole reply with usage, or with

@@ -13,6 +13,7 @@ import (
 type route struct {
 	allow  string // the Allow header of a 405
 	post   bool   // POST only; else GET and HEAD
+	ping   bool   // GET, HEAD and POST (SageMaker's /ping)
 	handle func(w http.ResponseWriter, r *http.Request, info *reqInfo)
 }
 
@@ -35,6 +36,8 @@ func (s *Server) Handler() http.Handler {
 		"/tokenize":            {allow: "POST", post: true, handle: s.tokenize},
 		"/detokenize":          {allow: "POST", post: true, handle: s.detokenize},
 		"/health":              {allow: "GET, HEAD", handle: s.health},
+		"/ping":                {allow: "GET, HEAD, POST", ping: true, handle: s.health},
+		"/version":             {allow: "GET, HEAD", handle: s.version},
 	}
 	if s.opts.Metrics != nil {
 		h := s.opts.Metrics.Handler()
@@ -61,6 +64,8 @@ func (s *Server) dispatch(routes map[string]route, w http.ResponseWriter, r *htt
 	switch {
 	case !ok:
 		s.writeError(w, newAPIError(http.StatusNotFound, typeInvalid, "", "not_found", "no endpoint %s %s", r.Method, r.URL.Path))
+	case rt.ping && r.Method == http.MethodPost:
+		rt.handle(w, r, info)
 	case rt.post && r.Method != http.MethodPost, !rt.post && r.Method != http.MethodGet && r.Method != http.MethodHead:
 		w.Header().Set("Allow", rt.allow)
 		s.writeError(w, newAPIError(http.StatusMethodNotAllowed, typeInvalid, "", "method_not_allowed",
@@ -159,8 +164,17 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, _ *reqInfo) {
 	}}})
 }
 
-// health answers 200 with an empty body while the server takes requests (as vLLM's /health), 503
-// once it is shutting down.
+// version answers GET /version as vLLM does: {"version": ...}, the build's.
+func (s *Server) version(w http.ResponseWriter, r *http.Request, _ *reqInfo) {
+	v := s.opts.Version
+	if v == "" {
+		v = "unknown"
+	}
+	s.writeJSON(w, http.StatusOK, map[string]string{"version": v})
+}
+
+// health answers 200 with an empty body while the server takes requests (as vLLM's /health and
+// its /ping, SageMaker's probe, GET or POST), 503 once it is shutting down.
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ *reqInfo) {
 	if s.draining.Load() {
 		s.writeError(w, newAPIError(http.StatusServiceUnavailable, typeServer, "", "shutting_down", "%v", errShutdown))

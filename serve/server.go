@@ -45,6 +45,8 @@ type Options struct {
 	AllowedOrigins []string
 	// APIKeys, when any, guard the API as vLLM's --api-key: see apiKeys (auth.go).
 	APIKeys []string
+	// Version is GET /version's "version" (the build's module version); "": "unknown".
+	Version string
 	Log     *slog.Logger // one line per request (--log-requests); nil: none
 	// ErrorLog takes net/http's own error lines (a failed accept, a query with a semicolon); nil:
 	// Log's, else the standard logger's (stderr), which would draw over a dashboard there.

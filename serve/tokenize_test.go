@@ -98,3 +98,21 @@ func TestTokenizeErrors(t *testing.T) {
 		t.Errorf("GET /detokenize: %d %v", status, hdr)
 	}
 }
+
+// TestProbes: vLLM's GET /version ({"version": ...}) and SageMaker's /ping, GET or POST, answered
+// as /health is; another method is a 405 naming the allowed ones.
+func TestProbes(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{Version: "v1.2.3"})
+	if status, _, body := corsDo(t, h, http.MethodGet, "/version", "", nil); status != http.StatusOK || !strings.Contains(body, `"version":"v1.2.3"`) {
+		t.Errorf("GET /version: %d %s", status, body)
+	}
+	if code := h.post("/ping", map[string]any{}, nil); code != http.StatusOK {
+		t.Errorf("POST /ping: %d", code)
+	}
+	if status, _, body := corsDo(t, h, http.MethodGet, "/ping", "", nil); status != http.StatusOK || body != "" {
+		t.Errorf("GET /ping: %d %q", status, body)
+	}
+	if status, hdr, _ := corsDo(t, h, http.MethodPut, "/ping", "", nil); status != http.StatusMethodNotAllowed || hdr.Get("Allow") != "GET, HEAD, POST" {
+		t.Errorf("PUT /ping: %d %v", status, hdr)
+	}
+}
