@@ -100,7 +100,7 @@ func newServeFlagSet(o *options, so *serveOptions) *flag.FlagSet {
 	fs.StringVar(&so.metricsNames, "metrics-names", so.metricsNames, "rosetop (rosetop_num_requests_running, ...) | vllm (vllm:num_requests_running, ...: vLLM's current names, not the ones it deprecated)")
 	fs.BoolVar(&so.logRequests, "log-requests", so.logRequests, "log one line per request on stderr (not with --dashboard)")
 	fs.BoolVar(&so.dashboard, "dashboard", so.dashboard, "show the live dashboard over the server's own traffic")
-	fs.Var(keysFlag{&so.apiKeys}, "api-key", "require \"Authorization: Bearer KEY\" on the API (/v1/..., /tokenize, /detokenize; not /health, /metrics), as vLLM's --api-key; given again, any of the keys; default $VLLM_API_KEY, as vLLM's; never printed or exported")
+	fs.Var(keysFlag{&so.apiKeys}, "api-key", "require \"Authorization: Bearer KEY\" on the API (/v1/..., /tokenize, /detokenize; not /health, /ping, /version, /metrics), as vLLM's --api-key; given again, any of the keys; default $VLLM_API_KEY, as vLLM's; never printed or exported")
 	fs.StringVar(&so.origins, "allowed-origins", so.origins, `origins whose web pages may call the server (CORS), comma-separated or as vLLM takes them, a JSON list: '["http://localhost:3000"]'; * any (vLLM's default), "" none`)
 	return fs
 }

@@ -29,7 +29,8 @@ func newAPIKeys(keys []string) *apiKeys {
 
 // guarded reports whether path needs a key, as vLLM's prefixes say (a plain prefix, no segment
 // boundary): its fail-closed floor /v1, /v2, /inference and /cohere, whether a route exists
-// there or not, and its other non-public routes (/tokenize, /detokenize); not /health, /metrics.
+// there or not, and its other non-public routes (/tokenize, /detokenize); not /health, /ping,
+// /version, /metrics.
 func guarded(path string) bool {
 	for _, p := range [...]string{"/v1", "/v2", "/inference", "/cohere", "/tokenize", "/detokenize"} {
 		if strings.HasPrefix(path, p) {
