@@ -166,6 +166,24 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+// TestEqualJitter: a backoff's wait lies in [d/2, d], and waits after the same refusals differ
+// (200 draws of a second all equal would have odds of about 2^-5800).
+func TestEqualJitter(t *testing.T) {
+	for _, d := range []time.Duration{0, 1, 3, backoffMin, backoffMax} {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			w := equalJitter(d)
+			if w < d/2 || w > d {
+				t.Fatalf("equalJitter(%v) = %v, outside [%v, %v]", d, w, d/2, d)
+			}
+			seen[w] = true
+		}
+		if d == backoffMax && len(seen) < 2 {
+			t.Errorf("200 waits after %v of backoff: %d distinct", d, len(seen))
+		}
+	}
+}
+
 // TestMetricsKey: the API key goes to the endpoint's own host's metrics page only.
 func TestMetricsKey(t *testing.T) {
 	for _, tc := range []struct {

@@ -143,6 +143,7 @@ func runningServer(t *testing.T, srv *remotetest.Server, clk bench.Clock) (*remo
 		t.Fatal(err)
 	}
 	s := bs.(*remoteServer)
+	s.jitter = func(d time.Duration) time.Duration { return d } // the waits the tests check
 	ctx, cancel := context.WithCancel(context.Background())
 	out, ran := make(chan sched.StepOutput), make(chan error, 1)
 	go func() { ran <- s.Run(ctx, out) }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -30,6 +31,9 @@ type remoteServer struct {
 	clock  bench.Clock      // the session's
 	info   bench.ServerInfo // immutable
 	watch  metricsSide      // the /metrics side: the server's watcher, or a fleet's
+	// jitter spreads a backoff (immutable; equalJitter): requests waiting after the same
+	// refusals wake over [d/2, d], not all at once against a server that is shedding load.
+	jitter func(d time.Duration) time.Duration
 
 	wake chan struct{}  // capacity 1: pending has events, or a scrape landed
 	reqs sync.WaitGroup // request goroutines
@@ -54,12 +58,20 @@ const (
 	backoffMax = time.Second
 )
 
-// backoff is the wait before a request after n refusals in a row.
+// backoff is the wait before a request after n refusals in a row, before its jitter.
 func backoff(n int) time.Duration {
 	if n <= 0 {
 		return 0
 	}
 	return min(backoffMax, backoffMin<<min(n-1, 16))
+}
+
+// equalJitter is d's half plus a uniform share of the other half: a wait in [d/2, d].
+func equalJitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d/2 + rand.N(d-d/2+1)
 }
 
 // refusal reports whether f says the server is not taking requests now: no connection, or an
@@ -86,7 +98,7 @@ func (p *Provider) NewServer(ctx context.Context, spec bench.ServerSpec) (bench.
 		return nil, err
 	}
 	s := &remoteServer{
-		p: p, client: c, clock: spec.Clock, info: p.info(spec), wake: make(chan struct{}, 1),
+		p: p, client: c, clock: spec.Clock, info: p.info(spec), wake: make(chan struct{}, 1), jitter: equalJitter,
 		cfg: spec.Sched, calls: map[sched.RequestID]*call{},
 	}
 	if s.watch, err = p.metricsSide(spec); err != nil {
@@ -167,7 +179,7 @@ func (s *remoteServer) do(ctx context.Context, id sched.RequestID, req Request, 
 	// for, looked at again after each wait (a refusal answered meanwhile may have moved it on);
 	// a cancelled request stops waiting and fails as cancelled without being sent.
 	s.mu.Lock()
-	wait := max(backoff(s.refused), s.retryAt-s.clock.Now())
+	wait := max(s.jitter(backoff(s.refused)), s.retryAt-s.clock.Now())
 	s.mu.Unlock()
 	for wait > 0 && s.clock.Sleep(ctx, wait) == nil {
 		s.mu.Lock()
