@@ -130,7 +130,8 @@ func (f *fleet) publish() {
 func fleetView(parts []part, slos []bench.SLO) *bench.ServerMetrics {
 	m := &bench.ServerMetrics{Source: fmt.Sprintf("%d /metrics pages", len(parts)), Members: make([]bench.ServerMetrics, len(parts))}
 	var window, total []gain
-	var kv []float64
+	var kvSum float64 // the answering servers' KV usage, and how many gave one
+	kvN := 0
 	live, note := 0, ""
 	var first, last time.Duration
 	spanned := false
@@ -175,15 +176,11 @@ func fleetView(parts []part, slos []bench.SLO) *bench.ServerMetrics {
 		m.Waiting, m.Running = addGauge(m.Waiting, pm.Waiting), addGauge(m.Running, pm.Running)
 		m.GenRate, m.PromptRate, m.ReqRate = addGauge(m.GenRate, pm.GenRate), addGauge(m.PromptRate, pm.PromptRate), addGauge(m.ReqRate, pm.ReqRate)
 		if pm.KVUsage.Usable() {
-			kv = append(kv, pm.KVUsage.V)
+			kvSum, kvN = kvSum+pm.KVUsage.V, kvN+1
 		}
 	}
-	if len(kv) > 0 {
-		var s float64
-		for _, v := range kv {
-			s += v
-		}
-		m.KVUsage = bench.Gauge{V: s / float64(len(kv)), Known: true}
+	if kvN > 0 {
+		m.KVUsage = bench.Gauge{V: kvSum / float64(kvN), Known: true}
 	}
 	if window != nil {
 		m.Latency = summarize(window, slos)
