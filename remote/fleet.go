@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"rosetop/bench"
@@ -25,34 +24,33 @@ var (
 )
 
 // fleet watches several servers as one (--watch with --endpoint given more than once): each
-// watcher scrapes its own server on its own goroutine, and after every scrape the fleet's view
-// is made again from theirs: queues, rates and totals summed, latency histograms merged bucket
-// by bucket (a percentile of the fleet, not a mean of the servers' percentiles).
+// watcher scrapes its own server on its own goroutine, and the fleet's view is made from
+// theirs when it is read after a scrape landed (at most once a frame, not once a scrape):
+// queues, rates and totals summed, latency histograms merged bucket by bucket (a percentile
+// of the fleet, not a mean of the servers' percentiles).
 type fleet struct {
-	ws   []*watcher                          // immutable; in RemoteInfo.Fleet's order
-	slos []bench.SLO                         // immutable: --goodput's targets
-	mu   sync.Mutex                          // serializes publish: the view stored last is the newest
-	pub  atomic.Pointer[bench.ServerMetrics] // the latest view; written by publish
+	ws   []*watcher  // immutable; in RemoteInfo.Fleet's order
+	slos []bench.SLO // immutable: --goodput's targets
+	// held is first tokens taken by a step that knew no server's queue, which Run does not send:
+	// the next step's. Guarded by remoteServer.mu (fill's caller).
+	held int
+
+	mu   sync.Mutex             // guards view and from
+	view *bench.ServerMetrics   // the latest view made; nil before the first read
+	from []*bench.ServerMetrics // each watcher's view (watcher.pub) that view was made from
 }
 
-func newFleet(ws []*watcher, slos []bench.SLO) *fleet {
-	f := &fleet{ws: ws, slos: slos}
-	f.publish()
-	return f
-}
+func newFleet(ws []*watcher, slos []bench.SLO) *fleet { return &fleet{ws: ws, slos: slos} }
 
 // loop runs every watcher's scrape loop until ctx is done (a watcher whose page is gone stops
-// alone), publishing the fleet's view before each landed.
+// alone).
 func (f *fleet) loop(ctx context.Context, landed func()) {
 	var wg sync.WaitGroup
 	for _, w := range f.ws {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.loop(ctx, func() {
-				f.publish()
-				landed()
-			})
+			w.loop(ctx, landed)
 		}()
 	}
 	wg.Wait()
@@ -60,12 +58,13 @@ func (f *fleet) loop(ctx context.Context, landed func()) {
 
 // fill sums the servers' queues over those whose newest scrape counted it (the member table
 // names the others), their preemptions, and their first tokens where every server counts them
-// (else the client's count, none in watch mode, stays).
+// (else the client's count, none in watch mode, stays). A step that knows no server's queue is
+// not sent (remoteServer.Run): its first tokens are held for the next.
 func (f *fleet) fill(snap *sched.Snapshot) (serverQueue bool) {
 	var sum reading
 	sum.firstsKnown = true
 	for _, w := range f.ws {
-		r := w.take()
+		r := w.take(true)
 		sum.firsts += r.firsts
 		sum.firstsKnown = sum.firstsKnown && r.firstsKnown
 		if r.queueKnown {
@@ -75,10 +74,46 @@ func (f *fleet) fill(snap *sched.Snapshot) (serverQueue bool) {
 			sum.preemptions, sum.preemptKnown = sum.preemptions+r.preemptions, true
 		}
 	}
+	if sum.firstsKnown {
+		sum.firsts, f.held = sum.firsts+f.held, 0
+		if !sum.queueKnown {
+			sum.firsts, f.held = 0, sum.firsts
+		}
+	}
 	return sum.apply(snap)
 }
 
-func (f *fleet) latest() *bench.ServerMetrics { return f.pub.Load() }
+// latest is the fleet's view, made again where a watcher's view changed since the last.
+func (f *fleet) latest() *bench.ServerMetrics {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.view == nil || f.changedLocked() {
+		f.buildLocked()
+	}
+	return f.view
+}
+
+// buildLocked makes the fleet's view from its watchers' parts. The caller holds f.mu.
+func (f *fleet) buildLocked() {
+	parts := make([]part, len(f.ws))
+	f.from = make([]*bench.ServerMetrics, len(f.ws))
+	for i, w := range f.ws {
+		parts[i] = w.part()
+		f.from[i] = parts[i].m
+	}
+	f.view = fleetView(parts, f.slos)
+}
+
+// changedLocked reports whether a watcher published a view since f.view was made: every
+// scrape, good or failed, publishes one. The caller holds f.mu.
+func (f *fleet) changedLocked() bool {
+	for i, w := range f.ws {
+		if w.pub.Load() != f.from[i] {
+			return true
+		}
+	}
+	return false
+}
 
 func (f *fleet) close() {
 	for _, w := range f.ws {
@@ -105,23 +140,11 @@ func (w *watcher) part() part {
 	if n == 0 {
 		return p
 	}
-	last := &w.hist[n-1]
-	p.live, p.window, p.last = w.note == "", gains(last, &w.hist[0]), last.At
+	p.live, p.window, p.last = w.note == "", w.win, w.hist[n-1].At
 	if t := w.tally.start; t != nil {
 		p.total, p.start = append([]gain(nil), w.tally.lat...), t.At
 	}
 	return p
-}
-
-// publish makes and stores the fleet's view from its watchers' parts.
-func (f *fleet) publish() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	parts := make([]part, len(f.ws))
-	for i, w := range f.ws {
-		parts[i] = w.part()
-	}
-	f.pub.Store(fleetView(parts, f.slos))
 }
 
 // fleetView is the fleet's ServerMetrics: its Members are the servers as themselves; the window
@@ -153,7 +176,7 @@ func fleetView(parts []part, slos []bench.SLO) *bench.ServerMetrics {
 		}
 		m.At = max(m.At, pm.At)
 		if p.total != nil {
-			total = mergeGains(total, p.total)
+			total = sumGains(total, p.total)
 			if !spanned || p.start < first {
 				first = p.start
 			}
@@ -171,7 +194,7 @@ func fleetView(parts []part, slos []bench.SLO) *bench.ServerMetrics {
 			continue
 		}
 		live++
-		window = mergeGains(window, p.window)
+		window = sumGains(window, p.window)
 		m.Window = max(m.Window, pm.Window)
 		m.Waiting, m.Running = addGauge(m.Waiting, pm.Waiting), addGauge(m.Running, pm.Running)
 		m.GenRate, m.PromptRate, m.ReqRate = addGauge(m.GenRate, pm.GenRate), addGauge(m.PromptRate, pm.PromptRate), addGauge(m.ReqRate, pm.ReqRate)
@@ -202,16 +225,44 @@ func mergeGains(acc, b []gain) []gain {
 		return append([]gain(nil), b...)
 	}
 	for i := range acc {
-		acc[i].known = acc[i].known || b[i].known
-		if b[i].h.Known {
-			if acc[i].layouts != nil || b[i].layouts != nil || (acc[i].h.Known && !sameLayout(acc[i].h, b[i].h)) {
-				acc[i].layouts = addLayouts(acc[i].byLayout(), b[i].byLayout()) // h alone no longer says each layout's share
-			}
-			acc[i].h.add(b[i].h)
-			acc[i].bound = max(acc[i].bound, b[i].bound)
-		}
+		acc[i].merge(b[i])
 	}
 	return acc
+}
+
+// sumGains is mergeGains for a sum of its own (a view's): acc nil starts empty, so that each
+// histogram in acc has buckets of its own, into which a later b of the same layout is added in
+// place (a fleet of one kind allocates no buckets per server).
+func sumGains(acc, b []gain) []gain {
+	if acc == nil {
+		acc = make([]gain, len(b))
+		for i := range b {
+			acc[i].name = b[i].name
+		}
+	}
+	for i := range acc {
+		g, o := &acc[i], &b[i]
+		if g.h.Known && o.h.Known && g.layouts == nil && o.layouts == nil && sameLayout(g.h, o.h) {
+			g.h.addSame(o.h)
+			g.known, g.bound = true, max(g.bound, o.bound)
+			continue
+		}
+		g.merge(*o) // new buckets, g's own
+	}
+	return acc
+}
+
+// merge adds b's histogram into g's.
+func (g *gain) merge(b gain) {
+	g.known = g.known || b.known
+	if !b.h.Known {
+		return
+	}
+	if g.layouts != nil || b.layouts != nil || (g.h.Known && !sameLayout(g.h, b.h)) {
+		g.layouts = addLayouts(g.byLayout(), b.byLayout()) // h alone no longer says each layout's share
+	}
+	g.h.add(b.h)
+	g.bound = max(g.bound, b.bound)
 }
 
 // addGauge sums two gauges: known where either is usable, counting only the usable ones.

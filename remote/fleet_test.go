@@ -249,7 +249,6 @@ func TestFleetMemberRestart(t *testing.T) {
 		a.add(page(at, s.a), nil)
 		b.add(page(at, s.b), nil)
 	}
-	f.publish()
 	m := f.latest()
 	// a: 100 before its restart and 5 after; b: 20.
 	if tot := m.Total; tot.Requests.V != 125 || tot.GenTokens.V != 1250 || tot.Latency[0].Dist.N != 125 {
@@ -352,5 +351,115 @@ func TestWatchTargets(t *testing.T) {
 		if l.Target != 1000 || l.Within.V != 0.8 || l.WithinFloor {
 			t.Errorf("%s: TTFT %+v; want target 1000 ms, 0.8 within", what, l)
 		}
+	}
+}
+
+// TestWatchFirstsKept: first tokens the servers counted reach the admissions of the steps a
+// watch session is sent, even when the step that takes them knows no queue (every server's
+// newest scrape failed: Run sends no such step): they go with the next step it sends. One
+// server alone and a fleet of two, scraped and stepped in turn as their loops and Run would,
+// the step after the loaded pages coming only after the failed scrapes (Run was still sending
+// the step before, and the scrapes' wakes were one).
+func TestWatchFirstsKept(t *testing.T) {
+	zero := []float64{0, 0, 0, 0}
+	for _, tc := range []struct {
+		name   string
+		firsts []float64 // each server's first tokens once loaded
+	}{{"one server", []float64{5}}, {"fleet", []float64{5, 3}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var srvs []*pagedServer
+			want := 0
+			for _, n := range tc.firsts {
+				loaded := vllmFleetPage(1, 0, 0.1, 0, []float64{n, n, n, n})
+				srvs = append(srvs, newPagedServer(t, "m", vllmFleetPage(1, 0, 0.1, 0, zero), loaded, "not a metrics page {\n", loaded))
+				want += int(n)
+			}
+			o := ProviderOptions{Client: Config{BaseURL: srvs[0].URL + "/v1"}, Watch: true}
+			for _, s := range srvs[1:] {
+				o.Fleet = append(o.Fleet, s.URL+"/v1")
+			}
+			p, err := NewProvider(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Prepare(context.Background(), &bytes.Buffer{}); err != nil {
+				t.Fatal(err)
+			}
+			bs, err := p.NewServer(context.Background(), bench.ServerSpec{Clock: bench.NewRealClock(), MaxBatch: 4, Sched: sched.Config{MaxBatch: 4, PrefillMaxBatch: 4}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bs.Close()
+			s := bs.(*remoteServer)
+			ws := []*watcher{}
+			switch side := s.watch.(type) {
+			case *watcher:
+				ws = append(ws, side)
+			case *fleet:
+				ws = side.ws
+			}
+			sent := 0 // the admissions of the steps Run sends
+			for phase := range 4 {
+				for _, srv := range srvs {
+					srv.phase.Store(int32(phase))
+				}
+				for _, w := range ws {
+					w.add(w.sc.Scrape(context.Background()))
+				}
+				if phase == 1 {
+					continue
+				}
+				if so, serverQueue := s.step(); serverQueue { // Run sends a watch step only with the server's queue
+					sent += so.Snapshot.Admitted
+				} else if phase != 2 {
+					t.Errorf("phase %d: no queue known", phase)
+				}
+			}
+			if sent != want {
+				t.Errorf("the steps sent carry %d admissions; the servers counted %d first tokens", sent, want)
+			}
+		})
+	}
+}
+
+// TestFleetViewOnRead: the fleet's view is made when it is read after a server's scrape, not
+// again without one, and shows what merging every server's histograms afresh shows: a build
+// that adds into the sum's own buckets leaves the servers' histograms as they were (a second
+// build is the same), with servers of one bucket layout and one of another.
+func TestFleetViewOnRead(t *testing.T) {
+	f, n := benchFleet(3)
+	other := &watcher{window: 30 * time.Second, every: 500 * time.Millisecond, watch: true, serverFirsts: true}
+	other.publish()
+	for s := 1; s <= n; s++ {
+		snap := benchScrape(3, s)
+		snap.TTFT = hist(0.1, float64(s), 0.5, float64(2*s), inf, float64(3*s)) // SGLang's first bound
+		other.add(snap, nil)
+	}
+	f.ws = append(f.ws, other)
+	v := f.latest()
+	if again := f.latest(); again != v {
+		t.Error("the view was made again without a scrape")
+	}
+	var window, total []gain
+	for _, w := range f.ws {
+		p := w.part()
+		window, total = mergeGains(window, p.window), mergeGains(total, p.total)
+	}
+	if got, want := fmt.Sprint(v.Latency), fmt.Sprint(summarize(window, f.slos)); got != want {
+		t.Errorf("window latencies\n%s\nwant\n%s", got, want)
+	}
+	if got, want := fmt.Sprint(v.Total.Latency), fmt.Sprint(summarize(total, f.slos)); got != want {
+		t.Errorf("total latencies\n%s\nwant\n%s", got, want)
+	}
+	f.mu.Lock()
+	f.buildLocked()
+	rebuilt := f.view
+	f.mu.Unlock()
+	if fmt.Sprint(rebuilt.Latency, rebuilt.Total.Latency) != fmt.Sprint(v.Latency, v.Total.Latency) {
+		t.Errorf("a second build differs:\n%v\nfirst\n%v", rebuilt.Latency, v.Latency)
+	}
+	f.ws[1].add(benchScrape(1, n+1), nil)
+	if now := f.latest(); now == rebuilt || now.Members[1].At != benchScrape(1, n+1).At {
+		t.Errorf("after a scrape: the same view %v, member at %v", now == rebuilt, now.Members[1].At)
 	}
 }

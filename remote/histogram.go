@@ -31,10 +31,19 @@ func (h *Histogram) countAt(b float64) float64 {
 	return h.Buckets[i-1].Count
 }
 
-// add sums another series into h, over the union of both layouts.
+// add sums another series into h, over the union of both layouts. h's buckets are replaced,
+// never written in place: they may be another histogram's too.
 func (h *Histogram) add(o Histogram) {
 	if !h.Known {
 		*h = Histogram{Known: true, Buckets: append([]Bucket(nil), o.Buckets...), Count: o.Count, Sum: o.Sum}
+		return
+	}
+	if sameLayout(*h, o) { // a fleet's servers of one kind, a window's stretches: bucket by bucket
+		merged := make([]Bucket, len(h.Buckets))
+		for i, b := range h.Buckets {
+			merged[i] = Bucket{UpperBound: b.UpperBound, Count: b.Count + o.Buckets[i].Count}
+		}
+		h.Buckets, h.Count, h.Sum = merged, h.Count+o.Count, h.Sum+o.Sum
 		return
 	}
 	bounds := make([]float64, 0, len(h.Buckets)+len(o.Buckets))
@@ -55,26 +64,41 @@ func (h *Histogram) add(o Histogram) {
 	h.Buckets, h.Count, h.Sum = merged, h.Count+o.Count, h.Sum+o.Sum
 }
 
+// addSame adds o, of h's layout, into h's buckets in place: they must be h's alone.
+func (h *Histogram) addSame(o Histogram) {
+	for i := range h.Buckets {
+		h.Buckets[i].Count += o.Buckets[i].Count
+	}
+	h.Count, h.Sum = h.Count+o.Count, h.Sum+o.Sum
+}
+
 // Sub is the observations made between prev and h, two scrapes of the same histogram: bucket
-// by bucket, h minus prev. If the server restarted in between (a count or the sum went down:
-// the histograms read observe durations and token counts, never negative), it is h alone, as
-// Prometheus's increase() treats a counter reset. Unknown if either is.
+// by bucket, h minus prev. If the server restarted in between (see sub), it is h alone,
+// as Prometheus's increase() treats a counter reset. Unknown if either is.
 func (h Histogram) Sub(prev Histogram) Histogram {
+	d, _ := h.sub(prev)
+	return d
+}
+
+// sub is Sub, and whether the server restarted between prev and h: a count or the sum went
+// down (the histograms read observe durations and token counts, never negative), so h counts
+// from zero and is taken whole.
+func (h Histogram) sub(prev Histogram) (d Histogram, restarted bool) {
 	if !h.Known || !prev.Known {
-		return Histogram{}
+		return Histogram{}, false
 	}
 	if h.Count < prev.Count || h.Sum < prev.Sum {
-		return h
+		return h, true
 	}
 	out := Histogram{Known: true, Buckets: make([]Bucket, len(h.Buckets)), Count: h.Count - prev.Count, Sum: h.Sum - prev.Sum}
 	for i, b := range h.Buckets {
 		d := b.Count - prev.countAt(b.UpperBound)
 		if d < 0 {
-			return h
+			return h, true
 		}
 		out.Buckets[i] = Bucket{UpperBound: b.UpperBound, Count: d}
 	}
-	return out
+	return out, false
 }
 
 // Quantile estimates the q-quantile (0 <= q <= 1) as Prometheus's histogram_quantile does:

@@ -22,20 +22,21 @@ type tally struct {
 	ok, failed  int         // scrapes that worked, that failed
 }
 
-// add files a good scrape now; prev is the good scrape before it (nil for the first).
-func (t *tally) add(now, prev *Snapshot) {
+// add files a good scrape now; prev is the good scrape before it (nil for the first), and
+// step the latency histograms' gains from prev to now (gains(now, prev)).
+func (t *tally) add(now, prev *Snapshot, step []gain) {
 	t.ok++
 	if t.start == nil || prev == nil {
 		first := *now
 		t.start = &first
 		t.gen = bench.Gauge{Known: usable(now.GenerationTokens)}
 		t.prompt = bench.Gauge{Known: usable(now.PromptTokens)}
-		t.lat = gains(now, now)
+		t.lat, _ = gains(now, now)
 		return
 	}
 	t.gen = grow(t.gen, now.GenerationTokens, prev.GenerationTokens)
 	t.prompt = grow(t.prompt, now.PromptTokens, prev.PromptTokens)
-	t.lat = mergeGains(t.lat, gains(now, prev)) // since's Sub takes a restart's histogram whole
+	t.lat = mergeGains(t.lat, step) // since takes a restart's histogram whole
 }
 
 // usable reports whether a counter's value can be added up.
@@ -72,25 +73,25 @@ func (t *tally) totals(last *Snapshot, slos []bench.SLO) *bench.ServerTotals {
 // the newest of hist and the oldest within rateSpan before it (at least the one before it), each
 // scrape's increase added up as the tally's are (a restart's counter counts from zero, as
 // Prometheus' rate() takes it); unknown where the oldest or the newest lacks the counter.
-func rates(hist []Snapshot) (gen, prompt, finished bench.Gauge) {
+func rates(hist []scrape) (gen, prompt, finished bench.Gauge) {
 	n := len(hist)
 	if n < 2 {
 		return bench.Gauge{}, bench.Gauge{}, bench.Gauge{}
 	}
-	last := &hist[n-1]
+	last := &hist[n-1].Snapshot
 	i := n - 2
 	for i > 0 && hist[i-1].At >= last.At-rateSpan {
 		i--
 	}
 	dt := (last.At - hist[i].At).Seconds()
 	rate := func(of func(*Snapshot) Value) bench.Gauge {
-		then := of(&hist[i])
+		then := of(&hist[i].Snapshot)
 		if !usable(then) || !usable(of(last)) || dt <= 0 {
 			return bench.Gauge{}
 		}
 		var inc float64
 		for j := i + 1; j < n; j++ {
-			if now := of(&hist[j]); usable(now) {
+			if now := of(&hist[j].Snapshot); usable(now) {
 				inc, then = grow(bench.Gauge{V: inc}, now, then).V, now
 			}
 		}
@@ -103,7 +104,8 @@ func rates(hist []Snapshot) (gen, prompt, finished bench.Gauge) {
 // latencies are the server's latency histograms' percentiles over what they gained from then
 // to now.
 func latencies(now, then *Snapshot, slos []bench.SLO) []bench.ServerLatency {
-	return summarize(gains(now, then), slos)
+	gs, _ := gains(now, then)
+	return summarize(gs, slos)
 }
 
 // gain is what one latency histogram gained over a span, before it is summarized: a fleet's
@@ -132,21 +134,70 @@ func (g *gain) byLayout() []Histogram {
 	return nil
 }
 
-// gains are the latency histograms' gains from then to now, always the same names in order.
-func gains(now, then *Snapshot) []gain {
-	var out []gain
-	for _, h := range []struct {
-		name string
-		of   func(*Snapshot) Histogram
-	}{
-		{"TTFT", (*Snapshot).ttft}, {"ITL", (*Snapshot).itl}, {"E2E latency", (*Snapshot).e2e},
-		{"Queue", (*Snapshot).queue}, {"Prefill", (*Snapshot).prefill},
-	} {
-		g := gain{name: h.name, known: h.of(now).Known, h: since(now, then, h.of)}
-		if b, ok := g.h.FirstBound(); ok && g.h.Buckets[0].Count > 0 {
-			g.bound = b
+// latencyOf are the latency histograms the panes show, in the order of every []gain and of
+// a scrape's fresh bits.
+var latencyOf = [...]struct {
+	name string
+	of   func(*Snapshot) Histogram
+}{
+	{"TTFT", (*Snapshot).ttft}, {"ITL", (*Snapshot).itl}, {"E2E latency", (*Snapshot).e2e},
+	{"Queue", (*Snapshot).queue}, {"Prefill", (*Snapshot).prefill},
+}
+
+// gains are the latency histograms' gains from then to now, always the same names in order,
+// and fresh: bit i set where the i-th counts from zero since then (see since).
+func gains(now, then *Snapshot) (out []gain, fresh uint8) {
+	out = make([]gain, len(latencyOf))
+	for i, l := range latencyOf {
+		h, whole := since(now, then, l.of)
+		out[i] = newGain(l.name, l.of(now).Known, h)
+		if whole {
+			fresh |= 1 << i
 		}
-		out = append(out, g)
+	}
+	return out, fresh
+}
+
+// newGain is h as the gain named name.
+func newGain(name string, known bool, h Histogram) gain {
+	g := gain{name: name, known: known, h: h}
+	if b, ok := h.FirstBound(); ok && h.Buckets[0].Count > 0 {
+		g.bound = b
+	}
+	return g
+}
+
+// windowGains are the latency histograms' gains over hist, good scrapes oldest first, taken
+// across a server's restarts as Prometheus' increase() takes a counter reset: the stretch
+// before the first restart counts from hist's first scrape, each stretch from a restart on
+// counts from zero (its newest scrape whole), and the stretches add up; never a newest count
+// minus one from before a restart. Unknown where the newest scrape lacks the histogram.
+func windowGains(hist []scrape) []gain {
+	n := len(hist)
+	last, first := &hist[n-1].Snapshot, &hist[0].Snapshot
+	out, _ := gains(last, first)
+	for i, l := range latencyOf {
+		bit := uint8(1) << i
+		next := func(j int) int { // the next restart after scrape j, or n
+			for j++; j < n && hist[j].fresh&bit == 0; j++ {
+			}
+			return j
+		}
+		j := next(0)
+		if j == n || !l.of(last).Known {
+			continue
+		}
+		h, _ := since(&hist[j-1].Snapshot, first, l.of)
+		g := newGain(l.name, true, h)
+		for ; j < n; j = next(j) {
+			for e := next(j) - 1; e >= j; e-- { // the stretch's newest scrape that has it
+				if h := l.of(&hist[e].Snapshot); h.Known {
+					g.merge(newGain(l.name, true, h))
+					break
+				}
+			}
+		}
+		out[i] = g
 	}
 	return out
 }

@@ -38,13 +38,24 @@ type watcher struct {
 	base *Snapshot
 	// hist is this watcher's good scrapes spanning the window and one before it (at most
 	// maxBehind past it, never the far side of an outage), oldest first.
-	hist   []Snapshot
+	hist []scrape
+	// win is the latency histograms' gains over hist (windowGains), made anew at each good
+	// scrape and never written after: a fleet's view merges it from another goroutine.
+	win    []gain
 	firsts int // first tokens (TTFT observations) the server counted since the last step took them
 	// note says why figures are missing: the newest scrape failed (hist's last is then the
 	// server as it was, not as it is), or named no known server. "" when it worked.
 	note   string
 	gaveUp bool  // the page is absent or forbidden (see pageGone): no more scrapes
 	tally  tally // the whole session's scrapes and token counts
+}
+
+// scrape is a good scrape as a watcher keeps it.
+type scrape struct {
+	Snapshot
+	// fresh has bit i set where the i-th latency histogram (latencyOf) counts from zero since
+	// the good scrape before: the server restarted, or the series appeared (see since).
+	fresh uint8
 }
 
 // maxHistory bounds the scrapes kept, whatever the window and interval.
@@ -131,23 +142,27 @@ func (w *watcher) add(snap Snapshot, err error) {
 	if w.base == nil {
 		w.base = &snap
 	}
+	now := scrape{Snapshot: snap}
 	var prev *Snapshot
+	var step []gain // the latency histograms' gains since prev
 	if n := len(w.hist); n > 0 {
-		prev = &w.hist[n-1]
+		prev = &w.hist[n-1].Snapshot
+		step, now.fresh = gains(&snap, prev)
 	}
-	w.tally.add(&snap, prev)
+	w.tally.add(&snap, prev, step)
 	if prev != nil && w.serverFirsts {
-		if d := since(&snap, prev, (*Snapshot).ttft); d.Known {
+		if d, _ := since(&snap, prev, (*Snapshot).ttft); d.Known {
 			w.firsts += int(math.Round(d.Count))
 		}
 	}
-	w.hist = append(w.hist, snap)
+	w.hist = append(w.hist, now)
 	// The window's baseline is the last scrape before it, unless that is more than maxBehind
 	// older: after an outage the window starts after it and covers less, never more.
 	oldest := snap.At - w.window - maxBehind*w.every
 	for len(w.hist) > 1 && (w.hist[1].At <= snap.At-w.window || w.hist[0].At < oldest || len(w.hist) > maxHistory) {
 		w.hist = w.hist[1:]
 	}
+	w.win = windowGains(w.hist)
 	w.publishLocked()
 }
 
@@ -177,10 +192,10 @@ func (w *watcher) publishLocked() {
 		w.pub.Store(m)
 		return
 	}
-	last, first := &w.hist[n-1], &w.hist[0]
+	last, first := &w.hist[n-1].Snapshot, &w.hist[0]
 	m.Kind, m.At, m.Window = last.Kind.String(), last.At, last.At-first.At
 	m.Waiting, m.Running, m.KVUsage = gauge(last.Waiting), gauge(last.Running), gauge(last.KVUsage)
-	m.Latency = latencies(last, first, w.slos)
+	m.Latency = summarize(w.win, w.slos)
 	if w.note == "" { // a rate from scrapes before a failure would be stale
 		m.GenRate, m.PromptRate, m.ReqRate = rates(w.hist)
 	}
@@ -198,7 +213,7 @@ func (w *watcher) queueLocked() (waiting, running int, why string, ok bool) {
 	if n == 0 || w.note != "" {
 		return 0, 0, w.note, false
 	}
-	last := &w.hist[n-1]
+	last := &w.hist[n-1].Snapshot
 	waiting, okW := count(last.Waiting)
 	running, okR := count(last.Running)
 	switch {
@@ -223,8 +238,9 @@ func badCount(v Value) string {
 // the step's admissions (else the client's count stays). The queue is the server's only while
 // its newest scrape worked and counted both waiting and running, else the client's, never a
 // mix; the panel's note says which (see queueLocked). It reports whether the queue is the
-// server's. The caller holds remoteServer.mu.
-func (w *watcher) fill(snap *sched.Snapshot) (serverQueue bool) { return w.take().apply(snap) }
+// server's. Watching, a step without the server's queue is not sent (remoteServer.Run): its
+// first tokens are left for the next step. The caller holds remoteServer.mu.
+func (w *watcher) fill(snap *sched.Snapshot) (serverQueue bool) { return w.take(!w.watch).apply(snap) }
 
 // apply puts r's known figures into snap and reports whether the queue is the server's.
 func (r reading) apply(snap *sched.Snapshot) (serverQueue bool) {
@@ -250,22 +266,22 @@ type reading struct {
 	preemptKnown            bool
 }
 
-// take reads the server's queue and preemptions and takes the first tokens counted since the
-// last take.
-func (w *watcher) take() (r reading) {
+// take reads the server's queue and preemptions, and takes the first tokens counted since the
+// last take where the queue is known or withoutQueue (else they stay for the next take).
+func (w *watcher) take(withoutQueue bool) (r reading) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.serverFirsts {
+	r.waiting, r.running, _, r.queueKnown = w.queueLocked()
+	if w.serverFirsts && (r.queueKnown || withoutQueue) {
 		r.firsts, r.firstsKnown, w.firsts = w.firsts, true, 0
 	}
-	r.waiting, r.running, _, r.queueKnown = w.queueLocked()
 	n := len(w.hist)
 	if n == 0 {
 		return r
 	}
 	// Preemptions are a total so far: the last known one stands while scrapes fail (a drop to
 	// the client's 0 would read as a burst of preemptions when they work again).
-	last := &w.hist[n-1]
+	last := &w.hist[n-1].Snapshot
 	if p, ok := count(last.Preemptions); ok {
 		if b, ok := count(w.base.preemptions()); ok && b <= p {
 			p -= b
@@ -275,15 +291,16 @@ func (w *watcher) take() (r reading) {
 	return r
 }
 
-// since is what histogram of gained from then's scrape to now's. One that then's page lacked,
-// where that page came from the same server, counts from zero: SGLang's and TGI's series appear
-// with their first observation.
-func since(now, then *Snapshot, of func(*Snapshot) Histogram) Histogram {
+// since is what histogram of gained from then's scrape to now's, and whether that is now's
+// whole: it counts from zero where the server restarted in between (see Histogram.Sub), or
+// where then's page, from the same server, lacked it (SGLang's and TGI's series appear with
+// their first observation).
+func since(now, then *Snapshot, of func(*Snapshot) Histogram) (h Histogram, whole bool) {
 	h, prev := of(now), of(then)
 	if h.Known && !prev.Known && then.Kind == now.Kind && then.Kind != KindUnknown {
-		return h
+		return h, true
 	}
-	return h.Sub(prev)
+	return h.sub(prev)
 }
 
 func (s *Snapshot) ttft() Histogram    { return s.TTFT }

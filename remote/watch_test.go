@@ -189,3 +189,82 @@ func TestWatcherWindowAfterOutage(t *testing.T) {
 	scrape(80*time.Second + every)
 	check("the second", every, every, 1)
 }
+
+// ttftPage is a vLLM page with a queue and a TTFT histogram of cumulative counts over bounds
+// 0.1, 1, 2.5 and +Inf, and its sum.
+func ttftPage(counts []float64, sum float64) string {
+	return "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n" +
+		pyHistogram("vllm:time_to_first_token_seconds", []string{"0.1", "1.0", "2.5", "+Inf"}, pySeries{`engine="0"`, counts, sum})
+}
+
+// TestWatchWindowAcrossRestart: a server that restarts within the window (its TTFT histogram
+// starts again from zero) counts in the window what it observed before the restart, within the
+// window, plus what it observed since, as Prometheus' increase() takes a reset: never its new
+// counts minus its old ones. Here the restarted server has, by its next scrape, more fast first
+// tokens than the window's first scrape had, so no count fell below that scrape's: against it
+// alone the window would hold 50 fast ones and a p99 under 100 ms.
+func TestWatchWindowAcrossRestart(t *testing.T) {
+	srv := newPagedServer(t, "m",
+		ttftPage([]float64{1000, 1000, 1000, 1000}, 50),  // the server's past: 1000 fast first tokens
+		ttftPage([]float64{1000, 1000, 1100, 1100}, 200), // 100 slow ones, in (1, 2.5] s
+		ttftPage([]float64{1050, 1050, 1050, 1050}, 52),  // restarted: 1050 fast ones since
+	)
+	p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: srv.URL + "/v1"}, Watch: true, ScrapeEvery: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, steps := startWatch(t, p)
+	defer sess.Close()
+	ttft := func(ls []bench.ServerLatency) bench.ServerLatency {
+		for _, l := range ls {
+			if l.Name == "TTFT" {
+				return l
+			}
+		}
+		return bench.ServerLatency{}
+	}
+	waitView(t, sess, steps, "a first scrape", func(v *bench.View) bool { return v.Server != nil && v.Server.Total != nil })
+	srv.phase.Store(1)
+	waitView(t, sess, steps, "the slow first tokens", func(v *bench.View) bool { return ttft(v.Server.Latency).Dist.N == 100 })
+	srv.phase.Store(2)
+	v := waitView(t, sess, steps, "the restart in the totals", func(v *bench.View) bool { return ttft(v.Server.Total.Latency).Dist.N == 1150 })
+	// 100 slow and 1050 fast: the 99th percentile (rank 1138.5) is in (1, 2.5] s, at
+	// 1 + 1.5 * (1138.5 - 1050) / 100 s.
+	if l := ttft(v.Server.Latency); l.Dist.N != 1150 || math.Abs(l.Dist.P99-2327.5) > 1e-6 {
+		t.Errorf("window TTFT over the restart: %d first tokens, p99 %v ms; want 1150, 2327.5 ms", l.Dist.N, l.Dist.P99)
+	}
+}
+
+// TestWatcherWindowRestarts: over two restarts within the window, one of them onto new bucket
+// bounds, the window adds each stretch between restarts: the first from the window's baseline,
+// each later one from zero; and a histogram the newest page lacks is not known.
+func TestWatcherWindowRestarts(t *testing.T) {
+	w := &watcher{window: time.Minute, every: time.Second, watch: true}
+	for i, h := range []Histogram{
+		hist(0.1, 10, 1, 10, inf, 10), // the baseline
+		hist(0.1, 30, 1, 30, inf, 30), // +20 fast
+		hist(0.1, 0, 1, 5, inf, 5),    // restarted: 5 in (0.1, 1]
+		hist(0.1, 0, 1, 7, inf, 7),    // +2
+		hist(0.5, 3, inf, 3),          // restarted onto new bounds: 3 at most 0.5 s
+		hist(0.5, 4, inf, 4),          // +1
+	} {
+		w.add(Snapshot{At: time.Duration(i+1) * time.Second, Kind: KindVLLM, TTFT: h}, nil)
+	}
+	m := w.latest()
+	if l := m.Latency[0]; l.Name != "TTFT" || l.Dist.N != 20+7+4 {
+		t.Errorf("window TTFT: %s with %d, want TTFT with 31", l.Name, l.Dist.N)
+	}
+	p := w.part()
+	if g := p.window[0]; g.h.Count != 31 || g.h.Buckets[len(g.h.Buckets)-1].Count != 31 || len(g.byLayout()) != 2 {
+		t.Errorf("the fleet's share: %v first tokens (+Inf bucket %v) in %d layouts; want 31 in 2", g.h.Count, g.h.Buckets[len(g.h.Buckets)-1].Count, len(g.byLayout()))
+	}
+	for _, b := range p.window[0].h.Buckets {
+		if b.Count < 0 {
+			t.Errorf("negative bucket %+v", b)
+		}
+	}
+	w.add(Snapshot{At: 7 * time.Second, Kind: KindVLLM}, nil) // a page without the histogram
+	if l := w.latest().Latency[0]; l.Known || l.Dist.N != 0 {
+		t.Errorf("window TTFT the page lacks: known %v with %d", l.Known, l.Dist.N)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
@@ -62,26 +63,64 @@ func notAnswering(ms []bench.ServerMetrics) int {
 	return n
 }
 
-// endpointNames are the servers' names in the table: host:port, with the path where two
-// share a host and port; the endpoint whole where it is not a URL with a host.
+// endpointNames are the servers' names in the table, each its own and short: host:port; where
+// several share a host and port, with what tells those apart: the path, and a scheme other than
+// http (https://h:8000 beside h:8000), or both; the endpoint whole where it is not a URL with a
+// host; and " #2", " #3" after a name that is still an earlier one's (one endpoint twice, in a
+// damaged recording).
 func endpointNames(eps []string) []string {
-	short, long := make([]string, len(eps)), make([]string, len(eps))
-	seen := map[string]int{}
-	for i, ep := range eps {
-		ep = outside(ep)
-		short[i], long[i] = ep, ep
-		if u, err := url.Parse(ep); err == nil && u.Host != "" {
-			short[i], long[i] = u.Host, u.Host+strings.TrimSuffix(u.Path, "/")
+	type ep struct{ whole, scheme, host, path string }
+	parsed := make([]ep, len(eps))
+	hosts := map[string][]int{} // the endpoints of each host:port
+	for i, raw := range eps {
+		e := ep{whole: outside(raw)}
+		if u, err := url.Parse(e.whole); err == nil && u.Host != "" {
+			e.scheme, e.host, e.path = u.Scheme, u.Host, strings.TrimSuffix(u.Path, "/")
+			hosts[e.host] = append(hosts[e.host], i)
 		}
-		seen[short[i]]++
+		parsed[i] = e
 	}
-	for i := range short {
-		if seen[short[i]] > 1 {
-			short[i] = long[i]
+	names := make([]string, len(eps))
+	for i, e := range parsed {
+		names[i] = e.whole
+		if e.host == "" {
+			continue
 		}
-		short[i] = outside(short[i]) // the URL's path is unescaped: %1b is an escape again
+		names[i] = e.host
+		if share := hosts[e.host]; len(share) > 1 {
+			differ := func(of func(ep) string) bool {
+				return slices.ContainsFunc(share, func(j int) bool { return of(parsed[j]) != of(e) })
+			}
+			if differ(func(e ep) string { return e.path }) {
+				names[i] += e.path
+			}
+			if e.scheme != "http" && differ(func(e ep) string { return e.scheme }) {
+				names[i] = e.scheme + "://" + names[i]
+			}
+		}
+		names[i] = outside(names[i]) // the URL's path is unescaped: %1b is an escape again
 	}
-	return short
+	return numbered(names)
+}
+
+// numbered is names with " #2", " #3"... after each name an earlier one has, the first number
+// that no name has.
+func numbered(names []string) []string {
+	taken := make(map[string]bool, len(names)) // every name so far, numbered ones too
+	for _, n := range names {
+		taken[n] = true
+	}
+	for i, n := range names {
+		if !slices.Contains(names[:i], n) {
+			continue
+		}
+		k := 2
+		for ; taken[fmt.Sprintf("%s #%d", n, k)]; k++ {
+		}
+		names[i] = fmt.Sprintf("%s #%d", n, k)
+		taken[names[i]] = true
+	}
+	return names
 }
 
 // fleetCol is a column of the servers table: its head, its width, and its cell for a server;
@@ -179,10 +218,10 @@ func fleetTitle(v *bench.View) string {
 func fleetBody(st *paint, v *bench.View, iw, ih int) string {
 	eps, ms := fleet(v), members(v)
 	n := max(len(eps), len(ms))
-	names := endpointNames(eps)
-	for i := len(names); i < n; i++ { // more members than endpoints: a damaged recording's
-		names = append(names, outside(ms[i].Source))
+	for i := len(eps); i < n; i++ { // more members than endpoints: a damaged recording's
+		eps = append(slices.Clip(eps), ms[i].Source)
 	}
+	names := endpointNames(eps)
 	all := fleetCols()
 	keep, room := make([]bool, len(all)), iw-fleetNameW
 	for p := range len(all) { // by priority, while they fit

@@ -277,8 +277,9 @@ func TestFleetOutsideText(t *testing.T) {
 	}
 }
 
-// TestEndpointNames: a server is named by its host and port, with its path where another
-// shares them; an endpoint that is not a URL with a host is named whole.
+// TestEndpointNames: a server is named by its host and port, with what tells it apart from the
+// others sharing them (its scheme, its path, or both); an endpoint that is not a URL with a host
+// is named whole; a name still another's is numbered.
 func TestEndpointNames(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -290,6 +291,11 @@ func TestEndpointNames(t *testing.T) {
 		{"no host", []string{"gpu-a:8000", "/v1"}, []string{"gpu-a:8000", "/v1"}},
 		{"credentials", []string{"http://user:secret@gpu-a:8000/v1"}, []string{"gpu-a:8000"}},
 		{"escaped path", []string{"http://h:8000/%1b%5b2J/v1", "http://h:8000/b"}, []string{"h:8000//v1", "h:8000/b"}},
+		{"schemes", []string{"http://h:8000/v1", "https://h:8000/v1", "http://k:9000/v1"}, []string{"h:8000", "https://h:8000", "k:9000"}},
+		{"schemes and paths", []string{"http://h:8000/a/v1", "https://h:8000/a/v1", "http://h:8000/b/v1", "https://k/v1"},
+			[]string{"h:8000/a/v1", "https://h:8000/a/v1", "h:8000/b/v1", "k"}},
+		{"the same twice", []string{"http://h:8000/v1", "http://h:8000/v1/", "h:8000 #2"}, []string{"h:8000", "h:8000 #3", "h:8000 #2"}},
+		{"a name another's whole", []string{"http://h:8000/a", "http://h:8000/b", "h:8000/a"}, []string{"h:8000/a", "h:8000/b", "h:8000/a #2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := endpointNames(tc.eps)
@@ -330,5 +336,19 @@ func TestFleetTableOnASmallTerminal(t *testing.T) {
 	table := paneLines(out, 80, "servers · 3 watched")
 	if len(table) < 3 || rowWith(table, "gpu-a:8000") == "" {
 		t.Errorf("servers table at 80x24: %q\n%s", table, out)
+	}
+}
+
+// TestFleetTableSchemes: two servers on one host and port, one over http and one over https,
+// have a row each, the second's name starting with its scheme.
+func TestFleetTableSchemes(t *testing.T) {
+	v := testView()
+	fleetView(v)
+	v.Header.Remote.Fleet[1] = "https://gpu-a:8000/v1"
+	v.Server.Members[1].Source = "https://gpu-a:8000/metrics"
+	out := ansi.Strip(sized(t, newFakeSession(v), "dark", 120, 40).View())
+	table := paneLines(out, 120, "servers · 3 watched")
+	if a, b := rowWith(table, "│ gpu-a:8000 "), rowWith(table, "│ https://gpu-a:"); a == "" || b == "" || !strings.Contains(a, " 812 ") || !strings.Contains(b, " 655 ") {
+		t.Errorf("rows of http://gpu-a:8000 %q and https://gpu-a:8000 %q:\n%s", a, b, out)
 	}
 }
