@@ -6,7 +6,8 @@ import "time"
 // snapshot published.
 
 // advance records that q's tokens are now all in the KV cache and that tok was sampled at now;
-// it emits the token event and finishes q on EOS or length.
+// it emits the token event and finishes q on EOS, on its own stop condition (Request.Stop) or on
+// length.
 func (s *Scheduler) advance(q *request, tok int32, now time.Duration) {
 	l := &s.loop
 	q.computed = len(q.tokens)
@@ -20,6 +21,8 @@ func (s *Scheduler) advance(q *request, tok int32, now time.Duration) {
 	switch {
 	case q.stopOnEOS && tok == s.eos && q.outputs() >= q.minNew:
 		reason = FinishEOS
+	case q.stop != nil && q.stop.Check(tok, q.outputs() >= q.maxNew):
+		reason = FinishStop
 	case q.outputs() >= q.maxNew:
 		reason = FinishLength
 	}

@@ -18,6 +18,7 @@ type request struct {
 	minNew         int // Request.MinNewTokens
 	sampling       engine.SamplingParams
 	streamInterval int
+	stop           StopCheck // Request.Stop: nil, or called by the loop only (advance)
 
 	// tokens is the sequence: prompt ids, then output ids. Elements are never changed once
 	// appended: events and records hand out sub-slices of it.
@@ -46,6 +47,7 @@ func newRequest(r Request, now time.Duration) *request {
 		minNew:         r.MinNewTokens,
 		sampling:       r.Sampling,
 		streamInterval: max(1, r.StreamInterval),
+		stop:           r.Stop,
 		times:          Times{SubmitStart: now},
 	}
 }

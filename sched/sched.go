@@ -295,7 +295,9 @@ func (s *Scheduler) Cancel(id RequestID) { s.end(id, FinishCancelled) }
 
 // Stopped ends request id as Cancel does, with FinishStop: for a caller that found a stop
 // condition of its own in the output (a stop string), so that the request counts as finished,
-// not cancelled. The first of a request's Cancel and Stopped calls sets its reason.
+// not cancelled. It takes effect at a step boundary, after any tokens sampled meanwhile;
+// Request.Stop ends a request at the very token instead. The first of a request's Cancel and
+// Stopped calls sets its reason.
 func (s *Scheduler) Stopped(id RequestID) { s.end(id, FinishStop) }
 
 // ending is a Cancel or Stopped call: the request and the reason it ends with.

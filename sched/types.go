@@ -19,6 +19,22 @@ type Request struct {
 	MinNewTokens   int     // with StopOnEOS, EOS finishes the request only as output MinNewTokens or later; an earlier EOS stays in the output (vLLM masks its logit)
 	Sampling       engine.SamplingParams
 	StreamInterval int // emit a text piece every N tokens (and at the end); <= 1: every token
+	// Stop is the caller's own stop condition (a server's stop strings), or nil. The loop checks
+	// it as each token is sampled, so that the request ends at the token that meets it, with
+	// FinishStop in its record, rather than steps later on a Stopped call. Only requests that
+	// set it pay for it.
+	Stop StopCheck
+}
+
+// StopCheck is a request's own stop condition, decided on the scheduler's loop. Check is called
+// with each output token in order, exactly once (a preempted request's tokens are not repeated),
+// except an EOS that ends the request (FinishEOS comes first); last says the token is the
+// request's MaxNewTokens-th. True ends the request at that token with FinishStop, which wins over
+// FinishLength. From Submit on a StopCheck belongs to the loop's goroutine: the submitter must
+// not touch it again, nor submit it with another request. Check runs inside a step, so it must be
+// quick and must not block.
+type StopCheck interface {
+	Check(tok int32, last bool) bool
 }
 
 // Policy says how a step runs its prefill and decode work.
@@ -64,7 +80,7 @@ const (
 	FinishLength    FinishReason = "length"    // reached MaxNewTokens
 	FinishEOS       FinishReason = "eos"       // sampled EOS with StopOnEOS
 	FinishCancelled FinishReason = "cancelled" // Cancel was called
-	FinishStop      FinishReason = "stop"      // Stopped was called: the caller's own stop condition (a stop string) met
+	FinishStop      FinishReason = "stop"      // the caller's own stop condition (a stop string) met: Request.Stop, or a Stopped call
 	FinishError     FinishReason = "error"     // the engine failed; Err says why
 	FinishTooLong   FinishReason = "too_long"  // prompt + MaxNewTokens cannot fit the KV cache/n_positions
 )

@@ -20,7 +20,8 @@
 // scheduler step that sampled a token (chat: a first chunk with the role), the last of them with
 // finish_reason ("length", or "stop" for EOS and stop strings), with stream_options.include_usage
 // a usage chunk with "choices": [] ("usage": null in the others, or the usage so far with vLLM's
-// continuous_usage_stats), and "data: [DONE]\n\n".
+// continuous_usage_stats), and "data: [DONE]\n\n". As in vLLM, include_usage is true when
+// stream_options is given without it (false or null turn it off); continuous_usage_stats needs it.
 //
 // n choices for each prompt (at most 128 choices a request) are choice p*n + k for prompt p's
 // k-th, as in vLLM: each a request of its own in the scheduler (with a seed, sample k uses seed +
@@ -33,17 +34,19 @@
 // (absent: a random one per request), stop (a string or up to 64, as vLLM takes more than
 // OpenAI's 4), stream, stream_options, and vLLM's ignore_eos, min_tokens, skip_special_tokens and
 // return_token_ids, n. Fields that would change the result and that rosetop does not implement
-// (best_of, logprobs, echo, suffix, logit_bias, penalties, tools, response_format, ...) get
-// a 400 naming the field unless they hold their neutral value; other unknown fields are ignored,
-// as vLLM ignores them. An integer may be written as a whole number with a fraction or an exponent
+// (best_of, logprobs, echo, suffix, logit_bias, penalties, tools, response_format, ...) get a 400
+// naming the field unless they hold their neutral value (best_of: n); other unknown fields are
+// ignored, as vLLM ignores them. An integer may be written as a whole number with a fraction or an exponent
 // (5.0, 1e3), as vLLM's pydantic models read it.
 //
 // Semantics worth knowing:
 //   - Stop strings are matched on the server, as vLLM does: after each token in the new text and
-//     the stop string's length - 1 bytes before it; the text is cut before the earliest match, the
-//     request ends in the scheduler as stopped (finished, not cancelled: "stop" in the metrics),
-//     and the reply's usage counts the tokens up to the one that completed the match. A stream holds back the last (longest stop - 1) bytes until they
-//     cannot start a stop string.
+//     the stop string's length - 1 bytes before it; the text is cut before the earliest match, and
+//     the reply's usage counts the tokens up to the one that completed the match. The scheduler
+//     runs the same match for requests with stop strings (sched.Request.Stop) and ends the request
+//     at that token, so its record says what the reply says: "stop" in the metrics (on the last
+//     token max_tokens allows too, as in vLLM), no token sampled after it. A stream holds back the
+//     last (longest stop - 1) bytes until they cannot start a stop string.
 //   - min_tokens: an EOS before that many outputs does not end the request and stays among the
 //     tokens (vLLM masks the EOS logit instead, so its outputs differ there); its text is dropped
 //     with skip_special_tokens (the default). Stop strings are not looked for before min_tokens
@@ -75,6 +78,7 @@
 // flight finish within Options.ShutdownTimeout, then cancels the rest (a 503, or an error event
 // and [DONE] in a stream), closing a second later the connections that do not take that end.
 //
-// The package serves any Engine: a running rosetop session provides one (Submit, Waiting, Model)
-// and feeds Metrics.ObserveStep with every scheduler step.
+// The package serves any Engine: a running rosetop session provides one (Submit, Waiting, Model;
+// its scheduler runs each request's sched.Request.Stop) and feeds Metrics.ObserveStep with every
+// scheduler step.
 package serve

@@ -63,11 +63,16 @@ func TestErrors(t *testing.T) {
 		{"65 stops", "POST", "/v1/completions", `{"prompt": "Hi", "stop": ["s0","s1","s2","s3","s4","s5","s6","s7","s8","s9","s10","s11","s12","s13","s14","s15","s16","s17","s18","s19","s20","s21","s22","s23","s24","s25","s26","s27","s28","s29","s30","s31","s32","s33","s34","s35","s36","s37","s38","s39","s40","s41","s42","s43","s44","s45","s46","s47","s48","s49","s50","s51","s52","s53","s54","s55","s56","s57","s58","s59","s60","s61","s62","s63","s64"]}`, 400, typeInvalid, "stop", "", "at most 64"},
 		{"stop of numbers", "POST", "/v1/completions", `{"prompt": "Hi", "stop": [1]}`, 400, typeInvalid, "stop", "", "list of strings"},
 		{"stream_options without stream", "POST", "/v1/completions", `{"prompt": "Hi", "stream_options": {"include_usage": true}}`, 400, typeInvalid, "stream_options", "", "stream is true"},
+		{"stream_options of nulls without stream", "POST", "/v1/completions", `{"prompt": "Hi", "stream_options": {"include_usage": null}}`, 400, typeInvalid, "stream_options", "", "stream is true"},
+		{"string for include_usage", "POST", "/v1/completions", `{"prompt": "Hi", "stream": true, "stream_options": {"include_usage": "yes"}}`, 400, typeInvalid, "stream_options.include_usage", "", "'stream_options.include_usage' must be a boolean, got string"},
 		{"n 0", "POST", "/v1/completions", `{"prompt": "Hi", "n": 0}`, 400, typeInvalid, "n", "", "n must be at least 1, got 0"},
 		{"n too large", "POST", "/v1/completions", `{"prompt": ["a", "b"], "n": 65}`, 400, typeInvalid, "n", "", "at most 128 choices (prompts x n), got 2 x 65"},
 		{"n huge", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "Hi"}], "n": 1e15}`, 400, typeInvalid, "n", "", "got 1 x 1000000000000000"},
 		{"best_of 2", "POST", "/v1/completions", `{"prompt": "Hi", "best_of": 2}`, 400, typeInvalid, "best_of", "unsupported_parameter", "'best_of'"},
 		{"best_of 3", "POST", "/v1/completions", `{"prompt": "Hi", "best_of": 3}`, 400, typeInvalid, "best_of", "unsupported_parameter", "'best_of'"},
+		{"best_of past n", "POST", "/v1/completions", `{"prompt": "Hi", "n": 2, "best_of": 3}`, 400, typeInvalid, "best_of", "unsupported_parameter", "only null or n (2)"},
+		{"best_of below n", "POST", "/v1/completions", `{"prompt": "Hi", "n": 2, "best_of": 1}`, 400, typeInvalid, "best_of", "unsupported_parameter", "only null or n (2)"},
+		{"string for best_of", "POST", "/v1/completions", `{"prompt": "Hi", "best_of": "two"}`, 400, typeInvalid, "best_of", "", "'best_of' must be an integer, got string"},
 		{"logprobs", "POST", "/v1/completions", `{"prompt": "Hi", "logprobs": 1}`, 400, typeInvalid, "logprobs", "unsupported_parameter", "'logprobs'"},
 		{"chat logprobs", "POST", "/v1/chat/completions", chat(`, "logprobs": true`), 400, typeInvalid, "logprobs", "unsupported_parameter", "'logprobs'"},
 		{"echo", "POST", "/v1/completions", `{"prompt": "Hi", "echo": true}`, 400, typeInvalid, "echo", "unsupported_parameter", "'echo'"},
@@ -188,6 +193,10 @@ func TestNeutralValues(t *testing.T) {
 	var r gotReply
 	if code := h.post("/v1/completions", body, &r); code != 200 || r.Usage.CompletionTokens != 2 {
 		t.Fatalf("status %d, reply %+v", code, r)
+	}
+	// best_of equal to n returns the n choices drawn, as without it.
+	if code := h.post("/v1/completions", `{"prompt": "Hi", "max_tokens": 2, "n": 2, "best_of": 2.0}`, &r); code != 200 || len(r.Choices) != 2 {
+		t.Fatalf("best_of = n: status %d, reply %+v", code, r)
 	}
 	chat := `{"messages": [{"role": "user", "content": "Hi", "tool_calls": []}], "max_tokens": 2, "logprobs": false,
 		"top_logprobs": 0, "tools": [], "tool_choice": "none", "modalities": ["text"], "stream": false, "stream_options": {}}`

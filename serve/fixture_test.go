@@ -44,6 +44,7 @@ type testEngine struct {
 	closed    bool
 	held      bool // the dispatcher waits: the loop stops within a step
 	holdAt    int  // engineOpts.holdAt; read-only
+	noStop    bool // engineOpts.ignoreStop; read-only
 }
 
 type engineOpts struct {
@@ -52,6 +53,7 @@ type engineOpts struct {
 	metrics             *Metrics
 	script              func(pos int) int32 // a scripted model instead of the CPU engine: the token at each position
 	holdAt              int                 // hold the dispatcher (see hold) once this many steps have run; 0: never
+	ignoreStop          bool                // submit requests without their sched.Request.Stop: an engine that does not run it
 }
 
 func newTestEngine(t testing.TB, o engineOpts) *testEngine {
@@ -75,7 +77,7 @@ func newTestEngine(t testing.TB, o engineOpts) *testEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	te := &testEngine{t: t, model: model, eng: e, s: s, metrics: o.metrics, holdAt: o.holdAt, streams: map[sched.RequestID]*testStream{},
+	te := &testEngine{t: t, model: model, eng: e, s: s, metrics: o.metrics, holdAt: o.holdAt, noStop: o.ignoreStop, streams: map[sched.RequestID]*testStream{},
 		start: make(chan struct{}),
 		m: Model{ID: "tiny-gpt2", MaxSeqLen: o.maxSeqLen, VocabSize: min(tok.VocabSize(), model.Config.VocabSize),
 			Tokenizer: tok, EOS: tok.EOS(), Created: time.Unix(1700000000, 0)}}
@@ -176,6 +178,9 @@ func (te *testEngine) dispatch(o *sched.StepOutput) {
 func (te *testEngine) Submit(ctx context.Context, r sched.Request) (Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if te.noStop {
+		r.Stop = nil
 	}
 	te.mu.Lock() // held across Submit: the dispatcher cannot see the id before its stream exists
 	defer te.mu.Unlock()

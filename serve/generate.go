@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"rosetop/engine/tokenizer"
 	"rosetop/sched"
 )
 
@@ -21,42 +20,25 @@ var (
 // the tokens decoded (EOS left out as the options say), cut at the first stop string.
 // It belongs to the request's handler goroutine.
 type generation struct {
-	j      *job
-	st     Stream
-	eos    int32
-	detok  *tokenizer.Stream
-	stop   *stopText
-	tokens []int32       // output ids the client is answered with (those up to a stop match)
-	finish string        // finish_reason once done ("length", "stop"); for the log, "cancelled" or "error"
-	rec    *sched.Record // the finished record, once seen
+	j       *job
+	st      Stream
+	rule    *stopRule
+	tokens  []int32       // output ids the client is answered with (those up to a stop match)
+	finish  string        // finish_reason once done ("length", "stop"); for the log, "cancelled" or "error"
+	rec     *sched.Record // the finished record, once seen
+	matched bool          // a stop string ended the text before the finished event was read (drain reads it)
 }
 
 func newGeneration(j *job, st Stream, m *Model) *generation {
-	var src tokenizer.ByteSource = m.Tokenizer
-	if j.skipSpecial {
-		src = skipToken{m.Tokenizer, m.EOS}
-	}
-	return &generation{j: j, st: st, eos: m.EOS, detok: tokenizer.NewStream(src), stop: newStopText(j.stops)}
-}
-
-// skipToken is a token source that gives one token (EOS: skip_special_tokens) no bytes.
-type skipToken struct {
-	src  Tokenizer
-	skip int32
-}
-
-func (s skipToken) TokenBytes(id int32) []byte {
-	if id == s.skip {
-		return nil
-	}
-	return s.src.TokenBytes(id)
+	return &generation{j: j, st: st, rule: newStopRule(j, m)}
 }
 
 // next reads the request's next event and returns the text that can be sent after it; done says
-// the request ended (finish is set). Tokens that end the request (max tokens, EOS) come with its
-// end, as vLLM sends the finish reason with the last token: the scheduler emits the finished
-// event right after them. A stop string's match cancels the request in the scheduler: drain then
-// waits for its end. Errors: ctx's, errCancelled, errEngine, or one wrapping sched.ErrClosed.
+// the request ended (finish is set). Tokens that end the request (max tokens, EOS, a stop string)
+// come with its end, as vLLM sends the finish reason with the last token: the scheduler emits the
+// finished event right after them (a stop string's too: the job's stopCheck ends the request at
+// the token that completes it). After a match next returns at once; drain reads the finished
+// event. Errors: ctx's, errCancelled, errEngine, or one wrapping sched.ErrClosed.
 func (g *generation) next(ctx context.Context) (text string, done bool, err error) {
 	ev, err := g.read(ctx)
 	if err != nil {
@@ -68,18 +50,18 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 	last := false // the tokens end the request: its finished event follows
 	for _, t := range ev.Tokens {
 		g.tokens = append(g.tokens, t)
-		if g.stopsOnEOS(t) {
+		end, matched := g.rule.push(t)
+		if end {
 			last = true
 			continue // the EOS that ends the request adds no text, as in vLLM
 		}
-		if g.stop.push(g.detok.Push(t), g.minReached()) {
-			g.finish = "stop"
-			g.st.Stop()
-			return g.stop.take(true), true, nil
+		if matched {
+			g.finish, g.matched = "stop", true
+			return g.rule.text.take(true), true, nil
 		}
 	}
 	if !last && len(g.tokens) < g.j.req.MaxNewTokens {
-		return g.stop.take(false), false, nil
+		return g.rule.text.take(false), false, nil
 	}
 	if ev, err = g.read(ctx); err != nil {
 		return "", false, err
@@ -121,32 +103,30 @@ func (g *generation) finished(rec *sched.Record) (string, bool, error) {
 	default:
 		return "", true, fmt.Errorf("%w: %s: %v", errEngine, rec.Reason, rec.Err)
 	}
-	if g.stop.push(g.detok.Flush(), g.minReached()) {
+	if g.rule.flush() {
 		g.finish = "stop"
 	}
-	return g.stop.take(true), true, nil
+	return g.rule.text.take(true), true, nil
 }
 
-// stopsOnEOS reports whether t, the newest output, is the EOS that finishes the request: the
-// scheduler's rule (sched.Request.MinNewTokens).
-func (g *generation) stopsOnEOS(t int32) bool {
-	r := &g.j.req
-	return t == g.eos && r.StopOnEOS && len(g.tokens) >= r.MinNewTokens
-}
-
-// minReached: stop strings count from min_tokens outputs on (vLLM checks none before).
-func (g *generation) minReached() bool { return len(g.tokens) >= g.j.req.MinNewTokens }
-
-// drain reads the rest of a request cancelled on a stop match, until its finished event, so that
-// the request has left the scheduler when the handler returns.
+// drain reads the rest of a request that a stop string ended (matched), until its finished
+// event, so that the request has left the scheduler when the handler returns. The scheduler ends
+// it at the matching token (stopCheck), so the finished event is next; an engine that does not
+// run the check and samples on is stopped here (Stream.Stop), its record then counting more
+// tokens than the reply.
 func (g *generation) drain(ctx context.Context) {
+	stopped := false
 	for {
 		ev, err := g.st.Next(ctx)
 		if err != nil {
 			return
 		}
-		if ev.Kind == sched.EventFinished {
+		switch {
+		case ev.Kind == sched.EventFinished:
 			g.rec = ev.Record
+		case !stopped:
+			g.st.Stop()
+			stopped = true
 		}
 	}
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -195,9 +196,19 @@ func TestSampling(t *testing.T) {
 
 // TestStop: stop strings end the request with finish_reason stop, the text cut before the match,
 // usage counting the tokens up to the one that completed it (the fifth of five strings: more than
-// OpenAI's four, as vLLM takes); the request is stopped in the scheduler and its blocks return.
+// OpenAI's four, as vLLM takes); the scheduler ends the request at that token and its blocks
+// return. An engine that does not run the request's stop check (sched.Request.Stop) gets a
+// Stream.Stop once it sends a token past the match, and the client the same reply.
 func TestStop(t *testing.T) {
-	h := newHarness(t, engineOpts{}, Options{})
+	for _, checked := range []bool{true, false} {
+		t.Run(map[bool]string{true: "checked", false: "unchecked"}[checked], func(t *testing.T) {
+			testStop(t, checked)
+		})
+	}
+}
+
+func testStop(t *testing.T, checked bool) {
+	h := newHarness(t, engineOpts{ignoreStop: !checked}, Options{})
 	const maxNew = 24
 	_, ref := reference(t, h.te, "Hello, my name is", maxNew)
 	tok := h.te.model.Tokenizer
@@ -236,14 +247,24 @@ func TestStop(t *testing.T) {
 			if text != full[:at] || finish != "stop" || !slices.Equal(tokens, ref[:k]) {
 				t.Fatalf("text %q finish %q tokens %v; want %q (stop %q), stop, %v", text, finish, tokens, full[:at], stop, ref[:k])
 			}
-			// The server stopped the request (finished, not cancelled); the scheduler may have run
-			// it to its end first.
 			snap, recs := h.te.waitIdle()
 			r := recs[len(recs)-1]
 			cancels, _ := h.te.counts()
-			if cancels -= before; cancels != 1 || (r.Reason != sched.FinishStop && len(r.Output) != maxNew) || snap.KVUsed != 0 {
-				t.Fatalf("after the stop: %d cancels, reason %s after %d tokens, KV blocks used %d; want 1 cancel, 0 blocks",
-					cancels, r.Reason, len(r.Output), snap.KVUsed)
+			cancels -= before
+			if checked {
+				// The scheduler ended the request (finished, not cancelled) at the token that
+				// completed the match, with no Stop call from the handler.
+				if cancels != 0 || r.Reason != sched.FinishStop || !slices.Equal(r.Output, ref[:k]) || snap.KVUsed != 0 {
+					t.Fatalf("after the stop: %d cancels, reason %s after %d tokens, KV blocks used %d; want 0 cancels, stop after %d, 0 blocks",
+						cancels, r.Reason, len(r.Output), snap.KVUsed, k)
+				}
+				return
+			}
+			// The handler stopped it (finished, not cancelled); the scheduler may have run it to
+			// its end first.
+			if cancels != 1 || len(r.Output) <= k || (r.Reason != sched.FinishStop && len(r.Output) != maxNew) || snap.KVUsed != 0 {
+				t.Fatalf("after the stop: %d cancels, reason %s after %d tokens, KV blocks used %d; want 1 cancel, past %d tokens, 0 blocks",
+					cancels, r.Reason, len(r.Output), snap.KVUsed, k)
 			}
 		})
 	}
@@ -329,6 +350,65 @@ func TestContinuousUsage(t *testing.T) {
 		}
 		if sent != 5 {
 			t.Fatalf("%s: %d tokens sent, want 5", path, sent)
+		}
+	}
+}
+
+// TestStreamOptions: stream_options as vLLM reads them (StreamOptions, should_include_usage):
+// include_usage is true when stream_options is given without it, false when null or false;
+// continuous_usage_stats puts usage on every chunk only with include_usage.
+func TestStreamOptions(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	cases := []struct {
+		name       string
+		options    any // nil: absent
+		usage      bool
+		continuous bool
+	}{
+		{"absent", nil, false, false},
+		{"null", "null", false, false},
+		{"empty", map[string]any{}, true, false},
+		{"include_usage true", map[string]any{"include_usage": true}, true, false},
+		{"include_usage null", map[string]any{"include_usage": nil}, false, false},
+		{"include_usage false", map[string]any{"include_usage": false}, false, false},
+		{"continuous alone", map[string]any{"continuous_usage_stats": true}, true, true},
+		{"continuous without include_usage", map[string]any{"include_usage": false, "continuous_usage_stats": true}, false, false},
+	}
+	for _, c := range cases {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+			t.Run(c.name+path, func(t *testing.T) {
+				body := map[string]any{"max_tokens": 3, "ignore_eos": true}
+				if path == "/v1/completions" {
+					body["prompt"] = "Hello"
+				} else {
+					body["messages"] = []map[string]string{{"role": "user", "content": "Hello"}}
+				}
+				switch o := c.options.(type) {
+				case nil:
+				case string:
+					body["stream_options"] = json.RawMessage(o)
+				default:
+					body["stream_options"] = o
+				}
+				s := h.stream(path, body)
+				last := s.chunks[len(s.chunks)-1]
+				usageChunk := len(last.Choices) == 0 && last.Usage != nil && last.Usage.CompletionTokens == 3
+				withUsage := 0 // chunks with choices whose usage is an object
+				for _, ch := range s.chunks {
+					if len(ch.Choices) > 0 && ch.Usage != nil {
+						withUsage++
+					}
+				}
+				if usageChunk != c.usage || (withUsage == len(s.chunks)-1) != c.continuous || (!c.continuous && withUsage != 0) {
+					t.Fatalf("usage chunk %v, %d of %d chunks with usage; want usage chunk %v, continuous %v: %v",
+						usageChunk, withUsage, len(s.chunks), c.usage, c.continuous, s.raw)
+				}
+				if !c.usage && len(s.chunks) > 0 {
+					if _, ok := s.raw[0]["usage"]; ok {
+						t.Fatalf("usage in a stream that did not ask for it: %v", s.raw[0])
+					}
+				}
+			})
 		}
 	}
 }

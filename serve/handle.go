@@ -38,7 +38,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo,
 	gs := make([]*generation, j.choices())
 	for i := range gs {
 		c := j.choice(i)
-		st, err := s.eng.Submit(r.Context(), c.req)
+		st, err := s.eng.Submit(r.Context(), c.request(&s.model))
 		if err != nil {
 			submitted()
 			for _, g := range gs[:i] {
@@ -164,8 +164,8 @@ func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, gs []*genera
 	}
 	s.writeJSON(w, http.StatusOK, rp.whole(as, totalUsage(gs)))
 	for _, g := range gs {
-		if g.rec == nil {
-			g.drain(r.Context()) // cancelled on a stop string: wait until it has left the scheduler
+		if g.matched && g.rec == nil {
+			g.drain(r.Context()) // ended by a stop string: wait until it has left the scheduler
 		}
 	}
 }
@@ -233,8 +233,8 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, gs []*gener
 		return
 	}
 	for _, g := range gs {
-		if g.rec == nil {
-			g.drain(r.Context()) // cancelled on a stop string: wait until it has left the scheduler
+		if g.matched && g.rec == nil {
+			g.drain(r.Context()) // ended by a stop string: wait until it has left the scheduler
 		}
 	}
 }

@@ -67,7 +67,7 @@ func TestMetrics(t *testing.T) {
 					"max_tokens": n, "ignore_eos": true})
 			}
 			// A stop string ends one request early: stopped in the scheduler ("stop", never
-			// "abort"), unless the scheduler finished it first ("length").
+			// "abort").
 			var r gotReply
 			h.post("/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 6, "temperature": 0}, &r)
 			h.post("/v1/completions", map[string]any{"prompt": "Hi", "max_tokens": 6, "temperature": 0, "stop": r.text()[:3]}, nil)
@@ -139,7 +139,7 @@ func TestMetrics(t *testing.T) {
 			if h := fams[name("request_generation_tokens")].Metric[0].Histogram; h.GetSampleSum() != gen {
 				t.Errorf("generation tokens per request sum %v, want %v", h.GetSampleSum(), gen)
 			}
-			if reasons["length"]+reasons["stop"] != n || reasons["length"] < n-1 {
+			if reasons["length"] != n-1 || reasons["stop"] != 1 {
 				t.Fatalf("records' reasons %v", reasons)
 			}
 			checkSuccess(t, fams[name("request_success_total")], reasons)

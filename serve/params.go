@@ -16,7 +16,7 @@ import (
 // as encoding/json decodes JSON into any.
 func neutralValues(field string) (values []any, ok bool) {
 	switch field {
-	case "best_of", "repetition_penalty":
+	case "repetition_penalty":
 		return []any{1.0}, true
 	case "top_logprobs", "presence_penalty", "frequency_penalty", "min_p":
 		return []any{0.0}, true

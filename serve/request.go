@@ -40,6 +40,7 @@ type common struct {
 	TopK              *int            `json:"top_k"`
 	Seed              *int64          `json:"seed"`
 	N                 *int            `json:"n"`
+	BestOf            *int            `json:"best_of"`
 	Stop              json.RawMessage `json:"stop"`
 	Stream            *bool           `json:"stream"`
 	StreamOptions     *streamOptions  `json:"stream_options"`
@@ -49,10 +50,25 @@ type common struct {
 	ReturnTokenIDs    *bool           `json:"return_token_ids"`
 }
 
+// streamOptions are read as vLLM reads them: include_usage absent is true (its default once
+// stream_options is given), null or false is false.
 type streamOptions struct {
-	IncludeUsage         *bool `json:"include_usage"`
-	ContinuousUsageStats *bool `json:"continuous_usage_stats"` // vLLM's: usage on every chunk
+	IncludeUsage         optBool `json:"include_usage"`
+	ContinuousUsageStats optBool `json:"continuous_usage_stats"` // vLLM's: usage on every chunk
 }
+
+// optBool is a JSON boolean member that tells absent (set false) from null (set, v nil).
+type optBool struct {
+	set bool
+	v   *bool
+}
+
+func (b *optBool) UnmarshalJSON(raw []byte) error {
+	b.set = true
+	return json.Unmarshal(raw, &b.v)
+}
+
+func (b optBool) isTrue() bool { return b.v != nil && *b.v }
 
 type completionRequest struct {
 	common
@@ -94,6 +110,16 @@ func (j *job) choice(i int) *job {
 	c.req.Sampling.Seed += uint64(i % j.n)
 	c.firstOfPrompt = i%j.n == 0
 	return &c
+}
+
+// request is the scheduler request of choice job j: with stop strings, a fresh stopCheck of its
+// own, so that the scheduler ends it at the token that completes one.
+func (j *job) request(m *Model) sched.Request {
+	r := j.req
+	if len(j.stops) > 0 {
+		r.Stop = stopCheck{newStopRule(j, m)}
+	}
+	return r
 }
 
 // promptParam is the field a prompt error names.
@@ -204,6 +230,11 @@ func (c *common) build(j *job, m *Model, prompts [][]int32, maxTokens *int, maxP
 	if k := j.choices(); j.n > maxChoices || k > maxChoices {
 		return badRequest("n", "", "a request takes at most %d choices (prompts x n), got %d x %d", maxChoices, len(prompts), j.n)
 	}
+	// best_of = n returns the n it draws, as without it; more would be ranked by logprobs.
+	if b := c.BestOf; b != nil && *b != j.n {
+		return badRequest("best_of", "unsupported_parameter",
+			"Unsupported parameter: 'best_of' is %d; rosetop supports only null or n (%d): it does not rank candidates", *b, j.n)
+	}
 	sp, e := c.sampling(m.VocabSize)
 	if e != nil {
 		return e
@@ -212,13 +243,13 @@ func (c *common) build(j *job, m *Model, prompts [][]int32, maxTokens *int, maxP
 		return e
 	}
 	j.stream = c.Stream != nil && *c.Stream
-	// vLLM refuses stream_options without stream only when they say something: {} passes.
-	if o := c.StreamOptions; o != nil && (o.IncludeUsage != nil || o.ContinuousUsageStats != nil) {
-		if !j.stream {
+	if o := c.StreamOptions; o != nil {
+		// vLLM refuses stream_options without stream only when they say something: {} passes.
+		if !j.stream && (o.IncludeUsage.set || o.ContinuousUsageStats.set) {
 			return badRequest("stream_options", "", "stream_options can only be set when stream is true")
 		}
-		j.usage = o.IncludeUsage != nil && *o.IncludeUsage
-		j.continuous = j.usage && o.ContinuousUsageStats != nil && *o.ContinuousUsageStats
+		j.usage = j.stream && (!o.IncludeUsage.set || o.IncludeUsage.isTrue())
+		j.continuous = j.usage && o.ContinuousUsageStats.isTrue()
 	}
 	j.skipSpecial = c.SkipSpecialTokens == nil || *c.SkipSpecialTokens
 	j.tokenIDs = c.ReturnTokenIDs != nil && *c.ReturnTokenIDs

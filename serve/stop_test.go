@@ -1,9 +1,13 @@
 package serve
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"rosetop/engine/tokenizer"
+	"rosetop/sched"
 )
 
 // stopReference is the rule stopText implements, computed on the whole text at once: after piece
@@ -123,4 +127,82 @@ func FuzzStopText(f *testing.F) {
 			t.Fatalf("pieces %q checks %v stops %q: sent %q (%v), want %q (%v)", pieces, checks, stops, got, matched, want, wantMatched)
 		}
 	})
+}
+
+// TestStopCheckAgrees: the scheduler's stopCheck, which keeps only the text's tail, ends a request
+// at the very token where the handler's stopRule finds the stop string (or by EOS, or at the
+// length limit with the final flush), on random GPT-2 token ids (partial UTF-8 characters
+// included), stop strings taken from their text, min_tokens, EOS and skip_special_tokens.
+func TestStopCheckAgrees(t *testing.T) {
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Model{Tokenizer: tok, EOS: tok.EOS()}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 3000 {
+		ids := make([]int32, 1+rng.IntN(40))
+		for i := range ids {
+			switch rng.IntN(10) {
+			case 0:
+				ids[i] = m.EOS
+			case 1, 2: // byte tokens: often a piece of a multi-byte character
+				ids[i] = int32(rng.IntN(256))
+			default:
+				ids[i] = int32(rng.IntN(int(m.EOS)))
+			}
+		}
+		full := tok.Decode(ids)
+		var stops []string
+		for range 1 + rng.IntN(3) {
+			if full == "" {
+				break
+			}
+			i := rng.IntN(len(full))
+			s := full[i:min(len(full), i+1+rng.IntN(8))]
+			if utf8.ValidString(s) {
+				stops = append(stops, s)
+			}
+		}
+		if len(stops) == 0 {
+			stops = []string{"\x00"}
+		}
+		j := &job{stops: stops, skipSpecial: rng.IntN(2) == 0,
+			req: sched.Request{MaxNewTokens: len(ids), StopOnEOS: rng.IntN(2) == 0, MinNewTokens: rng.IntN(4)}}
+		j.req.MinNewTokens = min(j.req.MinNewTokens, len(ids))
+		handler := func() (string, int) {
+			r := newStopRule(j, m)
+			for k, id := range ids {
+				end, matched := r.push(id)
+				switch {
+				case end:
+					return "eos", k
+				case matched:
+					return "stop", k
+				}
+			}
+			if r.flush() {
+				return "stop", len(ids) - 1
+			}
+			return "length", len(ids) - 1
+		}
+		loop := func() (string, int) {
+			c := j.request(m).Stop
+			for k, id := range ids {
+				if id == m.EOS && j.req.StopOnEOS && k+1 >= j.req.MinNewTokens {
+					return "eos", k // the scheduler's rule, before the check
+				}
+				if c.Check(id, k+1 == len(ids)) {
+					return "stop", k
+				}
+			}
+			return "length", len(ids) - 1
+		}
+		hr, hk := handler()
+		lr, lk := loop()
+		if hr != lr || hk != lk {
+			t.Fatalf("ids %v stops %q (min %d, EOS stops %v, skip %v): handler %s at %d, scheduler %s at %d",
+				ids, stops, j.req.MinNewTokens, j.req.StopOnEOS, j.skipSpecial, hr, hk, lr, lk)
+		}
+	}
 }
