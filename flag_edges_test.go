@@ -136,3 +136,28 @@ func TestHelpStreamIntervalZero(t *testing.T) {
 		t.Errorf("bench -h on --stream-interval: %q; want what 0 means", line)
 	}
 }
+
+// TestHelpDatasetFlags: every dataset flag is in bench's help with vLLM's default, and says which
+// --dataset it shapes.
+func TestHelpDatasetFlags(t *testing.T) {
+	_, stdout, _ := runCLI(t, "help", "bench")
+	for flag, def := range map[string]string{
+		"random-prefix-len": "", "custom-output-len": "(default 256)", "sonnet-input-len": "(default 550)", "sonnet-output-len": "(default 150)",
+		"sonnet-prefix-len": "(default 200)", "prefix-repetition-prefix-len": "(default 256)", "prefix-repetition-suffix-len": "(default 256)",
+		"prefix-repetition-num-prefixes": "(default 10)", "prefix-repetition-output-len": "(default 128)",
+	} {
+		_, after, ok := strings.Cut(stdout, "  -"+flag+" value\n")
+		line, _, _ := strings.Cut(after, "\n")
+		kind := map[string]string{"random": "random", "custom": "custom", "sonnet": "sonnet", "prefix": "prefix_repetition"}[strings.SplitN(flag, "-", 2)[0]]
+		if !ok || !strings.Contains(line, "--dataset "+kind+":") || !strings.Contains(line, "vLLM") || !strings.Contains(line, def) {
+			t.Errorf("help on --%s: %q; want its --dataset %s, vLLM's meaning and %q", flag, line, kind, def)
+		}
+	}
+	_, after, _ := strings.Cut(stdout, "  -dataset string\n")
+	line, _, _ := strings.Cut(after, "\n")
+	for _, kind := range []string{"random", "sharegpt", "jsonl", "custom", "burstgpt", "sonnet", "prefix_repetition"} {
+		if !strings.Contains(line, kind) {
+			t.Errorf("help on --dataset does not name %s: %q", kind, line)
+		}
+	}
+}

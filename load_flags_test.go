@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,13 @@ func TestLoadFlagsBadInput(t *testing.T) {
 	badLine := tempFile(t, "bad.jsonl", "{\"prompt\": \"hi\", \"output_len\": 3}\n{\"output_len\": 3}\n")
 	trace := tempFile(t, "t.jsonl", "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 2, \"hash_ids\": [0]}\n")
 	badTrace := tempFile(t, "bt.jsonl", "{\"timestamp\": 9, \"input_length\": 3, \"output_length\": 2}\n{\"timestamp\": 1, \"input_length\": 3, \"output_length\": 2}\n")
+	custom := tempFile(t, "c.jsonl", "{\"prompt\": \"hi\", \"output_tokens\": 3}\n{\"prompt\": \"there\"}\n")
+	burst := tempFile(t, "b.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n1,GPT-4,5,7,12,API log\n")
+	burstNoCol := tempFile(t, "nc.csv", "Timestamp,Model,Request tokens,Output tokens\n1,GPT-4,5,7\n")
+	burstBadLen := tempFile(t, "bl.csv", "Timestamp,Model,Request tokens,Response tokens\n1,GPT-4,5,7\n2,GPT-4,five,7\n")
+	burstNoRows := tempFile(t, "nr.csv", "Timestamp,Model,Request tokens,Response tokens\n1,ChatGPT,5,7\n2,GPT-4,5,0\n")
+	sonnet := tempFile(t, "s.txt", "Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\n")
+	sonnetBad := tempFile(t, "sb.txt", "fine\n\xff\n")
 	cases := []struct {
 		name string
 		args []string
@@ -52,17 +60,49 @@ func TestLoadFlagsBadInput(t *testing.T) {
 		{"ramp-up without a rate", []string{"--ramp-up-s", "3"}, "--ramp-up-s ramps --request-rate up"},
 		{"ramp-up negative", []string{"--request-rate", "5", "--ramp-up-s", "-3"}, "--ramp-up-s -3: must be from 0 to"},
 		{"max concurrency negative", []string{"--max-concurrency", "-1"}, "--max-concurrency -1: must be from 0 to 100000"},
-		{"unknown dataset", []string{"--dataset", "tsv"}, `--dataset: unknown dataset "tsv" (valid: random, sharegpt, jsonl)`},
+		{"unknown dataset", []string{"--dataset", "tsv"}, `--dataset: unknown dataset "tsv" (valid: random, sharegpt, jsonl, custom, burstgpt, sonnet, prefix_repetition)`},
 		{"dataset without its file", []string{"--dataset", "sharegpt"}, "--dataset sharegpt needs --dataset-path FILE"},
 		{"missing dataset file", []string{"--dataset", "sharegpt", "--dataset-path", missing}, "--dataset sharegpt --dataset-path " + missing + ": no such file or directory"},
 		{"empty dataset file", []string{"--dataset", "jsonl", "--dataset-path", empty}, ": no lines"},
 		{"malformed sharegpt", []string{"--dataset", "sharegpt", "--dataset-path", notJSON}, "not ShareGPT JSON"},
 		{"malformed jsonl line", []string{"--dataset", "jsonl", "--dataset-path", badLine}, `line 2: no "prompt" text`},
 		{"random with a path", []string{"--dataset", "random", "--dataset-path", trace}, "--dataset random makes its prompts"},
-		{"path without dataset", []string{"--dataset-path", trace}, "--dataset-path needs --dataset"},
+		{"path without dataset", []string{"--dataset-path", trace}, "--dataset-path needs --dataset sharegpt, jsonl, custom, burstgpt or sonnet"},
 		{"range ratio one", []string{"--dataset", "random", "--range-ratio", "1"}, "--range-ratio 1: must be at least 0 and below 1"},
-		{"input len without random", []string{"--input-len", "8"}, "--input-len and --range-ratio shape --dataset random"},
-		{"input len zero", []string{"--dataset", "random", "--input-len", "0"}, "--input-len 0: must be from 1"},
+		{"input len without random", []string{"--input-len", "8"}, "--input-len shapes --dataset random: give --dataset random, or drop it"},
+		{"input len zero", []string{"--dataset", "random", "--input-len", "0"}, "--input-len 0 with --range-ratio 0 can sample an empty prompt: give a longer --input-len, a smaller --range-ratio or a --random-prefix-len"},
+		{"range ratio with sharegpt", []string{"--dataset", "sharegpt", "--dataset-path", notJSON, "--range-ratio", "0.5"}, "--range-ratio shapes --dataset random, not --dataset sharegpt: drop it"},
+		{"random prefix without random", []string{"--random-prefix-len", "8"}, "--random-prefix-len shapes --dataset random: give --dataset random, or drop it"},
+		{"random prefix with replay", []string{"--replay", trace, "--random-prefix-len", "8"}, "--random-prefix-len shapes --dataset random, and --replay makes the prompts: drop it"},
+		{"random prefix negative", []string{"--dataset", "random", "--random-prefix-len", "-1"}, "--random-prefix-len -1: must be from 0 to 1048576"},
+		{"custom without its file", []string{"--dataset", "custom"}, "--dataset custom needs --dataset-path FILE"},
+		{"custom missing file", []string{"--dataset", "custom", "--dataset-path", missing}, "--dataset custom --dataset-path " + missing + ": no such file or directory"},
+		{"custom bad line", []string{"--dataset", "custom", "--dataset-path", badLine}, `--dataset custom --dataset-path ` + badLine + `: line 2: no "prompt" text`},
+		{"custom output zero", []string{"--dataset", "custom", "--dataset-path", custom, "--custom-output-len", "0"}, `--custom-output-len 0: want -1 (each line's "output_tokens") or from 1 to 1048576`},
+		{"custom output below -1", []string{"--dataset", "custom", "--dataset-path", custom, "--custom-output-len", "-2"}, "--custom-output-len -2: must be from -1 to 1048576"},
+		{"custom line without output", []string{"--dataset", "custom", "--dataset-path", custom, "--custom-output-len", "-1"}, `--dataset custom --dataset-path ` + custom + `: line 2 has no "output_tokens": give --custom-output-len N for the lines without one`},
+		{"custom two output flags", []string{"--dataset", "custom", "--dataset-path", custom, "--custom-output-len", "5", "--output-len", "6"}, "--output-len and --custom-output-len both set the output length: give one"},
+		{"custom flag for jsonl", []string{"--dataset", "jsonl", "--dataset-path", badLine, "--custom-output-len", "5"}, "--custom-output-len shapes --dataset custom, not --dataset jsonl: drop it"},
+		{"burstgpt without its file", []string{"--dataset", "burstgpt"}, "--dataset burstgpt needs --dataset-path FILE"},
+		{"burstgpt missing file", []string{"--dataset", "burstgpt", "--dataset-path", missing}, "--dataset burstgpt --dataset-path " + missing + ": no such file or directory"},
+		{"burstgpt wrong column", []string{"--dataset", "burstgpt", "--dataset-path", burstNoCol}, `--dataset burstgpt --dataset-path ` + burstNoCol + `: no "Response tokens" column: want BurstGPT's header Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`},
+		{"burstgpt non-integer length", []string{"--dataset", "burstgpt", "--dataset-path", burstBadLen}, `: line 3: "Request tokens" is "five", want an integer from 0 to 16777216`},
+		{"burstgpt no rows kept", []string{"--dataset", "burstgpt", "--dataset-path", burstNoRows}, `: no row has Model "GPT-4" and Response tokens above 0 (the rows vLLM's BurstGPT dataset keeps)`},
+		{"burstgpt a JSON file", []string{"--dataset", "burstgpt", "--dataset-path", notJSON}, `: no "Model" column: want BurstGPT's header`},
+		{"burstgpt output len", []string{"--dataset", "burstgpt", "--dataset-path", burst, "--output-len", "5"}, "--output-len: --dataset burstgpt takes each request's output length from the trace's Response tokens"},
+		{"sonnet without its file", []string{"--dataset", "sonnet"}, "--dataset sonnet needs --dataset-path FILE"},
+		{"sonnet not text", []string{"--dataset", "sonnet", "--dataset-path", sonnetBad}, "--dataset sonnet --dataset-path " + sonnetBad + ": line 2: not UTF-8 text"},
+		{"sonnet empty", []string{"--dataset", "sonnet", "--dataset-path", empty}, "--dataset sonnet --dataset-path " + empty + ": no lines"},
+		{"sonnet output len", []string{"--dataset", "sonnet", "--dataset-path", sonnet, "--output-len", "5"}, "--output-len: --dataset sonnet takes --sonnet-output-len"},
+		{"sonnet input zero", []string{"--dataset", "sonnet", "--dataset-path", sonnet, "--sonnet-input-len", "0"}, "--sonnet-input-len 0: must be from 1"},
+		{"sonnet flag for random", []string{"--dataset", "random", "--sonnet-prefix-len", "5"}, "--sonnet-prefix-len shapes --dataset sonnet, not --dataset random: drop it"},
+		{"prefix repetition with a path", []string{"--dataset", "prefix_repetition", "--dataset-path", trace}, "--dataset prefix_repetition makes its prompts: drop --dataset-path"},
+		{"prefix repetition too few requests", []string{"--dataset", "prefix_repetition", "--num-requests", "4"}, "--num-requests 4 is fewer than --prefix-repetition-num-prefixes 10: each prefix needs a request"},
+		{"prefix repetition no prefixes", []string{"--dataset", "prefix_repetition", "--prefix-repetition-num-prefixes", "0"}, "--prefix-repetition-num-prefixes 0: must be from 1"},
+		{"prefix repetition output zero", []string{"--dataset", "prefix_repetition", "--output-len", "0"}, "--output-len 0: --dataset prefix_repetition needs an output length from 1 to 1048576"},
+		{"prefix repetition two output flags", []string{"--dataset", "prefix_repetition", "--output-len", "4", "--prefix-repetition-output-len", "6"}, "--output-len and --prefix-repetition-output-len both set the output length: give one"},
+		{"prefix repetition empty prompts", []string{"--dataset", "prefix_repetition", "--prefix-repetition-prefix-len", "0", "--prefix-repetition-suffix-len", "0"}, "make empty prompts"},
+		{"prefix repetition flag alone", []string{"--prefix-repetition-suffix-len", "5"}, "--prefix-repetition-suffix-len shapes --dataset prefix_repetition: give --dataset prefix_repetition, or drop it"},
 		{"dataset and prompt", []string{"--dataset", "random", "--prompt", "hi"}, "drop --prompt"},
 		{"missing trace", []string{"--replay", missing}, "--replay " + missing + ": no such file or directory"},
 		{"empty trace", []string{"--replay", empty}, "--replay " + empty + ": no lines"},
@@ -107,6 +147,28 @@ func TestDatasetTooLongForTheModel(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	if code != exitUsage || !strings.Contains(lines[len(lines)-1], "--input-len 2000 and --output-len 64") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestDatasetKindsTooLongForTheModel: each synthesized or file dataset that the model cannot hold
+// is refused once the model is known, as bad input (exit 2), named in the last line.
+func TestDatasetKindsTooLongForTheModel(t *testing.T) {
+	sonnet := tempFile(t, "s.txt", "Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\n")
+	burst := tempFile(t, "b.csv", "Timestamp,Model,Request tokens,Response tokens\n1,GPT-4,2000,7\n2,GPT-4,0,7\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dataset", "random", "--random-prefix-len", "1000", "--input-len", "100"}, "--random-prefix-len 1000, --input-len 100 and --output-len 64 with --range-ratio 0 reach 1164 tokens, more than the model's 1024 positions"},
+		{[]string{"--dataset", "sonnet", "--dataset-path", sonnet, "--sonnet-input-len", "1000"}, "--sonnet-input-len 1000 and --sonnet-output-len 150 reach 1150 tokens, more than the model's 1024 positions"},
+		{[]string{"--dataset", "prefix_repetition", "--num-requests", "10", "--prefix-repetition-prefix-len", "900"}, "--prefix-repetition-prefix-len 900, -suffix-len 256 and -output-len 128 reach 1284 tokens, more than the model's 1024 positions"},
+		{[]string{"--dataset", "burstgpt", "--dataset-path", burst}, "--dataset burstgpt --dataset-path " + burst + ": no GPT-4 row fits the model (a prompt of at least 1 token, and prompt + output within 1024 positions)"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"bench", "--num-requests", "10"}, tc.args...)...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != exitUsage || lines[len(lines)-1] != "rosetop: "+tc.want {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and last line %q", tc.args, code, stderr, tc.want)
+		}
 	}
 }
 
@@ -450,5 +512,141 @@ func TestVLLMPercentileFlags(t *testing.T) {
 		if _, ok := v[key].(float64); !ok {
 			t.Errorf("--percentile-metrics \"\": result lacks %s", key)
 		}
+	}
+}
+
+// TestDatasetKindFlagsReachTheSession: each kind's flags, with vLLM's defaults, become the
+// Session's dataset; --output-len stands in for --custom-output-len and
+// --prefix-repetition-output-len as vLLM maps it; prefix_repetition runs num_prefixes x
+// (--num-requests / num_prefixes) requests, as vLLM does, and says so when that is fewer.
+func TestDatasetKindFlagsReachTheSession(t *testing.T) {
+	custom := tempFile(t, "c.jsonl", "{\"prompt\": \"hi\", \"output_tokens\": 3}\n")
+	sonnet := tempFile(t, "s.txt", "Shall I compare thee to a summer's day?\n")
+	burst := tempFile(t, "b.csv", "Timestamp,Model,Request tokens,Response tokens\n1,GPT-4,5,7\n")
+	type shape struct { // the Dataset's settings
+		Kind                                                   string
+		InputLen, OutputLen, PrefixLen, SuffixLen, NumPrefixes int
+		Seed                                                   uint64
+	}
+	for _, tc := range []struct {
+		args     []string
+		want     shape
+		requests int
+		note     string
+	}{
+		{[]string{"--dataset", "random", "--random-prefix-len", "32", "--input-len", "0", "--seed", "7"}, shape{Kind: "random", OutputLen: 64, PrefixLen: 32, Seed: 7}, 16, ""},
+		{[]string{"--dataset", "custom", "--dataset-path", custom}, shape{Kind: "custom", OutputLen: 256}, 16, ""},
+		{[]string{"--dataset", "custom", "--dataset-path", custom, "--custom-output-len", "-1"}, shape{Kind: "custom"}, 16, ""},
+		{[]string{"--dataset", "custom", "--dataset-path", custom, "--output-len", "9"}, shape{Kind: "custom", OutputLen: 9}, 16, ""},
+		{[]string{"--dataset", "sonnet", "--dataset-path", sonnet}, shape{Kind: "sonnet", InputLen: 550, OutputLen: 150, PrefixLen: 200}, 16, ""},
+		{[]string{"--dataset", "sonnet", "--dataset-path", sonnet, "--sonnet-input-len", "90", "--sonnet-output-len", "4", "--sonnet-prefix-len", "0"}, shape{Kind: "sonnet", InputLen: 90, OutputLen: 4}, 16, ""},
+		{[]string{"--dataset", "burstgpt", "--dataset-path", burst, "--seed", "3"}, shape{Kind: "burstgpt", Seed: 3}, 16, ""},
+		{[]string{"--dataset", "prefix_repetition"}, shape{Kind: "prefix_repetition", OutputLen: 128, PrefixLen: 256, SuffixLen: 256, NumPrefixes: 10}, 10,
+			"rosetop: --dataset prefix_repetition: 10 prefixes x 1 requests each = 10 requests, not --num-requests 16 (as vLLM: num_requests // num_prefixes a prefix)\n"},
+		{[]string{"--dataset", "prefix_repetition", "--num-requests", "30", "--prefix-repetition-num-prefixes", "3", "--output-len", "5", "--prefix-repetition-suffix-len", "0"},
+			shape{Kind: "prefix_repetition", OutputLen: 5, PrefixLen: 256, NumPrefixes: 3}, 30, ""},
+	} {
+		var notes strings.Builder
+		o, err := parseOptions(t.Context(), tc.args, &notes)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		c := o.sessionConfig()
+		d := c.Workload.Dataset
+		got := shape{Kind: d.Kind, InputLen: d.InputLen, OutputLen: d.OutputLen, PrefixLen: d.PrefixLen, SuffixLen: d.SuffixLen, NumPrefixes: d.NumPrefixes, Seed: d.Seed}
+		if got != tc.want || c.Workload.NumRequests != tc.requests || notes.String() != tc.note {
+			t.Errorf("%q: dataset %+v, %d requests, notes %q; want %+v, %d, %q", tc.args, got, c.Workload.NumRequests, notes.String(), tc.want, tc.requests, tc.note)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%q: the session refuses it: %v", tc.args, err)
+		}
+	}
+}
+
+// TestDatasetKindsRun: each kind runs end to end on the embedded model, and its --json records
+// the lengths it defines: prompts of the file's or the flags' token counts, outputs of theirs;
+// the same --seed draws the same requests and another seed others.
+func TestDatasetKindsRun(t *testing.T) {
+	dir := t.TempDir()
+	burst := tempFile(t, "b.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"+
+		"1,GPT-4,11,3,14,API log\n2,ChatGPT,12,4,16,API log\n3,GPT-4,13,0,13,API log\n4,GPT-4,15,5,20,API log\n5,GPT-4,17,6,23,API log\n6,GPT-4,19,2,21,API log\n")
+	custom := tempFile(t, "c.jsonl", "{\"prompt\": \"Hello\", \"output_tokens\": 2}\n{\"prompt\": \"What is the capital of France?\", \"output_tokens\": 4}\n")
+	sonnet := tempFile(t, "s.txt", strings.Repeat("Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\nRough winds do shake the darling buds of May,\n", 4))
+	type request struct {
+		PromptTokens int `json:"prompt_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	}
+	run := func(args ...string) ([]request, map[string]any) {
+		t.Helper()
+		path := filepath.Join(dir, "out.json")
+		code, _, stderr := runCLI(t, append([]string{"bench", "--warmup-runs", "0", "--no-stop-on-eos", "--json", path}, args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, stderr)
+		}
+		var out struct {
+			Config map[string]any `json:"config"`
+			Runs   []struct {
+				Requests []request `json:"requests"`
+			} `json:"runs"`
+		}
+		readJSON(t, path, &out)
+		return out.Runs[len(out.Runs)-1].Requests, out.Config
+	}
+	burstArgs := []string{"--dataset", "burstgpt", "--dataset-path", burst, "--num-requests", "4", "--seed", "1"}
+	reqs, config := run(burstArgs...)
+	outOf := map[int]int{11: 3, 15: 5, 17: 6, 19: 2} // the kept rows: GPT-4, Response tokens above 0
+	seen := map[int]bool{}
+	for _, r := range reqs {
+		if outOf[r.PromptTokens] != r.OutputTokens {
+			t.Errorf("burstgpt: a request of %d prompt and %d output tokens, want a kept row's %v", r.PromptTokens, r.OutputTokens, outOf)
+		}
+		seen[r.PromptTokens] = true
+	}
+	if len(reqs) != 4 || len(seen) != 4 || config["dataset"] != "burstgpt" {
+		t.Errorf("burstgpt: %d requests of %d rows, config dataset %v; want the 4 kept rows once each", len(reqs), len(seen), config["dataset"])
+	}
+	order := func(rs []request) (s []int) {
+		for _, r := range rs {
+			s = append(s, r.PromptTokens)
+		}
+		return s
+	}
+	again, _ := run(burstArgs...)
+	other, _ := run(append(burstArgs, "--seed", "2")...)
+	if !slices.Equal(order(reqs), order(again)) || slices.Equal(order(reqs), order(other)) {
+		t.Errorf("burstgpt draws %v, %v with --seed 1, %v with --seed 2: want the seed to decide", order(reqs), order(again), order(other))
+	}
+
+	reqs, _ = run("--dataset", "custom", "--dataset-path", custom, "--custom-output-len", "-1", "--num-requests", "4")
+	for _, r := range reqs {
+		if want := map[int]int{1: 2, 7: 4}[r.PromptTokens]; r.OutputTokens != want {
+			t.Errorf("custom: %d prompt tokens, %d output; want a line's prompt as written and its output_tokens", r.PromptTokens, r.OutputTokens)
+		}
+	}
+	reqs, config = run("--dataset", "sonnet", "--dataset-path", sonnet, "--num-requests", "4", "--sonnet-input-len", "60", "--sonnet-output-len", "3", "--sonnet-prefix-len", "25")
+	for _, r := range reqs {
+		if r.PromptTokens > 60 || r.PromptTokens < 40 || r.OutputTokens != 3 {
+			t.Errorf("sonnet: %d prompt tokens, %d output; want about 60 and at most 60, 3", r.PromptTokens, r.OutputTokens)
+		}
+	}
+	if config["sonnet_input_len"] != 60.0 || config["sonnet_prefix_len"] != 25.0 {
+		t.Errorf("sonnet: config %v lacks its flags", config)
+	}
+	reqs, _ = run("--dataset", "prefix_repetition", "--num-requests", "4", "--prefix-repetition-num-prefixes", "2", "--prefix-repetition-prefix-len", "16",
+		"--prefix-repetition-suffix-len", "8", "--output-len", "3")
+	for _, r := range reqs {
+		if r.PromptTokens != 24 || r.OutputTokens != 3 {
+			t.Errorf("prefix_repetition: %d prompt tokens, %d output; want 16 + 8, 3", r.PromptTokens, r.OutputTokens)
+		}
+	}
+	reqs, config = run("--dataset", "random", "--random-prefix-len", "20", "--input-len", "10", "--output-len", "2", "--num-requests", "4")
+	for _, r := range reqs {
+		if r.PromptTokens != 30 || r.OutputTokens != 2 {
+			t.Errorf("random with a prefix: %d prompt tokens, %d output; want 20 + 10, 2", r.PromptTokens, r.OutputTokens)
+		}
+	}
+	if config["random_prefix_len"] != 20.0 {
+		t.Errorf("random: config random_prefix_len %v, want 20", config["random_prefix_len"])
 	}
 }

@@ -8,11 +8,11 @@ import (
 )
 
 // watchRefused are the flags that shape the load rosetop sends, or how it measures that load as
-// a client: --watch sends none, so they mean nothing with it.
+// a client: --watch sends none, so they mean nothing with it (and neither do datasetFlags).
 var watchRefused = []string{"job", "prompt", "prompt-repeats", "unique-prompts", "num-requests", "max-new-tokens",
 	"temperature", "top-k", "top-p", "seed", "no-stop-on-eos", "submit-interval-ms", "submit-schedule", "request-rate",
 	"pretok", "warmup-runs", "repeat-runs", "burstiness", "ramp-up-s", "max-concurrency", "dataset",
-	"dataset-path", "input-len", "output-len", "range-ratio", "replay", "replay-speed", "save-trace", "result-format",
+	"dataset-path", "output-len", "replay", "replay-speed", "save-trace", "result-format",
 	"save-detailed", "percentile-metrics", "metric-percentiles", "api", "extra-body", "request-timeout", "first-byte-timeout", "stall-timeout", "tokenizer"}
 
 // checkWatch applies the --watch rules, given the flags set explicitly, before a job's presets
@@ -33,6 +33,11 @@ func (o *options) checkWatch(set map[string]bool) error {
 	for _, n := range watchRefused {
 		if set[n] {
 			given = append(given, "--"+n)
+		}
+	}
+	for _, f := range datasetFlags {
+		if set[f.flag] {
+			given = append(given, "--"+f.flag)
 		}
 	}
 	if len(given) > 0 {

@@ -28,6 +28,7 @@ func TestWatchFlagErrors(t *testing.T) {
 		{"rate and dataset", []string{"--endpoint", ep, "--watch", "--request-rate", "2", "--dataset", "random"}, "--request-rate, --dataset mean nothing with --watch"},
 		{"dataset file not read", []string{"--endpoint", ep, "--watch", "--dataset", "sharegpt", "--dataset-path", filepath.Join(dir, "absent.json")}, "--dataset, --dataset-path mean nothing with --watch"},
 		{"job", []string{"--endpoint", ep, "--watch", "--job", "admission"}, "--job means nothing with --watch"},
+		{"dataset kinds' flags", []string{"--endpoint", ep, "--watch", "--input-len", "5", "--sonnet-input-len", "5"}, "--input-len, --sonnet-input-len mean nothing with --watch"},
 		{"client flags", []string{"--endpoint", ep, "--watch", "--api", "chat", "--tokenizer", "gpt2"}, "--api, --tokenizer mean nothing with --watch"},
 		{"json", []string{"--endpoint", ep, "--watch", "--json", filepath.Join(dir, "out.json")}, "--json and --csv hold the requests rosetop sends"},
 		{"goodput tpot", []string{"--endpoint", ep, "--watch", "--goodput", "ttft:200,tpot:30"}, "--goodput tpot: watch mode reads the servers' latency histograms, and none holds a request's TPOT: give ttft or e2el targets"},

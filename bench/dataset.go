@@ -16,35 +16,62 @@ import (
 	"rosetop/internal/regular"
 )
 
-// Dataset is where a workload's requests come from instead of the prompt flags: vLLM's random
-// dataset (prompts synthesized at sampled lengths), a ShareGPT conversations file, a JSONL file
-// of {"prompt", "output_len"} lines, or a replayed Mooncake trace (trace.go). LoadDataset and
-// LoadTrace read a file and check its format before any model is loaded; the session counts
-// lengths with the model's tokenizer when it builds its workload.
+// Dataset is where a workload's requests come from instead of the prompt flags, as vLLM's bench
+// datasets make them: synthesized (random, prefix_repetition), read from a file (sharegpt, jsonl,
+// custom, burstgpt, sonnet) or a replayed Mooncake trace (trace.go). LoadDataset and LoadTrace
+// read a file and check its format before any model is loaded; the session counts lengths with
+// the model's tokenizer when it builds its workload.
 type Dataset struct {
-	Kind       string  // "random" | "sharegpt" | "jsonl" | "trace"
-	Path       string  // the file (all but random)
-	InputLen   int     // random: mean prompt tokens
-	OutputLen  int     // random: mean output tokens; sharegpt, jsonl: every row's (0: the row's own)
+	Kind string // one of DatasetKinds, or "trace"
+	Path string // the file (the kinds that read one)
+	// InputLen is random's mean sampled prompt tokens, sonnet's most prompt tokens.
+	InputLen int
+	// OutputLen is random's mean output tokens; sonnet's and prefix_repetition's for every request;
+	// sharegpt's, jsonl's and custom's for every request, 0 for each row's own.
+	OutputLen  int
 	RangeRatio float64 // random: lengths uniform in [len*(1-r), len*(1+r)], 0 <= r < 1
-	Seed       uint64  // the sample, and the synthesized prompts' tokens
-	// rows are the file's usable rows, in file order; read-only after loading.
+	// PrefixLen is the tokens of a prefix shared by requests: random's before every prompt,
+	// prefix_repetition's each, sonnet's (base prompt and the file's first lines) before every prompt.
+	PrefixLen   int
+	SuffixLen   int    // prefix_repetition: tokens after the prefix, each request's own
+	NumPrefixes int    // prefix_repetition: distinct prefixes
+	Seed        uint64 // the sample, and the synthesized prompts' tokens
+	// rows are the file's usable rows, in file order (sonnet: its lines); read-only after loading.
 	rows []datasetRow
+	// burst are a BurstGPT trace's kept rows, held compactly: a trace has millions.
+	burst []burstRow
 }
 
 // datasetRow is one request shape read from a file.
 type datasetRow struct {
-	prompt     string  // sharegpt, jsonl: the prompt text
+	prompt     string  // sharegpt, jsonl, custom: the prompt text; sonnet: the line, with its newline
 	completion string  // sharegpt: the reply, whose token count is the output length
-	outputLen  int     // jsonl, trace: output tokens
+	outputLen  int     // jsonl, custom, trace: output tokens (jsonl, custom: 0 when the line has none)
 	inputLen   int     // trace: prompt tokens to synthesize
 	hashIDs    []int64 // trace: ids of the prompt's 512-token blocks; equal ids, equal blocks
 	atMs       float64 // trace: arrival, ms after the trace's start
-	line       int     // 1-based line (jsonl, trace) or entry (sharegpt), for errors
+	line       int     // 1-based line (jsonl, custom, sonnet, trace) or entry (sharegpt), for errors
 }
 
 // DatasetKinds are the names --dataset takes.
-var DatasetKinds = []string{"random", "sharegpt", "jsonl"}
+var DatasetKinds = []string{"random", "sharegpt", "jsonl", "custom", "burstgpt", "sonnet", "prefix_repetition"}
+
+// fileKinds are the kinds that read --dataset-path, with the parser of each (burstgpt has its own
+// loader: its rows are held compactly).
+var fileKinds = map[string]func(context.Context, io.Reader) ([]datasetRow, error){
+	"sharegpt": parseShareGPT, "jsonl": parseJSONL, "custom": parseCustom, "sonnet": parseSonnet, "burstgpt": nil,
+}
+
+// FileDatasetKinds are the kinds of --dataset that read --dataset-path, in DatasetKinds' order.
+func FileDatasetKinds() []string {
+	var out []string
+	for _, k := range DatasetKinds {
+		if _, ok := fileKinds[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
 // Bounds on what a dataset file may hold, so that no file sizes an allocation unchecked.
 const (
@@ -58,8 +85,8 @@ const (
 // source names the dataset as the command line gave it, for errors.
 func (d *Dataset) source() string {
 	switch d.Kind {
-	case "random":
-		return "--dataset random"
+	case "random", "prefix_repetition":
+		return "--dataset " + d.Kind
 	case "trace":
 		return "--replay " + d.Path
 	}
@@ -74,25 +101,32 @@ func (d *Dataset) validate(n int) error {
 	bad := func(format string, args ...any) error { return &ConfigError{msg: fmt.Sprintf(format, args...)} }
 	switch d.Kind {
 	case "random":
-		switch {
-		case d.InputLen < 1 || d.InputLen > maxRequestTokens:
-			return bad("--input-len must be from 1 to %d, got %d", maxRequestTokens, d.InputLen)
-		case d.OutputLen < 1 || d.OutputLen > maxRequestTokens:
-			return bad("--output-len must be from 1 to %d, got %d", maxRequestTokens, d.OutputLen)
-		case !(d.RangeRatio >= 0 && d.RangeRatio < 1):
-			return bad("--range-ratio must be in [0, 1), got %v", d.RangeRatio)
+		if _, _, _, _, err := d.randomBounds(); err != nil {
+			return err
 		}
-	case "sharegpt", "jsonl", "trace":
+	case "prefix_repetition":
+		return d.validatePrefixRepetition(n)
+	case "sonnet":
+		return d.validateSonnet()
+	case "burstgpt":
+		if len(d.burst) == 0 {
+			return bad("%s: no rows loaded", d.source())
+		}
+	case "sharegpt", "jsonl", "custom", "trace":
 		if len(d.rows) == 0 {
 			return bad("%s: no rows loaded", d.source())
 		}
 		if d.OutputLen < 0 || d.OutputLen > maxRequestTokens {
 			return bad("--output-len must be from 0 to %d, got %d", maxRequestTokens, d.OutputLen)
 		}
-		if d.Kind == "jsonl" && d.OutputLen == 0 {
+		if (d.Kind == "jsonl" || d.Kind == "custom") && d.OutputLen == 0 {
+			field, flag := "output_len", "--output-len"
+			if d.Kind == "custom" {
+				field, flag = "output_tokens", "--custom-output-len" // vLLM's custom.py: output_tokens when --custom-output-len is -1
+			}
 			for _, r := range d.rows {
 				if r.outputLen == 0 {
-					return bad("%s: line %d has no \"output_len\": give --output-len N for the lines without one", d.source(), r.line)
+					return bad("%s: line %d has no %q: give %s N for the lines without one", d.source(), r.line, field, flag)
 				}
 			}
 		}
@@ -105,16 +139,26 @@ func (d *Dataset) validate(n int) error {
 	return nil
 }
 
-// LoadDataset reads a sharegpt or jsonl file and checks its format, noting a slow read's
-// progress on notes. Errors name the file and what was expected and wrap ErrBadConfig, except
-// ctx's (a signal stopped the read), which come back as they are.
+// LoadDataset reads the file of a file kind (FileDatasetKinds) and checks its format, noting a
+// slow read's progress on notes. Errors name the file and what was expected and wrap
+// ErrBadConfig, except ctx's (a signal stopped the read), which come back as they are.
 func LoadDataset(ctx context.Context, kind, path string, notes io.Writer) (*Dataset, error) {
 	d := &Dataset{Kind: kind, Path: path}
-	parse := map[string]func(context.Context, io.Reader) ([]datasetRow, error){"sharegpt": parseShareGPT, "jsonl": parseJSONL}[kind]
-	if parse == nil {
-		return nil, &ConfigError{msg: fmt.Sprintf("--dataset: %q is not a file dataset (valid: sharegpt, jsonl)", kind)}
+	parse, ok := fileKinds[kind]
+	if !ok {
+		return nil, &ConfigError{msg: fmt.Sprintf("--dataset: %q is not a file dataset (valid: %s)", kind, strings.Join(FileDatasetKinds(), ", "))}
 	}
-	if err := d.load(newBuild(ctx, NewRealClock(), notes), parse); err != nil {
+	b := newBuild(ctx, NewRealClock(), notes)
+	var err error
+	if kind == "burstgpt" {
+		err = d.read(b, func(ctx context.Context, r io.Reader) (err error) {
+			d.burst, err = parseBurstGPT(ctx, r)
+			return err
+		})
+	} else {
+		err = d.load(b, parse)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -123,38 +167,45 @@ func LoadDataset(ctx context.Context, kind, path string, notes io.Writer) (*Data
 // load reads the dataset's file into its rows with parse, noting a slow read's progress; errors
 // as LoadDataset's.
 func (d *Dataset) load(b build, parse func(context.Context, io.Reader) ([]datasetRow, error)) error {
-	rows, err := readRows(b, d.Path, d.source(), parse)
+	return d.read(b, func(ctx context.Context, r io.Reader) (err error) {
+		d.rows, err = parse(ctx, r)
+		return err
+	})
+}
+
+// read opens the dataset's file and hands it to parse, noting a slow read's progress in the
+// file's bytes; errors as LoadDataset's.
+func (d *Dataset) read(b build, parse func(context.Context, io.Reader) error) error {
+	err := readFile(b, d.Path, d.source(), parse)
 	switch {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return err
 	case err != nil:
 		return &ConfigError{msg: fmt.Sprintf("%s: %v", d.source(), err)}
 	}
-	d.rows = rows
 	return nil
 }
 
-// readRows opens path and parses it, noting the progress of a slow read of what (the file as
+// readFile opens path and parses it, noting the progress of a slow read of what (the file as
 // the command line names it) in the file's bytes.
-func readRows(b build, path, what string, parse func(context.Context, io.Reader) ([]datasetRow, error)) ([]datasetRow, error) {
+func readFile(b build, path, what string, parse func(context.Context, io.Reader) error) error {
 	if path == "" {
-		return nil, errors.New("no file given")
+		return errors.New("no file given")
 	}
 	f, size, err := regular.Open(path) // a FIFO or a device would block or never end
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	p := b.progress("reading " + what)
 	p.count = func(done, total int64) string {
 		return fmt.Sprintf("%.0f/%.0f MB", float64(done)/1e6, float64(total)/1e6)
 	}
-	rows, err := parse(b.ctx, bufio.NewReaderSize(&progressReader{r: f, p: p, size: size}, 1<<16))
-	if err != nil {
-		return nil, err
+	if err := parse(b.ctx, bufio.NewReaderSize(&progressReader{r: f, p: p, size: size}, 1<<16)); err != nil {
+		return err
 	}
 	p.done()
-	return rows, nil
+	return nil
 }
 
 // progressReader notes a read's progress as its bytes pass; used by the reading goroutine.
@@ -216,43 +267,6 @@ func parseShareGPT(ctx context.Context, r io.Reader) ([]datasetRow, error) {
 	return rows, nil
 }
 
-// parseJSONL reads one {"prompt": TEXT, "output_len": N} object per line; blank lines are
-// skipped, other fields ignored. output_len may be left out (vLLM's custom dataset has prompts
-// alone) when --output-len gives it (validate).
-func parseJSONL(ctx context.Context, r io.Reader) ([]datasetRow, error) {
-	var rows []datasetRow
-	err := eachLine(ctx, r, func(n int, line []byte) error {
-		var row struct {
-			Prompt    *string `json:"prompt"`
-			OutputLen *int    `json:"output_len"`
-		}
-		if err := json.Unmarshal(line, &row); err != nil {
-			return fmt.Errorf("line %d: not a JSON object {\"prompt\": TEXT, \"output_len\": N} (%s)", n, jsonProblem(err))
-		}
-		switch {
-		case row.Prompt == nil || *row.Prompt == "":
-			return fmt.Errorf("line %d: no \"prompt\" text", n)
-		case row.OutputLen != nil && (*row.OutputLen < 1 || *row.OutputLen > maxRequestTokens):
-			return fmt.Errorf("line %d: \"output_len\" must be an integer from 1 to %d", n, maxRequestTokens)
-		case len(rows) >= maxDatasetRows:
-			return fmt.Errorf("more than %d lines: split the file", maxDatasetRows)
-		}
-		var outputLen int // 0: --output-len's
-		if row.OutputLen != nil {
-			outputLen = *row.OutputLen
-		}
-		rows = append(rows, datasetRow{prompt: *row.Prompt, outputLen: outputLen, line: n})
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(rows) == 0 {
-		return nil, errors.New(`no lines: want one {"prompt": TEXT, "output_len": N} object per line`)
-	}
-	return rows, nil
-}
-
 // eachLine calls f with every non-blank line (1-based numbers), each at most maxLineBytes; a
 // cancelled ctx stops it between two lines.
 func eachLine(ctx context.Context, r io.Reader, f func(n int, line []byte) error) error {
@@ -293,47 +307,16 @@ func (d *Dataset) sample(b build, n int, model ModelInfo) ([]sampled, error) {
 	switch d.Kind {
 	case "random":
 		return d.sampleRandom(b, n, model.MaxPositions, voc)
+	case "prefix_repetition":
+		return d.samplePrefixRepetition(b, n, model.MaxPositions, voc)
+	case "burstgpt":
+		return d.sampleBurstGPT(b, n, model.MaxPositions, voc)
+	case "sonnet":
+		return d.sampleSonnet(b, n, model.MaxPositions, voc)
 	case "trace":
 		return d.sampleTrace(b, n, model.MaxPositions, voc)
 	}
 	return d.sampleText(b, n, model.MaxPositions, voc)
-}
-
-// sampleRandom is vLLM's random dataset (vllm/benchmarks/datasets/random.py): lengths uniform in
-// [floor(len*(1-r)), ceil(len*(1+r))] (outputs at least 1), and prompts of consecutive vocabulary
-// ids from a random offset, decoded and re-encoded to the sampled length. The lengths and offsets
-// come from one seeded stream, as vLLM draws them before any prompt; each prompt is then fitted
-// on the build's workers from a stream of its own, so the sample does not depend on their number.
-func (d *Dataset) sampleRandom(b build, n, positions int, voc vocab) ([]sampled, error) {
-	r := d.RangeRatio
-	inLo, inHi := int(math.Floor(float64(d.InputLen)*(1-r))), int(math.Ceil(float64(d.InputLen)*(1+r)))
-	outLo, outHi := max(1, int(math.Floor(float64(d.OutputLen)*(1-r)))), max(1, int(math.Ceil(float64(d.OutputLen)*(1+r))))
-	switch {
-	case inLo < 1:
-		return nil, &ConfigError{msg: fmt.Sprintf("--input-len %d with --range-ratio %v can sample an empty prompt", d.InputLen, r)}
-	case inHi+outHi > positions:
-		return nil, &ConfigError{msg: fmt.Sprintf("--input-len %d and --output-len %d with --range-ratio %v reach %d tokens, more than the model's %d positions", d.InputLen, d.OutputLen, r, inHi+outHi, positions)}
-	}
-	rng := rand.New(rand.NewPCG(d.Seed, 0xda7a))
-	inLens, offsets := make([]int, n), make([]int, n)
-	out := make([]sampled, n)
-	for i := range out {
-		inLens[i], out[i].maxNew = inLo+rng.IntN(inHi-inLo+1), outLo+rng.IntN(outHi-outLo+1)
-		offsets[i] = rng.IntN(len(voc.allowed))
-	}
-	p := b.progress(fmt.Sprintf("building %d prompts (%s)", n, d.source()))
-	err := b.each(n, func(done int) { p.update(int64(done), int64(n)) }, func(i int) {
-		ids := make([]int32, inLens[i])
-		for j := range ids {
-			ids[j] = voc.allowed[(offsets[i]+i+j)%len(voc.allowed)]
-		}
-		out[i].text, out[i].tokens = voc.fitLength(ids, inLens[i], rand.New(rand.NewPCG(d.Seed^0xda7a, uint64(i))))
-	})
-	if err != nil {
-		return nil, err
-	}
-	p.done()
-	return out, nil
 }
 
 // vLLM's is_valid_sequence bounds on a ShareGPT row: its prompt, and its prompt plus output.
@@ -342,7 +325,7 @@ const (
 	shareGPTMaxTotal  = 2048
 )
 
-// sampleText samples sharegpt and jsonl rows: shuffled with the seed (as vLLM does), each kept
+// sampleText samples sharegpt, jsonl and custom rows: shuffled with the seed (as vLLM does), each kept
 // when it fits (ShareGPT as vLLM's is_valid_sequence filters it: a prompt of 4 to 1024 tokens, a
 // reply of at least 4 unless --output-len sets it, prompt + output at most 2048; and prompt +
 // output within the model's positions); when fewer fit than n, the kept rows are drawn again
@@ -387,8 +370,10 @@ func (d *Dataset) sampleText(b build, n, positions int, voc vocab) ([]sampled, e
 	return out, nil
 }
 
-// encodeRow tokenizes a row's prompt and finds its output length: --output-len, else the row's
-// own (jsonl) or its reply's token count (sharegpt).
+// encodeRow tokenizes a row's prompt and finds its output length: the flags', else the row's
+// own (jsonl, custom) or its reply's token count (sharegpt). A custom prompt is sent as written,
+// as vLLM's --skip-chat-template sends it (GPT-2 has no chat template; a chat API applies the
+// server's own).
 func (d *Dataset) encodeRow(voc vocab, row *datasetRow) sampled {
 	s := sampled{tokens: voc.codec.Encode(row.prompt), text: row.prompt, maxNew: row.outputLen}
 	switch {

@@ -166,7 +166,8 @@ func TestLoadDatasetErrorsNameTheFile(t *testing.T) {
 	for _, c := range []struct{ kind, path, want string }{
 		{"sharegpt", missing, "--dataset sharegpt --dataset-path " + missing},
 		{"jsonl", empty, "--dataset jsonl --dataset-path " + empty + ": no lines"},
-		{"random", "x", "not a file dataset"},
+		{"random", "x", "not a file dataset (valid: sharegpt, jsonl, custom, burstgpt, sonnet)"},
+		{"prefix_repetition", "x", "not a file dataset"},
 	} {
 		_, err := LoadDataset(t.Context(), c.kind, c.path, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrBadConfig) {
@@ -370,9 +371,11 @@ func TestLoadStopsWhenCancelled(t *testing.T) {
 	sg := writeTemp(t, "sg.json", shareGPTSample)
 	jl := writeTemp(t, "d.jsonl", `{"prompt": "hi", "output_len": 2}`)
 	tr := writeTemp(t, "t.jsonl", mooncakeSample)
+	so := writeTemp(t, "sonnet.txt", "a line\nanother\n")
 	for name, load := range map[string]func() (*Dataset, error){
 		"sharegpt": func() (*Dataset, error) { return LoadDataset(ctx, "sharegpt", sg, io.Discard) },
 		"jsonl":    func() (*Dataset, error) { return LoadDataset(ctx, "jsonl", jl, io.Discard) },
+		"sonnet":   func() (*Dataset, error) { return LoadDataset(ctx, "sonnet", so, io.Discard) },
 		"trace":    func() (*Dataset, error) { return LoadTrace(ctx, tr, io.Discard) },
 	} {
 		if d, err := load(); d != nil || !errors.Is(err, context.Canceled) || errors.Is(err, ErrBadConfig) {
