@@ -18,8 +18,8 @@ import (
 	"rosetop/sched"
 )
 
-// pagedServer is a test server whose /metrics is pages[phase] (past the last page: HTTP 500),
-// and whose /v1/models lists model.
+// pagedServer is a test server whose /metrics is pages[phase] (an empty page, or past the last
+// one: HTTP 500, the server down), and whose /v1/models lists model.
 type pagedServer struct {
 	*httptest.Server
 	phase atomic.Int32
@@ -34,7 +34,7 @@ func newPagedServer(t *testing.T, model string, pages ...string) *pagedServer {
 			fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, model)
 		case "/metrics":
 			i := int(s.phase.Load())
-			if i >= len(pages) {
+			if i >= len(pages) || pages[i] == "" {
 				http.Error(w, "down", http.StatusInternalServerError)
 				return
 			}

@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"rosetop/internal/oneline"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -102,7 +105,22 @@ func (s *Scraper) Scrape(ctx context.Context) (Snapshot, error) {
 	if int64(len(body)) > s.cfg.MaxBytes {
 		return Snapshot{}, fmt.Errorf("%w: GET %s: page over %d bytes", ErrMalformed, s.cfg.URL, s.cfg.MaxBytes)
 	}
-	return ParseSnapshot(bytes.NewReader(body), s.clock.Now())
+	snap, err := ParseSnapshot(bytes.NewReader(body), s.clock.Now())
+	if err == nil && !snap.Started.Known {
+		snap.Started = startHeader(resp.Header)
+	}
+	return snap, err
+}
+
+// startHeader is the Process-Start-Time-Unix header of a /metrics answer (client_golang's
+// promhttp with ProcessStartTime; llama-server, whose value is its start in µs on a monotonic
+// clock), a positive number; unknown without one.
+func startHeader(h http.Header) Value {
+	v, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Process-Start-Time-Unix")), 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 1) {
+		return Value{}
+	}
+	return Value{V: v, Known: true}
 }
 
 // fail classifies a transport error of a scrape.

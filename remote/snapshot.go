@@ -1,10 +1,12 @@
 package remote
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,7 +39,8 @@ func (k ServerKind) String() string {
 	return fmt.Sprintf("kind(%d)", int(k))
 }
 
-// Value is a gauge or counter summed over its label sets (averaged, for a usage fraction).
+// Value is a gauge or counter summed over its label sets (averaged, for a usage fraction), one
+// series of each replica (see server.ranks).
 type Value struct {
 	V     float64
 	Known bool // the server exposes it
@@ -49,6 +52,12 @@ type Value struct {
 type Snapshot struct {
 	At   time.Duration // when the scrape's response arrived, on the scraper's clock
 	Kind ServerKind
+	// Started tells the process that wrote the page from another (see restarted): its
+	// process_start_time_seconds (prometheus_client's process collector on Linux, as in vLLM with
+	// one API server; client_golang's), else the answer's Process-Start-Time-Unix header
+	// (llama-server's start in µs on a monotonic clock, not a Unix time). Unknown where neither is
+	// given: SGLang (a multiprocess registry), vLLM with several API servers, TGI, rosetop serve.
+	Started Value
 
 	Running Value // requests in the running batch
 	Waiting Value // requests queued
@@ -114,6 +123,10 @@ type server struct {
 	kind   ServerKind
 	prefix string
 	specs  []spec
+	// ranks are the labels of the processes of one replica: series that differ only in them count
+	// the same requests, and one of them is read (see replicas). Series that differ in another
+	// label (a replica's dp_rank, vLLM's engine) count different requests and add up.
+	ranks []string
 }
 
 // vllmSpecs are vLLM's names after the prefix (vllm/v1/metrics/loggers.py), older names after
@@ -135,9 +148,12 @@ var vllmSpecs = []spec{
 
 // servers are tried in order: the first whose prefix a metric name has is the server.
 var servers = []server{
-	{KindRosetop, "rosetop_", vllmSpecs},
-	{KindVLLM, "vllm:", vllmSpecs},
-	{KindSGLang, "sglang:", []spec{ // python/sglang/srt/metrics/collector.py
+	{KindRosetop, "rosetop_", vllmSpecs, nil},
+	{KindVLLM, "vllm:", vllmSpecs, nil}, // its engine label is a data parallel engine (loggers.py): they add up
+	// python/sglang/srt/observability/metrics_collector.py (formerly metrics/collector.py); the
+	// ranks are a scheduler's labels (scheduler_metrics_mixin.py init_metrics), the tokenizer's
+	// series have none.
+	{KindSGLang, "sglang:", []spec{
 		{fRunning, bySum, []string{"num_running_reqs"}},
 		{fWaiting, bySum, []string{"num_queue_reqs"}},
 		{fKVUsage, byMean, []string{"token_usage"}},
@@ -147,7 +163,7 @@ var servers = []server{
 		{fITL, asHist, []string{"inter_token_latency_seconds"}},
 		{fE2E, asHist, []string{"e2e_request_latency_seconds"}},
 		{fQueue, asHist, []string{"queue_time_seconds"}}, // SchedulerMetricsCollector: its first bucket is 0
-	}},
+	}, []string{"pp_rank", "tp_rank", "moe_ep_rank"}},
 	{KindTGI, "tgi_", []spec{ // router/src/server.rs, backends/v3/src/{queue,backend}.rs
 		{fRunning, bySum, []string{"batch_current_size"}},
 		{fWaiting, bySum, []string{"queue_size"}},
@@ -155,14 +171,14 @@ var servers = []server{
 		{fGenerationTokens, byHistSum, []string{"request_generated_tokens"}},
 		{fE2E, asHist, []string{"request_duration"}},
 		{fQueue, asHist, []string{"request_queue_duration"}},
-	}},
+	}, nil},
 	{KindLlamaCpp, "llamacpp:", []spec{ // tools/server/server-context.cpp (metrics)
 		{fRunning, bySum, []string{"requests_processing"}},
 		{fWaiting, bySum, []string{"requests_deferred"}},
 		{fKVUsage, byMean, []string{"kv_cache_usage_ratio"}}, // older servers only (dropped in llama.cpp #13660): else not reported
 		{fPromptTokens, bySum, []string{"prompt_tokens_total"}},
 		{fGenerationTokens, bySum, []string{"tokens_predicted_total"}},
-	}},
+	}, nil},
 }
 
 // countsFirstTokens reports whether k's /metrics have a time-to-first-token histogram, whose
@@ -188,7 +204,7 @@ func ParseSnapshot(r io.Reader, at time.Duration) (Snapshot, error) {
 
 // snapshotOf maps parsed families onto a Snapshot.
 func snapshotOf(fams map[string]*dto.MetricFamily, at time.Duration) Snapshot {
-	s := Snapshot{At: at}
+	s := Snapshot{At: at, Started: processStart(fams)}
 	srv, ok := serverOf(fams)
 	if !ok {
 		return s
@@ -200,10 +216,11 @@ func snapshotOf(fams map[string]*dto.MetricFamily, at time.Duration) Snapshot {
 			if fam == nil {
 				continue
 			}
+			series := replicas(fam.GetMetric(), srv.ranks)
 			if sp.how == asHist {
-				*s.histogram(sp.field) = histogramOf(fam)
+				*s.histogram(sp.field) = histogramOf(series)
 			} else {
-				*s.value(sp.field) = valueOf(fam, sp.how)
+				*s.value(sp.field) = valueOf(series, sp.how)
 			}
 			break
 		}
@@ -223,11 +240,77 @@ func serverOf(fams map[string]*dto.MetricFamily) (server, bool) {
 	return server{}, false
 }
 
-// valueOf combines a family's samples. Samples that are not finite are left out.
-func valueOf(fam *dto.MetricFamily, how combine) Value {
+// processStart is the page's process_start_time_seconds where it has one, a positive number.
+func processStart(fams map[string]*dto.MetricFamily) Value {
+	ms := fams["process_start_time_seconds"].GetMetric()
+	if len(ms) != 1 { // none, or the pages of several processes in one
+		return Value{}
+	}
+	v, ok := sampleOf(ms[0], bySum)
+	if !ok || !(v > 0) || math.IsInf(v, 1) {
+		return Value{}
+	}
+	return Value{V: v, Known: true}
+}
+
+// replicas is one series of each replica among ms: of the series whose labels differ only in
+// ranks, the one of the lowest ranks (compared in ranks' order), always the same process's, so
+// that its counts never step between processes whose clocks put an observation in different
+// buckets. The order of ms is kept.
+func replicas(ms []*dto.Metric, ranks []string) []*dto.Metric {
+	if len(ranks) == 0 || len(ms) < 2 {
+		return ms
+	}
+	type pick struct {
+		at   int // in out
+		rank []string
+	}
+	picked := map[string]pick{}
+	var out []*dto.Metric
+	for _, m := range ms {
+		var key strings.Builder
+		rank := make([]string, len(ranks))
+		for _, lp := range m.GetLabel() {
+			if i := slices.Index(ranks, lp.GetName()); i >= 0 {
+				rank[i] = lp.GetValue()
+				continue
+			}
+			key.WriteString(lp.GetName())
+			key.WriteByte(0)
+			key.WriteString(lp.GetValue())
+			key.WriteByte(0)
+		}
+		k := key.String()
+		p, ok := picked[k]
+		switch {
+		case !ok:
+			picked[k] = pick{at: len(out), rank: rank}
+			out = append(out, m)
+		case slices.CompareFunc(rank, p.rank, compareRank) < 0:
+			out[p.at] = m
+			picked[k] = pick{at: p.at, rank: rank}
+		}
+	}
+	return out
+}
+
+// compareRank orders two rank labels' values: as numbers where both are, else as text.
+func compareRank(a, b string) int {
+	x, errA := strconv.ParseInt(a, 10, 64)
+	y, errB := strconv.ParseInt(b, 10, 64)
+	if errA == nil && errB == nil {
+		return cmp.Compare(x, y)
+	}
+	return strings.Compare(a, b)
+}
+
+// valueOf combines series' samples: their sum, or for byMean their mean (a usage fraction: the
+// share of the whole where the replicas' caches are of one size). Samples that are not finite
+// are left out.
+func valueOf(ms []*dto.Metric, how combine) Value {
 	var v Value
 	n := 0
-	for _, m := range fam.GetMetric() {
+	for _, m := range ms {
 		x, ok := sampleOf(m, how)
 		if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
 			continue
@@ -261,9 +344,9 @@ func sampleOf(m *dto.Metric, how combine) (float64, bool) {
 
 // histogramOf sums a histogram family's series. A series with a bound that is not a number,
 // or a count that is not one of 0..maxCount, is left out.
-func histogramOf(fam *dto.MetricFamily) Histogram {
+func histogramOf(ms []*dto.Metric) Histogram {
 	var h Histogram
-	for _, m := range fam.GetMetric() {
+	for _, m := range ms {
 		if one, ok := seriesOf(m.GetHistogram()); ok {
 			h.add(one)
 		}

@@ -12,9 +12,9 @@ import (
 const rateSpan = 5 * time.Second
 
 // tally is what a watcher adds up over a whole session: its scrapes, and the server's token
-// counters and latency histograms, each scrape's increase over the one before (a counter that
-// went down was reset by a server restart: its new value is the increase, as Prometheus'
-// increase() takes it).
+// counters and latency histograms, each scrape's increase over the one before (after a server
+// restart, a counter that went down or any counter of a new process, see restarted, the new
+// value is the increase, as Prometheus' increase() takes a reset).
 type tally struct {
 	start       *Snapshot   // the first good scrape: the session's baseline; never written
 	gen, prompt bench.Gauge // tokens since start
@@ -34,21 +34,36 @@ func (t *tally) add(now, prev *Snapshot, step []gain) {
 		t.lat, _ = gains(now, now)
 		return
 	}
-	t.gen = grow(t.gen, now.GenerationTokens, prev.GenerationTokens)
-	t.prompt = grow(t.prompt, now.PromptTokens, prev.PromptTokens)
+	re := restarted(now, prev)
+	t.gen = grow(t.gen, now.GenerationTokens, prev.GenerationTokens, re)
+	t.prompt = grow(t.prompt, now.PromptTokens, prev.PromptTokens, re)
 	t.lat = mergeGains(t.lat, step) // since takes a restart's histogram whole
+}
+
+// startSlack is how far one process's Started may move between scrapes: client_golang's process
+// collector adds /proc/stat's boot time, whole seconds that step by one as the clock is slewed.
+const startSlack = 1.5
+
+// restarted reports whether now's page is another process's than then's: both say when their
+// process started (Snapshot.Started), and not the same time. Every counter and histogram of now
+// then counts from zero, as after a count that went down, whether or not one did (a restart
+// during an outage, after which the new process has counted more than the old one had).
+func restarted(now, then *Snapshot) bool {
+	a, b := now.Started, then.Started
+	return a.Known && b.Known && math.Abs(a.V-b.V) > startSlack
 }
 
 // usable reports whether a counter's value can be added up.
 func usable(v Value) bool { return v.Known && v.V >= 0 && !math.IsInf(v.V, 0) }
 
-// grow adds a counter's increase from prev to now to acc.
-func grow(acc bench.Gauge, now, prev Value) bench.Gauge {
+// grow adds a counter's increase from prev to now to acc: now whole where it went down or the
+// server restarted in between (restart).
+func grow(acc bench.Gauge, now, prev Value, restart bool) bench.Gauge {
 	if !usable(now) || !usable(prev) {
 		return acc
 	}
 	d := now.V - prev.V
-	if d < 0 {
+	if d < 0 || restart {
 		d = now.V
 	}
 	return bench.Gauge{V: acc.V + d, Known: true}
@@ -71,8 +86,8 @@ func (t *tally) totals(last *Snapshot, slos []bench.SLO) *bench.ServerTotals {
 
 // rates are the server's generated and prompt tokens and finished requests per second between
 // the newest of hist and the oldest within rateSpan before it (at least the one before it), each
-// scrape's increase added up as the tally's are (a restart's counter counts from zero, as
-// Prometheus' rate() takes it); unknown where the oldest or the newest lacks the counter.
+// scrape's increase added up as the tally's are (a restarted server's counter counts from zero,
+// as Prometheus' rate() takes a reset); unknown where the oldest or the newest lacks the counter.
 func rates(hist []scrape) (gen, prompt, finished bench.Gauge) {
 	n := len(hist)
 	if n < 2 {
@@ -85,14 +100,14 @@ func rates(hist []scrape) (gen, prompt, finished bench.Gauge) {
 	}
 	dt := (last.At - hist[i].At).Seconds()
 	rate := func(of func(*Snapshot) Value) bench.Gauge {
-		then := of(&hist[i].Snapshot)
-		if !usable(then) || !usable(of(last)) || dt <= 0 {
+		then := &hist[i].Snapshot // the newest scrape so far with the counter
+		if !usable(of(then)) || !usable(of(last)) || dt <= 0 {
 			return bench.Gauge{}
 		}
 		var inc float64
 		for j := i + 1; j < n; j++ {
-			if now := of(&hist[j].Snapshot); usable(now) {
-				inc, then = grow(bench.Gauge{V: inc}, now, then).V, now
+			if now := &hist[j].Snapshot; usable(of(now)) {
+				inc, then = grow(bench.Gauge{V: inc}, of(now), of(then), restarted(now, then)).V, now
 			}
 		}
 		return bench.Gauge{V: inc / dt, Known: true}
@@ -171,11 +186,12 @@ func newGain(name string, known bool, h Histogram) gain {
 // across a server's restarts as Prometheus' increase() takes a counter reset: the stretch
 // before the first restart counts from hist's first scrape, each stretch from a restart on
 // counts from zero (its newest scrape whole), and the stretches add up; never a newest count
-// minus one from before a restart. Unknown where the newest scrape lacks the histogram.
+// minus one from before a restart. The restarts are the scrapes' fresh bits: within a stretch
+// the newest minus the first is the gain. Unknown where the newest scrape lacks the histogram.
 func windowGains(hist []scrape) []gain {
 	n := len(hist)
 	last, first := &hist[n-1].Snapshot, &hist[0].Snapshot
-	out, _ := gains(last, first)
+	out := make([]gain, len(latencyOf))
 	for i, l := range latencyOf {
 		bit := uint8(1) << i
 		next := func(j int) int { // the next restart after scrape j, or n
@@ -185,9 +201,11 @@ func windowGains(hist []scrape) []gain {
 		}
 		j := next(0)
 		if j == n || !l.of(last).Known {
+			h, _ := l.of(last).sub(l.of(first))
+			out[i] = newGain(l.name, l.of(last).Known, h)
 			continue
 		}
-		h, _ := since(&hist[j-1].Snapshot, first, l.of)
+		h, _ := l.of(&hist[j-1].Snapshot).sub(l.of(first))
 		g := newGain(l.name, true, h)
 		for ; j < n; j = next(j) {
 			for e := next(j) - 1; e >= j; e-- { // the stretch's newest scrape that has it

@@ -48,6 +48,11 @@ type watcher struct {
 	note   string
 	gaveUp bool  // the page is absent or forbidden (see pageGone): no more scrapes
 	tally  tally // the whole session's scrapes and token counts
+	// preempt is the server's preemptions since base, each good scrape's increase added as the
+	// tally adds its counters (across restarts); preemptFrom is the last scrape added, its
+	// Preemptions and Started alone (Preemptions unknown before one).
+	preempt     float64
+	preemptFrom Snapshot
 }
 
 // scrape is a good scrape as a watcher keeps it.
@@ -142,6 +147,7 @@ func (w *watcher) add(snap Snapshot, err error) {
 	if w.base == nil {
 		w.base = &snap
 	}
+	w.countPreemptionsLocked(&snap)
 	now := scrape{Snapshot: snap}
 	var prev *Snapshot
 	var step []gain // the latency histograms' gains since prev
@@ -169,6 +175,21 @@ func (w *watcher) add(snap Snapshot, err error) {
 // maxBehind is how many scrape intervals before the window its baseline may be: one, and one
 // more for a tick missed to a slow scrape.
 const maxBehind = 2
+
+// countPreemptionsLocked adds the preemptions now counted since the last good scrape that
+// counted them (base before any; base is now for the first good scrape without a provider's).
+// The caller holds w.mu.
+func (w *watcher) countPreemptionsLocked(now *Snapshot) {
+	if !usable(now.Preemptions) {
+		return
+	}
+	from := &w.preemptFrom
+	if !usable(from.Preemptions) {
+		from = w.base
+	}
+	w.preempt = grow(bench.Gauge{V: w.preempt}, now.Preemptions, from.Preemptions, restarted(now, from)).V
+	w.preemptFrom = Snapshot{Started: now.Started, Preemptions: now.Preemptions}
+}
 
 func (w *watcher) publish() {
 	w.mu.Lock()
@@ -281,23 +302,19 @@ func (w *watcher) take(withoutQueue bool) (r reading) {
 	}
 	// Preemptions are a total so far: the last known one stands while scrapes fail (a drop to
 	// the client's 0 would read as a burst of preemptions when they work again).
-	last := &w.hist[n-1].Snapshot
-	if p, ok := count(last.Preemptions); ok {
-		if b, ok := count(w.base.preemptions()); ok && b <= p {
-			p -= b
-		}
-		r.preemptions, r.preemptKnown = p, true
+	if _, ok := count(w.hist[n-1].Preemptions); ok {
+		r.preemptions, r.preemptKnown = count(Value{V: w.preempt, Known: true})
 	}
 	return r
 }
 
 // since is what histogram of gained from then's scrape to now's, and whether that is now's
-// whole: it counts from zero where the server restarted in between (see Histogram.Sub), or
-// where then's page, from the same server, lacked it (SGLang's and TGI's series appear with
-// their first observation).
+// whole: it counts from zero where the server restarted in between (another process, see
+// restarted, or a count that went down, see Histogram.Sub), or where then's page, from the same
+// server, lacked it (SGLang's and TGI's series appear with their first observation).
 func since(now, then *Snapshot, of func(*Snapshot) Histogram) (h Histogram, whole bool) {
 	h, prev := of(now), of(then)
-	if h.Known && !prev.Known && then.Kind == now.Kind && then.Kind != KindUnknown {
+	if h.Known && (restarted(now, then) || (!prev.Known && then.Kind == now.Kind && then.Kind != KindUnknown)) {
 		return h, true
 	}
 	return h.sub(prev)
@@ -308,14 +325,6 @@ func (s *Snapshot) itl() Histogram     { return s.ITL }
 func (s *Snapshot) e2e() Histogram     { return s.E2E }
 func (s *Snapshot) queue() Histogram   { return s.Queue }
 func (s *Snapshot) prefill() Histogram { return s.Prefill }
-
-// preemptions is the baseline scrape's preemption counter; unknown without a baseline.
-func (s *Snapshot) preemptions() Value {
-	if s == nil {
-		return Value{}
-	}
-	return s.Preemptions
-}
 
 // maxCount bounds a count taken from a server's page: larger is not a count but a broken page.
 const maxCount = 1 << 40
