@@ -78,7 +78,7 @@ func (r *realRun) checkRecord(rec *Record) {
 		h.t.Errorf("request %d ended %s (%v) at step %d; first end call %+v (called: %v)", id, rec.Reason, rec.Err, r.step, c, called)
 	}
 	wantReason := FinishLength
-	if n := len(rec.Output); req.StopOnEOS && n > 0 && rec.Output[n-1] == r.eos && n >= req.MinNewTokens {
+	if n := len(rec.Output); req.StopOnEOS && n > 0 && rec.Output[n-1] == r.eos && n > req.MinNewTokens {
 		wantReason = FinishEOS
 	}
 	if natural && rec.Reason != wantReason {

@@ -53,7 +53,7 @@ func reference(prompt []int32, r Request, eos int32, model func([]int32) int32) 
 		t := model(seq)
 		out = append(out, t)
 		seq = append(seq, t)
-		if r.StopOnEOS && t == eos && len(out) >= r.MinNewTokens {
+		if r.StopOnEOS && t == eos && len(out) > r.MinNewTokens {
 			break
 		}
 	}

@@ -19,7 +19,7 @@ func (s *Scheduler) advance(q *request, tok int32, now time.Duration) {
 	}
 	var reason FinishReason
 	switch {
-	case q.stopOnEOS && tok == s.eos && q.outputs() >= q.minNew:
+	case q.stopOnEOS && tok == s.eos && q.outputs() > q.minNew:
 		reason = FinishEOS
 	case q.stop != nil && q.stop.Check(tok, q.outputs() >= q.maxNew):
 		reason = FinishStop

@@ -338,9 +338,9 @@ func TestEOSAndText(t *testing.T) {
 	}
 }
 
-// TestMinNewTokens: an EOS sampled before MinNewTokens outputs stays in the output and the
-// request goes on; one sampled as output MinNewTokens or later finishes it (vLLM's min_tokens counts
-// the same way: the check starts once the output holds min_tokens tokens).
+// TestMinNewTokens: an EOS sampled among the first MinNewTokens outputs stays in the output and
+// the request goes on; one sampled after them finishes it (vLLM's min_tokens: its first
+// min_tokens outputs are never EOS).
 func TestMinNewTokens(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -349,7 +349,8 @@ func TestMinNewTokens(t *testing.T) {
 		text   string
 	}{
 		{"no minimum", 0, FinishEOS, "abcdef"},
-		{"EOS is output min", 7, FinishEOS, "abcdef"},
+		{"EOS just past min", 6, FinishEOS, "abcdef"},
+		{"EOS is output min", 7, FinishLength, "abcdef\x07hij"},
 		{"EOS before min", 8, FinishLength, "abcdef\x07hij"},
 	}
 	for _, c := range cases {

@@ -16,13 +16,13 @@ type Request struct {
 	Tokens         []int32 // prompt ids (pretokenized)
 	MaxNewTokens   int     // >= 1
 	StopOnEOS      bool    // finish when the model samples EOS
-	MinNewTokens   int     // with StopOnEOS, EOS finishes the request only as output MinNewTokens or later; an earlier EOS stays in the output (vLLM masks its logit)
+	MinNewTokens   int     // with StopOnEOS, EOS finishes the request only after MinNewTokens outputs (as output MinNewTokens+1 or later, as vLLM's min_tokens); an earlier EOS stays in the output (vLLM masks its logit)
 	Sampling       engine.SamplingParams
 	StreamInterval int // emit a text piece every N tokens (and at the end); <= 1: every token
-	// Stop is the caller's own stop condition (a server's stop strings), or nil. The loop checks
-	// it as each token is sampled, so that the request ends at the token that meets it, with
-	// FinishStop in its record, rather than steps later on a Stopped call. Only requests that
-	// set it pay for it.
+	// Stop is the caller's own stop condition (a server's stop strings and stop token ids), or
+	// nil. The loop checks it as each token is sampled, so that the request ends at the token
+	// that meets it, with FinishStop in its record, rather than steps later on a Stopped call.
+	// Only requests that set it pay for it.
 	Stop StopCheck
 }
 
@@ -80,7 +80,7 @@ const (
 	FinishLength    FinishReason = "length"    // reached MaxNewTokens
 	FinishEOS       FinishReason = "eos"       // sampled EOS with StopOnEOS
 	FinishCancelled FinishReason = "cancelled" // Cancel was called
-	FinishStop      FinishReason = "stop"      // the caller's own stop condition (a stop string) met: Request.Stop, or a Stopped call
+	FinishStop      FinishReason = "stop"      // the caller's own stop condition (a stop string or stop token id) met: Request.Stop, or a Stopped call
 	FinishError     FinishReason = "error"     // the engine failed; Err says why
 	FinishTooLong   FinishReason = "too_long"  // prompt + MaxNewTokens cannot fit the KV cache/n_positions
 )

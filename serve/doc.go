@@ -18,10 +18,11 @@
 // Replies follow OpenAI's API reference, as vLLM implements it: a whole reply with usage, or with
 // "stream": true Server-Sent Events, each "data: {json}\n\n" flushed as it is written, a chunk per
 // scheduler step that sampled a token (chat: a first chunk with the role), the last of them with
-// finish_reason ("length", or "stop" for EOS and stop strings), with stream_options.include_usage
-// a usage chunk with "choices": [] ("usage": null in the others, or the usage so far with vLLM's
-// continuous_usage_stats), and "data: [DONE]\n\n". As in vLLM, include_usage is true when
-// stream_options is given without it (false or null turn it off); continuous_usage_stats needs it.
+// finish_reason ("length", or "stop" for EOS, stop strings and stop token ids), with
+// stream_options.include_usage a usage chunk with "choices": [] ("usage": null in the others, or
+// the usage so far with vLLM's continuous_usage_stats), and "data: [DONE]\n\n". As in vLLM,
+// include_usage is true when stream_options is given without it (false or null turn it off);
+// continuous_usage_stats needs it.
 //
 // n choices for each prompt (at most 128 choices a request) are choice p*n + k for prompt p's
 // k-th, as in vLLM: each a request of its own in the scheduler (with a seed, sample k uses seed +
@@ -32,26 +33,36 @@
 // Parameters: max_tokens (completions: default 16; chat: max_completion_tokens first, default the
 // rest of the context), temperature (default 1; 0 is greedy), top_p, top_k (-1 or 0: off), seed
 // (absent: a random one per request), stop (a string or up to 64, as vLLM takes more than
-// OpenAI's 4), stream, stream_options, and vLLM's ignore_eos, min_tokens, skip_special_tokens and
-// return_token_ids, n. Fields that would change the result and that rosetop does not implement
-// (best_of, logprobs, echo, suffix, logit_bias, penalties, tools, response_format, ...) get a 400
-// naming the field unless they hold their neutral value (best_of: n); other unknown fields are
-// ignored, as vLLM ignores them. An integer may be written as a whole number with a fraction or an exponent
-// (5.0, 1e3), as vLLM's pydantic models read it.
+// OpenAI's 4), stream, stream_options, n, and vLLM's ignore_eos, min_tokens, skip_special_tokens,
+// return_token_ids, stop_token_ids (ids in the vocabulary, else a 400 listing those outside it,
+// as vLLM's) and include_stop_str_in_output. Fields that would change the result and that
+// rosetop does not implement (best_of, logprobs, echo, suffix, logit_bias, penalties, tools,
+// tool_choice, response_format, ...) get a 400 naming the field unless they hold their neutral
+// value (best_of: n; tool_choice: "none", as vLLM also refuses any other without tools); other
+// unknown fields are ignored, as vLLM ignores them. An integer may be written as a whole number
+// with a fraction or an exponent (5.0, 1e3), as vLLM's pydantic models read it.
 //
 // Semantics worth knowing:
 //   - Stop strings are matched on the server, as vLLM does: after each token in the new text and
-//     the stop string's length - 1 bytes before it; the text is cut before the earliest match, and
-//     the reply's usage counts the tokens up to the one that completed the match. The scheduler
-//     runs the same match for requests with stop strings (sched.Request.Stop) and ends the request
-//     at that token, so its record says what the reply says: "stop" in the metrics (on the last
-//     token max_tokens allows too, as in vLLM), no token sampled after it. A stream holds back the
-//     last (longest stop - 1) bytes until they cannot start a stop string.
-//   - min_tokens: an EOS before that many outputs does not end the request and stays among the
-//     tokens (vLLM masks the EOS logit instead, so its outputs differ there); its text is dropped
-//     with skip_special_tokens (the default). Stop strings are not looked for before min_tokens
-//     outputs either.
-//   - The EOS that ends a request counts in completion_tokens and adds no text.
+//     the stop string's length - 1 bytes before it; the first listed stop string found there wins,
+//     the text is cut before it (after it with
+//     include_stop_str_in_output), and the reply's usage counts the tokens up to the one that
+//     completed the match. The scheduler runs the same match for requests with stop strings
+//     (sched.Request.Stop) and ends the request at that token, so its record says what the reply
+//     says: "stop" in the metrics (on the last token max_tokens allows too, as in vLLM), no token
+//     sampled after it. A stream holds back the last (longest stop - 1) bytes until they cannot
+//     start a stop string; with include_stop_str_in_output it holds nothing back.
+//   - stop_token_ids: a sampled stop id ends the request at that token with "stop", in the
+//     scheduler too (sched.Request.Stop: its record and the metrics say stop, on the last allowed
+//     token as well, as vLLM's check_stop looks before the length); it counts in
+//     completion_tokens and adds no text unless include_stop_str_in_output. EOS listed is one
+//     under ignore_eos.
+//   - min_tokens: an EOS or stop id among the first min_tokens outputs does not end the request
+//     and stays among the tokens (vLLM masks their logits instead, so its outputs differ there);
+//     an EOS's text is dropped with skip_special_tokens (the default). As in vLLM, stop strings
+//     are looked for only once the output holds more than min_tokens tokens.
+//   - The EOS that ends a request counts in completion_tokens and adds no text, unless
+//     include_stop_str_in_output and not skip_special_tokens ("<|endoftext|>").
 //
 // GPT-2 has no chat template; rosetop renders messages as plain role-prefixed lines and asks for
 // the assistant's turn:
@@ -79,6 +90,6 @@
 // and [DONE] in a stream), closing a second later the connections that do not take that end.
 //
 // The package serves any Engine: a running rosetop session provides one (Submit, Waiting, Model;
-// its scheduler runs each request's sched.Request.Stop) and feeds Metrics.ObserveStep with every
-// scheduler step.
+// its scheduler runs each request's sched.Request.Stop, set for stop strings and stop ids only)
+// and feeds Metrics.ObserveStep with every scheduler step.
 package serve

@@ -11,11 +11,11 @@ import (
 // All methods are called from the handlers' goroutines, concurrently.
 type Engine interface {
 	// Submit queues r and returns its event stream. ctx bounds only the wait to enter the queue
-	// (e.g. while the engine is being rebuilt). r.Stop, set for a request with stop strings, must
-	// reach the scheduler (sched.Scheduler runs it), which ends the request at the token that
-	// completes a stop string; an engine that drops it gets Stream.Stop, later. Errors wrap
-	// sched.ErrBadRequest (e.g. prompt + max tokens over the context length) or sched.ErrClosed
-	// (shutting down), or are ctx's.
+	// (e.g. while the engine is being rebuilt). r.Stop, set for a request with stop strings or
+	// stop token ids, must reach the scheduler (sched.Scheduler runs it), which ends the request
+	// at the token that completes a stop string or is a stop id; an engine that drops it gets
+	// Stream.Stop, later. Errors wrap sched.ErrBadRequest (e.g. prompt + max tokens over the
+	// context length) or sched.ErrClosed (shutting down), or are ctx's.
 	Submit(ctx context.Context, r sched.Request) (Stream, error)
 	// Waiting is the number of requests queued and not yet admitted (for Options.MaxQueue).
 	Waiting() int
@@ -35,10 +35,10 @@ type Stream interface {
 	// event (Reason sched.FinishCancelled) still follows, and a reader may stop reading after
 	// Cancel: the engine drops what it would have delivered. Idempotent, any goroutine.
 	Cancel()
-	// Stop ends the request as Cancel does, for a handler that found a stop string in its text
-	// while the engine went on sampling (it did not run sched.Request.Stop): the finished event's
-	// Reason is sched.FinishStop where the engine tells the two apart (the request counts as
-	// finished, "stop" in request_success_total), else sched.FinishCancelled.
+	// Stop ends the request as Cancel does, for a handler that found a stop string in its text (or
+	// a stop id) while the engine went on sampling (it did not run sched.Request.Stop): the
+	// finished event's Reason is sched.FinishStop where the engine tells the two apart (the
+	// request counts as finished, "stop" in request_success_total), else sched.FinishCancelled.
 	Stop()
 }
 

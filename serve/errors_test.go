@@ -83,6 +83,13 @@ func TestErrors(t *testing.T) {
 		{"repetition_penalty", "POST", "/v1/completions", `{"prompt": "Hi", "repetition_penalty": 1.2}`, 400, typeInvalid, "repetition_penalty", "unsupported_parameter", "repetition_penalty"},
 		{"tools", "POST", "/v1/chat/completions", chat(`, "tools": [{"type": "function", "function": {"name": "f"}}]`), 400, typeInvalid, "tools", "unsupported_parameter", "'tools'"},
 		{"tool_choice", "POST", "/v1/chat/completions", chat(`, "tool_choice": "auto"`), 400, typeInvalid, "tool_choice", "unsupported_parameter", "'tool_choice'"},
+		// vLLM refuses it too without tools (ChatCompletionRequest.check_tool_usage: a 400 naming tool_choice).
+		{"tool_choice required", "POST", "/v1/chat/completions", chat(`, "tool_choice": "required"`), 400, typeInvalid, "tool_choice", "unsupported_parameter", "'tool_choice'"},
+		{"stop token id out of vocabulary", "POST", "/v1/completions", `{"prompt": "Hi", "stop_token_ids": [50256, 50257, -1]}`, 400, typeInvalid,
+			"stop_token_ids", "", "token_id(s) [50257, -1] in stop_token_ids contain out-of-vocab token ids. Vocabulary size: 50257"},
+		{"stop token id a string", "POST", "/v1/chat/completions", chat(`, "stop_token_ids": ["13"]`), 400, typeInvalid, "stop_token_ids", "", "must be a list of integers"},
+		{"include_stop_str_in_output a string", "POST", "/v1/completions", `{"prompt": "Hi", "include_stop_str_in_output": "yes"}`, 400, typeInvalid,
+			"include_stop_str_in_output", "", "'include_stop_str_in_output' must be a boolean, got string"},
 		{"response_format", "POST", "/v1/chat/completions", chat(`, "response_format": {"type": "json_object"}`), 400, typeInvalid, "response_format", "unsupported_parameter", "response_format"},
 		{"no messages", "POST", "/v1/chat/completions", `{"messages": []}`, 400, typeInvalid, "messages", "", "at least one"},
 		{"unknown role", "POST", "/v1/chat/completions", `{"messages": [{"role": "tool", "content": "x"}]}`, 400, typeInvalid, "messages", "", "\"tool\""},
@@ -189,6 +196,7 @@ func TestNeutralValues(t *testing.T) {
 	h := newHarness(t, engineOpts{}, Options{})
 	body := `{"prompt": "Hi", "max_tokens": 2, "n": 1, "best_of": 1, "echo": false, "suffix": null, "logprobs": null,
 		"logit_bias": {}, "presence_penalty": 0, "frequency_penalty": 0.0, "repetition_penalty": 1, "stop_token_ids": [],
+		"include_stop_str_in_output": false,
 		"response_format": {"type": "text"}, "user": "someone", "metadata": {"a": "b"}, "unknown_field": 3}`
 	var r gotReply
 	if code := h.post("/v1/completions", body, &r); code != 200 || r.Usage.CompletionTokens != 2 {

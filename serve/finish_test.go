@@ -120,8 +120,10 @@ func checkAgree(t *testing.T, got replied, d tally) {
 // TestFinishAgrees: the reply and the metrics fed by the request's finished record agree on how
 // it ended and on its tokens, as in vLLM, where stop strings are matched in the engine: a stop
 // string completed by the last token max_tokens allows ends the request as "stop", not "length",
-// and one completed earlier ends it at that token, with no token sampled after it. Through the
-// real server and scheduler on the tiny model, whole and streamed, with n = 1 and n = 2.
+// and one completed earlier ends it at that token, with no token sampled after it. Likewise a
+// stop token id (vLLM's check_stop puts it before the length check), counted among the tokens,
+// with include_stop_str_in_output too. Through the real server and scheduler on the tiny model,
+// whole and streamed, with n = 1 and n = 2.
 func TestFinishAgrees(t *testing.T) {
 	m, err := NewMetrics(MetricsOptions{Names: VLLMNames, Model: "tiny-gpt2", MaxModelLen: 256})
 	if err != nil {
@@ -152,6 +154,8 @@ func TestFinishAgrees(t *testing.T) {
 			text = "user: " + prompt + "\nassistant:"
 		}
 		stop, k := stopAt(text)
+		_, ref := reference(t, h.te, text, maxNew)
+		id, kid := stopIDAt(t, ref)
 		cases := []struct {
 			name   string
 			body   map[string]any
@@ -163,6 +167,14 @@ func TestFinishAgrees(t *testing.T) {
 			{"length, no stop strings", map[string]any{"max_tokens": k}, "length"},
 			{"two choices, stop on the last token", map[string]any{"max_tokens": k, "stop": stop, "n": 2}, "stop"},
 			{"two choices, stop before the last token", map[string]any{"max_tokens": maxNew, "stop": []string{"\x00never", stop}, "n": 2}, "stop"},
+			{"stop string kept in the text", map[string]any{"max_tokens": maxNew, "stop": stop, "include_stop_str_in_output": true}, "stop"},
+			{"stop id on the last token", map[string]any{"max_tokens": kid, "stop_token_ids": []int32{id}}, "stop"},
+			{"stop id before the last token", map[string]any{"max_tokens": maxNew, "stop_token_ids": []int32{id}}, "stop"},
+			{"stop id kept in the text", map[string]any{"max_tokens": maxNew, "stop_token_ids": []int32{id}, "include_stop_str_in_output": true}, "stop"},
+			{"stop id and stop string", map[string]any{"max_tokens": maxNew, "stop_token_ids": []int32{id}, "stop": stop}, "stop"},
+			{"length, a stop id never sampled", map[string]any{"max_tokens": kid - 1, "stop_token_ids": []int32{id}}, "length"},
+			{"two choices, stop id on the last token", map[string]any{"max_tokens": kid, "stop_token_ids": []int32{id}, "n": 2}, "stop"},
+			{"two choices, stop id before the last token", map[string]any{"max_tokens": maxNew, "stop_token_ids": []int32{0, id}, "n": 2}, "stop"},
 		}
 		for _, c := range cases {
 			for _, streamed := range []bool{false, true} {
@@ -209,7 +221,7 @@ func TestFinishAgreesEOS(t *testing.T) {
 		{"EOS, stop strings never completed", map[string]any{"max_tokens": 8, "stop": "xyz"}},
 		{"stop by the token before the EOS", map[string]any{"max_tokens": 8, "stop": "The The"}},
 		{"stop on the last token", map[string]any{"max_tokens": 2, "stop": "The The"}},
-		{"stop on the last token, min_tokens", map[string]any{"max_tokens": 2, "min_tokens": 2, "stop": "The The"}},
+		{"stop on the last token, min_tokens", map[string]any{"max_tokens": 2, "min_tokens": 1, "stop": "The The"}},
 	}
 	for _, c := range cases {
 		for _, streamed := range []bool{false, true} {

@@ -17,7 +17,8 @@ var (
 )
 
 // generation follows one submitted request and turns its events into the text the client sees:
-// the tokens decoded (EOS left out as the options say), cut at the first stop string.
+// the tokens decoded (EOS left out as the options say), cut at the first stop string, ended at a
+// stop token id.
 // It belongs to the request's handler goroutine.
 type generation struct {
 	j       *job
@@ -26,7 +27,7 @@ type generation struct {
 	tokens  []int32       // output ids the client is answered with (those up to a stop match)
 	finish  string        // finish_reason once done ("length", "stop"); for the log, "cancelled" or "error"
 	rec     *sched.Record // the finished record, once seen
-	matched bool          // a stop string ended the text before the finished event was read (drain reads it)
+	matched bool          // a stop string or stop id ended the text before the finished event was read (drain reads it)
 }
 
 func newGeneration(j *job, st Stream, m *Model) *generation {
@@ -34,11 +35,12 @@ func newGeneration(j *job, st Stream, m *Model) *generation {
 }
 
 // next reads the request's next event and returns the text that can be sent after it; done says
-// the request ended (finish is set). Tokens that end the request (max tokens, EOS, a stop string)
-// come with its end, as vLLM sends the finish reason with the last token: the scheduler emits the
-// finished event right after them (a stop string's too: the job's stopCheck ends the request at
-// the token that completes it). After a match next returns at once; drain reads the finished
-// event. Errors: ctx's, errCancelled, errEngine, or one wrapping sched.ErrClosed.
+// the request ended (finish is set). Tokens that end the request (max tokens, EOS, a stop string
+// or stop id) come with its end, as vLLM sends the finish reason with the last token: the
+// scheduler emits the finished event right after them (a stop string's and a stop id's too: the
+// job's stopCheck ends the request at that token). After a stop string or stop id next returns
+// at once; drain reads the finished event. Errors: ctx's, errCancelled, errEngine, or one
+// wrapping sched.ErrClosed.
 func (g *generation) next(ctx context.Context) (text string, done bool, err error) {
 	ev, err := g.read(ctx)
 	if err != nil {
@@ -50,12 +52,11 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 	last := false // the tokens end the request: its finished event follows
 	for _, t := range ev.Tokens {
 		g.tokens = append(g.tokens, t)
-		end, matched := g.rule.push(t)
-		if end {
+		switch g.rule.push(t) {
+		case endEOS:
 			last = true
-			continue // the EOS that ends the request adds no text, as in vLLM
-		}
-		if matched {
+		case endStop:
+			g.rule.flush() // a stop id ends the request as an EOS does: a character left unfinished ends the text
 			g.finish, g.matched = "stop", true
 			return g.rule.text.take(true), true, nil
 		}
@@ -109,10 +110,10 @@ func (g *generation) finished(rec *sched.Record) (string, bool, error) {
 	return g.rule.text.take(true), true, nil
 }
 
-// drain reads the rest of a request that a stop string ended (matched), until its finished
-// event, so that the request has left the scheduler when the handler returns. The scheduler ends
-// it at the matching token (stopCheck), so the finished event is next; an engine that does not
-// run the check and samples on is stopped here (Stream.Stop), its record then counting more
+// drain reads the rest of a request that a stop string or stop id ended (matched), until its
+// finished event, so that the request has left the scheduler when the handler returns. The
+// scheduler ends it at that token (stopCheck), so the finished event is next; an engine that does
+// not run the check and samples on is stopped here (Stream.Stop), its record then counting more
 // tokens than the reply.
 func (g *generation) drain(ctx context.Context) {
 	stopped := false

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -293,7 +294,8 @@ func TestEOSOptions(t *testing.T) {
 		{"ignore_eos", map[string]any{"ignore_eos": true}, "length", 8, strings.Repeat(the, 6)},
 		{"ignore_eos keeps special tokens", map[string]any{"ignore_eos": true, "skip_special_tokens": false}, "length", 8,
 			the + the + "<|endoftext|>" + the + the + "<|endoftext|>" + the + the},
-		{"min_tokens at the EOS", map[string]any{"min_tokens": 3}, "stop", 3, the + the},
+		{"min_tokens just below the EOS", map[string]any{"min_tokens": 2}, "stop", 3, the + the},
+		{"min_tokens at the EOS", map[string]any{"min_tokens": 3}, "stop", 6, the + the + the + the},
 		{"min_tokens past the EOS", map[string]any{"min_tokens": 4}, "stop", 6, the + the + the + the},
 		{"min_tokens past the EOS, special tokens kept", map[string]any{"min_tokens": 4, "skip_special_tokens": false}, "stop", 6,
 			the + the + "<|endoftext|>" + the + the},
@@ -464,5 +466,248 @@ func TestMaxTokens(t *testing.T) {
 				t.Fatalf("token_ids without return_token_ids")
 			}
 		})
+	}
+}
+
+// stopIDAt returns, for a greedy output ref, a token id whose first occurrence is not its first
+// token, and the outputs up to and including it.
+func stopIDAt(t *testing.T, ref []int32) (int32, int) {
+	t.Helper()
+	for i := 1; i < len(ref); i++ {
+		if !slices.Contains(ref[:i], ref[i]) {
+			return ref[i], i + 1
+		}
+	}
+	t.Fatalf("the reference output %v repeats one token: pick another prompt", ref)
+	return 0, 0
+}
+
+// TestStopTokenIDs: a stop token id ends the request at the token that is one, as vLLM's
+// check_stop does: finish_reason stop, the token among the outputs and counted in usage, its text
+// left out (kept with include_stop_str_in_output); the scheduler ends the request there (its
+// record says stop, with the reply's tokens, and its blocks return). An engine that does not run
+// the request's stop check gets a Stream.Stop, and the client the same reply.
+func TestStopTokenIDs(t *testing.T) {
+	for _, checked := range []bool{true, false} {
+		t.Run(map[bool]string{true: "checked", false: "unchecked"}[checked], func(t *testing.T) {
+			h := newHarness(t, engineOpts{ignoreStop: !checked}, Options{})
+			const prompt, maxNew = "Hello, my name is", 24
+			tok := h.te.model.Tokenizer
+			for _, include := range []bool{false, true} {
+				for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+					text := prompt
+					if path == "/v1/chat/completions" {
+						if !checked {
+							continue
+						}
+						text = "user: " + prompt + "\nassistant:"
+					}
+					_, ref := reference(t, h.te, text, maxNew)
+					id, k := stopIDAt(t, ref)
+					want := tok.Decode(ref[:k-1])
+					if include {
+						want = tok.Decode(ref[:k])
+					}
+					for _, streamed := range []bool{false, true} {
+						name := fmt.Sprintf("%s/include=%v/streamed=%v", path, include, streamed)
+						t.Run(name, func(t *testing.T) {
+							before, _ := h.te.counts()
+							body := map[string]any{"prompt": prompt, "messages": []map[string]string{{"role": "user", "content": prompt}},
+								"max_tokens": maxNew, "temperature": 0, "stop_token_ids": []int32{id, 50256},
+								"include_stop_str_in_output": include, "return_token_ids": true}
+							var text, finish string
+							var tokens []int32
+							var n int
+							if streamed {
+								body["stream_options"] = map[string]any{"include_usage": true}
+								s := h.stream(path, body)
+								text, finish, tokens, n = s.text, s.finish, s.tokens, s.usage.CompletionTokens
+							} else {
+								var r gotReply
+								if code := h.post(path, body, &r); code != 200 {
+									t.Fatalf("status %d: %+v", code, r.Error)
+								}
+								text, finish, tokens, n = r.text(), *r.Choices[0].FinishReason, r.Choices[0].TokenIDs, r.Usage.CompletionTokens
+							}
+							if text != want || finish != "stop" || !slices.Equal(tokens, ref[:k]) || n != k {
+								t.Fatalf("text %q finish %q tokens %v (usage %d); want %q, stop, %v (%d)", text, finish, tokens, n, want, ref[:k], k)
+							}
+							snap, recs := h.te.waitIdle()
+							r := recs[len(recs)-1]
+							cancels, _ := h.te.counts()
+							cancels -= before
+							if checked && (cancels != 0 || r.Reason != sched.FinishStop || !slices.Equal(r.Output, ref[:k]) || snap.KVUsed != 0) {
+								t.Fatalf("after the stop id: %d cancels, reason %s after %d tokens, KV blocks used %d; want 0 cancels, stop after %d, 0 blocks",
+									cancels, r.Reason, len(r.Output), snap.KVUsed, k)
+							}
+							if !checked && (cancels != 1 || len(r.Output) <= k || snap.KVUsed != 0) {
+								t.Fatalf("after the stop id: %d cancels, %d tokens, KV blocks used %d; want 1 cancel, past %d tokens, 0 blocks",
+									cancels, len(r.Output), snap.KVUsed, k)
+							}
+						})
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestStopTokenIDsEOS: stop token ids with min_tokens, ignore_eos, skip_special_tokens and
+// include_stop_str_in_output, on a scripted model that samples " and" as outputs 2 and 5 and EOS
+// as output 7, through the real scheduler, whole and streamed (a chunk per token): as vLLM's
+// check_stop, a stop id or EOS before min_tokens outputs ends nothing (its text stays), EOS is a
+// stop id under ignore_eos when listed, and the ending token's text is left out unless
+// include_stop_str_in_output, where skip_special_tokens still drops an EOS's.
+func TestStopTokenIDsEOS(t *testing.T) {
+	const word, and = 383, 290 // " The", " and"
+	var eos int32 = 50256
+	h := newHarness(t, engineOpts{script: func(pos int) int32 {
+		switch pos { // a prompt of one token: position p is output p
+		case 2, 5:
+			return and
+		case 7:
+			return eos
+		}
+		return word
+	}}, Options{})
+	const the, a = " The", " and"
+	cases := []struct {
+		name   string
+		extra  map[string]any
+		tokens int
+		reason sched.FinishReason
+		text   string
+	}{
+		{"stop id", map[string]any{"stop_token_ids": []int{and}}, 2, sched.FinishStop, the},
+		{"stop id kept", map[string]any{"stop_token_ids": []int{and}, "include_stop_str_in_output": true}, 2, sched.FinishStop, the + a},
+		{"stop id on the last token", map[string]any{"stop_token_ids": []int{and}, "max_tokens": 2}, 2, sched.FinishStop, the},
+		{"stop id just past min_tokens", map[string]any{"stop_token_ids": []int{and}, "min_tokens": 1}, 2, sched.FinishStop, the},
+		{"stop id as output min_tokens", map[string]any{"stop_token_ids": []int{and}, "min_tokens": 2}, 5, sched.FinishStop, the + a + the + the},
+		{"stop id before min_tokens", map[string]any{"stop_token_ids": []int{and}, "min_tokens": 3}, 5, sched.FinishStop, the + a + the + the},
+		{"EOS first", map[string]any{"stop_token_ids": []int{int(eos)}, "min_tokens": 6}, 7, sched.FinishEOS, the + a + the + the + a + the},
+		{"EOS a stop id under ignore_eos", map[string]any{"stop_token_ids": []int{int(eos)}, "ignore_eos": true}, 7, sched.FinishStop,
+			the + a + the + the + a + the},
+		{"EOS kept, special tokens skipped", map[string]any{"stop_token_ids": []int{int(eos)}, "ignore_eos": true, "include_stop_str_in_output": true},
+			7, sched.FinishStop, the + a + the + the + a + the},
+		{"EOS kept with its text", map[string]any{"stop_token_ids": []int{int(eos)}, "ignore_eos": true, "include_stop_str_in_output": true,
+			"skip_special_tokens": false}, 7, sched.FinishStop, the + a + the + the + a + the + "<|endoftext|>"},
+		{"ending EOS kept with its text", map[string]any{"include_stop_str_in_output": true, "skip_special_tokens": false}, 7, sched.FinishEOS,
+			the + a + the + the + a + the + "<|endoftext|>"},
+		{"ending EOS left out", map[string]any{"skip_special_tokens": false}, 7, sched.FinishEOS, the + a + the + the + a + the},
+		{"stop string kept, in a stop id's text", map[string]any{"stop_token_ids": []int{and}, "stop": "e a", "include_stop_str_in_output": true},
+			2, sched.FinishStop, the + " a"},
+		{"stop id never sampled", map[string]any{"stop_token_ids": []int{0}, "ignore_eos": true}, 8, sched.FinishLength,
+			the + a + the + the + a + the + the},
+	}
+	for _, c := range cases {
+		for _, streamed := range []bool{false, true} {
+			t.Run(c.name+map[bool]string{false: "/whole", true: "/stream"}[streamed], func(t *testing.T) {
+				body := map[string]any{"prompt": []int{word}, "max_tokens": 8}
+				for k, v := range c.extra {
+					body[k] = v
+				}
+				var text, finish string
+				var n int
+				if streamed {
+					body["stream_options"] = map[string]any{"include_usage": true}
+					s := h.stream("/v1/completions", body)
+					text, finish, n = s.text, s.finish, s.usage.CompletionTokens
+					if len(s.chunks) != n+1 { // a chunk per token, the last with the finish reason, + usage
+						t.Fatalf("%d chunks for %d tokens: want one per token and the usage chunk", len(s.chunks), n)
+					}
+				} else {
+					var r gotReply
+					if code := h.post("/v1/completions", body, &r); code != 200 {
+						t.Fatalf("status %d: %+v", code, r.Error)
+					}
+					text, finish, n = r.text(), *r.Choices[0].FinishReason, r.Usage.CompletionTokens
+				}
+				wantFinish := "stop"
+				if c.reason == sched.FinishLength {
+					wantFinish = "length"
+				}
+				_, recs := h.te.waitIdle()
+				r := recs[len(recs)-1]
+				if text != c.text || finish != wantFinish || n != c.tokens || r.Reason != c.reason || len(r.Output) != c.tokens {
+					t.Fatalf("text %q finish %q tokens %d, record %s with %d; want %q %q %d, %s", text, finish, n, r.Reason, len(r.Output),
+						c.text, wantFinish, c.tokens, c.reason)
+				}
+			})
+		}
+	}
+}
+
+// TestIncludeStopStr: with include_stop_str_in_output the text runs through the stop string (cut
+// after it), and a stream holds nothing back (vLLM's stop_buffer_length is 0): each chunk carries
+// its token's whole text, where without it the first chunks hold back the stop string's length -
+// 1 bytes. Both endpoints, through the real server on the tiny model.
+func TestIncludeStopStr(t *testing.T) {
+	h := newHarness(t, engineOpts{}, Options{})
+	const prompt, maxNew = "Hello, my name is", 24
+	tok := h.te.model.Tokenizer
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		text := prompt
+		if path == "/v1/chat/completions" {
+			text = "user: " + prompt + "\nassistant:"
+		}
+		_, ref := reference(t, h.te, text, maxNew)
+		full := tok.Decode(ref)
+		// A stop string across the first change of token, found when the later token arrives.
+		i := 1
+		for ref[i] == ref[0] {
+			i++
+		}
+		prev, next := tok.Decode(ref[i-1:i]), tok.Decode(ref[i:i+1])
+		stop := prev[len(prev)-3:] + next[:2]
+		at := strings.Index(full, stop)
+		k := i + 1
+		for _, include := range []bool{false, true} {
+			want := full[:at]
+			if include {
+				want = full[:at+len(stop)]
+			}
+			body := func() map[string]any {
+				return map[string]any{"prompt": prompt, "messages": []map[string]string{{"role": "user", "content": prompt}},
+					"max_tokens": maxNew, "temperature": 0, "stop": stop, "include_stop_str_in_output": include}
+			}
+			t.Run(fmt.Sprintf("%s/include=%v/whole", path, include), func(t *testing.T) {
+				var r gotReply
+				if code := h.post(path, body(), &r); code != 200 {
+					t.Fatalf("status %d: %+v", code, r.Error)
+				}
+				if r.text() != want || *r.Choices[0].FinishReason != "stop" || r.Usage.CompletionTokens != k {
+					t.Fatalf("text %q finish %q usage %+v; want %q, stop, %d tokens", r.text(), *r.Choices[0].FinishReason, r.Usage, want, k)
+				}
+			})
+			t.Run(fmt.Sprintf("%s/include=%v/stream", path, include), func(t *testing.T) {
+				s := h.stream(path, body())
+				if s.text != want || s.finish != "stop" {
+					t.Fatalf("text %q finish %q; want %q, stop", s.text, s.finish, want)
+				}
+				var pieces []string // each token's chunk's text
+				for _, c := range s.chunks {
+					if d := c.Choices[0].Delta; d != nil && d.Role != nil {
+						continue // the role chunk
+					}
+					p := c.Choices[0].Text
+					if d := c.Choices[0].Delta; d != nil && d.Content != nil {
+						p = *d.Content
+					}
+					pieces = append(pieces, p)
+				}
+				if len(pieces) != k {
+					t.Fatalf("%d token chunks, want %d", len(pieces), k)
+				}
+				heldBack := pieces[0] != tok.Decode(ref[:1])
+				for j := range k - 1 {
+					if include && pieces[j] != tok.Decode(ref[j:j+1]) {
+						t.Fatalf("chunk %d: %q, want its token's text %q: nothing held back", j, pieces[j], tok.Decode(ref[j:j+1]))
+					}
+				}
+				if heldBack == include {
+					t.Fatalf("first chunk %q, token text %q: held back %v, want %v", pieces[0], tok.Decode(ref[:1]), heldBack, !include)
+				}
+			})
+		}
 	}
 }

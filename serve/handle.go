@@ -165,7 +165,7 @@ func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, gs []*genera
 	s.writeJSON(w, http.StatusOK, rp.whole(as, totalUsage(gs)))
 	for _, g := range gs {
 		if g.matched && g.rec == nil {
-			g.drain(r.Context()) // ended by a stop string: wait until it has left the scheduler
+			g.drain(r.Context()) // ended by a stop string or stop id: wait until it has left the scheduler
 		}
 	}
 }
@@ -234,7 +234,7 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, gs []*gener
 	}
 	for _, g := range gs {
 		if g.matched && g.rec == nil {
-			g.drain(r.Context()) // ended by a stop string: wait until it has left the scheduler
+			g.drain(r.Context()) // ended by a stop string or stop id: wait until it has left the scheduler
 		}
 	}
 }

@@ -52,10 +52,10 @@ type MetricsOptions struct {
 //     (stop, length, abort: cancelled, error). A histogram skips a request whose interval does
 //     not exist (a request cancelled before its first token has no prefill time).
 //
-// Labels: model_name and engine ("0"), as vLLM's. A request ended by a stop string counts as
-// "stop" in request_success_total, as one ended by EOS does. The cold-start ledger is
-// cold_start_seconds{what, detail} under the same prefix (no vLLM metric; one prefix per page, so a
-// scraper tells the naming from any name).
+// Labels: model_name and engine ("0"), as vLLM's. A request ended by a stop string or a stop
+// token id counts as "stop" in request_success_total, as one ended by EOS does. The cold-start
+// ledger is cold_start_seconds{what, detail} under the same prefix (no vLLM metric; one prefix
+// per page, so a scraper tells the naming from any name).
 type Metrics struct {
 	// Set by NewMetrics, read-only afterwards (the metrics themselves are safe for concurrent use).
 	reg *prometheus.Registry

@@ -20,7 +20,7 @@ func neutralValues(field string) (values []any, ok bool) {
 		return []any{1.0}, true
 	case "top_logprobs", "presence_penalty", "frequency_penalty", "min_p":
 		return []any{0.0}, true
-	case "echo", "logprobs", "use_beam_search", "include_stop_str_in_output", "continue_final_message":
+	case "echo", "logprobs", "use_beam_search", "continue_final_message":
 		return []any{false}, true
 	case "add_generation_prompt":
 		return []any{true}, true
@@ -28,7 +28,7 @@ func neutralValues(field string) (values []any, ok bool) {
 		return []any{""}, true
 	case "logit_bias":
 		return []any{map[string]any{}}, true
-	case "stop_token_ids", "bad_words", "tools", "functions":
+	case "bad_words", "tools", "functions":
 		return []any{[]any{}}, true
 	case "tool_choice", "function_call":
 		return []any{"none"}, true

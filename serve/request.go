@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -42,6 +43,8 @@ type common struct {
 	N                 *int            `json:"n"`
 	BestOf            *int            `json:"best_of"`
 	Stop              json.RawMessage `json:"stop"`
+	StopTokenIDs      json.RawMessage `json:"stop_token_ids"` // vLLM's; read by parseStopIDs
+	IncludeStopStr    *bool           `json:"include_stop_str_in_output"`
 	Stream            *bool           `json:"stream"`
 	StreamOptions     *streamOptions  `json:"stream_options"`
 	IgnoreEOS         *bool           `json:"ignore_eos"`
@@ -91,11 +94,15 @@ type job struct {
 	// firstOfPrompt: a choice's job that is its prompt's first (usage counts each prompt once)
 	firstOfPrompt bool
 	stops         []string // stop strings, each non-empty
-	stream        bool
-	usage         bool // stream_options.include_usage
-	continuous    bool // and continuous_usage_stats: usage on every chunk
-	skipSpecial   bool // leave EOS out of the text (skip_special_tokens, default true)
-	tokenIDs      bool // return_token_ids: the ids in the reply
+	// stopIDs are stop_token_ids: sorted, unique, in the vocabulary. Read-only once parsed: a job's
+	// choices share them, on their handlers' goroutines and the scheduler's loop.
+	stopIDs     []int32
+	includeStop bool // include_stop_str_in_output: the stop string, and the ending token's text, stay in the text
+	stream      bool
+	usage       bool // stream_options.include_usage
+	continuous  bool // and continuous_usage_stats: usage on every chunk
+	skipSpecial bool // leave EOS out of the text (skip_special_tokens, default true)
+	tokenIDs    bool // return_token_ids: the ids in the reply
 }
 
 // choices is how many requests the job submits.
@@ -112,12 +119,17 @@ func (j *job) choice(i int) *job {
 	return &c
 }
 
-// request is the scheduler request of choice job j: with stop strings, a fresh stopCheck of its
-// own, so that the scheduler ends it at the token that completes one.
+// request is the scheduler request of choice job j: with stop strings or stop token ids, a fresh
+// stopCheck of its own, so that the scheduler ends it at the token that completes a stop string
+// or is a stop id. Other requests carry none and cost the scheduler's loop nothing.
 func (j *job) request(m *Model) sched.Request {
 	r := j.req
-	if len(j.stops) > 0 {
-		r.Stop = stopCheck{newStopRule(j, m)}
+	if len(j.stops) > 0 || len(j.stopIDs) > 0 {
+		rule := newStopRule(j, m)
+		if len(j.stops) == 0 {
+			rule.detok = nil // stop ids alone: the loop needs no text
+		}
+		r.Stop = stopCheck{rule}
 	}
 	return r
 }
@@ -242,6 +254,10 @@ func (c *common) build(j *job, m *Model, prompts [][]int32, maxTokens *int, maxP
 	if j.stops, e = parseStop(c.Stop); e != nil {
 		return e
 	}
+	if j.stopIDs, e = parseStopIDs(c.StopTokenIDs, m.VocabSize); e != nil {
+		return e
+	}
+	j.includeStop = c.IncludeStopStr != nil && *c.IncludeStopStr
 	j.stream = c.Stream != nil && *c.Stream
 	if o := c.StreamOptions; o != nil {
 		// vLLM refuses stream_options without stream only when they say something: {} passes.
@@ -355,6 +371,47 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 		}
 	}
 	return stops, nil
+}
+
+// parseStopIDs reads stop_token_ids: null, or a list of integers (whole numbers written with a
+// fraction or an exponent too, as pydantic reads them), each in [0, vocab) as vLLM's
+// SamplingParams._validate_stop_token_ids requires. It returns them sorted, without repeats.
+func parseStopIDs(raw json.RawMessage, vocab int) ([]int32, *apiError) {
+	const param = "stop_token_ids"
+	if len(raw) == 0 || isNull(raw) {
+		return nil, nil
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, badRequest(param, "", "stop_token_ids must be a list of integers")
+	}
+	ids := make([]int32, 0, len(elems))
+	var bad []string // out of the vocabulary, once each in the order given (vLLM drops repeats first)
+	seen := map[string]bool{}
+	for i, el := range elems {
+		n := string(bytes.TrimSpace(el))
+		if n == "" || !(n[0] == '-' || n[0] >= '0' && n[0] <= '9') || !jsonkind.IsWhole(n) {
+			return nil, badRequest(param, "", "stop_token_ids must be a list of integers, got %.40s at index %d", n, i)
+		}
+		x, _ := strconv.ParseFloat(n, 64)
+		if x < 0 || x >= float64(vocab) {
+			if math.Abs(x) < 1<<53 {
+				n = strconv.FormatInt(int64(x), 10) // -2.0 is -2, as Python prints the int
+			}
+			if !seen[n] {
+				seen[n] = true
+				bad = append(bad, n)
+			}
+			continue
+		}
+		ids = append(ids, int32(x))
+	}
+	if len(bad) > 0 {
+		return nil, badRequest(param, "", "token_id(s) [%s] in stop_token_ids contain out-of-vocab token ids. Vocabulary size: %d",
+			strings.Join(bad, ", "), vocab)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // parseCompletion validates a /v1/completions body.

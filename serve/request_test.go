@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,6 +24,8 @@ func FuzzParseRequest(f *testing.F) {
 		`{"messages": [{"role": "system", "content": null}, {"role": "user", "content": "x"}], "n": 1}`,
 		`{"prompt": "x", "n": 2}`, `[]`, `null`, `{"prompt": ["a", "b"]}`, `{"prompt": "x", "max_tokens": 1e30}`,
 		`{"prompt": "x", "max_tokens": 4.0, "seed": -1e3, "top_k": 2.5}`,
+		`{"prompt": "x", "stop_token_ids": [50256, 5.0, 5, 1e30, -1], "include_stop_str_in_output": true}`,
+		`{"messages": [{"role": "user", "content": "x"}], "stop_token_ids": [3, 1], "include_stop_str_in_output": null}`,
 	} {
 		f.Add([]byte(s), strings.Contains(s, "messages"))
 	}
@@ -68,7 +71,73 @@ func FuzzParseRequest(f *testing.F) {
 				t.Fatal("an empty stop string")
 			}
 		}
+		for i, id := range j.stopIDs {
+			if id < 0 || int(id) >= m.VocabSize || i > 0 && id <= j.stopIDs[i-1] {
+				t.Fatalf("stop ids %v: want sorted, unique, in [0, %d)", j.stopIDs, m.VocabSize)
+			}
+		}
 	})
+}
+
+// TestStopTokenIDsParse: stop_token_ids as vLLM takes them (list[int] | None, whole numbers in
+// pydantic's lax mode), repeats dropped (SamplingParams.__post_init__), every id inside the
+// vocabulary (SamplingParams._validate_stop_token_ids, whose message lists the ids outside it);
+// include_stop_str_in_output a boolean.
+func TestStopTokenIDsParse(t *testing.T) {
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Model{ID: "gpt2", MaxSeqLen: 64, VocabSize: tok.VocabSize(), Tokenizer: tok, EOS: tok.EOS()}
+	for _, c := range []struct {
+		name, fields     string
+		ids              []int32
+		include          bool
+		errParam, errMsg string
+	}{
+		{name: "absent"},
+		{name: "null", fields: `"stop_token_ids": null, "include_stop_str_in_output": null`},
+		{name: "empty", fields: `"stop_token_ids": []`},
+		{name: "sorted, repeats dropped", fields: `"stop_token_ids": [50256, 13, 13, 0]`, ids: []int32{0, 13, 50256}},
+		{name: "whole numbers", fields: `"stop_token_ids": [5.0, 2e0, 5]`, ids: []int32{2, 5}},
+		{name: "include", fields: `"include_stop_str_in_output": true`, include: true},
+		{name: "out of the vocabulary", fields: `"stop_token_ids": [1, 50257, -1, 50257, 1e30, -2.0]`, errParam: "stop_token_ids",
+			errMsg: "token_id(s) [50257, -1, 1e30, -2] in stop_token_ids contain out-of-vocab token ids. Vocabulary size: 50257"},
+		{name: "a string", fields: `"stop_token_ids": [1, "2"]`, errParam: "stop_token_ids", errMsg: `must be a list of integers, got "2" at index 1`},
+		{name: "a null", fields: `"stop_token_ids": [null]`, errParam: "stop_token_ids", errMsg: "must be a list of integers, got null at index 0"},
+		{name: "a fraction", fields: `"stop_token_ids": [2.5]`, errParam: "stop_token_ids", errMsg: "must be a list of integers, got 2.5 at index 0"},
+		{name: "not a list", fields: `"stop_token_ids": 5`, errParam: "stop_token_ids", errMsg: "stop_token_ids must be a list of integers"},
+		{name: "include not a boolean", fields: `"include_stop_str_in_output": "yes"`, errParam: "include_stop_str_in_output",
+			errMsg: "'include_stop_str_in_output' must be a boolean, got string"},
+	} {
+		for _, chat := range []bool{false, true} {
+			t.Run(c.name+map[bool]string{false: "/completions", true: "/chat"}[chat], func(t *testing.T) {
+				body, parse := `{"prompt": "Hi"`, parseCompletion
+				if chat {
+					body, parse = `{"messages": [{"role": "user", "content": "Hi"}]`, parseChat
+				}
+				if c.fields != "" {
+					body += ", " + c.fields
+				}
+				j, e := parse([]byte(body+"}"), m)
+				if c.errParam != "" {
+					if e == nil || e.Param == nil || *e.Param != c.errParam || !strings.Contains(e.Message, c.errMsg) {
+						t.Fatalf("error %+v; want one about %s saying %q", e, c.errParam, c.errMsg)
+					}
+					return
+				}
+				if e != nil {
+					t.Fatalf("refused: %s", e.Message)
+				}
+				if !slices.Equal(j.stopIDs, c.ids) || j.includeStop != c.include {
+					t.Fatalf("stop ids %v include %v; want %v %v", j.stopIDs, j.includeStop, c.ids, c.include)
+				}
+				if (j.request(m).Stop != nil) != (len(c.ids) > 0) {
+					t.Fatalf("the scheduler request's Stop is %v: want one only with stop ids (no stop strings here)", j.request(m).Stop)
+				}
+			})
+		}
+	}
 }
 
 // TestChatTemplate: messages render as role-prefixed lines ending with the assistant's turn; a
