@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"rosetop/sched"
@@ -55,7 +56,8 @@ type MetricsOptions struct {
 // Labels: model_name and engine ("0"), as vLLM's. A request ended by a stop string or a stop
 // token id counts as "stop" in request_success_total, as one ended by EOS does. The cold-start
 // ledger is cold_start_seconds{what, detail} under the same prefix (no vLLM metric; one prefix
-// per page, so a scraper tells the naming from any name).
+// per page, so a scraper tells the naming from any name). The process collector's process_*
+// series (Linux) carry no prefix, as on vLLM's page.
 type Metrics struct {
 	// Set by NewMetrics, read-only afterwards (the metrics themselves are safe for concurrent use).
 	reg *prometheus.Registry
@@ -108,7 +110,9 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	m.decode = b.histogram("request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets())
 	m.promptHist = b.histogram("request_prompt_tokens", "Number of prefill tokens processed.", buckets125(o.MaxModelLen))
 	m.generationHist = b.histogram("request_generation_tokens", "Number of generation tokens processed.", buckets125(o.MaxModelLen))
-	cs := append(b.made, success)
+	// The process collector's process_start_time_seconds (Linux), as vLLM's page has it, tells a
+	// watcher a restarted server from one whose counts only grew.
+	cs := append(b.made, success, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if o.Ledger != nil {
 		cs = append(cs, &ledgerCollector{entries: o.Ledger, desc: prometheus.NewDesc(b.name("cold_start_seconds"),
 			"One-time cost of the engine's cold start (model load, kernel load, graph capture, ...) in seconds.",

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -258,5 +259,25 @@ func TestPromptTokensCountedAtPrefill(t *testing.T) {
 	f := fams["vllm:prompt_tokens_total"]
 	if f == nil || len(f.Metric) != 1 || f.Metric[0].GetCounter().GetValue() != 8 {
 		t.Fatalf("vllm:prompt_tokens_total after one prefill step of 5 + 3 cached tokens: %v, want 8", f)
+	}
+}
+
+// TestMetricsProcessStart: on Linux the page says when the process started
+// (process_start_time_seconds, as vLLM's does), which a watcher reads to tell a restarted server
+// from one whose counts only grew.
+func TestMetricsProcessStart(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the process collector reads /proc")
+	}
+	m, err := NewMetrics(MetricsOptions{Names: RosetopNames, Model: "tiny-gpt2", MaxModelLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, engineOpts{metrics: m}, Options{Metrics: m})
+	_, page := h.scrape()
+	snap, err := remote.ParseSnapshot(bytes.NewReader(page), 0)
+	now := float64(time.Now().Unix())
+	if err != nil || !snap.Started.Known || snap.Started.V > now+1 || snap.Started.V < now-3600 {
+		t.Fatalf("process start %+v (err %v), want a Unix time before now (%.0f)", snap.Started, err, now)
 	}
 }
