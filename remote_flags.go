@@ -44,7 +44,7 @@ var (
 
 // remoteFlags binds the --endpoint flags to o.
 func remoteFlags(fs *flag.FlagSet, o *remoteOptions) {
-	fs.Var(&endpointFlag{o: o}, "endpoint", "drive and watch an OpenAI-compatible server at this API root (vLLM, SGLang, TGI, llama.cpp, Ollama, rosetop serve), e.g. http://127.0.0.1:8000/v1; given again with --watch, watch each of those servers and the fleet they make")
+	fs.Var(&endpointFlag{o: o}, "endpoint", "drive and watch an OpenAI-compatible server at this API root (vLLM, SGLang, TGI, llama.cpp, Ollama, rosetop serve; watched: also NVIDIA Dynamo's frontend, SGLang's router), e.g. http://127.0.0.1:8000/v1; given again with --watch, watch each of those servers and the fleet they make")
 	fs.StringVar(&o.API, "api", o.API, "--endpoint: completions (POST /completions) | chat (POST /chat/completions) (default completions)")
 	fs.Var(secretFlag{&o.APIKey}, "api-key", "--endpoint: bearer token (default $OPENAI_API_KEY); never printed or exported")
 	fs.StringVar(&o.ExtraBody, "extra-body", o.ExtraBody, `--endpoint: a JSON object merged into every request body, e.g. '{"top_k": 1}'`)

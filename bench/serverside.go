@@ -11,7 +11,7 @@ import (
 type RemoteInfo struct {
 	Endpoint string // the API root, e.g. http://host:8000/v1
 	API      string // "completions" | "chat"
-	// Kind is the server as its /metrics tell: "vllm", "sglang", "tgi", "llama.cpp", "rosetop";
+	// Kind is the server as its /metrics tell: "vllm", "sglang", "tgi", "llama.cpp", "rosetop", "dynamo", "sgl-router";
 	// "unknown" when they name nothing known, or there are none.
 	Kind string
 	// ServerFirsts: the admissions are the first tokens the server's TTFT histogram counted,

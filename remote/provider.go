@@ -284,7 +284,7 @@ func (p *Provider) firstScrape(ctx context.Context) error {
 	case err != nil && p.opts.Watch:
 		return fmt.Errorf("%w: %w (give their address with --metrics-url)", ErrNoMetrics, err)
 	case err == nil && p.opts.Watch && snap.Kind == KindUnknown:
-		return fmt.Errorf("%w: %s names none that rosetop knows (vLLM, SGLang, TGI, llama.cpp, rosetop serve)", ErrNoMetrics, p.opts.MetricsURL)
+		return fmt.Errorf("%w: %s names none that rosetop knows (vLLM, SGLang, TGI, llama.cpp, rosetop serve, Dynamo frontend, SGLang router)", ErrNoMetrics, p.opts.MetricsURL)
 	}
 	if err != nil {
 		if p.explicit {

@@ -28,9 +28,11 @@ const (
 	KindTGI
 	KindLlamaCpp
 	KindRosetop
+	KindDynamo       // NVIDIA Dynamo's HTTP frontend, in front of its engines
+	KindSGLangRouter // SGLang's router (sgl-router; the SGLang Model Gateway before it)
 )
 
-var kindNames = [...]string{"unknown", "vllm", "sglang", "tgi", "llama.cpp", "rosetop"}
+var kindNames = [...]string{"unknown", "vllm", "sglang", "tgi", "llama.cpp", "rosetop", "dynamo", "sgl-router"}
 
 func (k ServerKind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -122,11 +124,16 @@ type spec struct {
 type server struct {
 	kind   ServerKind
 	prefix string
-	specs  []spec
+	specs  []spec // a field is read by its first spec whose names the page has
 	// ranks are the labels of the processes of one replica: series that differ only in them count
 	// the same requests, and one of them is read (see replicas). Series that differ in another
 	// label (a replica's dp_rank, vLLM's engine) count different requests and add up.
 	ranks []string
+	// someFirsts: the TTFT histogram observes only some requests (those streamed), so its count
+	// is not the first tokens the server produced (see countsFirstTokens).
+	someFirsts bool
+	// derive, where set, makes the fields the specs cannot read alone from those they did.
+	derive func(*Snapshot)
 }
 
 // vllmSpecs are vLLM's names after the prefix (vllm/v1/metrics/loggers.py), older names after
@@ -146,14 +153,16 @@ var vllmSpecs = []spec{
 	{fIterationTokens, asHist, []string{"iteration_tokens_total"}},
 }
 
-// servers are tried in order: the first whose prefix a metric name has is the server.
+// servers are tried in order: the first whose prefix a metric name has is the server. Frontends
+// and routers come after the engines, so that an engine's page is the engine's whatever else it
+// carries.
 var servers = []server{
-	{KindRosetop, "rosetop_", vllmSpecs, nil},
-	{KindVLLM, "vllm:", vllmSpecs, nil}, // its engine label is a data parallel engine (loggers.py): they add up
+	{kind: KindRosetop, prefix: "rosetop_", specs: vllmSpecs},
+	{kind: KindVLLM, prefix: "vllm:", specs: vllmSpecs}, // its engine label is a data parallel engine (loggers.py): they add up
 	// python/sglang/srt/observability/metrics_collector.py (formerly metrics/collector.py); the
 	// ranks are a scheduler's labels (scheduler_metrics_mixin.py init_metrics), the tokenizer's
 	// series have none.
-	{KindSGLang, "sglang:", []spec{
+	{kind: KindSGLang, prefix: "sglang:", specs: []spec{
 		{fRunning, bySum, []string{"num_running_reqs"}},
 		{fWaiting, bySum, []string{"num_queue_reqs"}},
 		{fKVUsage, byMean, []string{"token_usage"}},
@@ -163,30 +172,86 @@ var servers = []server{
 		{fITL, asHist, []string{"inter_token_latency_seconds"}},
 		{fE2E, asHist, []string{"e2e_request_latency_seconds"}},
 		{fQueue, asHist, []string{"queue_time_seconds"}}, // SchedulerMetricsCollector: its first bucket is 0
-	}, []string{"pp_rank", "tp_rank", "moe_ep_rank"}},
-	{KindTGI, "tgi_", []spec{ // router/src/server.rs, backends/v3/src/{queue,backend}.rs
+	}, ranks: []string{"pp_rank", "tp_rank", "moe_ep_rank"}},
+	{kind: KindTGI, prefix: "tgi_", specs: []spec{ // router/src/server.rs, backends/v3/src/{queue,backend}.rs
 		{fRunning, bySum, []string{"batch_current_size"}},
 		{fWaiting, bySum, []string{"queue_size"}},
 		{fPromptTokens, byHistSum, []string{"request_input_length"}},
 		{fGenerationTokens, byHistSum, []string{"request_generated_tokens"}},
 		{fE2E, asHist, []string{"request_duration"}},
 		{fQueue, asHist, []string{"request_queue_duration"}},
-	}, nil},
-	{KindLlamaCpp, "llamacpp:", []spec{ // tools/server/server-context.cpp (metrics)
+	}},
+	{kind: KindLlamaCpp, prefix: "llamacpp:", specs: []spec{ // tools/server/server-context.cpp (metrics)
 		{fRunning, bySum, []string{"requests_processing"}},
 		{fWaiting, bySum, []string{"requests_deferred"}},
 		{fKVUsage, byMean, []string{"kv_cache_usage_ratio"}}, // older servers only (dropped in llama.cpp #13660): else not reported
 		{fPromptTokens, bySum, []string{"prompt_tokens_total"}},
 		{fGenerationTokens, bySum, []string{"tokens_predicted_total"}},
-	}, nil},
+	}},
+	// Dynamo's frontend names everything {prefix}_name, the prefix dynamo_frontend unless
+	// DYN_METRICS_PREFIX says otherwise; NIM sets nv_llm_http_service, the frontend's prefix before.
+	{kind: KindDynamo, prefix: "dynamo_frontend_", specs: dynamoSpecs, derive: frontendQueue},
+	{kind: KindDynamo, prefix: "nv_llm_http_service_", specs: dynamoSpecs, derive: frontendQueue},
+	// sgl-router/src/server/metrics.rs (the router's own /metrics, on its serving port), and
+	// sgl-router/src/metrics.rs before it (metrics-exporter-prometheus on --prometheus-port, 29000).
+	// Neither page has a waiting count or token counters; the TTFT histogram has the streamed
+	// requests only.
+	{kind: KindSGLangRouter, prefix: "sgl_router_", someFirsts: true, specs: []spec{
+		{fRunning, bySum, []string{
+			"worker_inflight_requests", // per worker_url: the requests dispatched to it and not yet done
+			"running_requests",         // the older router's per worker load, kept under the cache_aware policy
+		}},
+		{fTTFT, asHist, []string{"ttft_seconds"}},            // to the first upstream chunk of a streamed request
+		{fE2E, asHist, []string{"request_duration_seconds"}}, // to the stream's end; the older router's per route
+	}},
+	// sgl-model-gateway/src/observability/metrics.rs (the SGLang Model Gateway, smg_ names, on
+	// --prometheus-port): its TTFT is gRPC-only and, with buckets set for *duration_seconds alone,
+	// written as a summary, which is no histogram to read.
+	{kind: KindSGLangRouter, prefix: "smg_", someFirsts: true, specs: []spec{
+		{fRunning, bySum, []string{"worker_requests_active"}},
+		{fE2E, asHist, []string{"router_request_duration_seconds"}},
+	}},
 }
 
-// countsFirstTokens reports whether k's /metrics have a time-to-first-token histogram, whose
-// count is the first tokens the server produced.
+// dynamoSpecs are Dynamo's frontend's names after its prefix (lib/llm/src/http/service/metrics.rs,
+// names in lib/runtime/src/metrics/prometheus_names.rs frontend_service), each labelled by model.
+// Its buckets start at 0 (generate_log_buckets).
+var dynamoSpecs = []spec{
+	// From the HTTP handler's entry to the response's end, the queued ones among them; the
+	// frontend knows no KV cache use and no preemptions (its engines' pages do).
+	{fRunning, bySum, []string{"inflight_requests", "active_requests"}}, // active_requests: the same count, inflight_requests' successor
+	{fWaiting, bySum, []string{"queued_requests"}},
+	{fPromptTokens, byHistSum, []string{"input_sequence_tokens"}},      // observed at a request's first token
+	{fGenerationTokens, bySum, []string{"output_tokens_total"}},        // counted as the tokens stream
+	{fGenerationTokens, byHistSum, []string{"output_sequence_tokens"}}, // before output_tokens_total: at a request's end
+	{fTTFT, asHist, []string{"time_to_first_token_seconds"}},           // every request's, streamed or not
+	{fITL, asHist, []string{"inter_token_latency_seconds"}},
+	{fE2E, asHist, []string{"request_duration_seconds"}},
+}
+
+// frontendQueue makes Dynamo's frontend's gauges the panes' queue: queued_requests counts a
+// request from the handler's entry to its first token (prefill included), and inflight_requests
+// to the response's end, so the queued are among the in flight and the running are the rest.
+// The frontend writes a model's series at its first request: a page with neither gauge has had
+// none in flight. A page with inflight_requests alone is a frontend from before queued_requests:
+// its waiting is not known.
+func frontendQueue(s *Snapshot) {
+	switch {
+	case !s.Running.Known && !s.Waiting.Known:
+		s.Running, s.Waiting = Value{Known: true}, Value{Known: true}
+	case s.Waiting.Known:
+		// The two gauges are read one after the other: a request between them can make the
+		// queued outnumber the in flight for a moment.
+		s.Running = Value{V: max(0, s.Running.V-s.Waiting.V), Known: true}
+	}
+}
+
+// countsFirstTokens reports whether k's /metrics have a time-to-first-token histogram that
+// observes every request, whose count is then the first tokens the server produced.
 func (k ServerKind) countsFirstTokens() bool {
 	for _, srv := range servers {
 		if srv.kind == k {
-			return slices.ContainsFunc(srv.specs, func(sp spec) bool { return sp.field == fTTFT })
+			return !srv.someFirsts && slices.ContainsFunc(srv.specs, func(sp spec) bool { return sp.field == fTTFT })
 		}
 	}
 	return false
@@ -210,7 +275,11 @@ func snapshotOf(fams map[string]*dto.MetricFamily, at time.Duration) Snapshot {
 		return s
 	}
 	s.Kind = srv.kind
+	var read uint32 // the fields a spec has read
 	for _, sp := range srv.specs {
+		if read&(1<<sp.field) != 0 {
+			continue
+		}
 		for _, name := range sp.names {
 			fam := fams[srv.prefix+name]
 			if fam == nil {
@@ -222,8 +291,12 @@ func snapshotOf(fams map[string]*dto.MetricFamily, at time.Duration) Snapshot {
 			} else {
 				*s.value(sp.field) = valueOf(series, sp.how)
 			}
+			read |= 1 << sp.field
 			break
 		}
+	}
+	if srv.derive != nil {
+		srv.derive(&s)
 	}
 	return s
 }

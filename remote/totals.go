@@ -35,9 +35,19 @@ func (t *tally) add(now, prev *Snapshot, step []gain) {
 		return
 	}
 	re := restarted(now, prev)
-	t.gen = grow(t.gen, now.GenerationTokens, prev.GenerationTokens, re)
-	t.prompt = grow(t.prompt, now.PromptTokens, prev.PromptTokens, re)
+	t.gen = grow(t.gen, now.GenerationTokens, counterBefore(now, prev, now.GenerationTokens, prev.GenerationTokens), re)
+	t.prompt = grow(t.prompt, now.PromptTokens, counterBefore(now, prev, now.PromptTokens, prev.PromptTokens), re)
 	t.lat = mergeGains(t.lat, step) // since takes a restart's histogram whole
+}
+
+// counterBefore is a counter's value in prev's page for its increase to now's (was, as prev has
+// it): 0 where that page, from the same server, lacked it, as since takes a histogram that
+// appeared (Dynamo's frontend and SGLang write a series at its first increment).
+func counterBefore(now, prev *Snapshot, is, was Value) Value {
+	if !was.Known && is.Known && now.Kind == prev.Kind && now.Kind != KindUnknown {
+		return Value{Known: true}
+	}
+	return was
 }
 
 // startSlack is how far one process's Started may move between scrapes: client_golang's process

@@ -157,8 +157,8 @@ func fleetCols() []fleetCol {
 	}
 }
 
-// kindW fits every kind a server names itself by ("llama.cpp" the longest).
-const kindW = 9
+// kindW fits every kind a server names itself by ("sgl-router" the longest).
+const kindW = 10
 
 // fleetNameW is the least the server column keeps before columns are dropped.
 const fleetNameW = 14

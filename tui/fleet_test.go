@@ -103,6 +103,13 @@ func TestFleetTable(t *testing.T) {
 				"gpu-a:8000": {"vllm", "1", "33", "41.0", "1512", "15.1", "812", "6120"},
 				"gpu-b:8000": {"vllm", "2", "28", "46.5", "1198", "12.0", "655", "≤300"}},
 			[]string{"server", "kind", "wait", "run", "KV%", "gen/s", "req/s", "TTFT99", "E2E99"}, nil},
+		{"frontends", 200, 60, []string{"WATCH 3 servers (mixed) · 1 not answering"}, // every kind's name whole
+			map[string][]string{"gpu-a:8000": {"dynamo", "1", "33"}, "gpu-b:8000": {"sgl-router", "n/a", "28", "n/a"}},
+			[]string{"server", "kind", "wait", "run", "KV%", "gen/s", "req/s", "TTFT99", "E2E99"}, func(v *bench.View) {
+				a, b := &v.Server.Members[0], &v.Server.Members[1]
+				v.Server.Kind, a.Kind, b.Kind = "mixed", "dynamo", "sgl-router"
+				a.KVUsage, b.KVUsage, b.Waiting = bench.Gauge{}, bench.Gauge{}, bench.Gauge{} // neither knows the KV cache; the router counts no waiting
+			}},
 		{"not numbers", 200, 60, nil, // what a damaged recording may hold: n/a, never NaN
 			map[string][]string{"gpu-a:8000": {"vllm", "1", "33", "n/a", "n/a", "812", "n/a"}, "gpu-b:8000": {"2", "28", "n/a"}},
 			[]string{"server", "kind", "wait", "run", "KV%", "gen/s", "req/s", "TTFT99", "E2E99"}, func(v *bench.View) {
