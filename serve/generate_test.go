@@ -303,26 +303,7 @@ func TestEOSOptions(t *testing.T) {
 	for _, c := range cases {
 		for _, streamed := range []bool{false, true} {
 			t.Run(c.name+map[bool]string{false: "/whole", true: "/stream"}[streamed], func(t *testing.T) {
-				body := map[string]any{"prompt": []int{word}, "max_tokens": 8}
-				for k, v := range c.extra {
-					body[k] = v
-				}
-				var text, finish string
-				var n int
-				if streamed {
-					body["stream_options"] = map[string]any{"include_usage": true}
-					s := h.stream("/v1/completions", body)
-					text, finish, n = s.text, s.finish, s.usage.CompletionTokens
-					if len(s.chunks) != n+1 { // a chunk per token, the last with the finish reason, + usage
-						t.Fatalf("%d chunks for %d tokens: want one per token and the usage chunk", len(s.chunks), n)
-					}
-				} else {
-					var r gotReply
-					if code := h.post("/v1/completions", body, &r); code != 200 {
-						t.Fatalf("status %d: %+v", code, r.Error)
-					}
-					text, finish, n = r.text(), *r.Choices[0].FinishReason, r.Usage.CompletionTokens
-				}
+				text, finish, n := h.askTokens(t, word, c.extra, streamed)
 				if text != c.text || finish != c.finish || n != c.tokens {
 					t.Fatalf("text %q finish %q tokens %d; want %q %q %d", text, finish, n, c.text, c.finish, c.tokens)
 				}
@@ -602,26 +583,7 @@ func TestStopTokenIDsEOS(t *testing.T) {
 	for _, c := range cases {
 		for _, streamed := range []bool{false, true} {
 			t.Run(c.name+map[bool]string{false: "/whole", true: "/stream"}[streamed], func(t *testing.T) {
-				body := map[string]any{"prompt": []int{word}, "max_tokens": 8}
-				for k, v := range c.extra {
-					body[k] = v
-				}
-				var text, finish string
-				var n int
-				if streamed {
-					body["stream_options"] = map[string]any{"include_usage": true}
-					s := h.stream("/v1/completions", body)
-					text, finish, n = s.text, s.finish, s.usage.CompletionTokens
-					if len(s.chunks) != n+1 { // a chunk per token, the last with the finish reason, + usage
-						t.Fatalf("%d chunks for %d tokens: want one per token and the usage chunk", len(s.chunks), n)
-					}
-				} else {
-					var r gotReply
-					if code := h.post("/v1/completions", body, &r); code != 200 {
-						t.Fatalf("status %d: %+v", code, r.Error)
-					}
-					text, finish, n = r.text(), *r.Choices[0].FinishReason, r.Usage.CompletionTokens
-				}
+				text, finish, n := h.askTokens(t, word, c.extra, streamed)
 				wantFinish := "stop"
 				if c.reason == sched.FinishLength {
 					wantFinish = "length"
@@ -710,4 +672,28 @@ func TestIncludeStopStr(t *testing.T) {
 			})
 		}
 	}
+}
+
+// askTokens posts a completion of 8 tokens after the one-token prompt word, with extra fields,
+// whole or streamed (where it checks a chunk per token and the usage chunk), and returns the
+// text, the finish reason and the completion tokens usage counts.
+func (h *harness) askTokens(t *testing.T, word int, extra map[string]any, streamed bool) (text, finish string, n int) {
+	t.Helper()
+	body := map[string]any{"prompt": []int{word}, "max_tokens": 8}
+	for k, v := range extra {
+		body[k] = v
+	}
+	if streamed {
+		body["stream_options"] = map[string]any{"include_usage": true}
+		s := h.stream("/v1/completions", body)
+		if n = s.usage.CompletionTokens; len(s.chunks) != n+1 { // a chunk per token, the last with the finish reason, + usage
+			t.Fatalf("%d chunks for %d tokens: want one per token and the usage chunk", len(s.chunks), n)
+		}
+		return s.text, s.finish, n
+	}
+	var r gotReply
+	if code := h.post("/v1/completions", body, &r); code != 200 {
+		t.Fatalf("status %d: %+v", code, r.Error)
+	}
+	return r.text(), *r.Choices[0].FinishReason, r.Usage.CompletionTokens
 }
