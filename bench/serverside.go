@@ -4,14 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
+	"slices"
+	"strings"
 	"time"
+
+	"rosetop/internal/oneline"
 )
 
 // RemoteInfo describes the server outside this process that a Server stands for.
 type RemoteInfo struct {
 	Endpoint string // the API root, e.g. http://host:8000/v1
 	API      string // "completions" | "chat"
-	// Kind is the server as its /metrics tell: "vllm", "sglang", "tgi", "llama.cpp", "rosetop", "dynamo", "sgl-router";
+	// Kind is the server as its /metrics tell: "vllm", "sglang", "tgi", "llama.cpp", "rosetop", "dynamo", "sgl-router", "vllm-router";
 	// "unknown" when they name nothing known, or there are none.
 	Kind string
 	// ServerFirsts: the admissions are the first tokens the server's TTFT histogram counted,
@@ -123,6 +128,22 @@ type metricsReporter interface {
 	ServerMetrics() *ServerMetrics // the latest; nil before there are any
 }
 
+// ServerRestarts is what a Server saw of the restarts of a remote server it stands for: how many
+// since it began, and the newest: between the good scrapes at After and At (session clock) the
+// server's page came from a new process.
+type ServerRestarts struct {
+	Count     int
+	After, At time.Duration // the newest restart's; valid with Count > 0
+	How       string        // what told it: "a new process start time", or "its counts went down"
+}
+
+// restartReporter is a Server that sees the restarts of the servers it stands for.
+type restartReporter interface {
+	// ServerRestarts are each server's restarts: a fleet's in RemoteInfo.Fleet's order, else
+	// the one's.
+	ServerRestarts() []ServerRestarts
+}
+
 // ServerPanel sets a server's own figures beside rosetop's client-side ones over the same
 // rolling window; the two are never mixed.
 type ServerPanel struct {
@@ -201,4 +222,144 @@ func refuseRemote(a Action, r *RemoteInfo) error {
 		return nil
 	}
 	return fmt.Errorf("%w (%s at %s): %s; the load keys work", ErrRemoteServer, r.Kind, r.Endpoint, what)
+}
+
+// ServerNames are the servers at endpoints (API roots) as the dashboard's servers table names
+// them, each its own and short: host:port; where several share a host and port, with what tells
+// those apart: the path, and a scheme other than http (https://h:8000 beside h:8000), or both;
+// the endpoint whole where it is not a URL with a host; and " #2", " #3" after a name that is
+// still an earlier one's (one endpoint twice, in a damaged recording). clean makes text from
+// outside safe to show; it is applied to each endpoint and to each name made from one (a URL's
+// path is unescaped).
+func ServerNames(endpoints []string, clean func(string) string) []string {
+	type ep struct{ whole, scheme, host, path string }
+	parsed := make([]ep, len(endpoints))
+	hosts := map[string][]int{} // the endpoints of each host:port
+	for i, raw := range endpoints {
+		e := ep{whole: clean(raw)}
+		if u, err := url.Parse(e.whole); err == nil && u.Host != "" {
+			e.scheme, e.host, e.path = u.Scheme, u.Host, strings.TrimSuffix(u.Path, "/")
+			hosts[e.host] = append(hosts[e.host], i)
+		}
+		parsed[i] = e
+	}
+	names := make([]string, len(endpoints))
+	for i, e := range parsed {
+		names[i] = e.whole
+		if e.host == "" {
+			continue
+		}
+		names[i] = e.host
+		if share := hosts[e.host]; len(share) > 1 {
+			differ := func(of func(ep) string) bool {
+				return slices.ContainsFunc(share, func(j int) bool { return of(parsed[j]) != of(e) })
+			}
+			if differ(func(e ep) string { return e.path }) {
+				names[i] += e.path
+			}
+			if e.scheme != "http" && differ(func(e ep) string { return e.scheme }) {
+				names[i] = e.scheme + "://" + names[i]
+			}
+		}
+		names[i] = clean(names[i])
+	}
+	return numbered(names)
+}
+
+// numbered is names with " #2", " #3"... after each name an earlier one has, the first number
+// that no name has.
+func numbered(names []string) []string {
+	taken := make(map[string]bool, len(names)) // every name so far, numbered ones too
+	for _, n := range names {
+		taken[n] = true
+	}
+	for i, n := range names {
+		if !slices.Contains(names[:i], n) {
+			continue
+		}
+		k := 2
+		for ; taken[fmt.Sprintf("%s #%d", n, k)]; k++ {
+		}
+		names[i] = fmt.Sprintf("%s #%d", n, k)
+		taken[names[i]] = true
+	}
+	return names
+}
+
+// noteRestarts files an event and a chart marker (restartLabel) for each restart of a remote
+// server that rs shows and the events do not yet tell: of the one server, or of each of a
+// fleet's, named as the servers table names it. The caller holds s.mu.
+func (s *Session) noteRestarts(rs []ServerRestarts) {
+	r := s.info.Remote
+	if r == nil {
+		return
+	}
+	for len(s.restarts) < len(rs) {
+		s.restarts = append(s.restarts, 0)
+	}
+	var names []string
+	for i, sr := range rs {
+		seen := sr.Count - s.restarts[i]
+		s.restarts[i] = sr.Count // fewer than told: another Server's count, from zero
+		if seen <= 0 {
+			continue
+		}
+		if names == nil {
+			names = serverNames(r)
+		}
+		name := fmt.Sprintf("server %d", i+1)
+		if i < len(names) {
+			name = names[i]
+		}
+		when := fmt.Sprintf("between the scrapes at %s and %s: %s", clockText(sr.After), clockText(sr.At), sr.How)
+		text := name + " restarted " + when
+		if seen > 1 {
+			text = fmt.Sprintf("%s restarted %d times, the last %s", name, seen, when)
+		}
+		s.live.log(sr.At, LogRestart, text)
+		s.live.mark(sr.At, restartLabel(name))
+	}
+}
+
+// serverNames are r's servers (its fleet, else the one) as the servers table names them.
+func serverNames(r *RemoteInfo) []string {
+	eps := r.Fleet
+	if len(eps) == 0 {
+		eps = []string{r.Endpoint}
+	}
+	return ServerNames(eps, oneline.Fold)
+}
+
+// restartLabel is the chart marker of a restart of the server named name.
+func restartLabel(name string) string { return "restart " + name }
+
+// LastRestarts are when each remote server of v (its fleet's in RemoteInfo.Fleet's order, else
+// the one) was last seen to restart, from the chart markers; -1 where none is among them. nil
+// for rosetop's own engine.
+func (v *View) LastRestarts() []time.Duration {
+	r := v.Header.Remote
+	if r == nil {
+		return nil
+	}
+	names := serverNames(r)
+	out := make([]time.Duration, len(names))
+	for i, name := range names {
+		out[i] = -1
+		label := restartLabel(name)
+		for _, m := range v.Markers {
+			if m.Label == label {
+				out[i] = max(out[i], m.At)
+			}
+		}
+	}
+	return out
+}
+
+// clockText is d as the events pane writes times: m:ss, h:mm:ss past an hour.
+func clockText(d time.Duration) string {
+	sec := int(max(d, 0) / time.Second)
+	if sec >= 3600 {
+		return fmt.Sprintf("%d:%02d:%02d", sec/3600, sec/60%60, sec%60)
+	}
+	return fmt.Sprintf("%d:%02d", sec/60, sec%60)
 }

@@ -119,6 +119,9 @@ type Session struct {
 	// server is the latest a remote server said about itself, kept once its engine has stopped
 	// (the pane stays, and a watch session's summary reads it).
 	server *ServerMetrics
+	// restarts are the restarts of each remote server (a fleet's members in order, else the one)
+	// that the events already tell (see noteRestarts).
+	restarts []int
 }
 
 // NewSession loads the model, builds the first engine and starts running. Model and engine errors
@@ -271,6 +274,9 @@ func (s *Session) publish(force bool) {
 		if sm := m.ServerMetrics(); sm != nil {
 			s.server = sm
 		}
+	}
+	if rr, ok := s.srv.(restartReporter); ok {
+		s.noteRestarts(rr.ServerRestarts())
 	}
 	if r := s.info.Remote; r != nil && r.Watch {
 		s.live.server.sample(s.server)

@@ -187,6 +187,7 @@ const (
 	LogCapture         // graph captures and other cold-start costs
 	LogPreempt
 	LogError
+	LogRestart // a remote server restarted (also a chart marker)
 )
 
 // LogEvent is one line of the events pane.

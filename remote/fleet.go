@@ -15,6 +15,7 @@ type metricsSide interface {
 	loop(ctx context.Context, landed func()) // scrapes until ctx is done, calling landed after each
 	fill(snap *sched.Snapshot) (serverQueue bool)
 	latest() *bench.ServerMetrics
+	serverRestarts() []bench.ServerRestarts // each server's restarts seen so far
 	close()
 }
 
@@ -113,6 +114,15 @@ func (f *fleet) changedLocked() bool {
 		}
 	}
 	return false
+}
+
+// serverRestarts is each server's restarts seen so far, in fleet order.
+func (f *fleet) serverRestarts() []bench.ServerRestarts {
+	out := make([]bench.ServerRestarts, len(f.ws))
+	for i, w := range f.ws {
+		out[i] = w.restartsSoFar()
+	}
+	return out
 }
 
 func (f *fleet) close() {

@@ -384,6 +384,9 @@ func (s *remoteServer) poke() {
 // ServerMetrics is the server's own view of itself over the rolling window.
 func (s *remoteServer) ServerMetrics() *bench.ServerMetrics { return s.watch.latest() }
 
+// ServerRestarts are the restarts the scrapes saw of the server, or of each of a fleet's.
+func (s *remoteServer) ServerRestarts() []bench.ServerRestarts { return s.watch.serverRestarts() }
+
 // Ledger has no entries: a remote server's one-time costs are its own.
 func (s *remoteServer) Ledger(from int) []bench.LedgerEntry { return nil }
 

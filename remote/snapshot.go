@@ -30,9 +30,10 @@ const (
 	KindRosetop
 	KindDynamo       // NVIDIA Dynamo's HTTP frontend, in front of its engines
 	KindSGLangRouter // SGLang's router (sgl-router; the SGLang Model Gateway before it)
+	KindVLLMRouter   // the vLLM production stack's router (vllm_router), whose names share vLLM's prefix
 )
 
-var kindNames = [...]string{"unknown", "vllm", "sglang", "tgi", "llama.cpp", "rosetop", "dynamo", "sgl-router"}
+var kindNames = [...]string{"unknown", "vllm", "sglang", "tgi", "llama.cpp", "rosetop", "dynamo", "sgl-router", "vllm-router"}
 
 func (k ServerKind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -134,6 +135,9 @@ type server struct {
 	someFirsts bool
 	// derive, where set, makes the fields the specs cannot read alone from those they did.
 	derive func(*Snapshot)
+	// only, where set, are names that tell this server's page, whatever its other names: its
+	// prefix is another server's too. A page with none of them is not this server's.
+	only []string
 }
 
 // vllmSpecs are vLLM's names after the prefix (vllm/v1/metrics/loggers.py), older names after
@@ -153,11 +157,34 @@ var vllmSpecs = []spec{
 	{fIterationTokens, asHist, []string{"iteration_tokens_total"}},
 }
 
-// servers are tried in order: the first whose prefix a metric name has is the server. Frontends
-// and routers come after the engines, so that an engine's page is the engine's whatever else it
-// carries.
+// servers are tried in order: the first whose prefix a metric name has is the server (see
+// serverOf for those with only names). Frontends and routers come after the engines, so that an
+// engine's page is the engine's whatever else it carries; vLLM's router, told by its only names,
+// before vLLM, whose prefix it shares.
 var servers = []server{
 	{kind: KindRosetop, prefix: "rosetop_", specs: vllmSpecs},
+	// The vLLM production stack's router names its own figures as vLLM does
+	// (src/vllm_router/services/metrics_service/__init__.py), so it is told first, by names no
+	// engine writes: router_cpu_usage_percent, set at every GET /metrics
+	// (routers/metrics_router.py); vllm:current_qps, per backend once it routed one a request;
+	// vllm:healthy_pods_total, per backend it discovered. Its vllm:num_requests_waiting is declared
+	// and never set (a family with no sample); it has no TTFT, ITL or queue histogram, no KV
+	// cache use and no preemptions (vllm:avg_latency is a mean over its stats window,
+	// vllm:avg_itl always -1).
+	{kind: KindVLLMRouter, prefix: "vllm:", only: []string{"router_cpu_usage_percent", "vllm:current_qps", "vllm:healthy_pods_total"},
+		derive: routerIdle, specs: []spec{
+			// Per backend (label server): the requests it sent there and not yet done, set to its
+			// vllm:num_prefill_requests (no byte of the answer yet) + vllm:num_decoding_requests.
+			{fRunning, bySum, []string{"num_requests_running"}},
+			// Counters (server, model), added to only from a request that was not streamed, from its
+			// answer's usage (services/request_service/request.py process_request): a streamed
+			// request's tokens are not counted.
+			{fPromptTokens, bySum, []string{"input_tokens_total"}},
+			{fGenerationTokens, bySum, []string{"output_tokens_total"}},
+			// From the request's dispatch to the answer's end, every request whatever its status
+			// label (success, error), per server and model.
+			{fE2E, asHist, []string{"request_latency_seconds"}},
+		}},
 	{kind: KindVLLM, prefix: "vllm:", specs: vllmSpecs}, // its engine label is a data parallel engine (loggers.py): they add up
 	// python/sglang/srt/observability/metrics_collector.py (formerly metrics/collector.py); the
 	// ranks are a scheduler's labels (scheduler_metrics_mixin.py init_metrics), the tokenizer's
@@ -246,6 +273,14 @@ func frontendQueue(s *Snapshot) {
 	}
 }
 
+// routerIdle makes the vLLM router's running 0 where its page has no num_requests_running: the
+// router writes a backend's series from the first request it sends it on, so none has been sent.
+func routerIdle(s *Snapshot) {
+	if !s.Running.Known {
+		s.Running = Value{Known: true}
+	}
+}
+
 // countsFirstTokens reports whether k's /metrics have a time-to-first-token histogram that
 // observes every request, whose count is then the first tokens the server produced.
 func (k ServerKind) countsFirstTokens() bool {
@@ -301,9 +336,16 @@ func snapshotOf(fams map[string]*dto.MetricFamily, at time.Duration) Snapshot {
 	return s
 }
 
-// serverOf finds the server whose prefix a family name has.
+// serverOf finds the server whose prefix a family name has, or for a server with only names,
+// one of which the page has.
 func serverOf(fams map[string]*dto.MetricFamily) (server, bool) {
 	for _, srv := range servers {
+		if srv.only != nil {
+			if slices.ContainsFunc(srv.only, func(name string) bool { return fams[name] != nil }) {
+				return srv, true
+			}
+			continue
+		}
 		for name := range fams {
 			if strings.HasPrefix(name, srv.prefix) {
 				return srv, true

@@ -63,6 +63,33 @@ func restarted(now, then *Snapshot) bool {
 	return a.Known && b.Known && math.Abs(a.V-b.V) > startSlack
 }
 
+// restartOf reports whether the server restarted between the good scrapes then and now, and
+// what told it: another process wrote now's page (restarted), or a counter or a histogram went
+// down, which only a count from zero makes (the tally, the window and the rates take it as a
+// reset too).
+func restartOf(now, then *Snapshot) (how string, ok bool) {
+	if restarted(now, then) {
+		return "a new process start time", true
+	}
+	for _, of := range [...]func(*Snapshot) Value{
+		func(s *Snapshot) Value { return s.Preemptions }, func(s *Snapshot) Value { return s.PromptTokens },
+		func(s *Snapshot) Value { return s.GenerationTokens },
+	} {
+		if is, was := of(now), of(then); usable(is) && usable(was) && is.V < was.V {
+			return "its counts went down", true
+		}
+	}
+	for _, of := range [...]func(*Snapshot) Histogram{
+		(*Snapshot).ttft, (*Snapshot).itl, (*Snapshot).e2e, (*Snapshot).queue, (*Snapshot).prefill,
+		func(s *Snapshot) Histogram { return s.IterationTokens },
+	} {
+		if _, down := of(now).sub(of(then)); down {
+			return "its counts went down", true
+		}
+	}
+	return "", false
+}
+
 // usable reports whether a counter's value can be added up.
 func usable(v Value) bool { return v.Known && v.V >= 0 && !math.IsInf(v.V, 0) }
 

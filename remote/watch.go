@@ -53,6 +53,9 @@ type watcher struct {
 	// Preemptions and Started alone (Preemptions unknown before one).
 	preempt     float64
 	preemptFrom Snapshot
+	// restarts are the server's restarts seen between good scrapes (see restartOf): how many,
+	// and the newest.
+	restarts bench.ServerRestarts
 }
 
 // scrape is a good scrape as a watcher keeps it.
@@ -154,6 +157,9 @@ func (w *watcher) add(snap Snapshot, err error) {
 	if n := len(w.hist); n > 0 {
 		prev = &w.hist[n-1].Snapshot
 		step, now.fresh = gains(&snap, prev)
+		if how, ok := restartOf(&snap, prev); ok {
+			w.restarts = bench.ServerRestarts{Count: w.restarts.Count + 1, After: prev.At, At: snap.At, How: how}
+		}
 	}
 	w.tally.add(&snap, prev, step)
 	if prev != nil && w.serverFirsts {
@@ -225,6 +231,18 @@ func (w *watcher) publishLocked() {
 }
 
 func (w *watcher) latest() *bench.ServerMetrics { return w.pub.Load() }
+
+// restartsSoFar is the server's restarts seen so far (see restartOf).
+func (w *watcher) restartsSoFar() bench.ServerRestarts {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.restarts
+}
+
+// serverRestarts is the one server's restarts.
+func (w *watcher) serverRestarts() []bench.ServerRestarts {
+	return []bench.ServerRestarts{w.restartsSoFar()}
+}
 
 // queueLocked is the server's waiting and running counts from its newest scrape (ok), else
 // why the queue pane shows the client's own counts ("" before the first scrape). The caller

@@ -3,9 +3,9 @@ package tui
 import (
 	"fmt"
 	"math"
-	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/x/ansi"
 
@@ -63,65 +63,8 @@ func notAnswering(ms []bench.ServerMetrics) int {
 	return n
 }
 
-// endpointNames are the servers' names in the table, each its own and short: host:port; where
-// several share a host and port, with what tells those apart: the path, and a scheme other than
-// http (https://h:8000 beside h:8000), or both; the endpoint whole where it is not a URL with a
-// host; and " #2", " #3" after a name that is still an earlier one's (one endpoint twice, in a
-// damaged recording).
-func endpointNames(eps []string) []string {
-	type ep struct{ whole, scheme, host, path string }
-	parsed := make([]ep, len(eps))
-	hosts := map[string][]int{} // the endpoints of each host:port
-	for i, raw := range eps {
-		e := ep{whole: outside(raw)}
-		if u, err := url.Parse(e.whole); err == nil && u.Host != "" {
-			e.scheme, e.host, e.path = u.Scheme, u.Host, strings.TrimSuffix(u.Path, "/")
-			hosts[e.host] = append(hosts[e.host], i)
-		}
-		parsed[i] = e
-	}
-	names := make([]string, len(eps))
-	for i, e := range parsed {
-		names[i] = e.whole
-		if e.host == "" {
-			continue
-		}
-		names[i] = e.host
-		if share := hosts[e.host]; len(share) > 1 {
-			differ := func(of func(ep) string) bool {
-				return slices.ContainsFunc(share, func(j int) bool { return of(parsed[j]) != of(e) })
-			}
-			if differ(func(e ep) string { return e.path }) {
-				names[i] += e.path
-			}
-			if e.scheme != "http" && differ(func(e ep) string { return e.scheme }) {
-				names[i] = e.scheme + "://" + names[i]
-			}
-		}
-		names[i] = outside(names[i]) // the URL's path is unescaped: %1b is an escape again
-	}
-	return numbered(names)
-}
-
-// numbered is names with " #2", " #3"... after each name an earlier one has, the first number
-// that no name has.
-func numbered(names []string) []string {
-	taken := make(map[string]bool, len(names)) // every name so far, numbered ones too
-	for _, n := range names {
-		taken[n] = true
-	}
-	for i, n := range names {
-		if !slices.Contains(names[:i], n) {
-			continue
-		}
-		k := 2
-		for ; taken[fmt.Sprintf("%s #%d", n, k)]; k++ {
-		}
-		names[i] = fmt.Sprintf("%s #%d", n, k)
-		taken[names[i]] = true
-	}
-	return names
-}
+// endpointNames are the servers' names in the table (bench.ServerNames), made safe to draw.
+func endpointNames(eps []string) []string { return bench.ServerNames(eps, outside) }
 
 // fleetCol is a column of the servers table: its head, its width, and its cell for a server;
 // left for text, else right-aligned. prio orders which columns stay when the pane is narrow
@@ -157,8 +100,8 @@ func fleetCols() []fleetCol {
 	}
 }
 
-// kindW fits every kind a server names itself by ("sgl-router" the longest).
-const kindW = 10
+// kindW fits every kind a server names itself by ("vllm-router" the longest).
+const kindW = 11
 
 // fleetNameW is the least the server column keeps before columns are dropped.
 const fleetNameW = 14
@@ -212,9 +155,10 @@ func fleetTitle(v *bench.View) string {
 	return fmt.Sprintf("servers · %d watched", len(fleet(v)))
 }
 
-// fleetBody is the servers table in iw x ih: a head, then per server (in fleet order) its name,
-// kind, queue, KV cache use, generation rate and p99s over the window; its note in their place
-// where its figures are missing. Rows past the height are counted on the last line.
+// fleetBody is the servers table in iw x ih: a head, then per server (in fleet order) its name
+// (and how long ago it restarted, where that is recent), kind, queue, KV cache use, generation
+// rate and p99s over the window; its note in their place where its figures are missing. Rows
+// past the height are counted on the last line.
 func fleetBody(st *paint, v *bench.View, iw, ih int) string {
 	eps, ms := fleet(v), members(v)
 	n := max(len(eps), len(ms))
@@ -249,8 +193,10 @@ func fleetBody(st *paint, v *bench.View, iw, ih int) string {
 		}
 	}
 	lines := []string{fit(head, iw)}
+	restarts := v.LastRestarts()
 	row := func(i int) string {
-		out := st.Text.Render(fit(names[i], nameW))
+		ago, recent := recentRestart(restarts, i, v.Now)
+		out := serverName(st, names[i], nameW, ago, recent)
 		if i >= len(ms) || (ms[i].At == 0 && ms[i].Note == "") {
 			return fit(out+st.Muted.Render(" no scrape yet"), iw)
 		}
@@ -281,4 +227,54 @@ func fleetBody(st *paint, v *bench.View, iw, ih int) string {
 		lines = lines[len(lines)-ih:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// restartShown is how long after a server's restart its row in the servers table, or the server
+// pane, says so (the events pane keeps it).
+const restartShown = 2 * time.Minute
+
+// recentRestart is how long before now server i of v (of its fleet, else the one) was last seen
+// to restart (restarts: v.LastRestarts()), and whether that is within restartShown.
+func recentRestart(restarts []time.Duration, i int, now time.Duration) (time.Duration, bool) {
+	if i >= len(restarts) || restarts[i] < 0 {
+		return 0, false
+	}
+	ago := max(0, now-restarts[i])
+	return ago, ago < restartShown
+}
+
+// agoText is a span shorter than an hour, in short: "12s", "1m05s".
+func agoText(d time.Duration) string {
+	s := int(d / time.Second)
+	if s < 60 {
+		return fmt.Sprintf("%ds", s)
+	}
+	return fmt.Sprintf("%dm%02ds", s/60, s%60)
+}
+
+// restartNotes say how long ago a server restarted, longest first.
+func restartNotes(ago time.Duration) []string {
+	a := agoText(ago)
+	return []string{"↻ restarted " + a + " ago", "↻ " + a + " ago", "↻ " + a}
+}
+
+// serverName is the table's first cell, nameW wide: a server's name and, where it restarted
+// ago, within restartShown (recent), the longest note that fits beside the whole name; where none
+// does, the name is cut for the shortest, unless that leaves it less than 4 cells.
+func serverName(st *paint, name string, nameW int, ago time.Duration, recent bool) string {
+	if !recent {
+		return st.Text.Render(fit(name, nameW))
+	}
+	notes := restartNotes(ago)
+	for _, n := range notes {
+		if widthOf(name)+1+widthOf(n) <= nameW {
+			return st.Text.Render(name) + st.Warn.Render(fit(" "+n, nameW-widthOf(name)))
+		}
+	}
+	short := notes[len(notes)-1]
+	room := nameW - 1 - widthOf(short)
+	if room < 4 {
+		return st.Text.Render(fit(name, nameW))
+	}
+	return st.Text.Render(fit(name, room)) + st.Warn.Render(" "+short)
 }

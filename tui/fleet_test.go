@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -109,6 +110,13 @@ func TestFleetTable(t *testing.T) {
 				a, b := &v.Server.Members[0], &v.Server.Members[1]
 				v.Server.Kind, a.Kind, b.Kind = "mixed", "dynamo", "sgl-router"
 				a.KVUsage, b.KVUsage, b.Waiting = bench.Gauge{}, bench.Gauge{}, bench.Gauge{} // neither knows the KV cache; the router counts no waiting
+			}},
+		{"vllm router", 200, 60, []string{"WATCH 3 servers (mixed) · 1 not answering"}, // its kind's name whole
+			map[string][]string{"gpu-a:8000": {"vllm-router", "n/a", "33", "n/a"}, "gpu-b:8000": {"vllm", "2", "28"}},
+			[]string{"server", "kind", "wait", "run", "KV%", "gen/s", "req/s", "TTFT99", "E2E99"}, func(v *bench.View) {
+				a := &v.Server.Members[0]
+				v.Server.Kind, a.Kind = "mixed", "vllm-router"
+				a.KVUsage, a.Waiting, a.Latency = bench.Gauge{}, bench.Gauge{}, a.Latency[2:] // running and E2E latency alone
 			}},
 		{"not numbers", 200, 60, nil, // what a damaged recording may hold: n/a, never NaN
 			map[string][]string{"gpu-a:8000": {"vllm", "1", "33", "n/a", "n/a", "812", "n/a"}, "gpu-b:8000": {"2", "28", "n/a"}},
@@ -357,5 +365,131 @@ func TestFleetTableSchemes(t *testing.T) {
 	table := paneLines(out, 120, "servers · 3 watched")
 	if a, b := rowWith(table, "│ gpu-a:8000 "), rowWith(table, "│ https://gpu-a:"); a == "" || b == "" || !strings.Contains(a, " 812 ") || !strings.Contains(b, " 655 ") {
 		t.Errorf("rows of http://gpu-a:8000 %q and https://gpu-a:8000 %q:\n%s", a, b, out)
+	}
+}
+
+// restarted adds to v what bench files when server name of v restarted at: an event and a
+// chart marker.
+func restarted(v *bench.View, name string, at time.Duration) {
+	v.Events = append(v.Events, bench.LogEvent{At: at, Kind: bench.LogRestart,
+		Text: name + " restarted between the scrapes at 1:16 and 1:18: a new process start time"})
+	v.Markers = append(v.Markers, bench.Marker{At: at, Label: "restart " + name})
+}
+
+// TestFleetRestartNote: a server of the fleet that restarted lately says so in its row, as much
+// of the note as fits beside its name, its figures kept; the other servers' rows, and its own
+// once restartShown has passed, say nothing of it. The events pane tells of it with its glyph,
+// and the help explains the glyph.
+func TestFleetRestartNote(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		w, h  int
+		since time.Duration // the restart's age
+		note  string        // in gpu-b's row; "": none
+		cells []string      // its figures, still there
+	}{
+		{"80x24", 80, 24, 12 * time.Second, "gpu-b:8000 ↻ 12s", []string{"2", "28", "655"}},
+		{"80 columns", 80, 40, 75 * time.Second, "gpu-b:8000 ↻ 1m15s", []string{"2", "28", "655"}},
+		{"200 columns", 200, 60, 12 * time.Second, "gpu-b:8000 ↻ 12s ago", []string{"vllm", "2", "28", "46.5", "1198", "655"}},
+		{"234 columns", 234, 60, 12 * time.Second, "gpu-b:8000 ↻ restarted 12s ago", []string{"vllm", "2", "28", "46.5", "1198", "655"}},
+		{"long ago", 234, 60, restartShown, "", []string{"vllm", "2", "28"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := testView()
+			fleetView(v)
+			restarted(v, "gpu-b:8000", v.Now-tc.since)
+			out := ansi.Strip(sized(t, newFakeSession(v), "dark", tc.w, tc.h).View())
+			checkFrame(t, out, tc.w, tc.h)
+			table := paneLines(out, tc.w, "servers · 3 watched")
+			row := rowWith(table, "gpu-b:8000")
+			if tc.note != "" && !strings.Contains(row, "│ "+tc.note+" ") {
+				t.Errorf("gpu-b's row %q lacks %q", row, tc.note)
+			}
+			if tc.note == "" && strings.Contains(row, "↻") {
+				t.Errorf("gpu-b's row %q tells of a restart %v ago", row, tc.since)
+			}
+			for _, c := range tc.cells {
+				if !strings.Contains(row, " "+c+" ") {
+					t.Errorf("gpu-b's row %q lacks %q", row, c)
+				}
+			}
+			for _, other := range []string{"gpu-a:8000", "gpu-c:8001"} {
+				if r := rowWith(table, other); r == "" || strings.Contains(r, "↻") {
+					t.Errorf("%s's row %q", other, r)
+				}
+			}
+		})
+	}
+	v := testView()
+	fleetView(v)
+	restarted(v, "gpu-b:8000", v.Now)
+	if body, _ := eventsBody(&paint{}, v.Events[len(v.Events)-1:], 60, 3, 0); !strings.HasPrefix(body, " 1:30 ↻ gpu-b:8000 restarted between the scrapes") {
+		t.Errorf("the events pane tells of the restart as %q", body)
+	}
+	tm, _ := sized(t, newFakeSession(v), "dark", 160, 50).Update(keyMsg("?"))
+	if out := ansi.Strip(tm.View()); !strings.Contains(out, "↻          events, servers table, server pane: a server restarted") {
+		t.Errorf("the help does not explain ↻:\n%s", out)
+	}
+}
+
+// TestServerNameRestartNote: the note takes the longest form that fits beside the whole name;
+// where none does, the name is cut for the shortest; where that would leave the name under 4
+// cells, the name alone.
+func TestServerNameRestartNote(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		nameW int
+		want  string
+	}{
+		{"gpu-b:8000", 40, "gpu-b:8000 ↻ restarted 9s ago"},
+		{"gpu-b:8000", 20, "gpu-b:8000 ↻ 9s ago"},
+		{"gpu-b:8000", 16, "gpu-b:8000 ↻ 9s"},
+		{"gpu-b:8000", 14, "gpu-b:80… ↻ 9s"},
+		{"gpu-b:8000", 8, "gpu-b:8…"},
+	} {
+		got := serverName(&paint{}, tc.name, tc.nameW, 9*time.Second, true)
+		if widthOf(got) != tc.nameW || strings.TrimRight(got, " ") != tc.want {
+			t.Errorf("serverName(%q, %d) = %q, want %q padded to %d cells", tc.name, tc.nameW, got, tc.want, tc.nameW)
+		}
+	}
+}
+
+// TestServerPaneRestartNote: one server watched or driven, its pane's first line says how long
+// ago it restarted, as far as the line has room, within restartShown; a fleet's pane, whose
+// figures are the sums, leaves that to the servers table.
+func TestServerPaneRestartNote(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		mod   func(*bench.View)
+		title string
+		w, h  int
+		since time.Duration
+		want  string // the pane's first line holds it; "": no ↻
+	}{
+		{"watch 80x24", watchView, "server vllm", 80, 24, 12 * time.Second, "waiting 3  running 61  KV 43.8%  ↻ 12s"},
+		{"watch 120x40", watchView, "server vllm", 120, 40, 12 * time.Second, "waiting 3  running 61  KV 43.8%  ↻ 12s ago"},
+		{"watch 200x60", watchView, "server vllm", 200, 60, 12 * time.Second, "waiting 3  running 61  KV 43.8%  ↻ restarted 12s ago"},
+		{"driven", remoteView, "server vllm", 120, 40, 90 * time.Second, "waiting 3  running 61  KV 43.8%  ↻ 1m30s ago"},
+		{"long ago", watchView, "server vllm", 120, 40, 3 * time.Minute, ""},
+		{"fleet", fleetView, "fleet 3 × vllm", 120, 40, 12 * time.Second, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := testView()
+			tc.mod(v)
+			name := "10.0.0.7:8000"
+			if fleet(v) != nil {
+				name = "gpu-a:8000"
+			}
+			restarted(v, name, v.Now-tc.since)
+			out := ansi.Strip(sized(t, newFakeSession(v), "dark", tc.w, tc.h).View())
+			checkFrame(t, out, tc.w, tc.h)
+			lines := paneLines(out, tc.w, tc.title)
+			if len(lines) == 0 {
+				t.Fatalf("no pane %q:\n%s", tc.title, out)
+			}
+			if got := lines[0]; (tc.want == "" && strings.Contains(got, "↻")) || !strings.Contains(got, tc.want) {
+				t.Errorf("the pane's first line %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

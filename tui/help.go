@@ -1,9 +1,12 @@
 package tui
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"rosetop/bench"
 )
 
 // helpRow is one line of the help overlay: a key (or a glyph) and what it does (or means).
@@ -57,6 +60,12 @@ func helpGlossary() []helpRow {
 	}
 }
 
+// restartLogged reports whether v's events tell of a server's restart, whose glyph the glossary
+// then explains.
+func restartLogged(v *bench.View) bool {
+	return v != nil && slices.ContainsFunc(v.Events, func(e bench.LogEvent) bool { return e.Kind == bench.LogRestart })
+}
+
 // helpBox is the overlay: keys, then the glossary, in a rounded box at most w x h.
 func (m *Model) helpBox(w, h int) string {
 	st := m.pt
@@ -78,11 +87,14 @@ func (m *Model) helpBox(w, h int) string {
 	default:
 		section("keys", helpKeys())
 	}
+	glossary := helpGlossary()
 	if watching(m.view) {
-		section("glossary", watchGlossary(fleet(m.view) != nil))
-	} else {
-		section("glossary", helpGlossary())
+		glossary = watchGlossary(fleet(m.view) != nil)
 	}
+	if restartLogged(m.view) {
+		glossary = append(glossary, helpRow{"↻", "events, servers table, server pane: a server restarted (a new process, or its counts went down)"})
+	}
+	section("glossary", glossary)
 	inner := 0
 	for _, l := range lines {
 		inner = max(inner, widthOf(l))

@@ -108,7 +108,9 @@ func (m *Model) renderPanes() {
 			}
 			body = coldBody(st, v, iw, ih)
 		case pServer:
-			title, body = serverTitle(v.Server), serverBody(st, v.Server, iw, watching(v))
+			ago, recent := recentRestart(v.LastRestarts(), 0, v.Now)
+			recent = recent && fleet(v) == nil // a fleet's restarts are in its servers table
+			title, body = serverTitle(v.Server), serverBody(st, v.Server, iw, watching(v), ago, recent)
 		case pEvents:
 			var scrolled int
 			body, scrolled = eventsBody(st, v.Events, iw, ih, m.evScroll)

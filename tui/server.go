@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"rosetop/bench"
 )
@@ -26,7 +27,9 @@ func serverTitle(p *bench.ServerPanel) string {
 // its histograms over the window (srv; "≤B" where it falls in the first bucket, whose upper
 // bound is B), the client's (cli), and the difference at p99 (Δ: cli - srv). In watch mode
 // there is no client side: the server's p50, p95, p99 and observations (n) over the window.
-func serverBody(st *paint, p *bench.ServerPanel, iw int, watch bool) string {
+// After the gauges, where the server restarted ago, within restartShown (recent), how long ago,
+// as far as it fits.
+func serverBody(st *paint, p *bench.ServerPanel, iw int, watch bool, ago time.Duration, recent bool) string {
 	var b strings.Builder
 	gauge := func(name string, g bench.Gauge, pct bool) string {
 		v := "–"
@@ -42,6 +45,14 @@ func serverBody(st *paint, p *bench.ServerPanel, iw int, watch bool) string {
 	line := gauge("waiting", p.Waiting, false) + "  " + gauge("running", p.Running, false) + "  " + gauge("KV", p.KVUsage, true)
 	if p.Note != "" {
 		line = st.Warn.Render(p.Note)
+	}
+	if recent {
+		for _, n := range restartNotes(ago) {
+			if widthOf(line)+2+widthOf(n) <= iw {
+				line += st.Warn.Render("  " + n)
+				break
+			}
+		}
 	}
 	b.WriteString(fit(line, iw))
 	// srv: the server's histograms; cli: rosetop's own measurement as its client; Δ: cli - srv.

@@ -196,6 +196,8 @@ func eventsBody(st *paint, es []bench.LogEvent, iw, ih, scroll int) (string, int
 			glyph, s = "↺", st.Warn
 		case bench.LogError:
 			glyph, s = "✗", st.Bad
+		case bench.LogRestart:
+			glyph, s = "↻", st.Warn
 		}
 		wrapped := strings.Split(ansi.Wrap(e.Text, max(8, iw-timeW-3), ""), "\n")
 		for i, part := range wrapped {
