@@ -639,3 +639,27 @@ func TestTallyCounterAppears(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotDynamo2025: frontends of 2025 named the two gauges with a _total suffix
+// (lib/llm/tests/http_metrics.rs then asserts dynamo_frontend_inflight_requests_total and
+// dynamo_frontend_queued_requests_total): a loaded one is not read as idle.
+func TestSnapshotDynamo2025(t *testing.T) {
+	const model = `model="Qwen/Qwen3-0.6B"`
+	page := strings.Join([]string{
+		"# HELP dynamo_frontend_inflight_requests_total Number of inflight requests",
+		"# TYPE dynamo_frontend_inflight_requests_total gauge",
+		"dynamo_frontend_inflight_requests_total{" + model + "} 7",
+		"# HELP dynamo_frontend_queued_requests_total Number of requests in HTTP processing queue",
+		"# TYPE dynamo_frontend_queued_requests_total gauge",
+		"dynamo_frontend_queued_requests_total{" + model + "} 3",
+		"# HELP dynamo_frontend_requests_total Total number of LLM requests processed",
+		"# TYPE dynamo_frontend_requests_total counter",
+		`dynamo_frontend_requests_total{endpoint="chat_completions",` + model + `,request_type="stream",status="success"} 10`,
+		"",
+	}, "\n")
+	s := scrapeOnce(t, page)
+	if s.Kind != KindDynamo {
+		t.Fatalf("kind %v", s.Kind)
+	}
+	checkValues(t, s, map[string]Value{"running": {4, true}, "waiting": {3, true}})
+}

@@ -59,7 +59,7 @@ type Snapshot struct {
 	// process_start_time_seconds (prometheus_client's process collector on Linux, as in vLLM with
 	// one API server; client_golang's), else the answer's Process-Start-Time-Unix header
 	// (llama-server's start in µs on a monotonic clock, not a Unix time). Unknown where neither is
-	// given: SGLang (a multiprocess registry), vLLM with several API servers, TGI, rosetop serve.
+	// given: SGLang (a multiprocess registry), vLLM with several API servers, TGI.
 	Started Value
 
 	Running Value // requests in the running batch
@@ -246,8 +246,10 @@ var servers = []server{
 var dynamoSpecs = []spec{
 	// From the HTTP handler's entry to the response's end, the queued ones among them; the
 	// frontend knows no KV cache use and no preemptions (its engines' pages do).
-	{fRunning, bySum, []string{"inflight_requests", "active_requests"}}, // active_requests: the same count, inflight_requests' successor
-	{fWaiting, bySum, []string{"queued_requests"}},
+	// active_requests: the same count, inflight_requests' successor; the _total names are
+	// 2025's frontends' (lib/llm/tests/http_metrics.rs then), gauges despite the suffix.
+	{fRunning, bySum, []string{"inflight_requests", "active_requests", "inflight_requests_total"}},
+	{fWaiting, bySum, []string{"queued_requests", "queued_requests_total"}},
 	{fPromptTokens, byHistSum, []string{"input_sequence_tokens"}},      // observed at a request's first token
 	{fGenerationTokens, bySum, []string{"output_tokens_total"}},        // counted as the tokens stream
 	{fGenerationTokens, byHistSum, []string{"output_sequence_tokens"}}, // before output_tokens_total: at a request's end

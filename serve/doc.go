@@ -48,7 +48,8 @@
 //     the text is cut before it (after it with
 //     include_stop_str_in_output), and the reply's usage counts the tokens up to the one that
 //     completed the match. The scheduler runs the same match for requests with stop strings
-//     (sched.Request.Stop) and ends the request at that token, so its record says what the reply
+//     (sched.Request.Stop; up to 1 KiB of them in all, past which the handler alone matches and
+//     stops the request a step or more later) and ends the request at that token, so its record says what the reply
 //     says: "stop" in the metrics (on the last token max_tokens allows too, as in vLLM), no token
 //     sampled after it. A stream holds back the last (longest stop - 1) bytes until they cannot
 //     start a stop string; with include_stop_str_in_output it holds nothing back.

@@ -64,6 +64,8 @@ func TestErrors(t *testing.T) {
 		{"stop of numbers", "POST", "/v1/completions", `{"prompt": "Hi", "stop": [1]}`, 400, typeInvalid, "stop", "", "list of strings"},
 		{"stream_options without stream", "POST", "/v1/completions", `{"prompt": "Hi", "stream_options": {"include_usage": true}}`, 400, typeInvalid, "stream_options", "", "stream is true"},
 		{"stream_options of nulls without stream", "POST", "/v1/completions", `{"prompt": "Hi", "stream_options": {"include_usage": null}}`, 400, typeInvalid, "stream_options", "", "stream is true"},
+		// vLLM's validate_stream_options refuses any non-empty object without stream.
+		{"stream_options with an unknown member without stream", "POST", "/v1/completions", `{"prompt": "Hi", "stream_options": {"foo": 1}}`, 400, typeInvalid, "stream_options", "", "stream is true"},
 		{"string for include_usage", "POST", "/v1/completions", `{"prompt": "Hi", "stream": true, "stream_options": {"include_usage": "yes"}}`, 400, typeInvalid, "stream_options.include_usage", "", "'stream_options.include_usage' must be a boolean, got string"},
 		{"n 0", "POST", "/v1/completions", `{"prompt": "Hi", "n": 0}`, 400, typeInvalid, "n", "", "n must be at least 1, got 0"},
 		{"n too large", "POST", "/v1/completions", `{"prompt": ["a", "b"], "n": 65}`, 400, typeInvalid, "n", "", "at most 128 choices (prompts x n), got 2 x 65"},

@@ -22,7 +22,12 @@ import (
 const (
 	// maxStops bounds stop: OpenAI takes up to 4 strings, vLLM any number (clients written for
 	// vLLM send more); every string is searched after every token.
-	maxStops             = 64
+	maxStops = 64
+	// maxLoopStopBytes bounds the stop strings (their bytes in all) the scheduler's loop searches
+	// after a request's every token: past it the handler alone matches them and stops the request
+	// (Stream.Stop, a step or more later, its record then counting more tokens than the reply),
+	// so that one request's stop strings cannot slow every step for all.
+	maxLoopStopBytes     = 1024
 	defaultCompletionMax = 16 // /v1/completions' max_tokens when absent (OpenAI's and vLLM's default)
 	maxTemperature       = 2.0
 	// maxChoices bounds a request's choices, its prompts times n: each is a request in the
@@ -58,6 +63,20 @@ type common struct {
 type streamOptions struct {
 	IncludeUsage         optBool `json:"include_usage"`
 	ContinuousUsageStats optBool `json:"continuous_usage_stats"` // vLLM's: usage on every chunk
+	members              int     // the object's members, known or not: vLLM refuses any without stream
+}
+
+func (o *streamOptions) UnmarshalJSON(raw []byte) error {
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return err
+	}
+	type plain streamOptions // the fields alone, without this method
+	if err := json.Unmarshal(raw, (*plain)(o)); err != nil {
+		return err
+	}
+	o.members = len(all)
+	return nil
 }
 
 // optBool is a JSON boolean member that tells absent (set false) from null (set, v nil).
@@ -119,19 +138,30 @@ func (j *job) choice(i int) *job {
 	return &c
 }
 
-// request is the scheduler request of choice job j: with stop strings or stop token ids, a fresh
-// stopCheck of its own, so that the scheduler ends it at the token that completes a stop string
-// or is a stop id. Other requests carry none and cost the scheduler's loop nothing.
+// request is the scheduler request of choice job j: with stop strings (up to maxLoopStopBytes)
+// or stop token ids, a fresh stopCheck of its own, so that the scheduler ends it at the token that
+// completes a stop string or is a stop id. Other requests carry none and cost the scheduler's
+// loop nothing.
 func (j *job) request(m *Model) sched.Request {
 	r := j.req
-	if len(j.stops) > 0 || len(j.stopIDs) > 0 {
+	loopStops := len(j.stops) > 0 && stopBytes(j.stops) <= maxLoopStopBytes
+	if loopStops || len(j.stopIDs) > 0 {
 		rule := newStopRule(j, m)
-		if len(j.stops) == 0 {
+		if !loopStops {
 			rule.detok = nil // stop ids alone: the loop needs no text
 		}
 		r.Stop = stopCheck{rule}
 	}
 	return r
+}
+
+// stopBytes is the stop strings' length in all.
+func stopBytes(stops []string) int {
+	n := 0
+	for _, s := range stops {
+		n += len(s)
+	}
+	return n
 }
 
 // promptParam is the field a prompt error names.
@@ -261,7 +291,7 @@ func (c *common) build(j *job, m *Model, prompts [][]int32, maxTokens *int, maxP
 	j.stream = c.Stream != nil && *c.Stream
 	if o := c.StreamOptions; o != nil {
 		// vLLM refuses stream_options without stream only when they say something: {} passes.
-		if !j.stream && (o.IncludeUsage.set || o.ContinuousUsageStats.set) {
+		if !j.stream && o.members > 0 {
 			return badRequest("stream_options", "", "stream_options can only be set when stream is true")
 		}
 		j.usage = j.stream && (!o.IncludeUsage.set || o.IncludeUsage.isTrue())

@@ -64,7 +64,9 @@ func (s skipToken) TokenBytes(id int32) []byte {
 // any other, and a stop string it completes cuts the text after the stop string.
 func (r *stopRule) push(t int32) verdict {
 	r.outputs++
-	checked := r.outputs > r.minNew // vLLM: num_output_tokens > min_tokens
+	// vLLM: stop strings only once num_output_tokens > min_tokens (detokenizer.py); EOS and stop
+	// ids are masked from its first min_tokens outputs (the min-tokens logits processor).
+	checked := r.outputs > r.minNew
 	v := goOn
 	switch {
 	case !checked:

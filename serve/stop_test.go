@@ -347,3 +347,47 @@ func TestStopRuleStopIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestLoopStopBound: the scheduler's loop searches a request's stop strings only while they hold
+// at most maxLoopStopBytes in all (past that the handler alone matches them); stop ids it checks
+// whatever the strings.
+func TestLoopStopBound(t *testing.T) {
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Model{Tokenizer: tok, EOS: tok.EOS()}
+	ids := tok.Encode("one and two and three")
+	long := []string{" two", strings.Repeat("x", maxLoopStopBytes)} // " two" ends at output 3
+	cases := []struct {
+		name    string
+		stops   []string
+		stopIDs []int32
+		ends    int // the output the loop ends the request at (0-based); -1: never, nil Stop
+	}{
+		{"strings within the bound", []string{" two"}, nil, 2},
+		{"strings past the bound", long, nil, -1},
+		{"stop ids with strings past the bound", long, []int32{ids[4]}, 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := &job{stops: c.stops, stopIDs: c.stopIDs, req: sched.Request{MaxNewTokens: len(ids), StopOnEOS: true}}
+			check := j.request(m).Stop
+			if check == nil {
+				if c.ends >= 0 {
+					t.Fatal("no loop check")
+				}
+				return
+			}
+			for k, id := range ids {
+				if check.Check(id, k+1 == len(ids)) {
+					if k != c.ends {
+						t.Fatalf("the loop ends the request at output %d, want %d", k, c.ends)
+					}
+					return
+				}
+			}
+			t.Fatalf("the loop never ends the request, want at output %d", c.ends)
+		})
+	}
+}
