@@ -12,9 +12,10 @@ import (
 const rateSpan = 5 * time.Second
 
 // tally is what a watcher adds up over a whole session: its scrapes, and the server's token
-// counters and latency histograms, each scrape's increase over the one before (after a server
-// restart, a counter that went down or any counter of a new process, see restarted, the new
-// value is the increase, as Prometheus' increase() takes a reset).
+// counters and latency histograms, each scrape's increase over the server as last seen (see
+// hold: a series missing from a page is no reset; after a server restart, a counter that went
+// down or any counter of a new process, see restarted, the new value is the increase, as
+// Prometheus' increase() takes a reset).
 type tally struct {
 	start       *Snapshot   // the first good scrape: the session's baseline; never written
 	gen, prompt bench.Gauge // tokens since start
@@ -22,8 +23,9 @@ type tally struct {
 	ok, failed  int         // scrapes that worked, that failed
 }
 
-// add files a good scrape now; prev is the good scrape before it (nil for the first), and
-// step the latency histograms' gains from prev to now (gains(now, prev)).
+// add files a good scrape now; prev is the server as last seen before it (the watcher's held
+// values, see hold; nil for the first good scrape), and step the latency histograms' gains from
+// prev to now (gains(now, prev)).
 func (t *tally) add(now, prev *Snapshot, step []gain) {
 	t.ok++
 	if t.start == nil || prev == nil {
@@ -40,9 +42,10 @@ func (t *tally) add(now, prev *Snapshot, step []gain) {
 	t.lat = mergeGains(t.lat, step) // since takes a restart's histogram whole
 }
 
-// counterBefore is a counter's value in prev's page for its increase to now's (was, as prev has
-// it): 0 where that page, from the same server, lacked it, as since takes a histogram that
-// appeared (Dynamo's frontend and SGLang write a series at its first increment).
+// counterBefore is a counter's value before now for its increase to now's (was, as prev has
+// it): 0 where prev, from the same server, lacks it (not seen since the server started), as
+// since takes a histogram that appeared (Dynamo's frontend and SGLang write a series at its
+// first increment).
 func counterBefore(now, prev *Snapshot, is, was Value) Value {
 	if !was.Known && is.Known && now.Kind == prev.Kind && now.Kind != KindUnknown {
 		return Value{Known: true}
@@ -111,46 +114,46 @@ func (t *tally) totals(last *Snapshot, slos []bench.SLO) *bench.ServerTotals {
 	if t.start == nil {
 		return nil
 	}
-	tot := &bench.ServerTotals{Span: last.At - t.start.At, Scrapes: t.ok, Failed: t.failed, GenTokens: t.gen, PromptTokens: t.prompt,
-		Latency: summarize(t.lat, slos)}
+	return &bench.ServerTotals{Span: last.At - t.start.At, Scrapes: t.ok, Failed: t.failed, GenTokens: t.gen, PromptTokens: t.prompt,
+		Requests: t.requests(), Latency: summarize(t.lat, slos)}
+}
+
+// requests are the finished requests so far: the observations of the E2E latency histogram.
+func (t *tally) requests() bench.Gauge {
 	for _, g := range t.lat {
 		if g.name == "E2E latency" && g.h.Known {
-			tot.Requests = bench.Gauge{V: g.h.Count, Known: true}
+			return bench.Gauge{V: g.h.Count, Known: true}
 		}
 	}
-	return tot
+	return bench.Gauge{}
 }
 
 // rates are the server's generated and prompt tokens and finished requests per second between
-// the newest of hist and the oldest within rateSpan before it (at least the one before it), each
-// scrape's increase added up as the tally's are (a restarted server's counter counts from zero,
-// as Prometheus' rate() takes a reset); unknown where the oldest or the newest lacks the counter.
+// the newest of hist and the oldest within rateSpan before it (at least the one before it): the
+// tally's increase between the two, so that the rates and the totals agree across a restart (as
+// Prometheus' rate() takes a reset) or a gap; unknown where the oldest or the newest page lacks
+// the counter.
 func rates(hist []scrape) (gen, prompt, finished bench.Gauge) {
 	n := len(hist)
 	if n < 2 {
 		return bench.Gauge{}, bench.Gauge{}, bench.Gauge{}
 	}
-	last := &hist[n-1].Snapshot
+	last := &hist[n-1]
 	i := n - 2
 	for i > 0 && hist[i-1].At >= last.At-rateSpan {
 		i--
 	}
-	dt := (last.At - hist[i].At).Seconds()
-	rate := func(of func(*Snapshot) Value) bench.Gauge {
-		then := &hist[i].Snapshot // the newest scrape so far with the counter
-		if !usable(of(then)) || !usable(of(last)) || dt <= 0 {
+	first := &hist[i]
+	dt := (last.At - first.At).Seconds()
+	rate := func(of func(*Snapshot) Value, inc float64) bench.Gauge {
+		if !usable(of(&first.Snapshot)) || !usable(of(&last.Snapshot)) || dt <= 0 {
 			return bench.Gauge{}
-		}
-		var inc float64
-		for j := i + 1; j < n; j++ {
-			if now := &hist[j].Snapshot; usable(of(now)) {
-				inc, then = grow(bench.Gauge{V: inc}, of(now), of(then), restarted(now, then)).V, now
-			}
 		}
 		return bench.Gauge{V: inc / dt, Known: true}
 	}
-	return rate(func(s *Snapshot) Value { return s.GenerationTokens }), rate(func(s *Snapshot) Value { return s.PromptTokens }),
-		rate(func(s *Snapshot) Value { return Value{V: s.E2E.Count, Known: s.E2E.Known} })
+	return rate(func(s *Snapshot) Value { return s.GenerationTokens }, last.gen-first.gen),
+		rate(func(s *Snapshot) Value { return s.PromptTokens }, last.prompt-first.prompt),
+		rate(func(s *Snapshot) Value { return Value{V: s.E2E.Count, Known: s.E2E.Known} }, last.done-first.done)
 }
 
 // latencies are the server's latency histograms' percentiles over what they gained from then
@@ -220,39 +223,45 @@ func newGain(name string, known bool, h Histogram) gain {
 }
 
 // windowGains are the latency histograms' gains over hist, good scrapes oldest first, taken
-// across a server's restarts as Prometheus' increase() takes a counter reset: the stretch
-// before the first restart counts from hist's first scrape, each stretch from a restart on
-// counts from zero (its newest scrape whole), and the stretches add up; never a newest count
-// minus one from before a restart. The restarts are the scrapes' fresh bits: within a stretch
-// the newest minus the first is the gain. Unknown where the newest scrape lacks the histogram.
+// across a server's restarts as Prometheus' increase() takes a counter reset: hist splits into
+// stretches at the restarts (the scrapes' fresh bits); the first stretch counts from its oldest
+// scrape that held the histogram, each later one from zero (its newest held histogram whole),
+// and the stretches add up; never a newest count less one from before a restart. The held
+// histograms (scrape.lat) carry a series across a page that lacked it, so the window adds what
+// the totals add over the same scrapes. Unknown where the newest page lacks the histogram.
 func windowGains(hist []scrape) []gain {
 	n := len(hist)
-	last, first := &hist[n-1].Snapshot, &hist[0].Snapshot
 	out := make([]gain, len(latencyOf))
 	for i, l := range latencyOf {
-		bit := uint8(1) << i
-		next := func(j int) int { // the next restart after scrape j, or n
-			for j++; j < n && hist[j].fresh&bit == 0; j++ {
-			}
-			return j
-		}
-		j := next(0)
-		if j == n || !l.of(last).Known {
-			h, _ := l.of(last).sub(l.of(first))
-			out[i] = newGain(l.name, l.of(last).Known, h)
+		out[i] = gain{name: l.name}
+		if !l.of(&hist[n-1].Snapshot).Known {
 			continue
 		}
-		h, _ := l.of(&hist[j-1].Snapshot).sub(l.of(first))
-		g := newGain(l.name, true, h)
-		for ; j < n; j = next(j) {
-			for e := next(j) - 1; e >= j; e-- { // the stretch's newest scrape that has it
-				if h := l.of(&hist[e].Snapshot); h.Known {
-					g.merge(newGain(l.name, true, h))
-					break
+		out[i].known = true
+		bit := uint8(1) << i
+		for s := 0; s < n; {
+			e := s + 1 // the stretch is hist[s:e]
+			for e < n && hist[e].fresh&bit == 0 {
+				e++
+			}
+			var from, to Histogram // its oldest and newest held histograms
+			for j := s; j < e; j++ {
+				if h := hist[j].lat[i]; h.Known {
+					if !from.Known {
+						from = h
+					}
+					to = h
 				}
 			}
+			h := to
+			if s == 0 {
+				h, _ = to.sub(from)
+			}
+			if h.Known {
+				out[i].merge(newGain(l.name, true, h))
+			}
+			s = e
 		}
-		out[i] = g
 	}
 	return out
 }

@@ -48,6 +48,9 @@ type watcher struct {
 	note   string
 	gaveUp bool  // the page is absent or forbidden (see pageGone): no more scrapes
 	tally  tally // the whole session's scrapes and token counts
+	// held is the server as last seen (see hold): each counter and histogram as the newest good
+	// scrape that had it since the server last restarted. Each scrape's increase is from it.
+	held Snapshot
 	// preempt is the server's preemptions since base, each good scrape's increase added as the
 	// tally adds its counters (across restarts); preemptFrom is the last scrape added, its
 	// Preemptions and Started alone (Preemptions unknown before one).
@@ -60,10 +63,16 @@ type watcher struct {
 
 // scrape is a good scrape as a watcher keeps it.
 type scrape struct {
-	Snapshot
+	Snapshot // the page as it was
+	// lat are the latency histograms (latencyOf's order) as the watcher held them after this
+	// scrape: the page's, or where it lacks one, the newest earlier page's (see hold).
+	lat [len(latencyOf)]Histogram
 	// fresh has bit i set where the i-th latency histogram (latencyOf) counts from zero since
-	// the good scrape before: the server restarted, or the series appeared (see since).
+	// the server as last seen: it restarted, or the series appeared (see since).
 	fresh uint8
+	// gen, prompt and done are the tally's generated and prompt tokens and finished requests
+	// after this scrape: the rates are their increase.
+	gen, prompt, done float64
 }
 
 // maxHistory bounds the scrapes kept, whatever the window and interval.
@@ -152,21 +161,28 @@ func (w *watcher) add(snap Snapshot, err error) {
 	}
 	w.countPreemptionsLocked(&snap)
 	now := scrape{Snapshot: snap}
-	var prev *Snapshot
-	var step []gain // the latency histograms' gains since prev
+	var then *Snapshot // the server as last seen; nil before the first good scrape
+	var step []gain    // the latency histograms' gains since then
+	restart := false
 	if n := len(w.hist); n > 0 {
-		prev = &w.hist[n-1].Snapshot
-		step, now.fresh = gains(&snap, prev)
-		if how, ok := restartOf(&snap, prev); ok {
-			w.restarts = bench.ServerRestarts{Count: w.restarts.Count + 1, After: prev.At, At: snap.At, How: how}
+		then = &w.held
+		step, now.fresh = gains(&snap, then)
+		var how string
+		if how, restart = restartOf(&snap, then); restart {
+			w.restarts = bench.ServerRestarts{Count: w.restarts.Count + 1, After: w.hist[n-1].At, At: snap.At, How: how}
 		}
 	}
-	w.tally.add(&snap, prev, step)
-	if prev != nil && w.serverFirsts {
-		if d, _ := since(&snap, prev, (*Snapshot).ttft); d.Known {
+	w.tally.add(&snap, then, step)
+	if then != nil && w.serverFirsts {
+		if d, _ := since(&snap, then, (*Snapshot).ttft); d.Known {
 			w.firsts += int(math.Round(d.Count))
 		}
 	}
+	w.held = hold(&snap, then, restart)
+	for i, l := range latencyOf {
+		now.lat[i] = l.of(&w.held)
+	}
+	now.gen, now.prompt, now.done = w.tally.gen.V, w.tally.prompt.V, w.tally.requests().V
 	w.hist = append(w.hist, now)
 	// The window's baseline is the last scrape before it, unless that is more than maxBehind
 	// older: after an outage the window starts after it and covers less, never more.
@@ -326,10 +342,40 @@ func (w *watcher) take(withoutQueue bool) (r reading) {
 	return r
 }
 
-// since is what histogram of gained from then's scrape to now's, and whether that is now's
-// whole: it counts from zero where the server restarted in between (another process, see
-// restarted, or a count that went down, see Histogram.Sub), or where then's page, from the same
-// server, lacked it (SGLang's and TGI's series appear with their first observation).
+// hold is the server as last seen after now's page, then as last seen before it (nil for
+// none): now's page, with each counter and histogram it lacks as then had it (a series missing
+// from one page is no count from zero), and then's Kind and Started where it names none. After
+// a restart, or where another kind of server answers, it is now's page alone: what that lacks
+// counts from zero when it appears.
+func hold(now, then *Snapshot, restart bool) Snapshot {
+	h := *now
+	if then == nil || restart || (now.Kind != then.Kind && now.Kind != KindUnknown) {
+		return h
+	}
+	if h.Kind == KindUnknown {
+		h.Kind = then.Kind
+	}
+	if !h.Started.Known {
+		h.Started = then.Started
+	}
+	for f := fPreemptions; f <= fGenerationTokens; f++ {
+		if !h.value(f).Known {
+			*h.value(f) = *then.value(f)
+		}
+	}
+	for f := fTTFT; f <= fIterationTokens; f++ {
+		if !h.histogram(f).Known {
+			*h.histogram(f) = *then.histogram(f)
+		}
+	}
+	return h
+}
+
+// since is what histogram of gained from then to now, the server as last seen (see hold) and
+// its next page, and whether that is now's whole: it counts from zero where the server
+// restarted in between (another process, see restarted, or a count that went down, see
+// Histogram.Sub), or where then, from the same server, lacks it: not seen since the server
+// started (SGLang's and TGI's series appear with their first observation).
 func since(now, then *Snapshot, of func(*Snapshot) Histogram) (h Histogram, whole bool) {
 	h, prev := of(now), of(then)
 	if h.Known && (restarted(now, then) || (!prev.Known && then.Kind == now.Kind && then.Kind != KindUnknown)) {
