@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -20,16 +21,23 @@ func (s *Session) watching() bool {
 // long it was watched, and what it reported over that time.
 func (s *Session) watchReport(w io.Writer) error {
 	s.mu.Lock()
-	info, m, now := s.info, s.server, s.clock.Now()
+	info, m, now, restarts := s.info, s.server, s.clock.Now(), slices.Clone(s.restarts)
 	s.mu.Unlock()
-	_, err := io.WriteString(w, strings.Join(watchSummary(info, m, now), "\n")+"\n")
+	_, err := io.WriteString(w, strings.Join(watchSummary(info, m, now, restarts), "\n")+"\n")
 	return err
 }
 
 // watchSummary is watchReport's lines. A figure the server does not expose, or that no two
 // scrapes measured, reads "n/a": never a NaN, never a made-up zero. A fleet's summary is the
-// servers' sums, then a block per server.
-func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration) []string {
+// servers' sums, then a block per server. restarts are the restarts the events told of each
+// server (a fleet's in order, else the one's; missing: none seen).
+func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration, restarts []int) []string {
+	restartsOf := func(i int) int {
+		if i < len(restarts) {
+			return restarts[i]
+		}
+		return 0
+	}
 	r := info.Remote
 	what := r.Kind + " at " + r.Endpoint
 	if len(r.Fleet) > 0 {
@@ -59,6 +67,11 @@ func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration) []st
 		for _, l := range t.Latency {
 			row(l.Name+" (ms)", latencyText(l))
 		}
+		n := 0
+		for i := range max(1, len(r.Fleet)) {
+			n += restartsOf(i)
+		}
+		row("Restarts seen", fmt.Sprint(n))
 		if m.Note != "" {
 			row("At the end", m.Note)
 		}
@@ -72,14 +85,14 @@ func watchSummary(info ServerInfo, m *ServerMetrics, elapsed time.Duration) []st
 			ep = r.Fleet[i]
 		}
 		lines = append(lines, "", "Server "+ep)
-		lines = append(lines, memberSummary(&m.Members[i])...)
+		lines = append(lines, memberSummary(&m.Members[i], restartsOf(i))...)
 	}
 	return lines
 }
 
 // memberSummary is one server of a fleet over the session, in short: what it finished and
-// generated, and its TTFT and end-to-end p99.
-func memberSummary(m *ServerMetrics) []string {
+// generated, its TTFT and end-to-end p99, and the restarts seen.
+func memberSummary(m *ServerMetrics, restarts int) []string {
 	var lines []string
 	row := func(name, value string) { lines = append(lines, fmt.Sprintf("  %-24s %s", name+":", value)) }
 	kind := m.Kind
@@ -96,6 +109,7 @@ func memberSummary(m *ServerMetrics) []string {
 		for _, name := range []string{"TTFT", "E2E latency"} {
 			row(name+" p99 (ms)", p99Text(t.Latency, name))
 		}
+		row("Restarts seen", fmt.Sprint(restarts))
 	}
 	if m.Note != "" {
 		row("At the end", m.Note)

@@ -30,10 +30,10 @@ func TestWatchSummaryNoNaN(t *testing.T) {
 			Requests: Gauge{V: 7, Known: true}, GenTokens: Gauge{V: 1000, Known: true}, PromptTokens: Gauge{V: 50, Known: true},
 			Latency: []ServerLatency{{Name: "E2E latency", Known: true, FirstBound: 300, Dist: Dist{P50: 100, P95: 900, P99: 1200, N: 7}}},
 		}}, []string{"Generated tokens:          1000 (100.0 tok/s)", "E2E latency (ms):          p50 ≤300  p95 900.0  p99 1200.0  (7 observations)",
-			"(20 scrapes, 1 failed)"}},
+			"(20 scrapes, 1 failed)", "Restarts seen:             0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := strings.Join(watchSummary(info, tc.m, 90*time.Second), "\n")
+			out := strings.Join(watchSummary(info, tc.m, 90*time.Second, nil), "\n")
 			if !strings.HasPrefix(out, "=== rosetop watch: tgi at http://h:8000/v1, 1m30s ===\n") || strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
 				t.Errorf("summary:\n%s", out)
 			}
@@ -107,7 +107,7 @@ func TestWatchSummaryFleet(t *testing.T) {
 	fleet := &ServerMetrics{Kind: "vllm", Source: "3 /metrics pages", Members: []ServerMetrics{a, b, c},
 		Total: &ServerTotals{Span: 10 * time.Second, Scrapes: 28, Failed: 3, Requests: Gauge{V: 9, Known: true}, GenTokens: Gauge{V: 1000, Known: true},
 			Latency: []ServerLatency{lat("TTFT", 812, 9, 1)}}}
-	out := strings.Join(watchSummary(info, fleet, 62*time.Second), "\n")
+	out := strings.Join(watchSummary(info, fleet, 62*time.Second, []int{0, 2}), "\n")
 	if !strings.HasPrefix(out, "=== rosetop watch: 3 servers (vllm), 1m2s ===\n") || strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
 		t.Errorf("summary:\n%s", out)
 	}
@@ -116,11 +116,12 @@ func TestWatchSummaryFleet(t *testing.T) {
 		t.Fatalf("%d blocks, want the fleet's and one per server:\n%s", len(blocks), out)
 	}
 	for i, want := range [][]string{
-		{"Metrics:                   3 /metrics pages (28 scrapes, 3 failed)", "Requests finished:         9 (0.90 req/s)", "TTFT (ms):                 p50 406.0  p95 812.0  p99 812.0  (9 observations)"},
+		{"Metrics:                   3 /metrics pages (28 scrapes, 3 failed)", "Requests finished:         9 (0.90 req/s)", "TTFT (ms):                 p50 406.0  p95 812.0  p99 812.0  (9 observations)",
+			"Restarts seen:             2"},
 		{"Server http://gpu-a:8000/v1\n", "  Kind:                    vllm", "  Requests finished:       7 (0.70 req/s)", "  Generated tokens:        1000 (100.0 tok/s)",
-			"  TTFT p99 (ms):           812.0 (7 observations)", "  E2E latency p99 (ms):    ≤300 (7 observations)"},
+			"  TTFT p99 (ms):           812.0 (7 observations)", "  E2E latency p99 (ms):    ≤300 (7 observations)", "  Restarts seen:           0"},
 		{"Server http://gpu-b:8000/v1\n", "  Requests finished:       2", "  Generated tokens:        n/a", "  TTFT p99 (ms):           n/a",
-			"  E2E latency p99 (ms):    n/a (the server exposes no such histogram)", "  At the end:              last scrape failed: connection refused"},
+			"  E2E latency p99 (ms):    n/a (the server exposes no such histogram)", "  Restarts seen:           2", "  At the end:              last scrape failed: connection refused"},
 		{"Server http://gpu-c:8001/v1\n", "  Server-side figures:     no scrape worked during the session", "  At the end:              HTTP 404: the server has no /metrics"},
 	} {
 		for _, w := range want {
@@ -134,10 +135,10 @@ func TestWatchSummaryFleet(t *testing.T) {
 	}
 	mixed := *fleet
 	mixed.Kind = "mixed"
-	if got := watchSummary(info, &mixed, time.Minute)[0]; got != "=== rosetop watch: 3 servers (mixed), 1m0s ===" {
+	if got := watchSummary(info, &mixed, time.Minute, nil)[0]; got != "=== rosetop watch: 3 servers (mixed), 1m0s ===" {
 		t.Errorf("a fleet of several kinds: %q", got)
 	}
-	if got := watchSummary(info, nil, time.Minute); got[0] != "=== rosetop watch: 3 servers (vllm), 1m0s ===" || len(got) != 4 {
+	if got := watchSummary(info, nil, time.Minute, nil); got[0] != "=== rosetop watch: 3 servers (vllm), 1m0s ===" || len(got) != 4 {
 		t.Errorf("a fleet before any scrape: %q", got)
 	}
 }
@@ -150,7 +151,7 @@ func TestWatchSummaryTargets(t *testing.T) {
 		{Name: "TTFT", Known: true, Dist: Dist{P50: 80, P95: 150, P99: 210, N: 400}, Target: 200, Within: Gauge{V: 0.9875, Known: true}},
 		{Name: "E2E latency", Known: true, Dist: Dist{P50: 900, P95: 2500, P99: 4000, N: 400}, Target: 3000, Within: Gauge{V: 0.95, Known: true}, WithinFloor: true},
 	}}}
-	out := strings.Join(watchSummary(info, m, time.Minute), "\n")
+	out := strings.Join(watchSummary(info, m, time.Minute, nil), "\n")
 	for _, want := range []string{"(400 observations); within 200 ms: 98.8%", "(400 observations); within 3000 ms: at least 95.0%"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
