@@ -10,7 +10,8 @@
 # refused, and q exits 0 with a watch summary saying rosetop sent no request. Then a fleet: a
 # second server, both watched at once (--endpoint twice): the header names the fleet, the servers
 # table has a row each; the second server stopped, the header counts it not answering and its row
-# says why; q prints the fleet's summary with a block per server. Then SIGTERM stops the first
+# says why; started again on its port, the events pane says it restarted (↻); q prints the fleet's summary
+# with a block per server, the second counting one restart. Then SIGTERM stops the first
 # server (exit 0). Exits non-zero with a one-line reason on failure
 # (screens and outputs kept under $E2E_DIR).
 #
@@ -164,10 +165,22 @@ server2_pid=""
 wait_until "the stopped server counted as not answering" "$TIMEOUT" pane_has "WATCH 2 × rosetop · 1 not answering"
 pane_re "│ $host2 +last scrape failed" || fail "the stopped server's row does not say why"
 snap 7-fleet-one-down
+# The second server started again on its port: a new process, told by its start time.
+"$BIN" serve --port "${host2##*:}" --device cpu --threads 1 >"$E2E_DIR/serve3.stdout" 2>"$E2E_DIR/serve3.stderr" &
+server2_pid=$!
+serve_url "$server2_pid" serve3 >/dev/null
+wait_until "the restarted server's event" "$TIMEOUT" pane_has "↻ $host2 restarted between the"
+wait_until "the header with every server answering" "$TIMEOUT" pane_has "WATCH 2 × rosetop  "
+snap 8-fleet-restarted
 quit_ok "rosetop --watch (fleet)"
 grep -qF "=== rosetop watch: 2 servers (rosetop)" "$E2E_DIR/fleet.stdout" &&
 	grep -qxF "Server $url" "$E2E_DIR/fleet.stdout" && grep -qxF "Server $url2" "$E2E_DIR/fleet.stdout" ||
 	fail "no fleet summary with a block per server on stdout (see $E2E_DIR/fleet.stdout)"
+awk -v s="Server $url2" '$0 == s { f = 1 } f' "$E2E_DIR/fleet.stdout" | grep -qE '^  Restarts seen: +1$' ||
+	fail "the restarted server's block does not count its restart (see $E2E_DIR/fleet.stdout)"
+kill -TERM "$server2_pid"
+wait "$server2_pid" || fail "the restarted rosetop serve exited $? after SIGTERM"
+server2_pid=""
 kill -INT "$load_pid" 2>/dev/null || true
 wait "$load_pid" 2>/dev/null || true
 ok "fleet: $(grep -E '^Generated tokens' "$E2E_DIR/fleet.stdout")"

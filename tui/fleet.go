@@ -252,29 +252,24 @@ func agoText(d time.Duration) string {
 	return fmt.Sprintf("%dm%02ds", s/60, s%60)
 }
 
-// restartNotes say how long ago a server restarted, longest first.
+// restartNotes say how long ago a server restarted, longest first, down to the glyph alone.
 func restartNotes(ago time.Duration) []string {
 	a := agoText(ago)
-	return []string{"↻ restarted " + a + " ago", "↻ " + a + " ago", "↻ " + a}
+	return []string{"↻ restarted " + a + " ago", "↻ " + a + " ago", "↻ " + a, "↻"}
 }
 
 // serverName is the table's first cell, nameW wide: a server's name and, where it restarted
-// ago, within restartShown (recent), the longest note that fits beside the whole name; where none
-// does, the name is cut for the shortest, unless that leaves it less than 4 cells.
+// ago, within restartShown (recent), the longest note that fits beside the whole name; where
+// none does, the name in the warning colour alone (the name is what tells the rows apart; the
+// events pane says it restarted).
 func serverName(st *paint, name string, nameW int, ago time.Duration, recent bool) string {
 	if !recent {
 		return st.Text.Render(fit(name, nameW))
 	}
-	notes := restartNotes(ago)
-	for _, n := range notes {
+	for _, n := range restartNotes(ago) {
 		if widthOf(name)+1+widthOf(n) <= nameW {
 			return st.Text.Render(name) + st.Warn.Render(fit(" "+n, nameW-widthOf(name)))
 		}
 	}
-	short := notes[len(notes)-1]
-	room := nameW - 1 - widthOf(short)
-	if room < 4 {
-		return st.Text.Render(fit(name, nameW))
-	}
-	return st.Text.Render(fit(name, room)) + st.Warn.Render(" "+short)
+	return st.Warn.Render(fit(name, nameW))
 }

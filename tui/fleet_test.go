@@ -13,6 +13,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"rosetop/bench"
+	"rosetop/themes"
 )
 
 // fleetView makes v a watch session's over three vLLM servers, the third not answering: the
@@ -432,9 +433,9 @@ func TestFleetRestartNote(t *testing.T) {
 	}
 }
 
-// TestServerNameRestartNote: the note takes the longest form that fits beside the whole name;
-// where none does, the name is cut for the shortest; where that would leave the name under 4
-// cells, the name alone.
+// TestServerNameRestartNote: the note takes the longest form that fits beside the whole name,
+// down to the glyph alone; where none does, the name alone (never cut for the note: the names
+// tell the rows apart).
 func TestServerNameRestartNote(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -444,7 +445,8 @@ func TestServerNameRestartNote(t *testing.T) {
 		{"gpu-b:8000", 40, "gpu-b:8000 ↻ restarted 9s ago"},
 		{"gpu-b:8000", 20, "gpu-b:8000 ↻ 9s ago"},
 		{"gpu-b:8000", 16, "gpu-b:8000 ↻ 9s"},
-		{"gpu-b:8000", 14, "gpu-b:80… ↻ 9s"},
+		{"gpu-b:8000", 14, "gpu-b:8000 ↻"},
+		{"gpu-b:8000", 11, "gpu-b:8000"},
 		{"gpu-b:8000", 8, "gpu-b:8…"},
 	} {
 		got := serverName(&paint{}, tc.name, tc.nameW, 9*time.Second, true)
@@ -491,5 +493,24 @@ func TestServerPaneRestartNote(t *testing.T) {
 				t.Errorf("the pane's first line %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestServerNameRestartColour: where no note fits beside the whole name, a recent restart shows
+// as the name in the warning colour; an old one, or none, in the text colour.
+func TestServerNameRestartColour(t *testing.T) {
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.TrueColor)
+	th, err := themes.NewFor(r, themes.Dark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newPaint(th)
+	name := "127.0.0.1:44369"
+	if got, want := serverName(st, name, 16, 9*time.Second, true), st.Warn.Render(fit(name, 16)); got != want {
+		t.Errorf("a recent restart without room for a note: %q, want the name in the warning colour %q", got, want)
+	}
+	if got, want := serverName(st, name, 16, 0, false), st.Text.Render(fit(name, 16)); got != want {
+		t.Errorf("no recent restart: %q, want the name in the text colour %q", got, want)
 	}
 }
