@@ -144,3 +144,52 @@ func TestWatcherGapPages(t *testing.T) {
 		})
 	}
 }
+
+// TestWatcherRestartPages: after a restart every count on the new process's pages is its own,
+// those that did not go down too, and the window, the totals and the rates agree: a restart whose
+// first good page names no server (its series appear on the next), one told only by a count that
+// went down (no start time: SGLang), and another kind of server answering.
+func TestWatcherRestartPages(t *testing.T) {
+	page := func(at int, kind ServerKind, start, gen, done float64) Snapshot {
+		s := Snapshot{At: time.Duration(at) * time.Second, Kind: kind, GenerationTokens: Value{V: gen, Known: true}, E2E: hist(1, done, inf, done)}
+		if start > 0 {
+			s.Started = Value{V: start, Known: true}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name      string
+		pages     []Snapshot
+		gen, done float64
+		restarts  int
+	}{
+		{"a restart's first page names no server", []Snapshot{page(1, KindVLLM, 1000, 100, 10), page(2, KindVLLM, 1000, 200, 20),
+			{At: 3 * time.Second, Started: Value{V: 2000, Known: true}}, page(4, KindVLLM, 2000, 50, 5), page(5, KindVLLM, 2000, 60, 6)}, 160, 16, 1},
+		{"told by a count that went down", []Snapshot{page(1, KindSGLang, 0, 10000, 100), page(2, KindSGLang, 0, 10100, 110),
+			page(3, KindSGLang, 0, 5000, 130)}, 5100, 140, 1},
+		{"another kind of server", []Snapshot{page(1, KindVLLM, 0, 100, 10), page(2, KindVLLM, 0, 200, 20),
+			page(3, KindSGLang, 0, 5000, 300), page(4, KindSGLang, 0, 5100, 310)}, 5200, 320, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &watcher{window: time.Minute, every: time.Second, serverFirsts: true}
+			for _, p := range tc.pages {
+				w.add(p, nil)
+			}
+			m := w.latest()
+			window := -1
+			for _, l := range m.Latency {
+				if l.Name == "E2E latency" {
+					window = l.Dist.N
+				}
+			}
+			dt := (tc.pages[len(tc.pages)-1].At - tc.pages[0].At).Seconds()
+			got := fmt.Sprintf("totals: %v generated, %v finished; window: %d finished; rate %.1f tok/s; %d restarts",
+				m.Total.GenTokens.V, m.Total.Requests.V, window, m.GenRate.V, w.restartsSoFar().Count)
+			want := fmt.Sprintf("totals: %v generated, %v finished; window: %v finished; rate %.1f tok/s; %d restarts",
+				tc.gen, tc.done, tc.done, tc.gen/dt, tc.restarts)
+			if got != want {
+				t.Errorf("%s\nwant %s", got, want)
+			}
+		})
+	}
+}

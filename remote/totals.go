@@ -66,11 +66,14 @@ func restarted(now, then *Snapshot) bool {
 	return a.Known && b.Known && math.Abs(a.V-b.V) > startSlack
 }
 
-// restartOf reports whether the server restarted between the good scrapes then and now, and
-// what told it: another process wrote now's page (restarted), or a counter or a histogram went
-// down, which only a count from zero makes (the tally, the window and the rates take it as a
-// reset too).
+// restartOf reports whether the server restarted between then (the server as last seen) and
+// now's page, and what told it: another kind of server answers, another process wrote the page
+// (restarted), or a counter or a histogram went down, which only a count from zero makes. The
+// watcher then takes every count on now's page as the new process's.
 func restartOf(now, then *Snapshot) (how string, ok bool) {
+	if now.Kind != then.Kind && now.Kind != KindUnknown && then.Kind != KindUnknown {
+		return "another kind of server answers", true
+	}
 	if restarted(now, then) {
 		return "a new process start time", true
 	}

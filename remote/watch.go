@@ -159,22 +159,31 @@ func (w *watcher) add(snap Snapshot, err error) {
 	if w.base == nil {
 		w.base = &snap
 	}
-	w.countPreemptionsLocked(&snap)
 	now := scrape{Snapshot: snap}
 	var then *Snapshot // the server as last seen; nil before the first good scrape
-	var step []gain    // the latency histograms' gains since then
 	restart := false
 	if n := len(w.hist); n > 0 {
 		then = &w.held
-		step, now.fresh = gains(&snap, then)
 		var how string
 		if how, restart = restartOf(&snap, then); restart {
 			w.restarts = bench.ServerRestarts{Count: w.restarts.Count + 1, After: w.hist[n-1].At, At: snap.At, How: how}
 		}
 	}
-	w.tally.add(&snap, then, step)
-	if then != nil && w.serverFirsts {
-		if d, _ := since(&snap, then, (*Snapshot).ttft); d.Known {
+	w.countPreemptionsLocked(&snap, restart)
+	// from is what each count's increase is measured from: the server as last seen, or after a
+	// restart nothing of the process before (every count on the page is the new process's, those
+	// that did not go down too).
+	from := then
+	if restart {
+		from = &Snapshot{At: then.At, Kind: snap.Kind}
+	}
+	var step []gain // the latency histograms' gains since from
+	if from != nil {
+		step, now.fresh = gains(&snap, from)
+	}
+	w.tally.add(&snap, from, step)
+	if from != nil && w.serverFirsts {
+		if d, _ := since(&snap, from, (*Snapshot).ttft); d.Known {
 			w.firsts += int(math.Round(d.Count))
 		}
 	}
@@ -201,7 +210,7 @@ const maxBehind = 2
 // countPreemptionsLocked adds the preemptions now counted since the last good scrape that
 // counted them (base before any; base is now for the first good scrape without a provider's).
 // The caller holds w.mu.
-func (w *watcher) countPreemptionsLocked(now *Snapshot) {
+func (w *watcher) countPreemptionsLocked(now *Snapshot, restart bool) {
 	if !usable(now.Preemptions) {
 		return
 	}
@@ -209,7 +218,7 @@ func (w *watcher) countPreemptionsLocked(now *Snapshot) {
 	if !usable(from.Preemptions) {
 		from = w.base
 	}
-	w.preempt = grow(bench.Gauge{V: w.preempt}, now.Preemptions, from.Preemptions, restarted(now, from)).V
+	w.preempt = grow(bench.Gauge{V: w.preempt}, now.Preemptions, from.Preemptions, restart || restarted(now, from)).V
 	w.preemptFrom = Snapshot{Started: now.Started, Preemptions: now.Preemptions}
 }
 
@@ -349,11 +358,11 @@ func (w *watcher) take(withoutQueue bool) (r reading) {
 // counts from zero when it appears.
 func hold(now, then *Snapshot, restart bool) Snapshot {
 	h := *now
-	if then == nil || restart || (now.Kind != then.Kind && now.Kind != KindUnknown) {
-		return h
-	}
-	if h.Kind == KindUnknown {
+	if then != nil && h.Kind == KindUnknown { // a page naming nothing: the server is still then's kind
 		h.Kind = then.Kind
+	}
+	if then == nil || restart || h.Kind != then.Kind {
+		return h
 	}
 	if !h.Started.Known {
 		h.Started = then.Started

@@ -473,6 +473,10 @@ func TestServerPaneRestartNote(t *testing.T) {
 		{"watch 200x60", watchView, "server vllm", 200, 60, 12 * time.Second, "waiting 3  running 61  KV 43.8%  ↻ restarted 12s ago"},
 		{"driven", remoteView, "server vllm", 120, 40, 90 * time.Second, "waiting 3  running 61  KV 43.8%  ↻ 1m30s ago"},
 		{"long ago", watchView, "server vllm", 120, 40, 3 * time.Minute, ""},
+		{"a router's queue note, 80x24", func(v *bench.View) {
+			watchView(v)
+			v.Server.Note = "queue not known: the server's waiting is absent"
+		}, "server vllm", 80, 24, 12 * time.Second, "  ↻ 12s"},
 		{"fleet", fleetView, "fleet 3 × vllm", 120, 40, 12 * time.Second, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,7 +28,7 @@ func serverTitle(p *bench.ServerPanel) string {
 // bound is B), the client's (cli), and the difference at p99 (Δ: cli - srv). In watch mode
 // there is no client side: the server's p50, p95, p99 and observations (n) over the window.
 // After the gauges, where the server restarted ago, within restartShown (recent), how long ago,
-// as far as it fits.
+// as far as it fits (a queue note, a router's, is cut for it).
 func serverBody(st *paint, p *bench.ServerPanel, iw int, watch bool, ago time.Duration, recent bool) string {
 	var b strings.Builder
 	gauge := func(name string, g bench.Gauge, pct bool) string {
@@ -47,11 +47,17 @@ func serverBody(st *paint, p *bench.ServerPanel, iw int, watch bool, ago time.Du
 		line = st.Warn.Render(p.Note)
 	}
 	if recent {
-		for _, n := range restartNotes(ago) {
+		notes := restartNotes(ago)
+		added := false
+		for _, n := range notes[:len(notes)-1] { // the glyph alone says too little here
 			if widthOf(line)+2+widthOf(n) <= iw {
-				line += st.Warn.Render("  " + n)
+				line, added = line+st.Warn.Render("  "+n), true
 				break
 			}
+		}
+		short := notes[len(notes)-2]
+		if room := iw - 2 - widthOf(short); !added && p.Note != "" && room >= 8 { // the queue's note gives way
+			line = st.Warn.Render(fit(p.Note, room) + "  " + short)
 		}
 	}
 	b.WriteString(fit(line, iw))
