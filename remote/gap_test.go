@@ -1,9 +1,7 @@
 package remote
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"testing"
@@ -69,19 +67,7 @@ func TestWatcherSeriesGap(t *testing.T) {
 				pages[i] = gapPage(p.start, p.gen, p.ttft)
 			}
 			srv := newPagedServer(t, "m", pages...)
-			p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: srv.URL + "/v1"}, Watch: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Prepare(context.Background(), io.Discard); err != nil {
-				t.Fatal(err)
-			}
-			clk := newSleepClock()
-			w, err := newWatcher(p, bench.ServerSpec{Clock: clk, Window: tc.window})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.close()
+			w, clk := pagedWatcher(t, srv, true, true, tc.window)
 			for i := range pages {
 				scrapeAt(t, w, clk, srv, i, time.Duration(i+1)*time.Second)
 			}

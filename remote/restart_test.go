@@ -58,6 +58,29 @@ func restartPages(before, after string) []string {
 	}
 }
 
+// pagedWatcher is a watcher of srv's pages over window on a clock of its own, its provider
+// watching or not (watch), and with prepare having read srv's first page as its baseline; the
+// watcher is closed with the test.
+func pagedWatcher(t *testing.T, srv *pagedServer, watch, prepare bool, window time.Duration) (*watcher, *sleepClock) {
+	t.Helper()
+	p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: srv.URL + "/v1"}, Watch: watch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prepare {
+		if err := p.Prepare(context.Background(), io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk := newSleepClock()
+	w, err := newWatcher(p, bench.ServerSpec{Clock: clk, Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.close)
+	return w, clk
+}
+
 // scrapeAt moves clk to at, sets srv's page to phase and has w scrape it as its loop does.
 func scrapeAt(t *testing.T, w *watcher, clk *sleepClock, srv *pagedServer, phase int, at time.Duration) {
 	t.Helper()
@@ -78,19 +101,7 @@ func TestWatcherRestartAcrossOutage(t *testing.T) {
 	for _, watch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("watch=%v", watch), func(t *testing.T) {
 			srv := newPagedServer(t, "m", restartPages("1.7356896e+09", "1.7356902e+09")...)
-			p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: srv.URL + "/v1"}, Watch: watch})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Prepare(context.Background(), io.Discard); err != nil { // the first page: the baseline
-				t.Fatal(err)
-			}
-			clk := newSleepClock()
-			w, err := newWatcher(p, bench.ServerSpec{Clock: clk, Window: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.close()
+			w, clk := pagedWatcher(t, srv, watch, true, time.Minute) // the first page: the baseline
 			var snap sched.Snapshot
 			scrapeAt(t, w, clk, srv, 0, time.Second)
 			scrapeAt(t, w, clk, srv, 1, 2*time.Second)
@@ -129,16 +140,7 @@ func TestWatcherRestartAcrossOutage(t *testing.T) {
 // counts less the old are what the server is taken to have done.
 func TestWatcherRestartUnseen(t *testing.T) {
 	srv := newPagedServer(t, "m", restartPages("", "")...)
-	p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: srv.URL + "/v1"}, Watch: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := newSleepClock()
-	w, err := newWatcher(p, bench.ServerSpec{Clock: clk, Window: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
+	w, clk := pagedWatcher(t, srv, true, false, time.Minute)
 	for i, at := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second} {
 		scrapeAt(t, w, clk, srv, i, at)
 	}

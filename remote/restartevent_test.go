@@ -36,16 +36,7 @@ func TestWatcherRestartsSeen(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newPagedServer(t, "m", tc.pages...)
-			p, err := NewProvider(ProviderOptions{Client: Config{BaseURL: srv.URL + "/v1"}, Watch: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			clk := newSleepClock()
-			w, err := newWatcher(p, bench.ServerSpec{Clock: clk, Window: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.close()
+			w, clk := pagedWatcher(t, srv, true, false, time.Minute)
 			for i := range tc.pages {
 				scrapeAt(t, w, clk, srv, i, time.Duration(i+1)*time.Second)
 			}
