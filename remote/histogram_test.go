@@ -200,7 +200,8 @@ func TestSLOShares(t *testing.T) {
 	now := Snapshot{At: time.Second, Kind: KindVLLM, TTFT: hist(0.1, 50, 0.5, 90, inf, 100), E2E: hist(1, 10, 5, 40, inf, 40)}
 	slos := []bench.SLO{{Metric: "ttft", Ms: 100}, {Metric: "tpot", Ms: 20}, {Metric: "e2el", Ms: 3000}}
 	by := map[string]bench.ServerLatency{}
-	for _, l := range latencies(&now, &then, slos) {
+	gs, _ := gains(&now, &then)
+	for _, l := range summarize(gs, slos) {
 		by[l.Name] = l
 	}
 	if l := by["TTFT"]; l.Target != 100 || !l.Within.Known || l.Within.V != 0.5 || l.WithinFloor {

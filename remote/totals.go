@@ -13,9 +13,9 @@ const rateSpan = 5 * time.Second
 
 // tally is what a watcher adds up over a whole session: its scrapes, and the server's token
 // counters and latency histograms, each scrape's increase over the server as last seen (see
-// hold: a series missing from a page is no reset; after a server restart, a counter that went
-// down or any counter of a new process, see restarted, the new value is the increase, as
-// Prometheus' increase() takes a reset).
+// hold: a series missing from a page is no reset; after a server restart the watcher passes
+// nothing of the process before, so every count of the new one is the increase, as Prometheus'
+// increase() takes a reset).
 type tally struct {
 	start       *Snapshot   // the first good scrape: the session's baseline; never written
 	gen, prompt bench.Gauge // tokens since start
@@ -36,9 +36,8 @@ func (t *tally) add(now, prev *Snapshot, step []gain) {
 		t.lat, _ = gains(now, now)
 		return
 	}
-	re := restarted(now, prev)
-	t.gen = grow(t.gen, now.GenerationTokens, counterBefore(now, prev, now.GenerationTokens, prev.GenerationTokens), re)
-	t.prompt = grow(t.prompt, now.PromptTokens, counterBefore(now, prev, now.PromptTokens, prev.PromptTokens), re)
+	t.gen = grow(t.gen, now.GenerationTokens, counterBefore(now, prev, now.GenerationTokens, prev.GenerationTokens), false)
+	t.prompt = grow(t.prompt, now.PromptTokens, counterBefore(now, prev, now.PromptTokens, prev.PromptTokens), false)
 	t.lat = mergeGains(t.lat, step) // since takes a restart's histogram whole
 }
 
@@ -157,13 +156,6 @@ func rates(hist []scrape) (gen, prompt, finished bench.Gauge) {
 	return rate(func(s *Snapshot) Value { return s.GenerationTokens }, last.gen-first.gen),
 		rate(func(s *Snapshot) Value { return s.PromptTokens }, last.prompt-first.prompt),
 		rate(func(s *Snapshot) Value { return Value{V: s.E2E.Count, Known: s.E2E.Known} }, last.done-first.done)
-}
-
-// latencies are the server's latency histograms' percentiles over what they gained from then
-// to now.
-func latencies(now, then *Snapshot, slos []bench.SLO) []bench.ServerLatency {
-	gs, _ := gains(now, then)
-	return summarize(gs, slos)
 }
 
 // gain is what one latency histogram gained over a span, before it is summarized: a fleet's

@@ -380,14 +380,14 @@ func hold(now, then *Snapshot, restart bool) Snapshot {
 	return h
 }
 
-// since is what histogram of gained from then to now, the server as last seen (see hold) and
-// its next page, and whether that is now's whole: it counts from zero where the server
-// restarted in between (another process, see restarted, or a count that went down, see
-// Histogram.Sub), or where then, from the same server, lacks it: not seen since the server
-// started (SGLang's and TGI's series appear with their first observation).
+// since is what histogram of gained from then to now, the server as last seen (see hold; after
+// a restart, nothing of the process before) and its next page, and whether that is now's whole:
+// it counts from zero where then, from the same server, lacks it (not seen since the server
+// started: SGLang's and TGI's series appear with their first observation), or where a count
+// went down (see Histogram.sub).
 func since(now, then *Snapshot, of func(*Snapshot) Histogram) (h Histogram, whole bool) {
 	h, prev := of(now), of(then)
-	if h.Known && (restarted(now, then) || (!prev.Known && then.Kind == now.Kind && then.Kind != KindUnknown)) {
+	if h.Known && !prev.Known && then.Kind == now.Kind && then.Kind != KindUnknown {
 		return h, true
 	}
 	return h.sub(prev)
