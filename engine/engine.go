@@ -52,6 +52,10 @@ type SeqStep struct {
 	// It covers at least Start+len(Tokens) positions.
 	Blocks []int32
 	Sample SamplingParams
+	// Logprobs asks for the sampled token's log-probability and TopLogprobs (0..MaxTopLogprobs)
+	// alternatives' in Batch.Logprobs.
+	Logprobs    bool
+	TopLogprobs int
 }
 
 // Batch is the work of one step: any mix of prefill and decode sequences.
@@ -68,6 +72,10 @@ type Batch struct {
 	// is wanted any more: a backend may then return ErrStopped early, with some of the batch's KV
 	// entries written and others not. The CPU backend checks it between layers; nil: never.
 	Stop *atomic.Bool
+	// Logprobs receives, when a sequence asks (SeqStep.Logprobs), Logprobs[i] for Seqs[i]
+	// (FillLogprobs over its row of logits, reusing each entry's Top). The caller sizes it to
+	// len(Seqs) when any sequence asks; entries of sequences that do not ask are left as they are.
+	Logprobs []TokenLogprobs
 }
 
 // ErrStopped: a Step returned early because its Batch.Stop was set.

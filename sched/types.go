@@ -24,6 +24,10 @@ type Request struct {
 	// that meets it, with FinishStop in its record, rather than steps later on a Stopped call.
 	// Only requests that set it pay for it.
 	Stop StopCheck
+	// Logprobs asks for every output token's log-probability and TopLogprobs
+	// (0..engine.MaxTopLogprobs) alternatives' (Event.Logprobs).
+	Logprobs    bool
+	TopLogprobs int
 }
 
 // StopCheck is a request's own stop condition, decided on the scheduler's loop. Check is called
@@ -125,6 +129,9 @@ type Event struct {
 	Kind   EventKind
 	ID     RequestID
 	Tokens []int32 // EventTokens: the ids produced this step
+	// Logprobs: EventTokens of a request that asked (Request.Logprobs): Logprobs[i] is Tokens[i]'s,
+	// a fresh value the scheduler never writes again.
+	Logprobs []engine.TokenLogprobs
 	Text   string  // EventTokens: a text piece (whole UTF-8 characters), when one is due
 	Record *Record // EventFinished
 	// At is, for EventTokens, when the step's token was sampled: its entry in the record's
