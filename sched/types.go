@@ -132,8 +132,8 @@ type Event struct {
 	// Logprobs: EventTokens of a request that asked (Request.Logprobs): Logprobs[i] is Tokens[i]'s,
 	// a fresh value the scheduler never writes again.
 	Logprobs []engine.TokenLogprobs
-	Text   string  // EventTokens: a text piece (whole UTF-8 characters), when one is due
-	Record *Record // EventFinished
+	Text     string  // EventTokens: a text piece (whole UTF-8 characters), when one is due
+	Record   *Record // EventFinished
 	// At is, for EventTokens, when the step's token was sampled: its entry in the record's
 	// Times.Tokens (the end of the backend call that produced it, not Snapshot.At, which is the
 	// end of the whole step).
