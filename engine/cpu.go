@@ -220,10 +220,15 @@ const stepScratchBytes = 256 << 20
 // Step implements Backend. A batch whose scratch would exceed c.stepBytes runs as several forward
 // passes, each over as many consecutive sequences as fit (at least one); a sequence computes the
 // same bits in any batch (cpu_kernels.go), so the tokens do not depend on the split. A set
-// b.Stop returns ErrStopped at the next layer's start or middle.
+// b.Stop returns ErrStopped at the next layer's start or middle. A sequence that asks for
+// logprobs gets them from the row of logits it samples from (FillLogprobs).
 func (c *CPUBackend) Step(b *Batch, next []int32) error {
 	if len(next) < len(b.Seqs) {
 		return fmt.Errorf("%w: next has room for %d tokens, the batch has %d sequences", ErrBadBatch, len(next), len(b.Seqs))
+	}
+	lp, err := b.wantsLogprobs()
+	if err != nil {
+		return err
 	}
 	end := c.passEnd(b.Seqs, 0)
 	if end < len(b.Seqs) {
@@ -243,8 +248,11 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 		err := c.forward(part, false)
 		if err == nil {
 			c.samp.b, c.samp.next = part, next[lo:end]
+			if lp {
+				c.samp.lp = b.Logprobs[lo:end]
+			}
 			c.pool.run(&c.samp, end-lo, 1)
-			c.samp.b, c.samp.next = nil, nil
+			c.samp.b, c.samp.next, c.samp.lp = nil, nil, nil
 		}
 		c.part.Seqs, c.part.Stop = nil, nil // the caller's are not kept
 		if err != nil || end == len(b.Seqs) {

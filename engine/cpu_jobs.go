@@ -71,11 +71,13 @@ func (j *normJob) do(_, lo, hi int) {
 	}
 }
 
-// sampleJob samples every sequence's next token from its row of c.logits: one item per sequence.
+// sampleJob samples every sequence's next token from its row of c.logits, and fills the logprobs
+// of those that ask (lp, parallel to b.Seqs; nil when none asks): one item per sequence.
 type sampleJob struct {
 	c    *CPUBackend
 	b    *Batch
 	next []int32
+	lp   []TokenLogprobs
 }
 
 func (j *sampleJob) do(w, lo, hi int) {
@@ -83,6 +85,10 @@ func (j *sampleJob) do(w, lo, hi int) {
 	V := c.cfg.VocabSize
 	for i := lo; i < hi; i++ {
 		s := &j.b.Seqs[i]
-		j.next[i] = SampleToken(c.logits[i*V:(i+1)*V], s.Sample, s.Start+len(s.Tokens), &c.samples[w])
+		row := c.logits[i*V : (i+1)*V]
+		j.next[i] = SampleToken(row, s.Sample, s.Start+len(s.Tokens), &c.samples[w])
+		if s.Logprobs && j.lp != nil {
+			FillLogprobs(&j.lp[i], row, j.next[i], s.TopLogprobs)
+		}
 	}
 }

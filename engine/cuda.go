@@ -25,9 +25,14 @@ func probeCUDA() (ok bool, why string) {
 // cudaBackend is a gpu.Runner behind the Backend interface. Its methods are called from one
 // goroutine at a time (Backend's contract); the runner keeps its own OS-thread-locked goroutine.
 type cudaBackend struct {
-	r     *gpu.Runner
-	width int      // block table row width
-	step  gpu.Step // reused every step: no allocation in the steady state
+	r        *gpu.Runner
+	width    int      // block table row width
+	vocab    int      // V: the width of a row of logits
+	maxBatch int      // most sequences in one step (the runner's MaxBatch)
+	step     gpu.Step // reused every step: no allocation in the steady state
+	// logits receives the (B, V) last-position logits of a step where a sequence asks for
+	// logprobs; grown to the largest such step, at most maxBatch rows.
+	logits []float32
 }
 
 // newCUDABackend builds the GPU backend for m; the KV layout is sized from free GPU memory
@@ -62,7 +67,7 @@ func newCUDABackend(m *Model, opts Options, ledger *Ledger) (Backend, KVLayout, 
 		return nil, KVLayout{}, fmt.Errorf("cuda backend: %w", err)
 	}
 	bs, nb, width := r.Layout()
-	return &cudaBackend{r: r, width: width}, KVLayout{BlockSize: bs, NumBlocks: nb, Paged: opts.Paged}, nil
+	return &cudaBackend{r: r, width: width, vocab: cfg.VocabSize, maxBatch: opts.MaxBatch}, KVLayout{BlockSize: bs, NumBlocks: nb, Paged: opts.Paged}, nil
 }
 
 func gpuConfig(c Config) gpu.Config {
@@ -80,7 +85,8 @@ func gpuWeights(w *Weights) *gpu.Weights {
 }
 
 // Step flattens b into the reused gpu.Step and runs it; the runner queues the steps b.Repeats
-// announces (gpu.Step.Repeats).
+// announces (gpu.Step.Repeats). A step where a sequence asks for logprobs runs through
+// StepLogits, queues nothing ahead, and fills them from the downloaded logits.
 func (c *cudaBackend) Step(b *Batch, next []int32) error {
 	return c.run(b, next, nil)
 }
@@ -96,7 +102,36 @@ func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error
 	return c.run(b, next, logits)
 }
 
+// run runs b, copying its last-position logits into logits when that is not nil, or into
+// c.logits when a sequence asks for logprobs; without either it asks the runner for no logits.
 func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
+	lp, err := b.wantsLogprobs()
+	if err != nil {
+		return err
+	}
+	B, V := len(b.Seqs), c.vocab
+	if lp && logits == nil {
+		if B < 1 || B > c.maxBatch {
+			return fmt.Errorf("%w: %d sequences, want 1..%d", ErrBadBatch, B, c.maxBatch)
+		}
+		if len(c.logits) < B*V {
+			c.logits = make([]float32, B*V)
+		}
+		logits = c.logits[:B*V]
+	}
+	if err := c.runStep(b, next, logits, lp); err != nil {
+		return err
+	}
+	if lp {
+		fillBatchLogprobs(b, logits, next, V)
+	}
+	return nil
+}
+
+// runStep flattens b into c.step and runs it on the runner; logits nil asks for none. With
+// logprobs asked nothing is queued ahead: a queued step writes no logits, so the next step,
+// which asks for them again, could not use it (gpu takeAhead).
+func (c *cudaBackend) runStep(b *Batch, next []int32, logits []float32, logprobs bool) error {
 	s := &c.step
 	s.Tokens, s.SeqLens, s.Start, s.Tables, s.Held = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0], s.Held[:0]
 	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
@@ -117,6 +152,9 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 		s.Seed = append(s.Seed, q.Sample.Seed)
 	}
 	s.Repeats = b.Repeats
+	if logprobs {
+		s.Repeats = 0
+	}
 	err := c.r.StepLogits(s, next, logits)
 	if errors.Is(err, gpu.ErrBadStep) {
 		return fmt.Errorf("%w: %w", ErrBadBatch, err)

@@ -327,3 +327,153 @@ func TestCUDAPrewarm(t *testing.T) {
 		t.Errorf("ledger entries of Prewarm: %q, want its cuBLAS warm-up and the batch-4 capture", what)
 	}
 }
+
+// TestCUDALogprobsMatchCPU: the CUDA backend's logprobs, for the embedded tiny model and a
+// random GPT-2 124M (not under -race or -short), in all four modes, with mixed sampling and all
+// greedy (whose logits the runner computes on another path than its greedy steps without
+// logits): each entry of a sequence that asks is FillLogprobs over the logits the backend
+// downloaded, bit for bit, with the token it sampled, and within 2e-3 (top ids equal where
+// neighbours are farther apart) of FillLogprobs over the CPU backend's logits of the same batch,
+// with that token; an entry of a sequence that does not ask is untouched. A prefill step, decode
+// steps, and a mixed step (one sequence runs two tokens); both backends are fed the GPU's
+// tokens. A step that asks queues nothing ahead (its Repeats hint is dropped), while steps that
+// do not still do.
+func TestCUDALogprobsMatchCPU(t *testing.T) {
+	needCUDA(t)
+	for _, name := range []string{"tiny", "random:gpt2"} {
+		t.Run(name, func(t *testing.T) {
+			var m *Model
+			var err error
+			if name == "tiny" {
+				m, err = LoadTiny()
+			} else {
+				if testing.Short() || raceEnabled {
+					t.Skip("builds all 124M parameters and runs them on the CPU: too slow under -race or -short")
+				}
+				m, err = NewRandomModel(context.Background(), "gpt2", 1)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			for _, greedy := range []bool{false, true} {
+				for _, mode := range gpuModes {
+					t.Run(fmt.Sprintf("%v/all-greedy=%v", mode, greedy), func(t *testing.T) { cudaLogprobsRun(t, m, mode, greedy) })
+				}
+			}
+		})
+	}
+}
+
+// cudaLogprobsRun is one mode of TestCUDALogprobsMatchCPU: 18 steps of 4 sequences on the GPU
+// and, fed the same tokens, on the CPU.
+func cudaLogprobsRun(t *testing.T, m *Model, mode gpuMode, allGreedy bool) {
+	const tol = 2e-3
+	e, be := newCUDA(t, m, mode, 4)
+	cpu := newTestBackend(t, m, false, 4, 64, 0)
+	V := m.Config.VocabSize
+	seqs := []struct {
+		prompt []int32
+		sample SamplingParams
+		ask    bool
+		top    int
+	}{
+		{batchPrompts[2], SamplingParams{}, true, 5},
+		{batchPrompts[0], SamplingParams{Temperature: 0.9, Seed: 7}, true, MaxTopLogprobs},
+		{batchPrompts[1], SamplingParams{Temperature: 1.1, TopK: 20, TopP: 0.9, Seed: 11}, false, 0},
+		{batchPrompts[2], SamplingParams{}, true, 0},
+	}
+	var gb, cb Batch
+	for j, s := range seqs {
+		sp := s.sample
+		if allGreedy {
+			sp = SamplingParams{}
+		}
+		gb.Seqs = append(gb.Seqs, SeqStep{ID: SeqID(j), Tokens: s.prompt, Blocks: blocksFor(e, j), Sample: sp, TopLogprobs: s.top})
+		cb.Seqs = append(cb.Seqs, SeqStep{ID: SeqID(j), Tokens: s.prompt, Blocks: []int32{int32(j)}, Sample: sp})
+	}
+	gb.Logprobs = make([]TokenLogprobs, len(seqs))
+	gb.Logprobs[2] = TokenLogprobs{Sampled: lpSentinel.Sampled, Top: slices.Clone(lpSentinel.Top)}
+	next := make([]int32, len(seqs))
+	worst := 0.0
+	queuedBefore := 0 // be.r.Stats().Queued at the first plain step of a run of them
+	for step := range 18 {
+		// Steps 0-5 ask (0: the prefill), 6-9 do not, 10-15 ask (10: sequence 1 runs two
+		// tokens), 16-17 do not. Every decode step hints that the next steps repeat it.
+		ask := step < 6 || step >= 10 && step < 16
+		for j := range gb.Seqs {
+			gb.Seqs[j].Logprobs = ask && seqs[j].ask
+		}
+		gb.Repeats = 0
+		if step > 0 {
+			gb.Repeats = 4
+		}
+		if step == 10 {
+			gb.Seqs[1].Tokens = append(slices.Clone(gb.Seqs[1].Tokens), 13)
+			cb.Seqs[1].Tokens = gb.Seqs[1].Tokens
+		}
+		before := make([]TokenLogprobs, len(gb.Logprobs)) // deep: a backend reuses an entry's Top
+		for j, l := range gb.Logprobs {
+			before[j] = TokenLogprobs{Sampled: l.Sampled, Top: slices.Clone(l.Top)}
+		}
+		queued := be.r.Stats().Queued
+		rows, err := cpu.Logits(&cb, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := be.Step(&gb, next); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		switch {
+		case ask && be.r.Stats().Queued != queued:
+			t.Fatalf("step %d asks for logprobs but was served from a step queued ahead", step)
+		case step == 6 || step == 16:
+			if be.r.Stats().Queued != queued {
+				t.Fatalf("step %d follows a step that asked for logprobs, which queued it ahead anyway", step)
+			}
+			queuedBefore = queued
+		case step == 9 && mode.graph && be.r.Stats().Queued == queuedBefore:
+			t.Fatalf("steps 6-9 do not ask for logprobs, but none of them was queued ahead (graphs on)")
+		}
+		for j := range gb.Seqs {
+			s := &gb.Seqs[j]
+			got := gb.Logprobs[j]
+			if !s.Logprobs {
+				if !lpEqual(got, before[j]) {
+					t.Fatalf("step %d seq %d does not ask, its entry became %+v", step, j, got)
+				}
+				continue
+			}
+			var own, want TokenLogprobs
+			FillLogprobs(&own, be.logits[j*V:(j+1)*V], next[j], s.TopLogprobs)
+			if got.Sampled.Token != next[j] || !lpEqual(got, own) {
+				t.Fatalf("step %d seq %d: entry %+v, want %+v from the downloaded logits (sampled %d)", step, j, got, own, next[j])
+			}
+			FillLogprobs(&want, rows[j], next[j], s.TopLogprobs)
+			if err := lpClose(got, want, tol); err != nil {
+				t.Errorf("step %d seq %d %+v: against the CPU: %v (the rows' logits differ by up to %.3g)",
+					step, j, s.Sample, err, maxAbsDiff(be.logits[j*V:(j+1)*V], rows[j]))
+			}
+			worst = max(worst, math.Abs(float64(got.Sampled.Logprob-want.Sampled.Logprob)))
+			for k := range min(len(got.Top), len(want.Top)) {
+				worst = max(worst, math.Abs(float64(got.Top[k].Logprob-want.Top[k].Logprob)))
+			}
+		}
+		for j := range gb.Seqs {
+			g, c := &gb.Seqs[j], &cb.Seqs[j]
+			g.Start += len(g.Tokens)
+			g.Tokens = []int32{next[j]}
+			c.Start, c.Tokens = g.Start, g.Tokens
+		}
+	}
+	t.Logf("worst logprob difference from the CPU %.3g", worst)
+}
+
+// maxAbsDiff is max |a[i] - b[i]|.
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range b {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}

@@ -75,6 +75,7 @@ type Batch struct {
 	// Logprobs receives, when a sequence asks (SeqStep.Logprobs), Logprobs[i] for Seqs[i]
 	// (FillLogprobs over its row of logits, reusing each entry's Top). The caller sizes it to
 	// len(Seqs) when any sequence asks; entries of sequences that do not ask are left as they are.
+	// Entries are filled in parallel, so no two may share Top memory.
 	Logprobs []TokenLogprobs
 }
 

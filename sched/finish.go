@@ -1,14 +1,18 @@
 package sched
 
-import "time"
+import (
+	"time"
+
+	"rosetop/engine"
+)
 
 // The end of a step: each sampled token recorded and emitted, finished requests released, and the
 // snapshot published.
 
-// advance records that q's tokens are now all in the KV cache and that tok was sampled at now;
-// it emits the token event and finishes q on EOS, on its own stop condition (Request.Stop) or on
-// length.
-func (s *Scheduler) advance(q *request, tok int32, now time.Duration) {
+// advance records that q's tokens are now all in the KV cache and that tok was sampled at now
+// (with lp, its logprobs when q asked for them); it emits the token event and finishes q on EOS,
+// on its own stop condition (Request.Stop) or on length.
+func (s *Scheduler) advance(q *request, tok int32, lp *engine.TokenLogprobs, now time.Duration) {
 	l := &s.loop
 	q.computed = len(q.tokens)
 	l.bm.Computed(q.seq, q.tokens, q.computed)
@@ -31,6 +35,9 @@ func (s *Scheduler) advance(q *request, tok int32, now time.Duration) {
 	e.Kind, e.ID, e.Tokens, e.Text, e.At = EventTokens, q.id, q.last(), text, now
 	if len(q.times.Tokens) == 1 {
 		e.First = q.firstTimes()
+	}
+	if q.logprobs && lp != nil {
+		e.Logprobs = q.keepLogprobs(lp)
 	}
 	if reason != "" {
 		s.finish(q, reason, nil, now)

@@ -19,6 +19,8 @@ type request struct {
 	sampling       engine.SamplingParams
 	streamInterval int
 	stop           StopCheck // Request.Stop: nil, or called by the loop only (advance)
+	logprobs       bool      // Request.Logprobs
+	topLogprobs    int       // Request.TopLogprobs when logprobs is set, else 0
 
 	// tokens is the sequence: prompt ids, then output ids. Elements are never changed once
 	// appended: events and records hand out sub-slices of it.
@@ -38,10 +40,15 @@ type request struct {
 	pending  []byte            // text decoded since the last text piece
 	fullText []byte            // every text piece so far: Record.Text
 	since    int               // tokens since the last text piece
+
+	// With logprobs: lp[k] is output token k's entry, its Top a piece of lpTop. Appended only:
+	// events hand out capped sub-slices of both, whose elements are never written again.
+	lp    []engine.TokenLogprobs
+	lpTop []engine.Logprob
 }
 
 func newRequest(r Request, now time.Duration) *request {
-	return &request{
+	q := &request{
 		maxNew:         r.MaxNewTokens,
 		stopOnEOS:      r.StopOnEOS,
 		minNew:         r.MinNewTokens,
@@ -50,6 +57,10 @@ func newRequest(r Request, now time.Duration) *request {
 		stop:           r.Stop,
 		times:          Times{SubmitStart: now},
 	}
+	if r.Logprobs {
+		q.logprobs, q.topLogprobs = true, r.TopLogprobs
+	}
+	return q
 }
 
 // setPrompt copies the prompt ids into a sequence buffer with room for every output token, and
@@ -93,6 +104,22 @@ func (q *request) decode(id int32, skip, final bool) string {
 	q.fullText = append(q.fullText, q.pending...)
 	q.pending, q.since = q.pending[:0], 0
 	return piece
+}
+
+// keepLogprobs appends a copy of the newest output token's entry (the backend's, whose Top the
+// backend reuses) and returns it as a one-element slice the caller may keep: an append by the
+// caller cannot write into the request's buffers.
+func (q *request) keepLogprobs(e *engine.TokenLogprobs) []engine.TokenLogprobs {
+	var top []engine.Logprob
+	if len(e.Top) > 0 {
+		n := len(q.lpTop)
+		q.lpTop = append(q.lpTop, e.Top...)
+		m := len(q.lpTop)
+		top = q.lpTop[n:m:m]
+	}
+	k := len(q.lp)
+	q.lp = append(q.lp, engine.TokenLogprobs{Sampled: e.Sampled, Top: top})
+	return q.lp[k : k+1 : k+1]
 }
 
 // firstTimes copies the request's timestamps at its first token for Event.First. Its Tokens

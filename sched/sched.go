@@ -207,6 +207,9 @@ func (s *Scheduler) Submit(r Request) (RequestID, error) {
 	if r.MinNewTokens < 0 || r.MinNewTokens > r.MaxNewTokens {
 		return 0, fmt.Errorf("%w: min new tokens %d, want 0..%d (the max new tokens)", ErrBadRequest, r.MinNewTokens, r.MaxNewTokens)
 	}
+	if r.TopLogprobs < 0 || r.TopLogprobs > engine.MaxTopLogprobs {
+		return 0, fmt.Errorf("%w: top logprobs %d, want 0..%d", ErrBadRequest, r.TopLogprobs, engine.MaxTopLogprobs)
+	}
 	q := newRequest(r, start)
 	switch {
 	case len(r.Tokens) > 0:

@@ -31,9 +31,10 @@ type loopState struct {
 	prefill   engine.Batch // handed to the backend; its slices are reused every step
 	decode    engine.Batch
 	next      []int32
-	events    arena[Event]     // this step's events; StepOutput.Events
-	ended     arena[RequestID] // this step's finished ids; StepOutput.Finished
-	preempted bool             // a sequence was preempted this step: admit nothing (it would thrash)
+	logprobs  []engine.TokenLogprobs // a call's Batch.Logprobs when one of its sequences asks; entries' Top reused
+	events    arena[Event]           // this step's events; StepOutput.Events
+	ended     arena[RequestID]       // this step's finished ids; StepOutput.Finished
+	preempted bool                   // a sequence was preempted this step: admit nothing (it would thrash)
 }
 
 func (l *loopState) init(bm *engine.BlockManager, outputBuffer int) {
@@ -61,9 +62,9 @@ type stepStats struct {
 // batch; run the prefill and decode batches as two backend calls in Policy order, or as one
 // (Mixed); publish the snapshot.
 //
-// Ownership: StepOutput and everything it references (Events, each Event's Tokens and Record,
-// Finished) are never written again by the scheduler; the consumer may keep them and must not
-// modify them. Step and Run must not be called concurrently (a second caller waits).
+// Ownership: StepOutput and everything it references (Events, each Event's Tokens, Logprobs and
+// Record, Finished) are never written again by the scheduler; the consumer may keep them and must
+// not modify them. Step and Run must not be called concurrently (a second caller waits).
 //
 // A backend error finishes every sequence holding KV with FinishError and is returned (wrapped);
 // waiting requests stay queued.
@@ -126,7 +127,7 @@ func (s *Scheduler) runPrefill(st *stepStats) error {
 		return err
 	}
 	for i, q := range l.pre {
-		s.advance(q, next[i], end)
+		s.advance(q, next[i], logprobsOf(b, i), end)
 	}
 	return nil
 }
@@ -138,6 +139,7 @@ func (s *Scheduler) addPrefill(b *engine.Batch) {
 		n := len(q.tokens)
 		b.Seqs = append(b.Seqs, engine.SeqStep{
 			ID: q.seq, Tokens: q.tokens[q.computed:n:n], Start: q.computed, Blocks: l.bm.Table(q.seq), Sample: q.sampling,
+			Logprobs: q.logprobs, TopLogprobs: q.topLogprobs,
 		})
 	}
 }
@@ -175,7 +177,7 @@ func (s *Scheduler) runDecode(cfg Config, n int, st *stepStats) error {
 	}
 	st.decodeTokens = n
 	for i, q := range l.running[:n] {
-		s.advance(q, next[i], end)
+		s.advance(q, next[i], logprobsOf(b, i), end)
 	}
 	return nil
 }
@@ -186,6 +188,7 @@ func (s *Scheduler) addDecode(b *engine.Batch, n int) {
 		k := len(q.tokens)
 		b.Seqs = append(b.Seqs, engine.SeqStep{
 			ID: q.seq, Tokens: q.tokens[k-1 : k : k], Start: k - 1, Blocks: q.blocks, Sample: q.sampling,
+			Logprobs: q.logprobs, TopLogprobs: q.topLogprobs,
 		})
 	}
 }
@@ -209,10 +212,10 @@ func (s *Scheduler) runMixed(n int, st *stepStats) error {
 	}
 	st.decodeTokens = n
 	for i, q := range l.running[:n] {
-		s.advance(q, next[i], end)
+		s.advance(q, next[i], logprobsOf(b, i), end)
 	}
 	for i, q := range l.pre {
-		s.advance(q, next[n+i], end)
+		s.advance(q, next[n+i], logprobsOf(b, n+i), end)
 	}
 	return nil
 }
@@ -234,9 +237,13 @@ func (s *Scheduler) call(b *engine.Batch, next []int32, groups ...[]*request) (b
 		s.uncall(c.id)
 	}
 	s.mu.Unlock()
+	s.loop.sizeLogprobs(b)
 	b.Stop = &s.stop
 	err := s.backend.Step(b, next)
 	b.Stop = nil
+	if err == nil && b.Logprobs != nil {
+		err = checkLogprobs(b, next)
+	}
 	s.mu.Lock()
 	s.inCall = s.inCall[:0]
 	s.mu.Unlock()
@@ -252,6 +259,48 @@ func (s *Scheduler) call(b *engine.Batch, next []int32, groups ...[]*request) (b
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// sizeLogprobs gives b an entry per sequence in l.logprobs when one of them asks for logprobs
+// (nil otherwise), marking the entries of those that ask as not filled (token -1).
+func (l *loopState) sizeLogprobs(b *engine.Batch) {
+	b.Logprobs = nil
+	for i := range b.Seqs {
+		if b.Seqs[i].Logprobs {
+			if len(l.logprobs) < len(b.Seqs) {
+				l.logprobs = append(l.logprobs, make([]engine.TokenLogprobs, len(b.Seqs)-len(l.logprobs))...)
+			}
+			b.Logprobs = l.logprobs[:len(b.Seqs)]
+			break
+		}
+	}
+	if b.Logprobs == nil {
+		return
+	}
+	for i := range b.Seqs {
+		if b.Seqs[i].Logprobs {
+			b.Logprobs[i].Sampled = engine.Logprob{Token: -1}
+		}
+	}
+}
+
+// checkLogprobs reports a backend that did not fill the logprobs of a sequence that asked: its
+// entry must name the token the sequence sampled.
+func checkLogprobs(b *engine.Batch, next []int32) error {
+	for i := range b.Seqs {
+		if b.Seqs[i].Logprobs && b.Logprobs[i].Sampled.Token != next[i] {
+			return fmt.Errorf("the backend reported logprobs of token %d for sequence %d, which sampled %d", b.Logprobs[i].Sampled.Token, i, next[i])
+		}
+	}
+	return nil
+}
+
+// logprobsOf is the entry of b's sequence i when it asked for logprobs, else nil.
+func logprobsOf(b *engine.Batch, i int) *engine.TokenLogprobs {
+	if b.Logprobs == nil || !b.Seqs[i].Logprobs {
+		return nil
+	}
+	return &b.Logprobs[i]
 }
 
 // repeats is the decode batch's hint (engine.Batch.Repeats): how many of the following steps
