@@ -94,6 +94,20 @@ func parseChat(body []byte, m *Model) (*job, *apiError) {
 	if e := decodeBody(body, &r); e != nil {
 		return nil, e
 	}
+	if r.Echo != nil && *r.Echo {
+		// vLLM's chat echo answers the prompt's logprobs too (prompt_logprobs), which the
+		// scheduler does not compute.
+		return nil, badRequest("echo", "unsupported_parameter",
+			"Unsupported parameter: 'echo' is true; rosetop supports only null or false on /v1/chat/completions (echo is implemented on /v1/completions)")
+	}
+	// vLLM's ChatCompletionRequest.check_logprobs.
+	if e := checkLogprobsSign("top_logprobs", r.TopLogprobs); e != nil {
+		return nil, e
+	}
+	logprobs := r.Logprobs != nil && *r.Logprobs
+	if t := r.TopLogprobs; t != nil && (*t == -1 || *t > 0) && !logprobs {
+		return nil, badRequest("top_logprobs", "", "when using `top_logprobs`, `logprobs` must be set to true.")
+	}
 	if e := r.checkModel(m); e != nil {
 		return nil, e
 	}
@@ -113,6 +127,15 @@ func parseChat(body []byte, m *Model) (*job, *apiError) {
 	// Without max_tokens a chat reply may fill the context (vLLM's default).
 	if e := r.build(j, m, [][]int32{prompt}, maxTokens, maxParam, m.MaxSeqLen-len(prompt)); e != nil {
 		return nil, e
+	}
+	if logprobs {
+		top := 0 // vLLM's default top_logprobs
+		if r.TopLogprobs != nil {
+			top = *r.TopLogprobs
+		}
+		if e := j.askLogprobs(top, m); e != nil {
+			return nil, e
+		}
 	}
 	return j, nil
 }

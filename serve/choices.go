@@ -11,8 +11,9 @@ import (
 type choiceEvent struct {
 	i      int
 	text   string
-	ids    []int32 // the output ids since the choice's last event
-	count  int     // output ids so far
+	ids    []int32      // the output ids since the choice's last event
+	lps    []lpPosition // with logprobs: those ids' logprobs
+	count  int          // output ids so far
 	done   bool
 	finish string
 	err    error
@@ -25,6 +26,9 @@ func (g *generation) step(ctx context.Context, i int, sent *int) choiceEvent {
 		return choiceEvent{i: i, err: err}
 	}
 	ev := choiceEvent{i: i, text: text, ids: slices.Clone(g.tokens[*sent:]), count: len(g.tokens), done: done}
+	if g.lpdec != nil {
+		ev.lps = slices.Clone(g.lps[*sent:])
+	}
 	if done {
 		ev.finish = g.finish
 	}

@@ -33,16 +33,36 @@
 // Parameters: max_tokens (completions: default 16; chat: max_completion_tokens first, default the
 // rest of the context), temperature (default 1; 0 is greedy), top_p, top_k (-1 or 0: off), seed
 // (absent: a random one per request), stop (a string or up to 64, as vLLM takes more than
-// OpenAI's 4), stream, stream_options, n, and vLLM's ignore_eos, min_tokens, skip_special_tokens,
-// return_token_ids, stop_token_ids (ids in the vocabulary, else a 400 listing those outside it,
-// as vLLM's) and include_stop_str_in_output. Fields that would change the result and that
-// rosetop does not implement (best_of, logprobs, echo, suffix, logit_bias, penalties, tools,
-// tool_choice, response_format, ...) get a 400 naming the field unless they hold their neutral
-// value (best_of: n; tool_choice: "none", as vLLM also refuses any other without tools); other
-// unknown fields are ignored, as vLLM ignores them. An integer may be written as a whole number
-// with a fraction or an exponent (5.0, 1e3), as vLLM's pydantic models read it.
+// OpenAI's 4), stream, stream_options, n, logprobs (completions: an integer; chat: true, with
+// top_logprobs), echo (completions), and vLLM's ignore_eos, min_tokens, skip_special_tokens,
+// return_token_ids, return_tokens_as_token_ids, stop_token_ids (ids in the vocabulary, else a 400
+// listing those outside it, as vLLM's) and include_stop_str_in_output. Fields that would change
+// the result and that rosetop does not implement (best_of, prompt_logprobs, chat's echo, suffix,
+// logit_bias, penalties, tools, tool_choice, response_format, ...) get a 400 naming the field
+// unless they hold their neutral value (best_of: n; tool_choice: "none", as vLLM also refuses any
+// other without tools); other unknown fields are ignored, as vLLM ignores them. An integer may be
+// written as a whole number with a fraction or an exponent (5.0, 1e3), as vLLM's pydantic models
+// read it.
 //
 // Semantics worth knowing:
+//   - Logprobs are vLLM's: each output token's log-softmax of the raw logits (before temperature,
+//     top-k, top-p), the request asking the scheduler for them (sched.Request.Logprobs). A choice
+//     answers those of every token usage counts (a stop string cuts the text, not them; a stream
+//     sends each chunk's tokens'). Completions' logprobs N (0..20, false and true as 0 and 1; as
+//     in vLLM, -1, the whole vocabulary, or more than its max_logprobs 20 is a 400): tokens,
+//     token_logprobs, top_logprobs (an object from token text to logprob: the sampled token and
+//     the N most likely, tokens of one text one key) and text_offset (code points, from the text
+//     sent before in a stream). Chat's logprobs true, top_logprobs N (default 0; set only with
+//     logprobs true): content, each token with its logprob, its text's UTF-8 bytes and
+//     top_logprobs, the first N of the sampled token and the most likely. A token is decoded
+//     alone (special tokens spelled out); one that is part of a character is decoded as vLLM
+//     does, with the token before it, else "". -inf is -9999; return_tokens_as_token_ids spells
+//     tokens "token_id:N".
+//   - echo (completions) puts each prompt's text (token ids decoded) before its choices' text (a
+//     stream: in each choice's first chunk), none with return_token_ids, as vLLM; with
+//     max_tokens 0 the reply is the prompt alone (one token is still sampled and counted, as in
+//     vLLM). echo with logprobs is a 400: vLLM returns the prompt tokens' logprobs then, which the
+//     scheduler does not compute.
 //   - Stop strings are matched on the server, as vLLM does: after each token in the new text and
 //     the stop string's length - 1 bytes before it; the first listed stop string found there wins,
 //     the text is cut before it (after it with

@@ -75,9 +75,34 @@ func TestErrors(t *testing.T) {
 		{"best_of past n", "POST", "/v1/completions", `{"prompt": "Hi", "n": 2, "best_of": 3}`, 400, typeInvalid, "best_of", "unsupported_parameter", "only null or n (2)"},
 		{"best_of below n", "POST", "/v1/completions", `{"prompt": "Hi", "n": 2, "best_of": 1}`, 400, typeInvalid, "best_of", "unsupported_parameter", "only null or n (2)"},
 		{"string for best_of", "POST", "/v1/completions", `{"prompt": "Hi", "best_of": "two"}`, 400, typeInvalid, "best_of", "", "'best_of' must be an integer, got string"},
-		{"logprobs", "POST", "/v1/completions", `{"prompt": "Hi", "logprobs": 1}`, 400, typeInvalid, "logprobs", "unsupported_parameter", "'logprobs'"},
-		{"chat logprobs", "POST", "/v1/chat/completions", chat(`, "logprobs": true`), 400, typeInvalid, "logprobs", "unsupported_parameter", "'logprobs'"},
-		{"echo", "POST", "/v1/completions", `{"prompt": "Hi", "echo": true}`, 400, typeInvalid, "echo", "unsupported_parameter", "'echo'"},
+		// vLLM's limits on logprobs: its max_logprobs (20), -1 as the whole vocabulary
+		// (_validate_logprobs), other negatives (check_logprobs), top_logprobs only with logprobs.
+		{"logprobs over the maximum", "POST", "/v1/completions", `{"prompt": "Hi", "logprobs": 21}`, 400, typeInvalid, "logprobs", "",
+			"Requested sample logprobs of 21, which is greater than max allowed: 20"},
+		{"logprobs -1", "POST", "/v1/completions", `{"prompt": "Hi", "logprobs": -1}`, 400, typeInvalid, "logprobs", "",
+			"Requested sample logprobs of 50257, which is greater than max allowed: 20"},
+		{"logprobs -2", "POST", "/v1/completions", `{"prompt": "Hi", "logprobs": -2}`, 400, typeInvalid, "logprobs", "", "`logprobs` must be a positive value or -1."},
+		{"logprobs a string", "POST", "/v1/completions", `{"prompt": "Hi", "logprobs": "2"}`, 400, typeInvalid, "logprobs", "", "'logprobs' must be an integer, got string"},
+		{"logprobs a fraction", "POST", "/v1/completions", `{"prompt": "Hi", "logprobs": 2.5}`, 400, typeInvalid, "logprobs", "", "'logprobs' must be an integer, got number 2.5"},
+		{"chat top_logprobs over the maximum", "POST", "/v1/chat/completions", chat(`, "logprobs": true, "top_logprobs": 21`), 400, typeInvalid, "logprobs", "",
+			"Requested sample logprobs of 21, which is greater than max allowed: 20"},
+		{"chat top_logprobs -1", "POST", "/v1/chat/completions", chat(`, "logprobs": true, "top_logprobs": -1`), 400, typeInvalid, "logprobs", "",
+			"Requested sample logprobs of 50257, which is greater than max allowed: 20"},
+		{"chat top_logprobs -3", "POST", "/v1/chat/completions", chat(`, "logprobs": true, "top_logprobs": -3`), 400, typeInvalid, "top_logprobs", "",
+			"`top_logprobs` must be a positive value or -1."},
+		{"chat top_logprobs without logprobs", "POST", "/v1/chat/completions", chat(`, "top_logprobs": 2`), 400, typeInvalid, "top_logprobs", "",
+			"when using `top_logprobs`, `logprobs` must be set to true."},
+		{"chat top_logprobs with logprobs false", "POST", "/v1/chat/completions", chat(`, "logprobs": false, "top_logprobs": 1`), 400, typeInvalid, "top_logprobs", "",
+			"when using `top_logprobs`, `logprobs` must be set to true."},
+		{"chat top_logprobs -1 without logprobs", "POST", "/v1/chat/completions", chat(`, "top_logprobs": -1`), 400, typeInvalid, "top_logprobs", "",
+			"when using `top_logprobs`, `logprobs` must be set to true."},
+		{"chat logprobs a number", "POST", "/v1/chat/completions", chat(`, "logprobs": 1`), 400, typeInvalid, "logprobs", "", "'logprobs' must be a boolean, got number"},
+		// echo's prompt logprobs are not computed; chat's echo is not implemented.
+		{"echo with logprobs", "POST", "/v1/completions", `{"prompt": "Hi", "echo": true, "logprobs": 1}`, 400, typeInvalid, "echo", "unsupported_parameter",
+			"'echo' with 'logprobs': rosetop does not compute the prompt tokens' logprobs"},
+		{"echo with logprobs 0", "POST", "/v1/completions", `{"prompt": "Hi", "echo": true, "logprobs": 0}`, 400, typeInvalid, "echo", "unsupported_parameter", "'echo' with 'logprobs'"},
+		{"chat echo", "POST", "/v1/chat/completions", chat(`, "echo": true`), 400, typeInvalid, "echo", "unsupported_parameter", "'echo' is true"},
+		{"prompt_logprobs", "POST", "/v1/completions", `{"prompt": "Hi", "prompt_logprobs": 1}`, 400, typeInvalid, "prompt_logprobs", "unsupported_parameter", "'prompt_logprobs'"},
 		{"suffix", "POST", "/v1/completions", `{"prompt": "Hi", "suffix": "x"}`, 400, typeInvalid, "suffix", "unsupported_parameter", "'suffix'"},
 		{"logit_bias", "POST", "/v1/completions", `{"prompt": "Hi", "logit_bias": {"50256": -100}}`, 400, typeInvalid, "logit_bias", "unsupported_parameter", "'logit_bias'"},
 		{"presence_penalty", "POST", "/v1/completions", `{"prompt": "Hi", "presence_penalty": 0.5}`, 400, typeInvalid, "presence_penalty", "unsupported_parameter", "presence_penalty"},
@@ -209,7 +234,7 @@ func TestNeutralValues(t *testing.T) {
 		t.Fatalf("best_of = n: status %d, reply %+v", code, r)
 	}
 	chat := `{"messages": [{"role": "user", "content": "Hi", "tool_calls": []}], "max_tokens": 2, "logprobs": false,
-		"top_logprobs": 0, "tools": [], "tool_choice": "none", "modalities": ["text"], "stream": false, "stream_options": {}}`
+		"top_logprobs": 0, "echo": false, "tools": [], "tool_choice": "none", "modalities": ["text"], "stream": false, "stream_options": {}}`
 	if code := h.post("/v1/chat/completions", chat, &r); code != 200 || r.Usage.CompletionTokens != 2 {
 		t.Fatalf("chat: status %d, reply %+v", code, r)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ type testEngine struct {
 	mu        sync.Mutex // guards the fields below
 	cond      *sync.Cond // on mu: a request was submitted, cancelled or finished, or a step ran
 	streams   map[sched.RequestID]*testStream
+	subs      []*testStream // every request's stream, in submit order (requests)
 	submitted int
 	finished  int
 	last      sched.Snapshot // the latest step's
@@ -165,6 +167,7 @@ func (te *testEngine) dispatch(o *sched.StepOutput) {
 		st.events = append(st.events, e)
 		if e.Kind == sched.EventTokens {
 			st.admitted = true
+			st.seen = append(st.seen, e)
 		} else {
 			delete(te.streams, e.ID)
 			te.finished++
@@ -188,8 +191,9 @@ func (te *testEngine) Submit(ctx context.Context, r sched.Request) (Stream, erro
 	if err != nil {
 		return nil, err
 	}
-	st := &testStream{te: te, id: id, notify: make(chan struct{}, 1)}
+	st := &testStream{te: te, id: id, req: r, notify: make(chan struct{}, 1)}
 	te.streams[id] = st
+	te.subs = append(te.subs, st)
 	te.submitted++
 	te.cond.Broadcast()
 	return st, nil
@@ -220,6 +224,23 @@ func (te *testEngine) waitIdle() (sched.Snapshot, []*sched.Record) {
 	return te.last, append([]*sched.Record(nil), te.records...)
 }
 
+// submission is a submitted request and the token events dispatched to it so far.
+type submission struct {
+	req    sched.Request
+	events []sched.Event
+}
+
+// requests returns the requests submitted so far, in submit order, from the from-th on.
+func (te *testEngine) requests(from int) []submission {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	out := make([]submission, 0, len(te.subs)-from)
+	for _, st := range te.subs[from:] {
+		out = append(out, submission{req: st.req, events: slices.Clone(st.seen)})
+	}
+	return out
+}
+
 // counts returns the Stream.Cancel calls and the engine steps so far.
 func (te *testEngine) counts() (cancels, steps int) {
 	te.mu.Lock()
@@ -240,6 +261,8 @@ func (te *testEngine) waitFor(ok func() bool) {
 type testStream struct {
 	te       *testEngine
 	id       sched.RequestID
+	req      sched.Request // as submitted (Stop dropped with ignoreStop)
+	seen     []sched.Event // guarded by te.mu: every token event dispatched to it
 	notify   chan struct{} // capacity 1: events arrived
 	events   []sched.Event // guarded by te.mu
 	admitted bool          // guarded by te.mu: a token came

@@ -25,13 +25,19 @@ type generation struct {
 	st      Stream
 	rule    *stopRule
 	tokens  []int32       // output ids the client is answered with (those up to a stop match)
+	lps     []lpPosition  // with logprobs: tokens[i]'s logprobs (vLLM returns those of every token in tokens)
+	lpdec   *lpDecoder    // with logprobs: decodes the tokens' and alternatives' texts; else nil
 	finish  string        // finish_reason once done ("length", "stop"); for the log, "cancelled" or "error"
 	rec     *sched.Record // the finished record, once seen
 	matched bool          // a stop string or stop id ended the text before the finished event was read (drain reads it)
 }
 
 func newGeneration(j *job, st Stream, m *Model) *generation {
-	return &generation{j: j, st: st, rule: newStopRule(j, m)}
+	g := &generation{j: j, st: st, rule: newStopRule(j, m)}
+	if j.logprobs {
+		g.lpdec = newLPDecoder(m.Tokenizer)
+	}
+	return g
 }
 
 // next reads the request's next event and returns the text that can be sent after it; done says
@@ -49,9 +55,16 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 	if ev.Kind == sched.EventFinished {
 		return g.finished(ev.Record)
 	}
+	if g.lpdec != nil && len(ev.Logprobs) != len(ev.Tokens) {
+		g.st.Cancel() // the reply cannot be given: the request need not run on
+		return "", false, fmt.Errorf("%w: %d tokens came with %d logprobs", errEngine, len(ev.Tokens), len(ev.Logprobs))
+	}
 	last := false // the tokens end the request: its finished event follows
-	for _, t := range ev.Tokens {
+	for i, t := range ev.Tokens {
 		g.tokens = append(g.tokens, t)
+		if g.lpdec != nil {
+			g.lps = append(g.lps, g.lpdec.position(ev.Logprobs[i]))
+		}
 		switch g.rule.push(t) {
 		case endEOS:
 			last = true
@@ -136,6 +149,31 @@ func (g *generation) drain(ctx context.Context) {
 func (g *generation) gone() {
 	g.st.Cancel()
 	g.finish = "cancelled"
+}
+
+// logprobsOf is the reply's logprobs of the output tokens of ps, nil without logprobs; offset is
+// a completion's text_offset of the first of them (vLLM's initial_text_offset).
+func (g *generation) logprobsOf(ps []lpPosition, offset int) any {
+	switch j := g.j; {
+	case !j.logprobs:
+		return nil
+	case j.chat:
+		return chatLogprobsOf(ps, j.topLogprobs, j.tokensAsIDs)
+	default:
+		return completionLogprobsOf(ps, j.topLogprobs, offset, j.tokensAsIDs)
+	}
+}
+
+// echoed is the text of a choice's first chunk (or whole text) with echo: the prompt's text and
+// text, or the prompt's alone with max_tokens 0 (vLLM's echo_without_generation).
+func (j *job) echoed(text string) string {
+	switch {
+	case !j.echo:
+		return text
+	case j.echoOnly:
+		return j.echoTexts[0]
+	}
+	return j.echoTexts[0] + text
 }
 
 // chunkUsage is the usage field of a stream chunk sent once sent tokens have been: left out

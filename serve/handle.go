@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"rosetop/sched"
 )
@@ -160,7 +161,8 @@ func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, gs []*genera
 				break
 			}
 		}
-		as[i] = answer{text: text.String(), finish: g.finish, tokens: g.tokens, prompt: g.j.req.Tokens}
+		as[i] = answer{text: g.j.echoed(text.String()), finish: g.finish, tokens: g.tokens, prompt: g.j.req.Tokens,
+			logprobs: g.logprobsOf(g.lps, 0)}
 	}
 	s.writeJSON(w, http.StatusOK, rp.whole(as, totalUsage(gs)))
 	for _, g := range gs {
@@ -184,6 +186,9 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, gs []*gener
 	defer evs.stop()
 	started := make([]bool, len(gs)) // the choice's first chunk went out
 	promptSent := false              // a chat reply's prompt ids (return_token_ids): once, at the top
+	// sentLen: the text each choice's chunks have sent, in code points: the text_offset of a
+	// completion chunk's first token (vLLM's previous_text_lens, the echoed prompt included).
+	sentLen := make([]int, len(gs))
 	sendFailed := func() {
 		evs.stop()
 		cancelRest(gs)
@@ -199,27 +204,30 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, gs []*gener
 			cancelRest(gs)
 			return
 		}
-		var prompt []int32 // return_token_ids: the prompt's ids go with a choice's first chunk
+		p := piece{text: ev.text, tokens: ev.ids}
 		if !started[ev.i] {
 			started[ev.i] = true
-			prompt = g.j.req.Tokens
-			if rp.chat { // a choice's first chunk is its role chunk
+			p.text = g.j.echoed(p.text) // vLLM sends the echoed prompt with the choice's first tokens
+			p.prompt = g.j.req.Tokens   // return_token_ids: the prompt's ids go with a choice's first chunk
+			if rp.chat {                // a choice's first chunk is its role chunk
+				role := piece{role: true, prompt: p.prompt}
 				if promptSent {
-					prompt = nil
+					role.prompt = nil
 				}
 				promptSent = true
-				if out.send(rp.chunk(ev.i, "", nil, true, nil, prompt, g.chunkUsage(0))) != nil {
+				if out.send(rp.chunk(ev.i, role, g.chunkUsage(0))) != nil {
 					sendFailed()
 					return
 				}
-				prompt = nil
+				p.prompt = nil
 			}
 		}
-		var finish *string
 		if ev.done {
-			finish = &ev.finish
+			p.finish = &ev.finish
 		}
-		if out.send(rp.chunk(ev.i, ev.text, finish, false, ev.ids, prompt, g.chunkUsage(ev.count))) != nil {
+		p.logprobs = g.logprobsOf(ev.lps, sentLen[ev.i])
+		sentLen[ev.i] += utf8.RuneCountInString(p.text)
+		if out.send(rp.chunk(ev.i, p, g.chunkUsage(ev.count))) != nil {
 			sendFailed()
 			return
 		}

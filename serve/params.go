@@ -18,9 +18,9 @@ func neutralValues(field string) (values []any, ok bool) {
 	switch field {
 	case "repetition_penalty":
 		return []any{1.0}, true
-	case "top_logprobs", "presence_penalty", "frequency_penalty", "min_p":
+	case "presence_penalty", "frequency_penalty", "min_p":
 		return []any{0.0}, true
-	case "echo", "logprobs", "use_beam_search", "continue_final_message":
+	case "use_beam_search", "continue_final_message":
 		return []any{false}, true
 	case "add_generation_prompt":
 		return []any{true}, true

@@ -33,10 +33,10 @@ type reply struct {
 
 // completionChoice is a /v1/completions choice, whole or a chunk's.
 type completionChoice struct {
-	Index        int       `json:"index"`
-	Text         string    `json:"text"`
-	Logprobs     *struct{} `json:"logprobs"` // always null
-	FinishReason *string   `json:"finish_reason"`
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	Logprobs     any     `json:"logprobs"` // *completionLogprobs, or nil: null
+	FinishReason *string `json:"finish_reason"`
 	// vLLM's return_token_ids: the output ids (a chunk's own), and the prompt's (first chunk).
 	TokenIDs       []int32 `json:"token_ids,omitempty"`
 	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
@@ -47,7 +47,7 @@ type chatChoice struct {
 	Index        int          `json:"index"`
 	Message      *chatContent `json:"message,omitempty"`
 	Delta        *chatContent `json:"delta,omitempty"`
-	Logprobs     *struct{}    `json:"logprobs"` // always null
+	Logprobs     any          `json:"logprobs"` // *chatLogprobs, or nil: null
 	FinishReason *string      `json:"finish_reason"`
 	TokenIDs     []int32      `json:"token_ids,omitempty"`
 }
@@ -95,6 +95,7 @@ func (r *replier) object(chunk bool) string {
 type answer struct {
 	text, finish   string
 	tokens, prompt []int32
+	logprobs       any // *completionLogprobs or *chatLogprobs; nil: null
 }
 
 // whole is the non-streaming reply: the choices in index order (a chat reply's prompt ids, one
@@ -107,35 +108,47 @@ func (r *replier) whole(as []answer, u *usage) *reply {
 			tokens, prompt = nil, nil
 		}
 		if r.chat {
-			out.Choices[i] = chatChoice{Index: i, Message: &chatContent{Role: "assistant", Content: &a.text}, FinishReason: &a.finish, TokenIDs: tokens}
+			out.Choices[i] = chatChoice{Index: i, Message: &chatContent{Role: "assistant", Content: &a.text}, Logprobs: a.logprobs,
+				FinishReason: &a.finish, TokenIDs: tokens}
 			out.PromptTokenIDs = prompt
 		} else {
-			out.Choices[i] = completionChoice{Index: i, Text: a.text, FinishReason: &a.finish, TokenIDs: tokens, PromptTokenIDs: prompt}
+			out.Choices[i] = completionChoice{Index: i, Text: a.text, Logprobs: a.logprobs, FinishReason: &a.finish,
+				TokenIDs: tokens, PromptTokenIDs: prompt}
 		}
 	}
 	return out
 }
 
-// chunk is a stream's chunk carrying choice i's text (and, on its last one, the finish reason;
-// for chat, role makes a choice's first chunk's delta {"role": "assistant", "content": ""});
-// prompt goes with a choice's first chunk; u is its usage field.
-func (r *replier) chunk(i int, text string, finish *string, role bool, tokens, prompt []int32, u any) *reply {
+// piece is what one chunk of a stream says of its choice.
+type piece struct {
+	text   string
+	finish *string // on the choice's last chunk
+	// role: a chat choice's first chunk, whose delta is {"role": "assistant", "content": ""}
+	role           bool
+	tokens, prompt []int32 // return_token_ids: the chunk's output ids; the prompt's, on a choice's first chunk
+	logprobs       any     // the chunk's tokens' *completionLogprobs or *chatLogprobs; nil: null
+}
+
+// chunk is a stream's chunk carrying choice i's piece; u is its usage field.
+func (r *replier) chunk(i int, p piece, u any) *reply {
 	out := &reply{ID: r.id, Object: r.object(true), Created: r.created, Model: r.model, Usage: u}
+	tokens, prompt := p.tokens, p.prompt
 	if !r.tokenIDs {
 		tokens, prompt = nil, nil
 	}
 	if r.chat {
 		delta := &chatContent{}
-		if role {
+		if p.role {
 			delta.Role = "assistant"
 		}
-		if text != "" || role {
-			delta.Content = &text
+		if p.text != "" || p.role {
+			delta.Content = &p.text
 		}
-		out.Choices = []any{chatChoice{Index: i, Delta: delta, FinishReason: finish, TokenIDs: tokens}}
+		out.Choices = []any{chatChoice{Index: i, Delta: delta, Logprobs: p.logprobs, FinishReason: p.finish, TokenIDs: tokens}}
 		out.PromptTokenIDs = prompt
 	} else {
-		out.Choices = []any{completionChoice{Index: i, Text: text, FinishReason: finish, TokenIDs: tokens, PromptTokenIDs: prompt}}
+		out.Choices = []any{completionChoice{Index: i, Text: p.text, Logprobs: p.logprobs, FinishReason: p.finish,
+			TokenIDs: tokens, PromptTokenIDs: prompt}}
 	}
 	return out
 }

@@ -56,6 +56,8 @@ type common struct {
 	MinTokens         *int            `json:"min_tokens"`
 	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
 	ReturnTokenIDs    *bool           `json:"return_token_ids"`
+	// vLLM's return_tokens_as_token_ids: logprobs' tokens spelled "token_id:N"
+	ReturnTokensAsTokenIDs *bool `json:"return_tokens_as_token_ids"`
 }
 
 // streamOptions are read as vLLM reads them: include_usage absent is true (its default once
@@ -94,13 +96,39 @@ func (b optBool) isTrue() bool { return b.v != nil && *b.v }
 
 type completionRequest struct {
 	common
-	Prompt json.RawMessage `json:"prompt"`
+	Prompt   json.RawMessage `json:"prompt"`
+	Logprobs *laxInt         `json:"logprobs"` // the top logprobs a token, 0..engine.MaxTopLogprobs
+	Echo     *bool           `json:"echo"`
+}
+
+// laxInt is an integer member that also takes true and false, as 1 and 0: pydantic's lax mode
+// reads a bool into an int field, so vLLM reads completions' "logprobs": false as 0.
+type laxInt int
+
+func (n *laxInt) UnmarshalJSON(raw []byte) error {
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		*n = 0
+		if b {
+			*n = 1
+		}
+		return nil
+	}
+	var i int
+	if err := json.Unmarshal(raw, &i); err != nil {
+		return err // an *json.UnmarshalTypeError, which the decoder names the field in
+	}
+	*n = laxInt(i)
+	return nil
 }
 
 type chatRequest struct {
 	common
 	Messages            []chatMessage `json:"messages"`
 	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Logprobs            *bool         `json:"logprobs"`
+	TopLogprobs         *int          `json:"top_logprobs"`
+	Echo                *bool         `json:"echo"`
 }
 
 // job is a validated request, ready to submit: its choices are n for each prompt, choice i the
@@ -122,6 +150,16 @@ type job struct {
 	continuous  bool // and continuous_usage_stats: usage on every chunk
 	skipSpecial bool // leave EOS out of the text (skip_special_tokens, default true)
 	tokenIDs    bool // return_token_ids: the ids in the reply
+	// logprobs: every output token's logprobs in the reply (completions' logprobs set, chat's
+	// logprobs true), with topLogprobs alternatives (completions' logprobs, chat's top_logprobs);
+	// req asks the scheduler for them.
+	logprobs    bool
+	topLogprobs int
+	tokensAsIDs bool // return_tokens_as_token_ids: logprobs spell tokens "token_id:N"
+	// echo (completions): each choice's text starts with its prompt's, echoTexts[p] for prompt p
+	// ("" with return_token_ids, as vLLM); echoOnly: max_tokens 0, the prompt's text alone.
+	echo, echoOnly bool
+	echoTexts      []string
 }
 
 // choices is how many requests the job submits.
@@ -132,6 +170,9 @@ func (j *job) choices() int { return len(j.prompts) * j.n }
 func (j *job) choice(i int) *job {
 	c := *j
 	c.prompts, c.n = j.prompts[i/j.n:i/j.n+1], 1
+	if j.echo {
+		c.echoTexts = j.echoTexts[i/j.n : i/j.n+1]
+	}
 	c.req.Tokens = c.prompts[0]
 	c.req.Sampling.Seed += uint64(i % j.n)
 	c.firstOfPrompt = i%j.n == 0
@@ -299,6 +340,7 @@ func (c *common) build(j *job, m *Model, prompts [][]int32, maxTokens *int, maxP
 	}
 	j.skipSpecial = c.SkipSpecialTokens == nil || *c.SkipSpecialTokens
 	j.tokenIDs = c.ReturnTokenIDs != nil && *c.ReturnTokenIDs
+	j.tokensAsIDs = c.ReturnTokensAsTokenIDs != nil && *c.ReturnTokensAsTokenIDs
 	j.req = sched.Request{
 		Tokens: prompts[0], MaxNewTokens: maxNew, MinNewTokens: minNew,
 		StopOnEOS: c.IgnoreEOS == nil || !*c.IgnoreEOS, Sampling: sp,
@@ -311,7 +353,12 @@ func (c *common) build(j *job, m *Model, prompts [][]int32, maxTokens *int, maxP
 func (c *common) lengths(j *job, m *Model, n int, maxTokens *int, maxParam string, defaultMax int) (maxNew, minNew int, e *apiError) {
 	maxNew = defaultMax
 	if maxTokens != nil {
-		if maxNew = *maxTokens; maxNew < 1 {
+		switch maxNew = *maxTokens; {
+		case maxNew == 0 && j.echo:
+			// vLLM's echo_without_generation: the prompt alone is answered, and one token is still
+			// sampled (SamplingParams max_tokens=1), counted in usage.
+			maxNew, j.echoOnly = 1, true
+		case maxNew < 1:
 			return 0, 0, badRequest(maxParam, "", "%s must be at least 1, got %d", maxParam, maxNew)
 		}
 	}
@@ -450,6 +497,13 @@ func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 	if e := decodeBody(body, &r); e != nil {
 		return nil, e
 	}
+	var logprobs *int
+	if r.Logprobs != nil {
+		logprobs = (*int)(r.Logprobs)
+	}
+	if e := checkLogprobsSign("logprobs", logprobs); e != nil {
+		return nil, e
+	}
 	if e := r.checkModel(m); e != nil {
 		return nil, e
 	}
@@ -457,11 +511,72 @@ func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	j := &job{}
+	j := &job{echo: r.Echo != nil && *r.Echo}
 	if e := r.build(j, m, prompts, r.MaxTokens, "max_tokens", defaultCompletionMax); e != nil {
 		return nil, e
 	}
+	if logprobs != nil {
+		if e := j.askLogprobs(*logprobs, m); e != nil {
+			return nil, e
+		}
+		if j.echo {
+			// vLLM answers echo's prompt tokens with their logprobs (prompt_logprobs), which the
+			// scheduler does not compute.
+			return nil, badRequest("echo", "unsupported_parameter",
+				"Unsupported parameter: 'echo' with 'logprobs': rosetop does not compute the prompt tokens' logprobs that echo would return; send one of the two")
+		}
+	}
+	if j.echo {
+		j.echoTexts = echoTexts(r.Prompt, prompts, j.tokenIDs, m)
+	}
 	return j, nil
+}
+
+// checkLogprobsSign is vLLM's check_logprobs (CompletionRequest, ChatCompletionRequest): a count
+// below 0 other than -1 (the whole vocabulary) is refused.
+func checkLogprobsSign(param string, n *int) *apiError {
+	if n != nil && *n < 0 && *n != -1 {
+		return badRequest(param, "", "`%s` must be a positive value or -1.", param)
+	}
+	return nil
+}
+
+// askLogprobs sets the job to answer each output token's logprobs with top alternatives, as
+// vLLM's SamplingParams logprobs: -1 is the whole vocabulary, and more than its max_logprobs
+// (engine.MaxTopLogprobs) is refused (_validate_logprobs' message).
+func (j *job) askLogprobs(top int, m *Model) *apiError {
+	n := top
+	if n == -1 {
+		n = m.VocabSize
+	}
+	if n > engine.MaxTopLogprobs {
+		return badRequest("logprobs", "", "Requested sample logprobs of %d, which is greater than max allowed: %d", n, engine.MaxTopLogprobs)
+	}
+	j.logprobs, j.topLogprobs = true, n
+	j.req.Logprobs, j.req.TopLogprobs = true, n
+	return nil
+}
+
+// echoTexts are the prompts' texts that echo puts before each choice's: a text prompt as sent,
+// token ids decoded (special tokens included, as vLLM detokenizes them); all "" with
+// return_token_ids, as vLLM's echo leaves the text out then.
+func echoTexts(raw json.RawMessage, prompts [][]int32, tokenIDs bool, m *Model) []string {
+	texts := make([]string, len(prompts))
+	if tokenIDs {
+		return texts
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}
+	}
+	var many []string
+	if json.Unmarshal(raw, &many) == nil && len(many) == len(prompts) {
+		return many
+	}
+	for i, p := range prompts {
+		texts[i] = decodeIDs(m.Tokenizer, p)
+	}
+	return texts
 }
 
 // completionPrompts reads prompt: a string, a list of token ids, or a batch: a list of strings or
