@@ -28,9 +28,14 @@ func TestRemoteFlagErrors(t *testing.T) {
 		{"port zero", []string{"--endpoint", "http://127.0.0.1:0/v1"}, `port "0" is not a number from 1 to 65535`},
 		{"unknown api", []string{"--endpoint", ep, "--api", "responses"}, `--api: unknown API "responses" (valid: completions, chat)`},
 		{"extra body not an object", []string{"--endpoint", ep, "--extra-body", "[1]"}, "--extra-body: extra body [1]: want one JSON object"},
+		{"extra body asks for n choices", []string{"--endpoint", ep, "--extra-body", `{"n":3}`}, `--extra-body: extra body may not set "n" to 3: the client reads one choice a request`},
+		{"extra body asks for best_of", []string{"--endpoint", ep, "--extra-body", `{"best_of": 4}`}, `--extra-body: extra body may not set "best_of" to 4`},
 		{"extra body sets stream", []string{"--endpoint", ep, "--extra-body", `{"stream": false}`}, `may not set "stream"`},
 		{"pretok without tokenizer", []string{"--endpoint", ep, "--pretok"}, "--pretok with --endpoint: token ids need the server's own tokenizer"},
 		{"pretok with chat", []string{"--endpoint", ep, "--pretok", "--tokenizer", "gpt2", "--api", "chat"}, "token ids need --api completions"},
+		{"endpoint empty", []string{"--endpoint", ""}, `--endpoint "": want an http or https URL`},
+		{"endpoint empty with =", []string{"--endpoint=", "--num-requests", "2"}, `--endpoint "": want an http or https URL`},
+		{"endpoint empty with an engine flag", []string{"--endpoint", "", "--device", "cpu"}, `--endpoint "": want an http or https URL`},
 		{"endpoint without scheme", []string{"--endpoint", "localhost:8000"}, `--endpoint "localhost:8000": want an http or https URL`},
 		{"endpoint with credentials", []string{"--endpoint", "http://user:pw@h/v1"}, "put credentials in --api-key"},
 		{"endpoint with a query", []string{"--endpoint", "http://h/v1?key=secret"}, "without a query or fragment"},
@@ -48,6 +53,22 @@ func TestRemoteFlagErrors(t *testing.T) {
 				t.Errorf("error = %q, want one line containing %q", msg, tc.want)
 			}
 		})
+	}
+}
+
+// TestEmptyEndpointRefused: --endpoint "" (an unset $URL) is a bad flag on every command that
+// takes it, not a run of the in-process engine.
+func TestEmptyEndpointRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--endpoint", "", "--device", "cpu"},
+		{"bench", "--endpoint="},
+		{"sweep", "--endpoint", "", "--concurrency", "1,2", "--out-dir", t.TempDir()},
+		{"dashboard", "--endpoint", ""},
+	} {
+		code, stdout, stderr := runCLI(t, args...)
+		if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, `rosetop: --endpoint "": want an http or https URL`) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, stdout %.60q, stderr %q; want %d and one line refusing the empty endpoint", args, code, stdout, stderr, exitUsage)
+		}
 	}
 }
 
@@ -211,7 +232,8 @@ func TestTokenizerFlagError(t *testing.T) {
 
 // TestFirstRunFailedExit: a bench whose first run fails every request (a model the server does
 // not serve) stops there with exit 1, the server's message in its one-line error, and its
-// --json written; failures in a later run are reported and the bench ends as usual.
+// --json written; a measured run after a good warmup in which every request failed is reported,
+// then fails the bench (exit 1, one line naming the run).
 func TestFirstRunFailedExit(t *testing.T) {
 	srv, err := remotetest.NewServer(remotetest.Options{Faults: func(n int) remotetest.Fault {
 		if n >= 2 {
@@ -235,8 +257,11 @@ func TestFirstRunFailedExit(t *testing.T) {
 		t.Errorf("--json not written: %v", err)
 	}
 	code, stdout, stderr := runCLI(t, base...)
-	if code != 0 || !strings.Contains(stdout, "Failed: 2 (http 429: 2); first: http 429: Too many requests, retry later\n") {
-		t.Errorf("exit %d; want 0 and the measured run's failures:\n%s\n%s", code, stdout, stderr)
+	lines = strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	want = "rosetop: run 1/1: all 2 requests failed (http 429: 2); first: http 429: Too many requests, retry later"
+	if code != exitFail || lines[len(lines)-1] != want ||
+		!strings.Contains(stdout, "Failed: 2 (http 429: 2); first: http 429: Too many requests, retry later\n") {
+		t.Errorf("exit %d; want 1, %q last on stderr, and the measured run's report:\n%s\n%s", code, want, stdout, stderr)
 	}
 }
 

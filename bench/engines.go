@@ -157,11 +157,17 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 			if ev.Record == nil {
 				continue
 			}
+			failed := !(&RequestResult{Record: ev.Record}).completed() && ev.Record.Reason != sched.FinishCancelled
 			if rs := s.cur; rs != nil {
-				if _, dup := rs.records[ev.ID]; !dup && rs.inFlight != nil {
-					select {
-					case <-rs.inFlight: // a slot for the submitter (--max-concurrency)
-					default:
+				if _, dup := rs.records[ev.ID]; !dup {
+					if rs.inFlight != nil {
+						select {
+						case <-rs.inFlight: // a slot for the submitter (--max-concurrency)
+						default:
+						}
+					}
+					if failed {
+						rs.failed++
 					}
 				}
 				rs.records[ev.ID] = ev.Record
@@ -170,7 +176,7 @@ func (s *Session) onStep(g *generation, so sched.StepOutput) {
 				default:
 				}
 			}
-			if rr := (RequestResult{Record: ev.Record}); !rr.completed() && ev.Record.Reason != sched.FinishCancelled {
+			if failed {
 				s.logf(LogError, "request %d: %s: %v", ev.ID, ev.Record.Reason, ev.Record.Err)
 			}
 			switch {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,7 @@ type fakeProvider struct {
 	runPanic    any                       // what the servers' Run panics with (nil: none)
 	captures    bool                      // each request adds a "graph capture" to its server's ledger
 	fails       func(k int) bool          // the k-th request (of every server) fails with HTTP 429 before its first token; nil: none
+	failure     error                     // what those requests fail with instead of HTTP 429 (a plain error: the engine's); nil: HTTP 429
 	// remote, when set, makes the servers stand for a remote server's: records without the
 	// server's inner times, tokens in chunks of two, every fifth request failing with HTTP 429.
 	remote  *RemoteInfo
@@ -231,7 +233,7 @@ func (s *fakeServer) record(fr fakeReq) *sched.Record {
 		remoteRecord(rec, k)
 	}
 	if s.p.fails != nil && s.p.fails(k) { // refused before its first token
-		rec.Reason, rec.Err, rec.Output = sched.FinishError, fakeFailure("http 429"), nil
+		rec.Reason, rec.Err, rec.Output = sched.FinishError, cmp.Or(s.p.failure, error(fakeFailure("http 429"))), nil
 		rec.Times.Tokens, rec.Times.FirstToken = nil, 0
 		if rec.Stream != nil {
 			rec.Stream.ChunkTokens = nil

@@ -69,29 +69,128 @@ func TestFirstRunAllFailedStops(t *testing.T) {
 	}
 }
 
-// TestLaterFailuresDoNotStop: failures in a later run, or some of the first run's, are reported
-// and the session goes on.
+// TestLaterFailuresDoNotStop: some of the first run's requests failing is reported and the
+// session goes on.
 func TestLaterFailuresDoNotStop(t *testing.T) {
+	p := newFakeProvider()
+	p.fails = func(k int) bool { return k < 3 }
+	out, _, err := fakeBench(t, context.Background(), p, testConfig(requests(4, 3), runs(1, 2)), Exports{})
+	if err != nil {
+		t.Fatalf("RunBench: %v", err)
+	}
+	if !strings.Contains(out, "=== run 2/2 ===") {
+		t.Errorf("report lacks run 2/2:\n%s", out)
+	}
+}
+
+// TestMeasuredRunAllFailed: a measured run after the first run of the session in which every
+// request failed (of the server, or of rosetop's engine) does not stop the session: every run
+// is reported and exported, then RunBench fails with a line naming each such run.
+func TestMeasuredRunAllFailed(t *testing.T) {
+	const first = "; first: http 429: Too many requests"
 	cases := []struct {
-		name  string
-		fails func(k int) bool
-		want  string
+		name     string
+		runs     func(*Config)
+		fails    func(k int) bool // 4 requests a run: the warmup's are 0 to 3
+		failure  error            // nil: HTTP 429
+		remote   bool             // a remote server's requests, else rosetop's engine's
+		wantErr  string
+		measured int // runs reported
 	}{
-		{"a later run all failed", func(k int) bool { return k >= 4 && k < 8 }, "Failed: 4 (http 429: 4); first: http 429: Too many requests"},
-		{"the first run partly failed", func(k int) bool { return k < 3 }, "=== run 2/2 ==="},
+		{"the one measured run, after a warmup", runs(1, 1), func(k int) bool { return k >= 4 }, nil, true,
+			"run 1/1: all 4 requests failed (http 429: 4)" + first, 1},
+		{"run 2 of 3", runs(1, 3), func(k int) bool { return k >= 8 && k < 12 }, nil, true,
+			"run 2/3: all 4 requests failed (http 429: 4)" + first, 3},
+		{"runs 2 and 3 of 3, without warmups", runs(0, 3), func(k int) bool { return k >= 4 }, nil, true,
+			"run 2/3: all 4 requests failed (http 429: 4)" + first + "\nrun 3/3: all 4 requests failed (http 429: 4)" + first, 3},
+		{"the engine's failures", runs(1, 2), func(k int) bool { return k >= 4 && k < 8 }, errors.New("CUDA error: out of memory"), false,
+			"run 1/2: all 4 requests failed (error: 4); first: error: CUDA error: out of memory", 2},
+		{"a refusal the flags could fix: no hint after a run that worked", runs(1, 1), func(k int) bool { return k >= 4 }, fakeFailure("http 404"), true,
+			"run 1/1: all 4 requests failed (http 404: 4); first: http 404: Too many requests", 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newFakeProvider()
-			p.fails = tc.fails
-			out, _, err := fakeBench(t, context.Background(), p, testConfig(requests(4, 3), runs(1, 2)), Exports{})
-			if err != nil {
-				t.Fatalf("RunBench: %v", err)
+			p.fails, p.failure = tc.fails, tc.failure
+			if tc.remote {
+				p.remote = testRemote()
 			}
-			if !strings.Contains(out, tc.want) || !strings.Contains(out, "=== run 2/2 ===") {
-				t.Errorf("report lacks %q or run 2/2:\n%s", tc.want, out)
+			dir := t.TempDir()
+			exp := Exports{JSONPath: filepath.Join(dir, "out.json"), CSVPath: filepath.Join(dir, "out.csv"), TracePath: filepath.Join(dir, "trace.jsonl")}
+			out, stderr, err := fakeBench(t, context.Background(), p, testConfig(requests(4, 3), tc.runs), exp)
+			if err == nil || err.Error() != tc.wantErr || !errors.Is(err, ErrRunFailed) || errors.Is(err, ErrNothingSucceeded) {
+				t.Fatalf("err = %v, want %q (ErrRunFailed)", err, tc.wantErr)
+			}
+			if n := strings.Count(out, "=== streaming benchmark ==="); n != tc.measured || !strings.Contains(out, "\n=== cold start ===") {
+				t.Errorf("stdout: %d reports, want %d, and the cold start block:\n%s", n, tc.measured, out)
+			}
+			var rep struct{ Runs []struct{ Label string } }
+			data, rerr := os.ReadFile(exp.JSONPath)
+			if rerr != nil {
+				t.Fatalf("--json not written: %v", rerr)
+			}
+			if err := json.Unmarshal(data, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.measured + testConfig(tc.runs).WarmupRuns; len(rep.Runs) != want {
+				t.Errorf("json: %d runs, want %d", len(rep.Runs), want)
+			}
+			if _, err := os.Stat(exp.CSVPath); err != nil {
+				t.Errorf("--csv not written: %v", err)
+			}
+			traces := []string{exp.TracePath}
+			if tc.measured > 1 {
+				traces = traces[:0]
+				for k := 1; k <= tc.measured; k++ {
+					traces = append(traces, RunTracePath(exp.TracePath, k))
+				}
+			}
+			for _, path := range traces {
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("--save-trace: %v", err)
+				}
+			}
+			if strings.Contains(stderr, "all 4 requests failed") {
+				t.Errorf("stderr names the failed run, which the error does:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// TestMeasuredRunAllFailedKept: with KeepFailedRuns (rosetop sweep's later points) a measured run
+// in which every request failed is a result, not an error.
+func TestMeasuredRunAllFailedKept(t *testing.T) {
+	p := newFakeProvider()
+	p.fails = func(k int) bool { return k >= 8 && k < 12 }
+	var out, errOut bytes.Buffer
+	opts := SessionOptions{Provider: p, Clock: newFakeClock(time.Second), KeepFailedRuns: true}
+	if err := RunBench(context.Background(), testConfig(requests(4, 3), runs(1, 3)), opts, Exports{}, &out, &errOut); err != nil {
+		t.Fatalf("RunBench: %v", err)
+	}
+	if !strings.Contains(out.String(), "=== run 3/3 ===") {
+		t.Errorf("report lacks run 3/3:\n%s", out.String())
+	}
+}
+
+// TestMeasuredRunAllFailedInterrupted: Ctrl-C after a measured run in which every request failed
+// exits as an interruption, and stderr still names that run.
+func TestMeasuredRunAllFailedInterrupted(t *testing.T) {
+	p := newFakeProvider()
+	p.fails = func(k int) bool { return k >= 4 && k < 8 } // run 1/2
+	p.hold = 8                                            // run 2/2's requests wait
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.onSubmit = func(k int) {
+		if k == 11 {
+			cancel()
+		}
+	}
+	_, stderr, err := fakeBench(t, ctx, p, testConfig(requests(4, 3), runs(1, 2)), Exports{})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v, want ErrInterrupted", err)
+	}
+	if want := "rosetop: run 1/2: all 4 requests failed (http 429: 4); first: http 429: Too many requests\n"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 	"rosetop/internal/sticky"
 )
 
-// progressEvery is how often RunBench notes on stderr how far a slow run has got.
+// progressEvery is how often RunBench notes on stderr how far a slow run has got when stderr is
+// not a terminal (a terminal's line is redrawn every meterRate).
 const progressEvery = 10 * time.Second
 
 // Exports are the files a headless run writes after its runs.
@@ -39,28 +40,37 @@ type Result struct {
 
 // RunBench is `rosetop bench`: it runs cfg's warmup and repeat runs headless on opts.Provider and
 // prints, as the seeds do, "=== warmup i/N ===" per warmup run, "=== run i/M ===" per run when
-// M > 1 and each measured run's report on stdout; progress goes to stderr. Then it writes the
-// exports, each atomically. An unwritable export does not lose the report (already printed); its
-// error is returned. Ctrl-C (ctx cancelled) cancels outstanding requests, prints what finished,
-// writes the exports and returns ErrInterrupted.
+// M > 1 and each measured run's report on stdout; progress goes to stderr (runMeter). Then it
+// writes the exports, each atomically. An unwritable export does not lose the report (already
+// printed); its error is returned, as is a measured run in which no request succeeded (Measure).
+// Ctrl-C (ctx cancelled) cancels outstanding requests, prints what finished, writes the exports
+// and returns ErrInterrupted.
 func RunBench(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, stdout, stderr io.Writer) error {
 	_, err := Measure(ctx, cfg, opts, exp, stdout, stderr)
 	return err
 }
 
 // Measure is RunBench that also returns the measured runs' summaries (rosetop sweep's points).
+// A measured run in which no request succeeded fails it (ErrRunFailed), unless
+// opts.KeepFailedRuns, once every run has been reported and exported; the session's first run
+// stops it at once (ErrNothingSucceeded).
 func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, stdout, stderr io.Writer) (Result, error) {
-	out := &sticky.Writer{W: stdout}
+	meter := newRunMeter(stderr, opts.meter)
+	out := &sticky.Writer{W: meter.guard(stdout)}
+	stderr = meter.guard(stderr)
 	opts.headless = true
 	opts.KeepRecords = exp.JSONPath != "" || exp.CSVPath != "" || exp.TracePath != ""
 	opts.Progress = stderr
 	var res Result
+	var failed []error // measured runs in which no request succeeded; written by the session goroutine, read after it ended
 	opts.onRunStart = func(label string) {
 		if strings.HasPrefix(label, "warmup") || cfg.RepeatRuns > 1 {
 			fmt.Fprintln(out, runHeaderLine(label))
 		}
+		meter.runStarted(label)
 	}
 	opts.onRunEnd = func(r *runResult) {
+		meter.runEnded()
 		if r.sum.Partial {
 			fmt.Fprintf(stderr, "rosetop: %s interrupted: %d requests finished, %d cancelled%s\n", r.sum.Label, r.sum.Requests, r.sum.Cancelled, notSentText(r.sum))
 		} else {
@@ -72,6 +82,9 @@ func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, 
 			writeReport(out, r.hdr, r.sum)
 			res.Model, res.Device = r.hdr.Model, r.hdr.DeviceDetail
 			res.Runs = append(res.Runs, r.sum)
+			if noneSucceeded(r.sum) {
+				failed = append(failed, measuredRunFailed(r.hdr, r.sum, cfg.Workload.NumRequests))
+			}
 		}
 	}
 	if cfg.NVTX {
@@ -81,7 +94,7 @@ func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, 
 	if err != nil {
 		return res, err
 	}
-	runErr := waitWithProgress(s, stderr)
+	runErr := meter.wait(s, opts.meter)
 	s.mu.Lock()
 	results := append([]*runResult(nil), s.results...)
 	cold := coldStartLines(s.live.cold, len(s.live.steady.slice()), s.live.compare(), s.ledger())
@@ -89,8 +102,18 @@ func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, 
 	if runErr == nil {
 		writeColdStart(out, cold)
 	}
+	if opts.KeepFailedRuns || errors.Is(runErr, ErrNothingSucceeded) { // a result; or the error already names the run
+		failed = nil
+	}
+	interrupted := errors.Is(runErr, context.Canceled)
 	var errs []error
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+	if interrupted {
+		// The interrupt's exit status wins; the runs that failed entirely are still named.
+		for _, e := range failed {
+			fmt.Fprintf(stderr, "rosetop: %v\n", e)
+		}
+	} else {
+		errs = append(errs, failed...)
 		errs = append(errs, runErr)
 	}
 	errs = append(errs, s.writeExports(exp, results, 0, stderr))
@@ -100,7 +123,7 @@ func Measure(ctx context.Context, cfg Config, opts SessionOptions, exp Exports, 
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
-	if errors.Is(runErr, context.Canceled) {
+	if interrupted {
 		return res, ErrInterrupted
 	}
 	return res, nil
@@ -180,31 +203,4 @@ func coldRunLine(s Summary) string {
 		failed = fmt.Sprintf(" and %d failed", s.Failed)
 	}
 	return fmt.Sprintf("Cold run, not measured: %d requests%s in %.2f s, %s (compared under === cold start ===)", s.Requests, failed, s.Wall.Seconds(), ttft)
-}
-
-// waitWithProgress waits for the session, noting a slow run's progress on stderr.
-func waitWithProgress(s *Session, stderr io.Writer) error {
-	tick := time.NewTicker(progressEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.done:
-			return s.err
-		case <-tick.C:
-			s.mu.Lock()
-			if rs := s.cur; rs != nil {
-				p := rs.status(s.clock.Now())
-				eta := ""
-				if p.ETA > 0 {
-					eta = fmt.Sprintf(", about %s left", p.ETA.Round(time.Second))
-				}
-				fmt.Fprintf(stderr, "rosetop: %s: %d/%d requests finished, %d/%d tokens%s\n", rs.info.Label, p.Finished, p.Requests, p.Tokens, p.MaxTokens, eta)
-				if p.ETA > longRun && !rs.hinted {
-					rs.hinted = true
-					fmt.Fprintf(stderr, "rosetop: %s make runs shorter\n", s.wl.shorter())
-				}
-			}
-			s.mu.Unlock()
-		}
-	}
 }

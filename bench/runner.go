@@ -29,6 +29,7 @@ type runState struct {
 	hasTarget []bool
 	records   map[sched.RequestID]*sched.Record // written by the recorder
 	tokens    int                               // output tokens so far, counted by the recorder
+	failed    int                               // records that are failures (not cancels), counted by the recorder
 	progress  chan struct{}                     // recorder -> session goroutine: a record arrived (cap 1)
 	// inFlight holds a token per request submitted and not finished when --max-concurrency is
 	// set (its capacity): the submitter puts one in before each submit, the recorder takes one
@@ -254,7 +255,9 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 		s.cancelOutstanding(g, rs)
 	}
 	sum := s.finishRun(rs, first, wall, why != runComplete)
-	if why == runComplete && first && g.index == 1 && sum.Requests == 0 && sum.Failed > 0 && !s.opts.KeepFailedRuns {
+	// The session's first run stops it here; a later measured run's failure is the headless
+	// caller's to report once every run is written (Measure).
+	if why == runComplete && first && g.index == 1 && noneSucceeded(sum) && !s.opts.KeepFailedRuns {
 		return runFailed, firstRunFailed(rs.hdr, sum, rs.n)
 	}
 	if why == runFailed {
@@ -270,29 +273,47 @@ func (s *Session) runOne(ctx context.Context, g *generation, pr plannedRun, firs
 // succeeding: like vLLM bench serve's initial test prompt, it tells a benchmark misconfigured
 // (the endpoint, the model, the API) before every later run reports nothing but n/a.
 func firstRunFailed(h reportHeader, sum Summary, n int) error {
-	return &nothingSucceeded{firstRunMessage(h, sum, n)}
+	return &nothingSucceeded{msg: noneSucceededMessage(h, sum, n, true), is: ErrNothingSucceeded}
 }
+
+// measuredRunFailed is the error of a bench with a later measured run (not its first run) in
+// which no request succeeded: the runs go on and are all reported and exported, then the command
+// fails. The command line worked for an earlier run, so no hint to check it.
+func measuredRunFailed(h reportHeader, sum Summary, n int) error {
+	return &nothingSucceeded{msg: noneSucceededMessage(h, sum, n, false), is: ErrRunFailed}
+}
+
+// noneSucceeded reports whether a run finished (not interrupted) without one request succeeding.
+func noneSucceeded(sum Summary) bool { return !sum.Partial && sum.Requests == 0 && sum.Failed > 0 }
 
 // ErrNothingSucceeded is wrapped by the error of a session stopped by a first run in which no
 // request succeeded: nothing was measured.
 var ErrNothingSucceeded = errors.New("no request of the first run succeeded")
 
-type nothingSucceeded struct{ msg string }
+// ErrRunFailed is wrapped by the error of a bench one of whose measured runs, not the first run
+// (ErrNothingSucceeded), finished with no request succeeding; every run was reported and exported.
+var ErrRunFailed = errors.New("no request of a measured run succeeded")
+
+type nothingSucceeded struct {
+	msg string
+	is  error // ErrNothingSucceeded or ErrRunFailed
+}
 
 func (e *nothingSucceeded) Error() string { return e.msg }
-func (e *nothingSucceeded) Unwrap() error { return ErrNothingSucceeded }
+func (e *nothingSucceeded) Unwrap() error { return e.is }
 
-// firstRunMessage is firstRunFailed's one line.
-func firstRunMessage(h reportHeader, sum Summary, n int) string {
+// noneSucceededMessage is the one line of a run in which no request succeeded; hint: name the
+// flags to check when every failure is one they can fix.
+func noneSucceededMessage(h reportHeader, sum Summary, n int, hint bool) string {
 	what := fmt.Sprintf("all %d requests failed", sum.Failed)
 	if sum.Failed < n {
 		what = fmt.Sprintf("no request succeeded, %d of %d failed", sum.Failed, n)
 	}
-	hint := ""
-	if h.Endpoint != "" && fixableByFlags(sum.Failures) {
-		hint = ": check --endpoint, --model and --api"
+	check := ""
+	if hint && h.Endpoint != "" && fixableByFlags(sum.Failures) {
+		check = ": check --endpoint, --model and --api"
 	}
-	return fmt.Sprintf("%s: %s (%s)%s; first: %s", sum.Label, what, countsText(sum.Failures), hint, sum.FirstFailure)
+	return fmt.Sprintf("%s: %s (%s)%s; first: %s", sum.Label, what, countsText(sum.Failures), check, sum.FirstFailure)
 }
 
 // fixableByFlags reports whether every failure (counted by Failure.Brief) is one the command

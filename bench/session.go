@@ -38,8 +38,9 @@ type SessionOptions struct {
 	// NewSession (rosetop bench --record samples the views of a session it does not hold).
 	Started func(*Session)
 	// KeepFailedRuns: a first run whose every request failed does not stop the session, as it
-	// otherwise does (a misconfigured benchmark, vLLM's initial test prompt): rosetop sweep's
-	// points after the first, where it is a result (a load past what the server takes).
+	// otherwise does (a misconfigured benchmark, vLLM's initial test prompt), nor does a later
+	// measured run's fail Measure: rosetop sweep's points after the first, where it is a result
+	// (a load past what the server takes).
 	KeepFailedRuns bool
 	// Workloads, when set, builds the session's workload, or hands back the one it built last for
 	// the same spec and model (rosetop sweep's points); nil: the session builds its own.
@@ -51,6 +52,7 @@ type SessionOptions struct {
 	onRunStart func(label string) // bench: print "=== warmup i/N ===" (session goroutine)
 	onRunEnd   func(r *runResult) // bench: print the report (session goroutine)
 	onPublish  func()             // tests: a new View was stored (any goroutine; must not block)
+	meter      meterHooks         // tests: bench's progress line's terminal and ticks
 }
 
 // runResult is one finished run.
