@@ -15,8 +15,19 @@ import (
 	"rosetop/internal/atomicfile"
 )
 
-// errHelpShown means -h printed the help: exit 0.
-var errHelpShown = errors.New("help shown")
+// helpShown is -h or --help asked of a command: its usage, which run prints on stdout (exit 0),
+// as rosetop -h and rosetop help CMD do; a flag error's usage goes to stderr.
+type helpShown struct{ usage []byte }
+
+func (h *helpShown) Error() string { return flag.ErrHelp.Error() }
+func (h *helpShown) Unwrap() error { return flag.ErrHelp }
+
+// askedHelp is the error of a parse that met -h: usage's text, for run to print.
+func askedHelp(usage func(io.Writer)) error {
+	var b bytes.Buffer
+	usage(&b)
+	return &helpShown{usage: b.Bytes()}
+}
 
 // usageError marks bad flags or input (exit 2), as opposed to a failure while running (exit 1).
 type usageError struct{ err error }
@@ -27,7 +38,7 @@ func (e usageError) Unwrap() error { return e.err }
 // parseErr classifies a flag-parsing error.
 func parseErr(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
-		return errHelpShown
+		return err // a *helpShown: run prints its usage
 	}
 	return usageError{err}
 }

@@ -147,7 +147,7 @@ func benchUsage(w io.Writer) {
 // parseOptions parses args (without the program and subcommand names), applies --job's preset
 // to every option not given explicitly, and validates the result, reading a dataset or trace
 // file until ctx is done (then its error). Errors are one line naming the flag and wrap
-// errBadFlag; -h/--help prints the usage on stderr and returns flag.ErrHelp.
+// errBadFlag; -h/--help returns a *helpShown (flag.ErrHelp) carrying the usage.
 func parseOptions(ctx context.Context, args []string, stderr io.Writer) (options, error) {
 	o, _, err := parseOptionsWith(ctx, args, stderr, nil, benchUsage)
 	return o, err
@@ -162,7 +162,7 @@ func parseOptionsWith(ctx context.Context, args []string, stderr io.Writer, bind
 		bind(fs, &o)
 	}
 	set := map[string]bool{} // flags given explicitly
-	if err := parseFlagSet(fs, args, stderr, usage); err != nil {
+	if err := parseFlagSet(fs, args, usage); err != nil {
 		return o, set, err
 	}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -208,16 +208,15 @@ func (o *options) finish(ctx context.Context, fs *flag.FlagSet, set map[string]b
 }
 
 // parseFlagSet parses args into fs with one-line errors, "did you mean" for a misspelt flag, and
-// usage on -h (flag.ErrHelp).
-func parseFlagSet(fs *flag.FlagSet, args []string, stderr io.Writer, usage func(io.Writer)) error {
+// usage on -h (a *helpShown, which wraps flag.ErrHelp).
+func parseFlagSet(fs *flag.FlagSet, args []string, usage func(io.Writer)) error {
 	fs.SetOutput(io.Discard) // errors come back as one line, not with the whole usage
 	if fs.Lookup("goodput") != nil {
 		args = joinGoodputPairs(args)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			usage(stderr)
-			return err
+			return askedHelp(usage)
 		}
 		return badFlag("%s", withSuggestion(fs, err))
 	}

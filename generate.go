@@ -30,7 +30,7 @@ type generateFlags struct {
 	asJSON       bool
 }
 
-func parseGenerate(args []string, stderr io.Writer) (generateFlags, error) {
+func parseGenerate(args []string) (generateFlags, error) {
 	f := generateFlags{device: "auto", prompt: "Hello", maxNewTokens: 32}
 	fs := flag.NewFlagSet("rosetop generate", flag.ContinueOnError)
 	fs.StringVar(&f.model, "model", "", "model: a directory, a Hugging Face id (gpt2, distilgpt2, ...), random:NAME, or empty for the embedded tiny model")
@@ -49,7 +49,7 @@ func parseGenerate(args []string, stderr io.Writer) (generateFlags, error) {
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
-	if err := parseFlagSet(fs, args, stderr, usage); err != nil {
+	if err := parseFlagSet(fs, args, usage); err != nil {
 		if fs.NArg() > 0 && strings.HasPrefix(err.Error(), "unexpected argument") && boolGivenApart(fs, args) == "" {
 			if fs.Lookup("json").Value.String() == "true" && strings.HasSuffix(fs.Arg(0), ".json") {
 				return f, badFlag("unexpected argument %q: generate's --json is a switch that prints JSON on stdout (redirect it: --json > %s)", fs.Arg(0), fs.Arg(0))
@@ -76,7 +76,7 @@ type generateResult struct {
 }
 
 func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseGenerate(args, stderr)
+	f, err := parseGenerate(args)
 	if err != nil {
 		return parseErr(err)
 	}

@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if len(rest) == 1 && slices.Contains(commands, rest[0]) && rest[0] != "help" && rest[0] != "version" {
 			// help CMD: CMD's flags, on stdout; a stdout that did not take them is a failure.
 			out := &sticky.Writer{W: stdout}
-			if code := run(ctx, []string{rest[0], "-h"}, stdin, out, out); code != 0 || out.Err == nil {
+			if code := run(ctx, []string{rest[0], "-h"}, stdin, out, out); out.Err == nil {
 				return code
 			}
 			err = fmt.Errorf("stdout: %w", out.Err)
@@ -111,7 +111,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		err = badFlag("unknown command %q%s (commands: %s)", cmd, suggest(cmd, commands), strings.Join(commands, ", "))
 	}
-	if err == nil || errors.Is(err, errHelpShown) {
+	var help *helpShown
+	if errors.As(err, &help) { // asked for: the usage on stdout, which must take it
+		if _, werr := stdout.Write(help.usage); werr != nil {
+			printErrors(stderr, fmt.Errorf("stdout: %w", werr))
+			return exitFail
+		}
+		return 0
+	}
+	if err == nil {
 		return 0
 	}
 	if errors.Is(err, context.Canceled) {

@@ -91,7 +91,7 @@ func newReplayFlagSet(ro *replayOptions) *flag.FlagSet {
 }
 
 // parseReplay parses `rosetop replay`'s flags, before or after the file.
-func parseReplay(args []string, stderr io.Writer) (string, replayOptions, error) {
+func parseReplay(args []string) (string, replayOptions, error) {
 	ro := replayOptions{speed: 1}
 	fs := newReplayFlagSet(&ro)
 	fs.SetOutput(io.Discard)
@@ -99,8 +99,7 @@ func parseReplay(args []string, stderr io.Writer) (string, replayOptions, error)
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				replayUsage(stderr)
-				return "", ro, err
+				return "", ro, askedHelp(replayUsage)
 			}
 			return "", ro, badFlag("%s", withSuggestion(fs, err))
 		}
@@ -122,7 +121,7 @@ func parseReplay(args []string, stderr io.Writer) (string, replayOptions, error)
 // and ledgers on stdout. A file that is not a recording (or none, or from a newer rosetop) is one
 // line and exit 2; one cut short replays up to its last whole view and says where it stops.
 func runReplay(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	path, ro, err := parseReplay(args, stderr)
+	path, ro, err := parseReplay(args)
 	if err != nil {
 		return parseErr(err)
 	}

@@ -129,6 +129,9 @@ func (o *options) checkRemote(set map[string]bool, stderr io.Writer) error {
 		return out
 	}
 	if o.Endpoint == "" && len(o.Fleet) == 0 { // an empty first --endpoint with more is refused below, not dropped
+		if set["endpoint"] { // --endpoint "" (an unset $URL) would measure the in-process engine instead
+			return checkEndpoint(o.Endpoint)
+		}
 		if g := given(remoteOnlyFlags); len(g) > 0 {
 			return badFlag("%s: only with --endpoint", strings.Join(g, ", "))
 		}

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"rosetop/bench"
@@ -52,6 +53,21 @@ func (f keysFlag) Set(s string) error {
 		return errors.New("empty: an empty key would let in a request that carries none")
 	}
 	*f.p = append(*f.p, s)
+	return nil
+}
+
+// checkKeys refuses API keys that no client could match: HTTP trims white space from either end
+// of a header's value, and a control character cannot be sent in one. The message names where
+// the keys came from (from, a flag or a variable), never a key.
+func checkKeys(from string, keys []string) error {
+	for _, k := range keys {
+		switch {
+		case strings.TrimSpace(k) != k:
+			return badFlag("%s: a key begins or ends with white space, which HTTP trims from the Authorization header: no client could match it", from)
+		case strings.ContainsFunc(k, unicode.IsControl):
+			return badFlag("%s: a key holds a control character, which no client can send in the Authorization header", from)
+		}
+	}
 	return nil
 }
 
@@ -121,19 +137,29 @@ func defaultServeFlags() (options, serveOptions) {
 	return o, serveOptions{host: "127.0.0.1", port: 8000, window: 64, shutdownS: 30, metricsNames: "rosetop", origins: "*"}
 }
 
-func parseServe(args []string, stderr io.Writer) (options, serveOptions, error) {
+func parseServe(args []string) (options, serveOptions, error) {
 	o, so := defaultServeFlags()
 	fs := newServeFlagSet(&o, &so)
-	if err := parseFlagSet(fs, args, stderr, serveUsage); err != nil {
+	if err := parseFlagSet(fs, args, serveUsage); err != nil {
 		return o, so, err
 	}
 	if o.PrefillMaxBatch == 0 {
 		o.PrefillMaxBatch = o.MaxBatch
 	}
+	keysFrom := "--api-key"
 	if k := os.Getenv("VLLM_API_KEY"); len(so.apiKeys) == 0 && k != "" { // as vLLM reads it: --api-key wins, empty is none
-		so.apiKeys = []string{k}
+		so.apiKeys, keysFrom = []string{k}, "$VLLM_API_KEY"
+	}
+	if err := checkKeys(keysFrom, so.apiKeys); err != nil {
+		return o, so, err
 	}
 	switch {
+	case so.servedName != "" && strings.TrimSpace(so.servedName) == "":
+		return o, so, badFlag("--served-model-name %q: blank (give a model id, or leave the flag out for the default)", so.servedName)
+	case strings.TrimSpace(so.servedName) != so.servedName:
+		return o, so, badFlag("--served-model-name %q: begins or ends with white space, which clients would have to send as part of the id", so.servedName)
+	case strings.ContainsFunc(so.servedName, unicode.IsControl):
+		return o, so, badFlag("--served-model-name %q: holds a control character (clients print and send the id)", so.servedName)
 	case so.metricsNames != string(serve.RosetopNames) && so.metricsNames != string(serve.VLLMNames):
 		return o, so, badFlag("--metrics-names: unknown naming %q (valid: rosetop, vllm)", so.metricsNames)
 	case so.logRequests && so.dashboard:
@@ -182,7 +208,7 @@ func parseOrigins(s string) ([]string, error) {
 // dashboard), then a graceful shutdown: no new connections, requests in flight finish within
 // --shutdown-timeout, the summary goes to stdout and the exports are written; exit 0.
 func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	o, so, err := parseServe(args, stderr)
+	o, so, err := parseServe(args)
 	if err != nil {
 		return parseErr(err)
 	}
@@ -232,7 +258,7 @@ func serveSession(ctx context.Context, o options, so serveOptions, term *dashTer
 	mi := prov.Model()
 	seqs := mi.MaxPositions
 	if o.MaxSeqLen > 0 {
-		seqs = min(o.MaxSeqLen, seqs)
+		seqs = o.MaxSeqLen // past the model's positions NewSession refuses it, as bench's --max-seq-len
 	}
 	name := so.servedName
 	if name == "" {

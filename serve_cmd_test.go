@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -232,7 +234,7 @@ func TestServeAllowedOrigins(t *testing.T) {
 		{[]string{"--allowed-origins", ""}, nil},
 		{[]string{"--allowed-origins", `["null"]`}, []string{"null"}}, // a page opened from a file
 	} {
-		_, so, err := parseServe(tc.args, io.Discard)
+		_, so, err := parseServe(tc.args)
 		if err != nil || !slices.Equal(so.allowed, tc.want) {
 			t.Errorf("%q: %q, %v; want %q", tc.args, so.allowed, err, tc.want)
 		}
@@ -253,7 +255,7 @@ func TestServeAllowedOrigins(t *testing.T) {
 // TestServeAPIKeys: --api-key given twice makes two keys; an empty one is refused with exit 2 in
 // one line; the keys stay out of the --json config.
 func TestServeAPIKeys(t *testing.T) {
-	o, so, err := parseServe([]string{"--api-key", "k1", "--api-key=k 2"}, io.Discard)
+	o, so, err := parseServe([]string{"--api-key", "k1", "--api-key=k 2"})
 	if err != nil || !slices.Equal(so.apiKeys, []string{"k1", "k 2"}) {
 		t.Fatalf("keys %q, %v", so.apiKeys, err)
 	}
@@ -283,8 +285,93 @@ func TestServeAPIKeyEnv(t *testing.T) {
 		{"", nil, nil},
 	} {
 		t.Setenv("VLLM_API_KEY", tc.env)
-		if _, so, err := parseServe(tc.args, io.Discard); err != nil || !slices.Equal(so.apiKeys, tc.want) {
+		if _, so, err := parseServe(tc.args); err != nil || !slices.Equal(so.apiKeys, tc.want) {
 			t.Errorf("VLLM_API_KEY=%q %q: keys %q, %v; want %q", tc.env, tc.args, so.apiKeys, err, tc.want)
 		}
+	}
+}
+
+// servingWatcher is stderr for an in-process rosetop serve: it keeps what is written and closes
+// serving once the start-up line ("rosetop: serving ...") is out.
+type servingWatcher struct {
+	mu      sync.Mutex // guards buf: the server writes from several goroutines
+	buf     strings.Builder
+	once    sync.Once
+	serving chan struct{}
+}
+
+func (w *servingWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if s := w.buf.String(); strings.HasPrefix(s, "rosetop: serving ") || strings.Contains(s, "\nrosetop: serving ") {
+		w.once.Do(func() { close(w.serving) })
+	}
+	return len(p), nil
+}
+
+func (w *servingWatcher) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// serveRefused runs rosetop serve with args, stopping it as a signal would once it says it
+// serves, so that a server started where it should have been refused exits 0, not hangs.
+func serveRefused(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &servingWatcher{serving: make(chan struct{})}
+	var stdout strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--port", "0", "--device", "cpu"}, args...), strings.NewReader(""), &stdout, stderr)
+	}()
+	var code int
+	select {
+	case <-stderr.serving:
+		cancel()
+		code = <-done
+	case code = <-done:
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// TestServeMaxSeqLenPastModel: --max-seq-len past the model's positions is refused with exit 2
+// and bench's message, not clamped.
+func TestServeMaxSeqLenPastModel(t *testing.T) {
+	code, _, stderr := serveRefused(t, "--max-seq-len", "65536")
+	if want := "rosetop: --max-seq-len 65536: the model has 1024 positions (n_positions)\n"; code != exitUsage || !strings.HasSuffix(stderr, want) {
+		t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, exitUsage, want)
+	}
+}
+
+// TestServeUnmatchableKeysAndNames: an API key no client could send back (white space at either
+// end, a control character) is refused at start in one line that never shows the key, from
+// --api-key and $VLLM_API_KEY alike; so is a served model name that is blank or padded.
+func TestServeUnmatchableKeysAndNames(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", []string{"--api-key", " "}, "--api-key: a key begins or ends with white space"},
+		{"", []string{"--api-key", "k1", "--api-key", "sk-secret "}, "--api-key: a key begins or ends with white space"},
+		{"", []string{"--api-key", "\tsk-secret"}, "--api-key: a key begins or ends with white space"},
+		{"", []string{"--api-key", "sk-\x1bsecret"}, "--api-key: a key holds a control character"},
+		{"sk-secret\n", nil, "$VLLM_API_KEY: a key begins or ends with white space"},
+		{"", []string{"--served-model-name", " "}, `--served-model-name " ": blank`},
+		{"", []string{"--served-model-name", "tiny "}, `--served-model-name "tiny ": begins or ends with white space`},
+		{"", []string{"--served-model-name", "\ttiny"}, `--served-model-name "\ttiny": begins or ends with white space`},
+	} {
+		t.Setenv("VLLM_API_KEY", tc.env)
+		code, stdout, stderr := serveRefused(t, tc.args...)
+		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "secret") {
+			t.Errorf("VLLM_API_KEY=%q %q: exit %d, stderr %q; want exit 2 and one line with %q, no key", tc.env, tc.args, code, stderr, tc.want)
+		}
+	}
+	if _, so, err := parseServe([]string{"--api-key", "k 2", "--served-model-name", "my model"}); err != nil || so.servedName != "my model" {
+		t.Errorf("a key and a name with inner spaces: %v", err)
 	}
 }

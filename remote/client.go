@@ -13,10 +13,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"rosetop/internal/oneline"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 )
@@ -217,7 +219,8 @@ func (c *Client) Do(ctx context.Context, r Request, onChunk func(Chunk)) (Result
 	defer cancel(nil)
 	rctx, stop := context.WithTimeoutCause(rctx, c.cfg.RequestTimeout, errRequestDeadline)
 	defer stop()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.base+r.API.path(), bytes.NewReader(body))
+	var conn connTrace
+	req, err := http.NewRequestWithContext(conn.trace(rctx), http.MethodPost, c.base+r.API.path(), bytes.NewReader(body))
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
@@ -234,7 +237,7 @@ func (c *Client) Do(ctx context.Context, r Request, onChunk func(Chunk)) (Result
 	resp, err := c.http.Do(req)
 	if err != nil {
 		res.End = c.clock.Now()
-		res.Failure = c.classify(ctx, rctx, err, false)
+		res.Failure = c.classify(ctx, rctx, err, conn.reached())
 		return res, res.Failure
 	}
 	defer resp.Body.Close()
@@ -260,7 +263,7 @@ func (c *Client) Do(ctx context.Context, r Request, onChunk func(Chunk)) (Result
 	f, readErr := sr.run()
 	res.End = c.clock.Now()
 	if readErr != nil {
-		f = c.classify(ctx, rctx, readErr, true)
+		f = c.classify(ctx, rctx, readErr, reachedAnswer)
 	}
 	if f != nil && f.Reason == ReasonStreamCut && len(res.Chunks) == 0 && sr.sse.Events == 0 {
 		if ct := resp.Header.Get("Content-Type"); mediaType(resp.Header) != "text/event-stream" {
@@ -281,8 +284,38 @@ func (c *Client) Do(ctx context.Context, r Request, onChunk func(Chunk)) (Result
 	return res, nil
 }
 
-// classify turns a transport or read error into a Failure. inBody: the response had arrived.
-func (c *Client) classify(parent, rctx context.Context, err error, inBody bool) *Failure {
+// reached is how far a request got before it failed.
+type reached int
+
+const (
+	reachedNothing reached = iota // no connection: refused, DNS, TLS, a dial timeout
+	reachedConn                   // a connection, on which the request went (or was going) out; no answer
+	reachedAnswer                 // the response had arrived
+)
+
+// connTrace follows a request's attempts at a connection (net/http may retry a request on a new
+// one): whether the latest got one, so that a server that takes the request and then closes the
+// connection is not taken for one that cannot be reached.
+type connTrace struct{ got atomic.Bool }
+
+// trace is ctx with the hooks that feed t.
+func (t *connTrace) trace(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn: func(string) { t.got.Store(false) },
+		GotConn: func(httptrace.GotConnInfo) { t.got.Store(true) },
+	})
+}
+
+// reached is how far the request got, for a RoundTrip that returned no response.
+func (t *connTrace) reached() reached {
+	if t.got.Load() {
+		return reachedConn
+	}
+	return reachedNothing
+}
+
+// classify turns a transport or read error into a Failure; at is how far the request got.
+func (c *Client) classify(parent, rctx context.Context, err error, at reached) *Failure {
 	if parent.Err() != nil {
 		return &Failure{Reason: ReasonCanceled, Detail: c.detail(context.Cause(parent).Error())}
 	}
@@ -301,8 +334,11 @@ func (c *Client) classify(parent, rctx context.Context, err error, inBody bool) 
 	if errors.Is(err, ErrMalformed) {
 		return &Failure{Reason: ReasonMalformedSSE, Detail: c.detail(err.Error())}
 	}
-	if inBody {
+	switch at {
+	case reachedAnswer:
 		return &Failure{Reason: ReasonStreamCut, Detail: c.detail(err.Error())}
+	case reachedConn: // EOF or a reset where the answer should be: the server dropped the request
+		return &Failure{Reason: ReasonStreamCut, Detail: c.detail("the server closed the connection without answering: " + err.Error())}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -418,7 +454,8 @@ type ModelCard struct {
 func (c *Client) ModelCards(ctx context.Context) ([]ModelCard, error) {
 	mctx, cancel := context.WithTimeoutCause(ctx, c.metaDeadline(), errMetaDeadline)
 	defer cancel()
-	req, err := http.NewRequestWithContext(mctx, http.MethodGet, c.base+"/models", nil)
+	var conn connTrace
+	req, err := http.NewRequestWithContext(conn.trace(mctx), http.MethodGet, c.base+"/models", nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
@@ -427,7 +464,7 @@ func (c *Client) ModelCards(ctx context.Context) ([]ModelCard, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s/models: %w", c.base, c.classify(ctx, mctx, err, false))
+		return nil, fmt.Errorf("GET %s/models: %w", c.base, c.classify(ctx, mctx, err, conn.reached()))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -204,6 +204,13 @@ func TestParseExtraBody(t *testing.T) {
 		{"stream", `{"stream": false}`, 0, false},
 		{"max_tokens", `{"max_tokens": 20}`, 0, false},
 		{"max_completion_tokens", `{"top_k": 1, "max_completion_tokens": 16}`, 0, false},
+		{"n of 3", `{"n": 3}`, 0, false},
+		{"n of 0", `{"n": 0}`, 0, false},
+		{"n as a string", `{"n": "3"}`, 0, false},
+		{"best_of 2", `{"top_k": 1, "best_of": 2}`, 0, false},
+		{"n of 1", `{"n": 1}`, 1, true},
+		{"n of 1.0 and best_of null", `{"n": 1.0, "best_of": null}`, 2, true},
+		{"best_of 1", `{"best_of": 1}`, 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,6 +220,10 @@ func TestParseExtraBody(t *testing.T) {
 			}
 			if err != nil && (!errors.Is(err, ErrConfig) || strings.Contains(err.Error(), "\n")) {
 				t.Errorf("error %q: want one line wrapping ErrConfig", err)
+			}
+			if strings.HasPrefix(tt.name, "n ") && !tt.ok && !strings.Contains(fmt.Sprint(err), `may not set "n" to `) ||
+				strings.HasPrefix(tt.name, "best_of") && !tt.ok && !strings.Contains(fmt.Sprint(err), `may not set "best_of" to 2: the client reads one choice a request`) {
+				t.Errorf("error %q: want it to name the member and its value", err)
 			}
 		})
 	}
@@ -350,7 +361,7 @@ func TestMetaDeadlineNamed(t *testing.T) {
 	c := newTestClient(t, "http://127.0.0.1:1", Config{RequestTimeout: time.Hour})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errMetaDeadline)
-	f := c.classify(context.Background(), ctx, context.DeadlineExceeded, false)
+	f := c.classify(context.Background(), ctx, context.DeadlineExceeded, reachedNothing)
 	if f.Reason != ReasonTimeout || f.Detail != "after "+metaTimeout.String() {
 		t.Fatalf("classify = %+v; want a timeout after %v", f, metaTimeout)
 	}

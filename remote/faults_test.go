@@ -226,12 +226,12 @@ func TestClassifyConnectTimeout(t *testing.T) {
 	}
 	defer c.Close()
 	dialErr := &net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}
-	f := c.classify(context.Background(), context.Background(), dialErr, false)
+	f := c.classify(context.Background(), context.Background(), dialErr, reachedNothing)
 	if f.Reason != ReasonTimeout || f.Phase != PhaseConnect {
 		t.Fatalf("dial timeout classified as %v", f)
 	}
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
-	if f := c.classify(context.Background(), context.Background(), refused, false); f.Reason != ReasonConnect {
+	if f := c.classify(context.Background(), context.Background(), refused, reachedNothing); f.Reason != ReasonConnect {
 		t.Fatalf("refusal classified as %v", f)
 	}
 }

@@ -279,6 +279,8 @@ func (p *Provider) firstScrape(ctx context.Context) error {
 	t0 := time.Now()
 	snap, err := sc.Scrape(ctx)
 	switch {
+	case err != nil && ctx.Err() != nil: // interrupted: no note about the page, which was never read
+		return fmt.Errorf("GET %s: %w", p.opts.MetricsURL, ctx.Err())
 	case err != nil && p.opts.Watch && (p.members != nil || p.inFleet):
 		return fmt.Errorf("%w: %s: %w", ErrNoMetrics, p.opts.MetricsURL, err)
 	case err != nil && p.opts.Watch:

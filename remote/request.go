@@ -97,8 +97,9 @@ type ExtraBody struct {
 }
 
 // ParseExtraBody reads --extra-body: it must be a JSON object, and may not set "stream" (the
-// client only speaks streaming) nor the output length (the client bounds and counts a stream by
-// the length it asked for: --max-new-tokens or the dataset's).
+// client only speaks streaming), the output length (the client bounds and counts a stream by
+// the length it asked for: --max-new-tokens or the dataset's), nor more than one choice ("n",
+// "best_of": the stream would carry each choice's tokens, all counted against one request).
 func ParseExtraBody(s string) (ExtraBody, error) {
 	if strings.TrimSpace(s) == "" {
 		return ExtraBody{}, nil
@@ -118,7 +119,20 @@ func ParseExtraBody(s string) (ExtraBody, error) {
 				"(or the dataset's), which the client's stream bounds follow", ErrConfig, k)
 		}
 	}
+	for _, k := range []string{"n", "best_of"} {
+		if v, ok := m[k]; ok && !oneChoice(v) {
+			return ExtraBody{}, fmt.Errorf("%w: extra body may not set %q to %s: the client reads one choice a request "+
+				"(leave it out, or give 1)", ErrConfig, k, oneline.Clip(string(v), 20))
+		}
+	}
 	return ExtraBody{members: m}, nil
+}
+
+// oneChoice reports whether v, the value of "n" or "best_of", asks for one choice: 1 (1.0, 1e0)
+// or null, the default.
+func oneChoice(v json.RawMessage) bool {
+	var f *float64
+	return json.Unmarshal(v, &f) == nil && (f == nil || *f == 1)
 }
 
 // Len is the number of members.

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -17,15 +18,23 @@ var (
 	ErrStatus = errors.New("remote: HTTP status")
 	// ErrTimeout: a connect, first-byte, stall or request deadline passed.
 	ErrTimeout = errors.New("remote: timeout")
-	// ErrStreamCut: the stream ended before [DONE] or a finish reason.
+	// ErrStreamCut: the stream ended before [DONE] or a finish reason, or the connection the
+	// request went out on ended before any answer.
 	ErrStreamCut = errors.New("remote: stream cut")
 	// ErrMalformed: the response is not a well-formed event stream of JSON chunks.
 	ErrMalformed = errors.New("remote: malformed response")
 	// ErrServer: the server sent an error object in the stream.
 	ErrServer = errors.New("remote: error in stream")
-	// ErrCanceled: the caller's context ended the request.
-	ErrCanceled = errors.New("remote: canceled")
+	// ErrCanceled: the caller's context ended the request. errors.Is(err, context.Canceled)
+	// holds for it too, so an interrupted run is told by one test, whatever failed under it.
+	ErrCanceled error = canceledError{}
 )
+
+// canceledError is ErrCanceled: its own message, and context.Canceled beneath it.
+type canceledError struct{}
+
+func (canceledError) Error() string { return "remote: canceled" }
+func (canceledError) Unwrap() error { return context.Canceled }
 
 // Reason says why a request failed.
 type Reason int
@@ -36,7 +45,7 @@ const (
 	ReasonConnect              // could not connect
 	ReasonStatus               // non-200 status; Failure.Status and Failure.Detail (the body's error message, else its start)
 	ReasonTimeout              // Failure.Phase says which deadline
-	ReasonStreamCut            // EOF or reset before [DONE] or a finish reason
+	ReasonStreamCut            // EOF or reset before [DONE] or a finish reason, or before any answer
 	ReasonMalformedSSE         // bad framing or an over-long line
 	ReasonMalformedJSON        // a data field that is not a JSON object
 	ReasonServerError          // an error object in the stream; Failure.Detail is its message

@@ -205,7 +205,7 @@ func FuzzStream(f *testing.F) {
 		sr := newStreamReader(c, bytes.NewReader(body), &res, maxTokens, nil)
 		fail, readErr := sr.run()
 		if readErr != nil {
-			fail = c.classify(t.Context(), t.Context(), readErr, true)
+			fail = c.classify(t.Context(), t.Context(), readErr, reachedAnswer)
 		}
 		sr.finish(c.cfg.Tokenizer)
 		if fail != nil && (fail.Reason == ReasonNone || fail.Reason.String() == "" || len(fail.Detail) > maxDetail+3) {

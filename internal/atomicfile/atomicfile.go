@@ -2,9 +2,10 @@
 // never a part: the data goes to a temporary file beside the target (on Linux an unnamed one, so
 // a process killed while writing leaves nothing behind), is synced, and is renamed over it. A
 // failed write (a full disk, an error from the producer) leaves the old file as it was.
-// A symlink is followed (the file it names is replaced, the link stays), and a target that exists
-// and is not a regular file (/dev/stdout, /dev/null, a FIFO, a terminal) is written in place as
-// a stream: renaming over it would replace the device node or the pipe with a file.
+// A symlink is followed (the file it names is replaced, or created when it does not exist yet;
+// the link stays), and a target that exists and is not a regular file (/dev/stdout, /dev/null, a
+// FIFO, a terminal) is written in place as a stream: renaming over it would replace the device
+// node or the pipe with a file.
 package atomicfile
 
 import (
@@ -136,13 +137,47 @@ func Check(path string) error {
 	return os.Remove(name)
 }
 
-// resolve follows path's symlinks to the file they name; a path that is no symlink, or whose
-// link leads nowhere, stays as it is.
+// resolve follows path's symlinks to the file they name; a path that is no symlink stays as it
+// is. A link whose target does not exist yet names that target, which is then created, as
+// open(2) with O_CREAT creates it through a dangling link: the link stays a link.
 func resolve(path string) string {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		if real, err := filepath.EvalSymlinks(path); err == nil {
-			return real
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return path
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	return danglingTarget(path)
+}
+
+// maxLinks bounds the links danglingTarget follows, as the kernel's (40 on Linux).
+const maxLinks = 40
+
+// danglingTarget follows the chain of links from path, one at a time, to the first name that is
+// not there (or cannot be looked at: writing it then fails with why). A chain longer than
+// maxLinks (a loop) leaves path as it is: Check refuses it.
+func danglingTarget(path string) string {
+	p := path
+	for range maxLinks {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return p
 		}
+		dest, err := os.Readlink(p)
+		if err != nil {
+			return p
+		}
+		if !filepath.IsAbs(dest) {
+			// Relative to the link's directory as the kernel finds it: its own links followed
+			// first, so that ".." in dest leaves the directory they lead to.
+			dir := filepath.Dir(p)
+			if real, err := filepath.EvalSymlinks(dir); err == nil {
+				dir = real
+			}
+			dest = filepath.Join(dir, dest)
+		}
+		p = dest
 	}
 	return path
 }

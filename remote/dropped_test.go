@@ -1,0 +1,43 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestDroppedRequest: a server that takes the request and then closes or resets the connection
+// without a byte of answer dropped the request: a stream cut, which says so, not a connect
+// failure (whose first-run hint sends the user to check --endpoint). A refused connection stays
+// a connect failure (TestConnectRefused).
+func TestDroppedRequest(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if reset {
+				conn.(*net.TCPConn).SetLinger(0) // close with a RST
+			}
+			conn.Close()
+		}))
+		c := newTestClient(t, srv.URL, Config{})
+		res, err := do(t, c, request(Completions), nil)
+		if errors.Is(err, ErrConnect) || res.Failure == nil || res.Failure.Reason != ReasonStreamCut ||
+			!strings.Contains(res.Failure.Detail, "the server closed the connection without answering") {
+			t.Errorf("reset %v: POST: %v; want a stream cut saying the server closed the connection", reset, err)
+		}
+		_, err = c.ModelCards(context.Background())
+		var f *Failure
+		if !errors.As(err, &f) || f.Reason != ReasonStreamCut {
+			t.Errorf("reset %v: GET /models: %v; want a stream cut", reset, err)
+		}
+		srv.Close()
+	}
+}
