@@ -101,11 +101,13 @@ func parseChat(body []byte, m *Model) (*job, *apiError) {
 			"Unsupported parameter: 'echo' is true; rosetop supports only null or false on /v1/chat/completions (echo is implemented on /v1/completions)")
 	}
 	// vLLM's ChatCompletionRequest.check_logprobs.
-	if e := checkLogprobsSign("top_logprobs", r.TopLogprobs); e != nil {
+	if e := checkLogprobsSign("top_logprobs", r.TopLogprobs.v); e != nil {
 		return nil, e
 	}
-	logprobs := r.Logprobs != nil && *r.Logprobs
-	if t := r.TopLogprobs; t != nil && (*t == -1 || *t > 0) && !logprobs {
+	// vLLM samples with logprobs=top_logprobs when logprobs is true, and answers them only when
+	// top_logprobs is not None: absent is its default 0, an explicit null answers none.
+	logprobs := r.Logprobs != nil && *r.Logprobs && !(r.TopLogprobs.set && r.TopLogprobs.v == nil)
+	if t := r.TopLogprobs.v; t != nil && (*t == -1 || *t > 0) && !(r.Logprobs != nil && *r.Logprobs) {
 		return nil, badRequest("top_logprobs", "", "when using `top_logprobs`, `logprobs` must be set to true.")
 	}
 	if e := r.checkModel(m); e != nil {
@@ -130,8 +132,8 @@ func parseChat(body []byte, m *Model) (*job, *apiError) {
 	}
 	if logprobs {
 		top := 0 // vLLM's default top_logprobs
-		if r.TopLogprobs != nil {
-			top = *r.TopLogprobs
+		if r.TopLogprobs.v != nil {
+			top = *r.TopLogprobs.v
 		}
 		if e := j.askLogprobs(top, m); e != nil {
 			return nil, e

@@ -540,13 +540,22 @@ func TestLogprobsTokensAsIDs(t *testing.T) {
 	checkChatLP(t, h, r.Choices[0].Logprobs, ids, lps, 2, true)
 }
 
-// TestNoLogprobs: without logprobs a choice's logprobs are null and the scheduler is not asked.
+// TestNoLogprobs: without logprobs a choice's logprobs are null and the scheduler is not asked;
+// so too for chat's logprobs true with an explicit top_logprobs null (vLLM samples with
+// logprobs=None then and answers them only when top_logprobs is not None).
 func TestNoLogprobs(t *testing.T) {
 	h := newHarness(t, engineOpts{}, Options{})
-	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+	for _, c := range []struct {
+		path     string
+		logprobs any
+	}{{"/v1/completions", nil}, {"/v1/chat/completions", nil}, {"/v1/chat/completions", true}} {
+		path := c.path
 		before := len(h.te.requests(0))
 		body := map[string]any{"prompt": "Hi", "messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 3,
-			"logprobs": nil, "top_logprobs": 0}
+			"logprobs": c.logprobs, "top_logprobs": 0}
+		if c.logprobs != nil {
+			body["top_logprobs"] = nil
+		}
 		r := h.postLP(t, path, body)
 		chunks := byIndex(h.streamLP(t, path, body))[0]
 		h.te.waitIdle()

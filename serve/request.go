@@ -94,6 +94,17 @@ func (b *optBool) UnmarshalJSON(raw []byte) error {
 
 func (b optBool) isTrue() bool { return b.v != nil && *b.v }
 
+// optInt is a JSON integer member that tells absent (set false) from null (set, v nil).
+type optInt struct {
+	set bool
+	v   *int
+}
+
+func (n *optInt) UnmarshalJSON(raw []byte) error {
+	n.set = true
+	return json.Unmarshal(raw, &n.v)
+}
+
 type completionRequest struct {
 	common
 	Prompt   json.RawMessage `json:"prompt"`
@@ -127,7 +138,7 @@ type chatRequest struct {
 	Messages            []chatMessage `json:"messages"`
 	MaxCompletionTokens *int          `json:"max_completion_tokens"`
 	Logprobs            *bool         `json:"logprobs"`
-	TopLogprobs         *int          `json:"top_logprobs"`
+	TopLogprobs         optInt        `json:"top_logprobs"`
 	Echo                *bool         `json:"echo"`
 }
 

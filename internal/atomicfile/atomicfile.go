@@ -2,8 +2,8 @@
 // never a part: the data goes to a temporary file beside the target (on Linux an unnamed one, so
 // a process killed while writing leaves nothing behind), is synced, and is renamed over it. A
 // failed write (a full disk, an error from the producer) leaves the old file as it was.
-// A symlink is followed (the file it names is replaced, or created when it does not exist yet;
-// the link stays), and a target that exists and is not a regular file (/dev/stdout, /dev/null, a
+// A symlink is followed (the file it names is replaced, the link stays; one that leads nowhere
+// is refused), and a target that exists and is not a regular file (/dev/stdout, /dev/null, a
 // FIFO, a terminal) is written in place as a stream: renaming over it would replace the device
 // node or the pipe with a file.
 package atomicfile
@@ -23,7 +23,10 @@ import (
 // Write creates or replaces path with what fill writes. A new file gets mode 0644 (less the
 // umask); a replaced one keeps its permissions.
 func Write(path string, fill func(w io.Writer) error) error {
-	path = resolve(path)
+	path, err := resolve(path)
+	if err != nil {
+		return err
+	}
 	if f, ok, err := openStream(path); ok {
 		if err != nil {
 			return err
@@ -71,7 +74,10 @@ type Pending struct {
 
 // Begin starts a Pending for path.
 func Begin(path string) (*Pending, error) {
-	path = resolve(path)
+	path, err := resolve(path)
+	if err != nil {
+		return nil, err
+	}
 	if f, ok, err := openStream(path); ok {
 		if err != nil {
 			return nil, err
@@ -111,7 +117,10 @@ func Check(path string) error {
 	if path == "" {
 		return errors.New("empty path")
 	}
-	path = resolve(path)
+	path, err := resolve(path)
+	if err != nil {
+		return err
+	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory", path)
 	} else if err == nil && !fi.Mode().IsRegular() {
@@ -138,48 +147,20 @@ func Check(path string) error {
 }
 
 // resolve follows path's symlinks to the file they name; a path that is no symlink stays as it
-// is. A link whose target does not exist yet names that target, which is then created, as
-// open(2) with O_CREAT creates it through a dangling link: the link stays a link.
-func resolve(path string) string {
+// is. A link that leads nowhere (its target not there yet, a loop) is refused rather than
+// written: creating its target would follow a link that another user may have put in a shared
+// directory (/tmp), and replacing the link with a file would lose it.
+func resolve(path string) (string, error) {
 	fi, err := os.Lstat(path)
 	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		return path
+		return path, nil
 	}
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return real
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		dest, _ := os.Readlink(path)
+		return "", fmt.Errorf("%s is a symlink to %s, which does not exist: give the file's own path", path, dest)
 	}
-	return danglingTarget(path)
-}
-
-// maxLinks bounds the links danglingTarget follows, as the kernel's (40 on Linux).
-const maxLinks = 40
-
-// danglingTarget follows the chain of links from path, one at a time, to the first name that is
-// not there (or cannot be looked at: writing it then fails with why). A chain longer than
-// maxLinks (a loop) leaves path as it is: Check refuses it.
-func danglingTarget(path string) string {
-	p := path
-	for range maxLinks {
-		fi, err := os.Lstat(p)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return p
-		}
-		dest, err := os.Readlink(p)
-		if err != nil {
-			return p
-		}
-		if !filepath.IsAbs(dest) {
-			// Relative to the link's directory as the kernel finds it: its own links followed
-			// first, so that ".." in dest leaves the directory they lead to.
-			dir := filepath.Dir(p)
-			if real, err := filepath.EvalSymlinks(dir); err == nil {
-				dir = real
-			}
-			dest = filepath.Join(dir, dest)
-		}
-		p = dest
-	}
-	return path
+	return real, nil
 }
 
 // openStream opens path for writing in place when it exists and is neither a regular file nor a
