@@ -88,7 +88,7 @@ func (j *sampleJob) do(w, lo, hi int) {
 		row := c.logits[i*V : (i+1)*V]
 		j.next[i] = SampleToken(row, s.Sample, s.Start+len(s.Tokens), &c.samples[w])
 		if s.Logprobs && j.lp != nil {
-			FillLogprobs(&j.lp[i], row, j.next[i], s.TopLogprobs)
+			c.samples[w].logprobs(&c.k, &j.lp[i], row, j.next[i], s.TopLogprobs)
 		}
 	}
 }

@@ -5,6 +5,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"rosetop/gpu"
@@ -33,6 +34,10 @@ type cudaBackend struct {
 	// logits receives the (B, V) last-position logits of a step where a sequence asks for
 	// logprobs; grown to the largest such step, at most maxBatch rows.
 	logits []float32
+	// k and lpScratch fill the logprobs from logits: a scratch a worker (GOMAXPROCS at the
+	// first step that asks), used only during run.
+	k         kernels
+	lpScratch []SampleScratch
 }
 
 // newCUDABackend builds the GPU backend for m; the KV layout is sized from free GPU memory
@@ -67,7 +72,7 @@ func newCUDABackend(m *Model, opts Options, ledger *Ledger) (Backend, KVLayout, 
 		return nil, KVLayout{}, fmt.Errorf("cuda backend: %w", err)
 	}
 	bs, nb, width := r.Layout()
-	return &cudaBackend{r: r, width: width, vocab: cfg.VocabSize, maxBatch: opts.MaxBatch}, KVLayout{BlockSize: bs, NumBlocks: nb, Paged: opts.Paged}, nil
+	return &cudaBackend{r: r, width: width, vocab: cfg.VocabSize, maxBatch: opts.MaxBatch, k: pickKernels()}, KVLayout{BlockSize: bs, NumBlocks: nb, Paged: opts.Paged}, nil
 }
 
 func gpuConfig(c Config) gpu.Config {
@@ -123,7 +128,10 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 		return err
 	}
 	if lp {
-		fillBatchLogprobs(b, logits, next, V)
+		if c.lpScratch == nil {
+			c.lpScratch = make([]SampleScratch, runtime.GOMAXPROCS(0))
+		}
+		fillBatchLogprobs(b, logits, next, V, &c.k, c.lpScratch)
 	}
 	return nil
 }

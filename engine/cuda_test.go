@@ -331,7 +331,7 @@ func TestCUDAPrewarm(t *testing.T) {
 // TestCUDALogprobsMatchCPU: the CUDA backend's logprobs, for the embedded tiny model and a
 // random GPT-2 124M (not under -race or -short), in all four modes, with mixed sampling and all
 // greedy (whose logits the runner computes on another path than its greedy steps without
-// logits): each entry of a sequence that asks is FillLogprobs over the logits the backend
+// logits): each entry of a sequence that asks is the backend's fill over the logits it
 // downloaded, bit for bit, with the token it sampled, and within 2e-3 (top ids equal where
 // neighbours are farther apart) of FillLogprobs over the CPU backend's logits of the same batch,
 // with that token; an entry of a sequence that does not ask is untouched. A prefill step, decode
@@ -445,7 +445,7 @@ func cudaLogprobsRun(t *testing.T, m *Model, mode gpuMode, allGreedy bool) {
 				continue
 			}
 			var own, want TokenLogprobs
-			FillLogprobs(&own, be.logits[j*V:(j+1)*V], next[j], s.TopLogprobs)
+			new(SampleScratch).logprobs(&be.k, &own, be.logits[j*V:(j+1)*V], next[j], s.TopLogprobs)
 			if got.Sampled.Token != next[j] || !lpEqual(got, own) {
 				t.Fatalf("step %d seq %d: entry %+v, want %+v from the downloaded logits (sampled %d)", step, j, got, own, next[j])
 			}

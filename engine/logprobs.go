@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"sync"
 )
@@ -30,29 +29,65 @@ type TokenLogprobs struct {
 
 // FillLogprobs writes into out the log-probabilities of sampled and of the top most likely
 // tokens of one row of logits (V wide), reusing out.Top's memory. Non-finite logits count as
-// -Inf (a NaN logit never ranks). top is clamped to [0, min(MaxTopLogprobs, V)].
+// -Inf (a NaN logit never ranks). top is clamped to [0, min(MaxTopLogprobs, V)]. The top tokens
+// are ranked by logit (ties: the lower id first), which orders them as their logprobs.
 func FillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int) {
+	fillLogprobs(out, logits, sampled, top, func(m float32) float64 {
+		var sum float64
+		for _, x := range logits {
+			if finite32(x) {
+				sum += math.Exp(float64(x) - float64(m))
+			}
+		}
+		return sum
+	})
+}
+
+// logprobs is FillLogprobs with k's vector exponential over a float32 copy of the row in s.lp:
+// the exponentials within float32 rounding, summed in float64 (logprobs within ~1e-6 of
+// FillLogprobs'), a fraction of its time. s belongs to the calling goroutine.
+func (s *SampleScratch) logprobs(k *kernels, out *TokenLogprobs, logits []float32, sampled int32, top int) {
+	fillLogprobs(out, logits, sampled, top, func(m float32) float64 {
+		if len(s.lp) < len(logits) {
+			s.lp = make([]float32, len(logits))
+		}
+		buf := s.lp[:len(logits)]
+		for i, x := range logits {
+			if !finite32(x) {
+				x = m - 1000 // its exponential clamps to ~1e-38: nothing beside the largest term, 1
+			}
+			buf[i] = x
+		}
+		k.exp(buf, m)
+		var sum float64
+		for _, e := range buf {
+			sum += float64(e)
+		}
+		return sum
+	})
+}
+
+// fillLogprobs is FillLogprobs with sumExp(m), the sum of exp(x - m) over the row's finite
+// logits x, given their largest m.
+func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, sumExp func(m float32) float64) {
 	top = max(0, min(top, MaxTopLogprobs, len(logits)))
-	// log-softmax: x - (m + log sum exp(x - m)), in float64 for the sum over 50k terms.
-	m := math.Inf(-1)
+	// log-softmax: x - (m + log sum exp(x - m)).
+	m := float32(math.Inf(-1))
 	for _, x := range logits {
-		if v := float64(x); v > m && !math.IsInf(v, 1) && !math.IsNaN(v) {
-			m = v
+		if x > m && x <= math.MaxFloat32 { // NaN and +Inf compare false
+			m = x
 		}
 	}
-	var sum float64
-	for _, x := range logits {
-		if v := float64(x); !math.IsNaN(v) && !math.IsInf(v, 0) {
-			sum += math.Exp(v - m)
-		}
+	lse := math.Inf(-1) // no finite logit: every logprob is -Inf
+	if finite32(m) {
+		lse = float64(m) + math.Log(sumExp(m))
 	}
-	lse := m + math.Log(sum)
 	lp := func(id int32) float32 {
-		v := float64(logits[id])
-		if math.IsNaN(v) || math.IsInf(v, 0) || math.IsInf(lse, 0) || math.IsNaN(lse) {
+		x := logits[id]
+		if !finite32(x) || math.IsInf(lse, 0) || math.IsNaN(lse) {
 			return float32(math.Inf(-1))
 		}
-		return float32(v - lse)
+		return float32(float64(x) - lse)
 	}
 	out.Sampled = Logprob{Token: sampled, Logprob: float32(math.Inf(-1))}
 	if sampled >= 0 && int(sampled) < len(logits) {
@@ -62,11 +97,17 @@ func FillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int) 
 	if top == 0 {
 		return
 	}
-	// The top few by a running insertion into a list of at most top entries: V x top compares
-	// in the worst case, ~V in practice (most logits fall below the list's last entry).
+	// The top few by a running insertion of raw logits (non-finite ones as -Inf) into a list of
+	// at most top entries: ~V compares in practice (most fall below the list's last entry).
+	key := func(x float32) float32 {
+		if finite32(x) {
+			return x
+		}
+		return float32(math.Inf(-1))
+	}
 	better := func(a, b Logprob) bool { return a.Logprob > b.Logprob || a.Logprob == b.Logprob && a.Token < b.Token }
-	for id := range logits {
-		c := Logprob{Token: int32(id), Logprob: lp(int32(id))}
+	for id, x := range logits {
+		c := Logprob{Token: int32(id), Logprob: key(x)}
 		if len(out.Top) == top && !better(c, out.Top[top-1]) {
 			continue
 		}
@@ -82,7 +123,13 @@ func FillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int) 
 		copy(out.Top[i+1:], out.Top[i:len(out.Top)-1])
 		out.Top[i] = c
 	}
+	for k := range out.Top {
+		out.Top[k].Logprob = lp(out.Top[k].Token)
+	}
 }
+
+// finite32 reports whether x is neither NaN nor infinite.
+func finite32(x float32) bool { return x >= -math.MaxFloat32 && x <= math.MaxFloat32 }
 
 // wantsLogprobs reports whether any sequence of b asks for logprobs, after checking that those
 // that do ask for 0..MaxTopLogprobs alternatives and that b.Logprobs has an entry for each
@@ -106,24 +153,24 @@ func (b *Batch) wantsLogprobs() (bool, error) {
 }
 
 // fillBatchLogprobs fills b.Logprobs[i] for every sequence of b that asks, from row i of logits
-// (B rows of V) and the token next[i] it sampled. Rows are spread over up to GOMAXPROCS
-// goroutines: one row is two passes over V exponentials (about a millisecond at V = 50257).
-func fillBatchLogprobs(b *Batch, logits []float32, next []int32, V int) {
+// (B rows of V) and the token next[i] it sampled, with k's vector exponential. Rows are spread
+// over up to len(scratch) goroutines, worker w using scratch[w]: a row is a few passes over V.
+func fillBatchLogprobs(b *Batch, logits []float32, next []int32, V int, k *kernels, scratch []SampleScratch) {
 	rows := 0
 	for i := range b.Seqs {
 		if b.Seqs[i].Logprobs {
 			rows++
 		}
 	}
-	workers := min(rows, runtime.GOMAXPROCS(0))
+	workers := min(rows, len(scratch))
 	fill := func(w int) {
-		k := 0 // rank of row i among those that ask: worker w takes ranks w, w+workers, ...
+		rank := 0 // of row i among those that ask: worker w takes ranks w, w+workers, ...
 		for i := range b.Seqs {
 			if q := &b.Seqs[i]; q.Logprobs {
-				if k%workers == w {
-					FillLogprobs(&b.Logprobs[i], logits[i*V:(i+1)*V], next[i], q.TopLogprobs)
+				if rank%workers == w {
+					scratch[w].logprobs(k, &b.Logprobs[i], logits[i*V:(i+1)*V], next[i], q.TopLogprobs)
 				}
-				k++
+				rank++
 			}
 		}
 	}

@@ -22,9 +22,9 @@ var lpSeqs = []struct {
 	top int
 }{{true, 5}, {true, MaxTopLogprobs}, {false, 0}}
 
-// TestCPUStepLogprobs: for each sequence that asks, Step's entry is FillLogprobs over the row of
-// logits the backend's Logits method returns for the same batch (on a twin backend), bit for
-// bit, with the token Step sampled; the entry of the sequence that does not ask is untouched.
+// TestCPUStepLogprobs: for each sequence that asks, Step's entry is the backend's fill (its
+// kernels' exponential) over the row of logits its Logits method returns for the same batch (on a
+// twin backend), bit for bit, with the token Step sampled; the entry of the sequence that does not ask is untouched.
 // A prefill step and decode steps, greedy and sampled, in one pass and split into passes of one
 // sequence (each pass fills its own sequences' entries).
 func TestCPUStepLogprobs(t *testing.T) {
@@ -64,7 +64,7 @@ func TestCPUStepLogprobs(t *testing.T) {
 						continue
 					}
 					var want TokenLogprobs
-					FillLogprobs(&want, rows[j], next[j], s.TopLogprobs)
+					new(SampleScratch).logprobs(&c.k, &want, rows[j], next[j], s.TopLogprobs)
 					if got.Sampled.Token != next[j] || !lpEqual(got, want) {
 						t.Fatalf("step %d seq %d (%+v): entry %+v, want %+v (sampled %d)", step, j, s.Sample, got, want, next[j])
 					}
@@ -161,8 +161,8 @@ func TestStepLogprobsBadBatch(t *testing.T) {
 	}
 }
 
-// TestFillBatchLogprobs: the CUDA backend's parallel fill gives each row that asks exactly
-// FillLogprobs's entry and leaves the others as they are.
+// TestFillBatchLogprobs: the CUDA backend's parallel fill gives each row that asks exactly the
+// serial fill's entry (the same kernels) and leaves the others as they are.
 func TestFillBatchLogprobs(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 5))
 	const B, V = 37, 300
@@ -181,12 +181,13 @@ func TestFillBatchLogprobs(t *testing.T) {
 		for _, i := range r.Perm(B)[:asking] {
 			b.Seqs[i].Logprobs, b.Seqs[i].TopLogprobs = true, r.IntN(MaxTopLogprobs+1)
 		}
-		fillBatchLogprobs(&b, logits, next, V)
+		k := pickKernels()
+		fillBatchLogprobs(&b, logits, next, V, &k, make([]SampleScratch, 4))
 		for i := range B {
 			want := lpSentinel
 			if s := &b.Seqs[i]; s.Logprobs {
 				want = TokenLogprobs{}
-				FillLogprobs(&want, logits[i*V:(i+1)*V], next[i], s.TopLogprobs)
+				new(SampleScratch).logprobs(&k, &want, logits[i*V:(i+1)*V], next[i], s.TopLogprobs)
 			}
 			if !lpEqual(b.Logprobs[i], want) {
 				t.Fatalf("%d rows ask: row %d is %+v, want %+v", asking, i, b.Logprobs[i], want)

@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 )
@@ -73,4 +74,37 @@ func TestFillLogprobsNonFinite(t *testing.T) {
 			t.Errorf("all-NaN row: %+v, want -Inf", e)
 		}
 	}
+}
+
+// TestVectorLogprobs: the backends' fill (a kernel set's float32 exponential) is within 1e-6 of
+// FillLogprobs, with the same top ids, for both kernel sets, finite and non-finite rows alike.
+func TestVectorLogprobs(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, k := range []kernels{goKernels(), pickKernels()} {
+		var s SampleScratch
+		for _, V := range []int{1, 7, 1000, 50257} {
+			logits := make([]float32, V)
+			for i := range logits {
+				logits[i] = float32(r.NormFloat64()*8 - 40)
+			}
+			if V > 7 {
+				logits[3], logits[5] = float32(math.NaN()), float32(math.Inf(1))
+				logits[6] = logits[0] - 200 // past the kernels' clamp at 87
+			}
+			var want, got TokenLogprobs
+			FillLogprobs(&want, logits, int32(V-1), 20)
+			s.logprobs(&k, &got, logits, int32(V-1), 20)
+			if err := lpClose(got, want, 1e-6); err != nil || !slices.Equal(lpIDs(got.Top), lpIDs(want.Top)) {
+				t.Errorf("%s kernels, V %d: %v; top %v, want %v", k.name, V, err, lpIDs(got.Top), lpIDs(want.Top))
+			}
+		}
+	}
+}
+
+func lpIDs(l []Logprob) []int32 {
+	ids := make([]int32, len(l))
+	for i, e := range l {
+		ids[i] = e.Token
+	}
+	return ids
 }

@@ -46,6 +46,7 @@ type SampleScratch struct {
 	w    []float64   // (V) weight of each kept token, 0 for dropped ones
 	cand []candidate // top-k heap, then the top-p candidates sorted best first
 	kw   []float64   // weights of the top-p set while w is cleared
+	lp   []float32   // (V) a row's exponentials for its logprobs (logprobs.go)
 }
 
 type candidate struct {

@@ -32,8 +32,10 @@ type state struct {
 	// warmLayers and warmHead are the GEMM row classes whose cuBLAS first-call cost has been paid
 	// (shapes.go): the layers' GEMMs and the LM head's.
 	warmLayers, warmHead map[int]bool
-	logitsHost           []float32 // receives padded logits rows for StepLogits
-	call                 stepCall
+	// logitsHost receives padded logits rows for StepLogits: pinned memory (a download at the
+	// link's rate), grown to the largest step that asked, freed with the context.
+	logitsHost []float32
+	call       stepCall
 }
 
 // stepCall is the step in flight: the caller's goroutine sets in, next and logits before
@@ -238,6 +240,6 @@ func (s *state) close() error {
 		s.lt = nil
 	}
 	keep(s.ctx.Close())
-	s.ctx = nil
+	s.ctx, s.logitsHost = nil, nil
 	return first
 }

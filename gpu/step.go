@@ -143,8 +143,18 @@ func (s *state) collect(B int, next []int32, logits []float32) error {
 	}
 	// Download the padded rows, then drop the padding.
 	V, vp := s.cfg.VocabSize, paddedVocab(s.cfg.VocabSize)
-	if len(s.logitsHost) < B*vp {
-		s.logitsHost = make([]float32, B*vp)
+	if len(s.logitsHost) < B*vp { // B <= MaxBatch (check)
+		if s.logitsHost != nil {
+			if err := ctx.FreeHost(ptrOf(s.logitsHost)); err != nil {
+				return err
+			}
+			s.logitsHost = nil
+		}
+		p, err := ctx.AllocHost(int64(B*vp)*4, "logits rows")
+		if err != nil {
+			return err
+		}
+		s.logitsHost = unsafe.Slice((*float32)(p), B*vp)
 	}
 	if err := ctx.Download(ptrOf(s.logitsHost), s.act.logits, int64(B*vp)*4); err != nil {
 		return err
