@@ -101,6 +101,23 @@ type ServerMetrics struct {
 	// over every server; counts summed, histograms merged bucket by bucket, KV usage the mean.
 	// nil for one server.
 	Members []ServerMetrics
+	// DP is the server's queue and KV gauges per data-parallel rank (vLLM's engine label,
+	// SGLang's dp_rank) from its newest scrape, where it worked and the page has two or more
+	// ranks; nil otherwise, and for a fleet's own figures (each member has its own).
+	DP *DPRanks
+}
+
+// DPRank is one data-parallel rank's gauges, as the series labelled with it say.
+type DPRank struct {
+	ID                        string // the rank's label value ("0", "1", ...)
+	Running, Waiting, KVUsage Gauge
+}
+
+// DPRanks are a server's data-parallel ranks in rank order; More counts ranks past Ranks, whose
+// figures were not kept. Immutable once published: copies of a ServerMetrics share it.
+type DPRanks struct {
+	Ranks []DPRank
+	More  int
 }
 
 // ServerTotals is what a server reported over a whole session, from its counters' and

@@ -80,14 +80,61 @@ func encServer(e *enc, p *bench.ServerPanel) {
 }
 
 // encLater writes the ServerMetrics fields added after fleets, which the recordings before them
-// lack: the request rate.
-func encLater(e *enc, m *bench.ServerMetrics) { encGauge(e, m.ReqRate) }
+// lack: the request rate, then (after the recordings before them) the data-parallel ranks.
+func encLater(e *enc, m *bench.ServerMetrics) {
+	encGauge(e, m.ReqRate)
+	encDP(e, m.DP)
+}
 
 // decLater reads what encLater wrote, where the recording has it.
 func decLater(r *dec, m *bench.ServerMetrics) {
 	if r.more() {
 		m.ReqRate = decGauge(r)
 	}
+	if r.more() {
+		m.DP = decDP(r)
+	}
+}
+
+// encDP writes a server's data-parallel ranks: whether it has them, then a record of the ranks
+// and the count of those not kept.
+func encDP(e *enc, p *bench.DPRanks) {
+	e.bool(p != nil)
+	if p == nil {
+		return
+	}
+	e.record(func(e *enc) {
+		e.uvarint(uint64(len(p.Ranks)))
+		for _, x := range p.Ranks {
+			e.record(func(e *enc) {
+				e.string(x.ID)
+				encGauge(e, x.Running)
+				encGauge(e, x.Waiting)
+				encGauge(e, x.KVUsage)
+			})
+		}
+		e.int(p.More)
+	})
+}
+
+// decDP reads what encDP wrote; nil where the server had no ranks apart.
+func decDP(d *dec) *bench.DPRanks {
+	if !d.bool() {
+		return nil
+	}
+	r := d.record()
+	p := &bench.DPRanks{}
+	if n := r.count(unsafe.Sizeof(bench.DPRank{})); n > 0 {
+		p.Ranks = make([]bench.DPRank, n)
+		for i := range p.Ranks {
+			xr := r.record()
+			p.Ranks[i] = bench.DPRank{ID: xr.string(), Running: decGauge(&xr), Waiting: decGauge(&xr), KVUsage: decGauge(&xr)}
+			r.done(&xr)
+		}
+	}
+	p.More = max(0, r.int()) // a damaged recording may hold a negative count
+	d.done(&r)
+	return p
 }
 
 func encGauge(e *enc, g bench.Gauge) {

@@ -254,6 +254,9 @@ func viewBytes(v *bench.View) int {
 		list(len(v.Server.Members), unsafe.Sizeof(bench.ServerMetrics{}))
 		for _, m := range append([]bench.ServerMetrics{v.Server.ServerMetrics}, v.Server.Members...) {
 			list(len(m.Latency), unsafe.Sizeof(bench.ServerLatency{}))
+			if m.DP != nil {
+				list(len(m.DP.Ranks), unsafe.Sizeof(bench.DPRank{}))
+			}
 			if t := m.Total; t != nil {
 				list(len(t.Latency), unsafe.Sizeof(bench.ServerLatency{}))
 			}

@@ -172,7 +172,8 @@ func fleetView(parts []part, slos []bench.SLO) *bench.ServerMetrics {
 	for i, p := range parts {
 		pm := *p.m
 		// A member's note is only why its scrapes fail (the table and the header count those
-		// servers as not answering); a gauge its page lacks shows as n/a in its row.
+		// servers as not answering); a gauge its page lacks shows as n/a in its row. Its DP
+		// ranks stay its own (its row sums them up); the fleet's figures have none.
 		pm.Members, pm.Note = nil, p.note
 		m.Members[i] = pm
 		switch {

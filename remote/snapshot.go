@@ -65,6 +65,9 @@ type Snapshot struct {
 	Running Value // requests in the running batch
 	Waiting Value // requests queued
 	KVUsage Value // KV cache in use, 0..1
+	// DP is Running, Waiting and KVUsage per data-parallel rank, where the page has two or more
+	// (see server.dp); nil otherwise. Never written after the page is parsed: copies share it.
+	DP *DPRanks
 
 	Preemptions      Value // counter: preempted requests
 	PromptTokens     Value // counter: prompt (prefill) tokens processed
@@ -77,6 +80,25 @@ type Snapshot struct {
 	Prefill         Histogram // seconds, time in prefill
 	IterationTokens Histogram // tokens per engine step
 }
+
+// DPRank is one data-parallel rank's gauges, from the page's series labelled with it.
+type DPRank struct {
+	ID      string // the label's value: vLLM's engine, SGLang's dp_rank
+	Running Value
+	Waiting Value
+	KVUsage Value // the mean of its series, as the page's
+}
+
+// DPRanks are a page's data-parallel ranks apart, ordered by ID (as numbers where they are); the
+// Snapshot's own Running, Waiting and KVUsage are their sum and mean. An immutable value.
+type DPRanks struct {
+	Label string   // "engine" or "dp_rank"
+	Ranks []DPRank // the first maxDPRanks in order
+	More  int      // ranks past those, counted only
+}
+
+// maxDPRanks bounds the ranks kept apart: past it a page is a fleet of its own, not a row each.
+const maxDPRanks = 256
 
 // field names a Snapshot member.
 type field int
@@ -130,6 +152,9 @@ type server struct {
 	// the same requests, and one of them is read (see replicas). Series that differ in another
 	// label (a replica's dp_rank, vLLM's engine) count different requests and add up.
 	ranks []string
+	// dp is the label of a data-parallel rank where the server has one: its running, waiting and
+	// KV usage are also kept per rank (Snapshot.DP).
+	dp string
 	// someFirsts: the TTFT histogram observes only some requests (those streamed), so its count
 	// is not the first tokens the server produced (see countsFirstTokens).
 	someFirsts bool
@@ -162,7 +187,7 @@ var vllmSpecs = []spec{
 // engine's page is the engine's whatever else it carries; vLLM's router, told by its only names,
 // before vLLM, whose prefix it shares.
 var servers = []server{
-	{kind: KindRosetop, prefix: "rosetop_", specs: vllmSpecs},
+	{kind: KindRosetop, prefix: "rosetop_", specs: vllmSpecs, dp: "engine"},
 	// The vLLM production stack's router names its own figures as vLLM does
 	// (src/vllm_router/services/metrics_service/__init__.py), so it is told first, by names no
 	// engine writes: router_cpu_usage_percent, set at every GET /metrics
@@ -185,7 +210,7 @@ var servers = []server{
 			// label (success, error), per server and model.
 			{fE2E, asHist, []string{"request_latency_seconds"}},
 		}},
-	{kind: KindVLLM, prefix: "vllm:", specs: vllmSpecs}, // its engine label is a data parallel engine (loggers.py): they add up
+	{kind: KindVLLM, prefix: "vllm:", specs: vllmSpecs, dp: "engine"}, // its engine label is a data parallel engine (loggers.py): they add up
 	// python/sglang/srt/observability/metrics_collector.py (formerly metrics/collector.py); the
 	// ranks are a scheduler's labels (scheduler_metrics_mixin.py init_metrics), the tokenizer's
 	// series have none.
@@ -199,7 +224,7 @@ var servers = []server{
 		{fITL, asHist, []string{"inter_token_latency_seconds"}},
 		{fE2E, asHist, []string{"e2e_request_latency_seconds"}},
 		{fQueue, asHist, []string{"queue_time_seconds"}}, // SchedulerMetricsCollector: its first bucket is 0
-	}, ranks: []string{"pp_rank", "tp_rank", "moe_ep_rank"}},
+	}, ranks: []string{"pp_rank", "tp_rank", "moe_ep_rank"}, dp: "dp_rank"},
 	{kind: KindTGI, prefix: "tgi_", specs: []spec{ // router/src/server.rs, backends/v3/src/{queue,backend}.rs
 		{fRunning, bySum, []string{"batch_current_size"}},
 		{fWaiting, bySum, []string{"queue_size"}},
@@ -313,6 +338,7 @@ func snapshotOf(fams map[string]*dto.MetricFamily, at time.Duration) Snapshot {
 	}
 	s.Kind = srv.kind
 	var read uint32 // the fields a spec has read
+	var dp dpSet
 	for _, sp := range srv.specs {
 		if read&(1<<sp.field) != 0 {
 			continue
@@ -327,6 +353,9 @@ func snapshotOf(fams map[string]*dto.MetricFamily, at time.Duration) Snapshot {
 				*s.histogram(sp.field) = histogramOf(series)
 			} else {
 				*s.value(sp.field) = valueOf(series, sp.how)
+				if srv.dp != "" && sp.field <= fKVUsage {
+					dp.add(series, srv.dp, sp)
+				}
 			}
 			read |= 1 << sp.field
 			break
@@ -335,7 +364,80 @@ func snapshotOf(fams map[string]*dto.MetricFamily, at time.Duration) Snapshot {
 	if srv.derive != nil {
 		srv.derive(&s)
 	}
+	if len(dp.ranks) > 1 {
+		s.DP = dpRanksOf(srv.dp, dp.ranks)
+	}
 	return s
+}
+
+// dpSet gathers a page's data-parallel ranks, in the order the page names them.
+type dpSet struct {
+	ranks []DPRank
+	at    map[string]int // a rank's index in ranks; nil before the first
+}
+
+// add sets sp's field of each rank among series (the series labelled label with its ID,
+// combined as the snapshot combines them). Series without the label are no rank's.
+func (d *dpSet) add(series []*dto.Metric, label string, sp spec) {
+	var groups [][]*dto.Metric // by index in d.ranks
+	for _, m := range series {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() != label {
+				continue
+			}
+			i := d.index(lp.GetValue())
+			for len(groups) <= i {
+				groups = append(groups, nil)
+			}
+			groups[i] = append(groups[i], m)
+			break
+		}
+	}
+	for i, g := range groups {
+		if g != nil {
+			*d.ranks[i].value(sp.field) = valueOf(g, sp.how)
+		}
+	}
+}
+
+// index is rank id's index in d.ranks, added where it is new.
+func (d *dpSet) index(id string) int {
+	if d.at == nil {
+		d.at = map[string]int{}
+	}
+	i, ok := d.at[id]
+	if !ok {
+		i, d.at[id] = len(d.ranks), len(d.ranks)
+		d.ranks = append(d.ranks, DPRank{ID: id})
+	}
+	return i
+}
+
+func (r *DPRank) value(f field) *Value {
+	return [...]*Value{&r.Running, &r.Waiting, &r.KVUsage}[f]
+}
+
+// dpRanksOf orders a page's ranks by ID, numbers first and by value, and keeps the first
+// maxDPRanks.
+func dpRanksOf(label string, dp []DPRank) *DPRanks {
+	slices.SortFunc(dp, func(a, b DPRank) int {
+		x, errA := strconv.ParseInt(a.ID, 10, 64)
+		y, errB := strconv.ParseInt(b.ID, 10, 64)
+		switch {
+		case errA == nil && errB == nil:
+			return cmp.Or(cmp.Compare(x, y), strings.Compare(a.ID, b.ID)) // "1" and "01"
+		case errA == nil:
+			return -1
+		case errB == nil:
+			return 1
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	out := &DPRanks{Label: label, Ranks: dp}
+	if len(dp) > maxDPRanks {
+		out.Ranks, out.More = slices.Clip(dp[:maxDPRanks]), len(dp)-maxDPRanks
+	}
+	return out
 }
 
 // serverOf finds the server whose prefix a family name has, or for a server with only names,

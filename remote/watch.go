@@ -248,14 +248,28 @@ func (w *watcher) publishLocked() {
 	m.Kind, m.At, m.Window = last.Kind.String(), last.At, last.At-first.At
 	m.Waiting, m.Running, m.KVUsage = gauge(last.Waiting), gauge(last.Running), gauge(last.KVUsage)
 	m.Latency = summarize(w.win, w.slos)
-	if w.note == "" { // a rate from scrapes before a failure would be stale
+	if w.note == "" { // a rate from scrapes before a failure would be stale, and ranks too
 		m.GenRate, m.PromptRate, m.ReqRate = rates(w.hist)
+		m.DP = dpView(last.DP)
 	}
 	m.Total = w.tally.totals(last, w.slos)
 	w.pub.Store(m)
 }
 
 func (w *watcher) latest() *bench.ServerMetrics { return w.pub.Load() }
+
+// dpView is a page's data-parallel ranks for the view, their gauges as the totals' (gauge);
+// nil for none.
+func dpView(r *DPRanks) *bench.DPRanks {
+	if r == nil {
+		return nil
+	}
+	out := &bench.DPRanks{Ranks: make([]bench.DPRank, len(r.Ranks)), More: r.More}
+	for i, x := range r.Ranks {
+		out.Ranks[i] = bench.DPRank{ID: x.ID, Running: gauge(x.Running), Waiting: gauge(x.Waiting), KVUsage: gauge(x.KVUsage)}
+	}
+	return out
+}
 
 // restartsSoFar is the server's restarts seen so far (see restartOf).
 func (w *watcher) restartsSoFar() bench.ServerRestarts {

@@ -156,7 +156,8 @@ func fleetTitle(v *bench.View) string {
 }
 
 // fleetBody is the servers table in iw x ih: a head, then per server (in fleet order) its name
-// (and how long ago it restarted, where that is recent), kind, queue, KV cache use, generation
+// (and how long ago it restarted, where that is recent, and its data-parallel ranks in short
+// where it has them and they fit: serverCell), kind, queue, KV cache use, generation
 // rate and p99s over the window; its note in their place where its figures are missing. Rows
 // past the height are counted on the last line.
 func fleetBody(st *paint, v *bench.View, iw, ih int) string {
@@ -196,10 +197,10 @@ func fleetBody(st *paint, v *bench.View, iw, ih int) string {
 	restarts := v.LastRestarts()
 	row := func(i int) string {
 		ago, recent := recentRestart(restarts, i, v.Now)
-		out := serverName(st, names[i], nameW, ago, recent)
 		if i >= len(ms) || (ms[i].At == 0 && ms[i].Note == "") {
-			return fit(out+st.Muted.Render(" no scrape yet"), iw)
+			return fit(serverName(st, names[i], nameW, ago, recent)+st.Muted.Render(" no scrape yet"), iw)
 		}
+		out := serverCell(st, names[i], nameW, ago, recent, ms[i].DP)
 		m := &ms[i]
 		if m.Note != "" { // the row names the server: its page's address is left out of the note
 			return fit(out+st.Warn.Render(" "+outside(strings.Replace(m.Note, "GET "+m.Source+": ", "", 1))), iw)
@@ -272,4 +273,37 @@ func serverName(st *paint, name string, nameW int, ago time.Duration, recent boo
 		}
 	}
 	return st.Warn.Render(fit(name, nameW))
+}
+
+// serverCell is serverName with, after the name and its restart note, the server's
+// data-parallel ranks in short (dpSummary) where they fit whole in nameW (the restart note
+// taking the longest form that leaves them room), in the warning colour where a rank stands
+// out (dpHot); where they do not fit, or it has none, serverName alone.
+func serverCell(st *paint, name string, nameW int, ago time.Duration, recent bool, dp *bench.DPRanks) string {
+	sum := dpSummary(dp)
+	if sum == "" {
+		return serverName(st, name, nameW, ago, recent)
+	}
+	out, used := st.Text.Render(name), widthOf(name)
+	if recent {
+		note := ""
+		for _, n := range restartNotes(ago) {
+			if used+1+widthOf(n)+1+widthOf(sum) <= nameW {
+				note = n
+				break
+			}
+		}
+		if note == "" {
+			return serverName(st, name, nameW, ago, recent)
+		}
+		out, used = out+st.Warn.Render(" "+note), used+1+widthOf(note)
+	}
+	if used+1+widthOf(sum) > nameW {
+		return serverName(st, name, nameW, ago, recent)
+	}
+	pen := st.Muted
+	if q, kv := dpHot(dp.Ranks); q >= 0 || kv >= 0 {
+		pen = st.Warn
+	}
+	return out + pen.Render(fit(" "+sum, nameW-used))
 }

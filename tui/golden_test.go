@@ -58,6 +58,8 @@ func TestGoldenView(t *testing.T) {
 		{"80x24_watch", 80, 24, nil, watchView},
 		{"80x24_watch_key", 80, 24, []tea.Msg{actionMsg{a: bench.ActIntervalUp, err: errors.New("watch mode sends no requests (vllm at http://10.0.0.7:8000/v1): the load and the engine keys do nothing; run without --watch to drive the server")}}, watchView},
 		{"120x40_watch_help", 120, 40, []tea.Msg{keyMsg("?")}, watchView},
+		{"120x40_watch_dp", 120, 40, nil, dpWatchView},
+		{"80x24_watch_dp", 80, 24, nil, dpWatchView},
 		{"200x60_remote_no_metrics", 200, 60, nil, func(v *bench.View) {
 			remoteView(v)
 			v.Server.Note, v.Server.Kind = "no server metrics (GET http://10.0.0.7:8000/metrics: remote: http-status 404: 404 page not found)", "unknown"

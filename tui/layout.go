@@ -82,7 +82,11 @@ func computeLayout(st *paint, w, h, footerH int, v *bench.View) layout {
 		n := fh + serverRows(v.Server)
 		right = append(right, slot{id: pServer, min: n, max: n, prio: 1})
 	}
-	if fleet(v) == nil {
+	if dp := watchedDP(v); dp != nil {
+		// The ranks table in the ITL pane's place, which watch mode leaves empty (a head, a
+		// rank and "+k more" at least), after the server pane whose totals it breaks down.
+		right = append(right, slot{id: pITL, min: fh + 3, max: fh + dpRows(dp), prio: 1})
+	} else if fleet(v) == nil {
 		right = append(right, slot{id: pITL, min: fh + 1, max: fh + 3 + nSlow, prio: 3})
 	}
 	right = append(right, []slot{

@@ -111,6 +111,9 @@ func (m *Model) renderPanes() {
 			ago, recent := recentRestart(v.LastRestarts(), 0, v.Now)
 			recent = recent && fleet(v) == nil // a fleet's restarts are in its servers table
 			title, body = serverTitle(v.Server), serverBody(st, v.Server, iw, watching(v), ago, recent)
+			if dp := watchedDP(v); dp != nil && l.heights[pITL] == 0 { // no room for the ranks table
+				title = dpServerTitle(title, v.Server.Kind, dp, w-6)
+			}
 		case pEvents:
 			var scrolled int
 			body, scrolled = eventsBody(st, v.Events, iw, ih, m.evScroll)

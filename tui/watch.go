@@ -21,7 +21,8 @@ func watching(v *bench.View) bool {
 // watchPane is pane id's title and body in watch mode, given those drawn for a session that
 // sends requests: the client-side panes say that they are not measured, the latency pane shows
 // the server's totals instead, and the rest stay. Watching a fleet, the ITL pane lists its
-// servers and the server pane is named for the fleet, whose sums it shows.
+// servers and the server pane is named for the fleet, whose sums it shows; watching one server
+// run data parallel, the ITL pane is its ranks table (watchedDP).
 func watchPane(st *paint, id paneID, v *bench.View, iw, ih int, title, body string) (string, string) {
 	r := v.Header.Remote
 	switch id {
@@ -43,6 +44,9 @@ func watchPane(st *paint, id paneID, v *bench.View, iw, ih int, title, body stri
 	case pITL:
 		if fleet(v) != nil {
 			return fleetTitle(v), fleetBody(st, v, iw, ih)
+		}
+		if dp := watchedDP(v); dp != nil {
+			return dpTitle(dp), dpBody(st, dp, iw, ih)
 		}
 		return "inter-token latency (client-side)", notMeasured(st, "per-request ITL", "the server's ITL histogram: the server pane", iw)
 	case pCold:
