@@ -38,6 +38,7 @@ type cudaBackend struct {
 	// first step that asks), used only during run.
 	k         kernels
 	lpScratch []SampleScratch
+	rows      []bool // step.LogitRows' memory: which rows' logits a logprobs step downloads
 }
 
 // newCUDABackend builds the GPU backend for m; the KV layout is sized from free GPU memory
@@ -115,7 +116,8 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 		return err
 	}
 	B, V := len(b.Seqs), c.vocab
-	if lp && logits == nil {
+	own := lp && logits == nil // logits for the logprobs alone: only the rows that ask are downloaded
+	if own {
 		if B < 1 || B > c.maxBatch {
 			return fmt.Errorf("%w: %d sequences, want 1..%d", ErrBadBatch, B, c.maxBatch)
 		}
@@ -124,7 +126,7 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 		}
 		logits = c.logits[:B*V]
 	}
-	if err := c.runStep(b, next, logits, lp); err != nil {
+	if err := c.runStep(b, next, logits, lp, own); err != nil {
 		return err
 	}
 	if lp {
@@ -136,11 +138,20 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 	return nil
 }
 
-// runStep flattens b into c.step and runs it on the runner; logits nil asks for none. With
-// logprobs asked nothing is queued ahead: a queued step writes no logits, so the next step,
-// which asks for them again, could not use it (gpu takeAhead).
-func (c *cudaBackend) runStep(b *Batch, next []int32, logits []float32, logprobs bool) error {
+// runStep flattens b into c.step and runs it on the runner; logits nil asks for none, rows: only
+// the rows of sequences that ask for logprobs. With logprobs asked nothing is queued ahead: a
+// queued step writes no logits, so the next step, which asks for them again, could not use it
+// (gpu takeAhead).
+func (c *cudaBackend) runStep(b *Batch, next []int32, logits []float32, logprobs, rows bool) error {
 	s := &c.step
+	s.LogitRows = nil
+	if rows {
+		c.rows = c.rows[:0]
+		for i := range b.Seqs {
+			c.rows = append(c.rows, b.Seqs[i].Logprobs)
+		}
+		s.LogitRows = c.rows
+	}
 	s.Tokens, s.SeqLens, s.Start, s.Tables, s.Held = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0], s.Held[:0]
 	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
 	for i := range b.Seqs {

@@ -41,7 +41,7 @@ func (s *state) decodeGraph(in *Step, next []int32, logits []float32, greedy boo
 	if err = s.ctx.Replay(g); err != nil {
 		return err
 	}
-	return s.collect(B, next, logits)
+	return s.collect(B, next, logits, in.LogitRows)
 }
 
 // graphFor returns the bucket's graph for the sampler, capturing it on first use. Before

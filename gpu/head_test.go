@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -101,7 +102,8 @@ func TestHeadPlan(t *testing.T) {
 // argmax_parts_next); the first's tokens are fed to both. Each Step token must be the argmax of
 // the logits or a near tie of it (its logit within 1e-3 of the row's largest magnitude: the folded
 // norm rounds differently), and at least 95% must be the argmax. Batches of 1, 5 and 64 (the
-// wide plans), from graphs and eagerly.
+// wide plans), from graphs and eagerly; and StepLogits of some rows (Step.LogitRows) copies those
+// rows alone.
 func TestWGHeadMatchesLogits(t *testing.T) {
 	needGPU(t)
 	cfg := Config{NLayer: 2, NHead: 12, NEmbd: 768, NPositions: 128, VocabSize: 50257, Inner: 3072, Eps: 1e-5}
@@ -160,6 +162,25 @@ func headRun(t *testing.T, r *Runner, cfg Config, B int, seed uint64) (same, tot
 		}
 		if err := r.Step(st, fused); err != nil { // the same keys and values written again
 			t.Fatalf("position %d: %v", pos, err)
+		}
+		// Again with the logits of every third row only (LogitRows): those rows are the full
+		// download's, bit for bit; the others are left as they were.
+		masked := slices.Repeat([]float32{-7}, B*V)
+		st.LogitRows = make([]bool, B)
+		for b := 0; b < B; b += 3 {
+			st.LogitRows[b] = true
+		}
+		if err := r.StepLogits(st, make([]int32, B), masked); err != nil {
+			t.Fatalf("position %d, with the logits of some rows: %v", pos, err)
+		}
+		for b := range B {
+			want := logits[b*V : (b+1)*V]
+			if !st.LogitRows[b] {
+				want = slices.Repeat([]float32{-7}, V)
+			}
+			if !slices.Equal(masked[b*V:(b+1)*V], want) {
+				t.Fatalf("position %d row %d (asked %v): its logits differ from the full download's", pos, b, st.LogitRows[b])
+			}
 		}
 		for b := range B {
 			row := logits[b*V : (b+1)*V]

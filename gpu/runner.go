@@ -52,6 +52,9 @@ type Step struct {
 	// The runner then queues up to MaxAhead of them on the device (ahead.go) and checks each next
 	// step against the one it queued: a step that differs waits for the queue and runs as usual.
 	Repeats int
+	// LogitRows (B, optional) are, for StepLogits, the sequences whose logits are copied; the
+	// others' rows of logits are left as they were. nil: every sequence's.
+	LogitRows []bool
 }
 
 // Stats count what the runner has allocated, which a steady decode step leaves as they are, and
@@ -220,7 +223,7 @@ func (r *Runner) Step(in *Step, next []int32) error { return r.StepLogits(in, ne
 func (r *Runner) MaxAhead() int { return maxAhead }
 
 // StepLogits is Step that also copies each sequence's last-position logits into logits
-// (B, V) row-major, for tests and debugging; logits may be nil.
+// (B, V) row-major (those of in.LogitRows, when set); logits may be nil.
 func (r *Runner) StepLogits(in *Step, next []int32, logits []float32) error {
 	s := r.s
 	if s == nil {

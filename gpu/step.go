@@ -5,6 +5,8 @@ package gpu
 import (
 	"fmt"
 	"unsafe"
+
+	"rosetop/gpu/cu"
 )
 
 // check validates a step against the runner's limits; the message names the bad input.
@@ -25,6 +27,8 @@ func (s *state) check(in *Step, next []int32, logits []float32) error {
 		return fmt.Errorf("gpu: logits has %d values, want %d x %d", len(logits), B, V)
 	case in.Held != nil && len(in.Held) != B:
 		return fmt.Errorf("gpu: step with %d sequences has %d held-block counts, want %d", B, len(in.Held), B)
+	case in.LogitRows != nil && len(in.LogitRows) != B:
+		return fmt.Errorf("gpu: step with %d sequences has %d logit rows, want %d", B, len(in.LogitRows), B)
 	}
 	n := 0
 	for i, l := range in.SeqLens {
@@ -94,7 +98,7 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 		if err := run(shape); err != nil {
 			return err
 		}
-		if err := s.collect(end-first, next[first:end], rowsFrom(logits, first, s.cfg.VocabSize)); err != nil {
+		if err := s.collect(end-first, next[first:end], rowsFrom(logits, first, s.cfg.VocabSize), maskFrom(in.LogitRows, first)); err != nil {
 			return err
 		}
 		tok += n
@@ -123,6 +127,14 @@ func greedyStep(in *Step) bool {
 	return true
 }
 
+// maskFrom is rows from sequence first on, or nil (every row).
+func maskFrom(rows []bool, first int) []bool {
+	if rows == nil {
+		return nil
+	}
+	return rows[first:]
+}
+
 func rowsFrom(logits []float32, first, V int) []float32 {
 	if logits == nil {
 		return nil
@@ -131,8 +143,9 @@ func rowsFrom(logits []float32, first, V int) []float32 {
 }
 
 // collect waits for the stream, whose work ends with the sampler writing the ids into the mapped
-// pinned meta.next, and hands them (and, for StepLogits, the logits) to the caller.
-func (s *state) collect(B int, next []int32, logits []float32) error {
+// pinned meta.next, and hands them (and, for StepLogits, the logits of the rows mask names, or of
+// every row when mask is nil) to the caller.
+func (s *state) collect(B int, next []int32, logits []float32, mask []bool) error {
 	ctx := s.ctx
 	if err := ctx.Sync(); err != nil {
 		return err
@@ -141,9 +154,10 @@ func (s *state) collect(B int, next []int32, logits []float32) error {
 	if logits == nil {
 		return nil
 	}
-	// Download the padded rows, then drop the padding.
+	// Download the padded rows asked for, a run of consecutive ones a copy, then drop the padding.
 	V, vp := s.cfg.VocabSize, paddedVocab(s.cfg.VocabSize)
-	if len(s.logitsHost) < B*vp { // B <= MaxBatch (check)
+	want := func(b int) bool { return mask == nil || mask[b] }
+	if len(s.logitsHost) < B*vp { // B <= MaxBatch (check); nothing is in flight (synced above)
 		if s.logitsHost != nil {
 			if err := ctx.FreeHost(ptrOf(s.logitsHost)); err != nil {
 				return err
@@ -156,14 +170,27 @@ func (s *state) collect(B int, next []int32, logits []float32) error {
 		}
 		s.logitsHost = unsafe.Slice((*float32)(p), B*vp)
 	}
-	if err := ctx.Download(ptrOf(s.logitsHost), s.act.logits, int64(B*vp)*4); err != nil {
-		return err
+	for b := 0; b < B; {
+		if !want(b) {
+			b++
+			continue
+		}
+		e := b + 1
+		for e < B && want(e) {
+			e++
+		}
+		if err := ctx.Download(ptrOf(s.logitsHost[b*vp:]), s.act.logits+cu.Ptr(b*vp*4), int64((e-b)*vp)*4); err != nil {
+			return err
+		}
+		b = e
 	}
 	if err := ctx.Sync(); err != nil {
 		return err
 	}
 	for b := range B {
-		copy(logits[b*V:(b+1)*V], s.logitsHost[b*vp:b*vp+V])
+		if want(b) {
+			copy(logits[b*V:(b+1)*V], s.logitsHost[b*vp:b*vp+V])
+		}
 	}
 	return nil
 }
