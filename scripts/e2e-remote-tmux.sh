@@ -70,7 +70,8 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 serve_url() {
 	local u="" deadline=$((SECONDS + TIMEOUT))
 	until [ -n "$u" ]; do
-		u=$(sed -nE 's/.*serving [^ ]+ on (http:[^ ]+\/v1).*/\1/p' "$E2E_DIR/$2.stderr" | head -1)
+		# The background server may not have opened its stderr file yet: no file is no URL yet.
+		[ -f "$E2E_DIR/$2.stderr" ] && u=$(sed -nE 's/.*serving [^ ]+ on (http:[^ ]+\/v1).*/\1/p' "$E2E_DIR/$2.stderr" | head -1)
 		kill -0 "$1" 2>/dev/null || fail "rosetop serve exited before it served: $(tail -1 "$E2E_DIR/$2.stderr")"
 		[ $SECONDS -lt $deadline ] || fail "rosetop serve did not print its URL within ${TIMEOUT}s"
 		sleep 0.1
