@@ -27,7 +27,7 @@ pid=$!
 trap 'kill -9 $pid 2>/dev/null || true' EXIT
 url=""
 for _ in $(seq 1 300); do # the start-up line names the URL (up to 30 s)
-	url=$(sed -nE 's/.*serving [^ ]+ on (http:[^ ]+\/v1).*/\1/p' "$dir/stderr" | head -1)
+	[ -f "$dir/stderr" ] && url=$(sed -nE 's/.*serving [^ ]+ on (http:[^ ]+\/v1).*/\1/p' "$dir/stderr" | head -1) # not opened yet: no URL yet
 	[ -n "$url" ] && break
 	kill -0 $pid 2>/dev/null || fail "the server exited before it served"
 	sleep 0.1

@@ -45,7 +45,7 @@ echo "== rosetop serve --device $DEVICE ${model_flag[*]}"
 server_pid=$!
 url=""
 for _ in $(seq 1 1200); do # the start-up line names the URL (a model load may take a while)
-	url=$(sed -nE 's/.*serving [^ ]+ on (http:[^ ]+\/v1).*/\1/p' "$OUT/serve.err" | head -1)
+	[ -f "$OUT/serve.err" ] && url=$(sed -nE 's/.*serving [^ ]+ on (http:[^ ]+\/v1).*/\1/p' "$OUT/serve.err" | head -1) # not opened yet: no URL yet
 	[ -n "$url" ] && break
 	kill -0 "$server_pid" 2>/dev/null || fail "rosetop serve exited: $(tail -1 "$OUT/serve.err")"
 	sleep 0.1
