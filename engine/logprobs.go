@@ -54,14 +54,16 @@ func (s *SampleScratch) logprobs(k *kernels, out *TokenLogprobs, logits []float3
 		buf := s.lp[:len(logits)]
 		for i, x := range logits {
 			if !finite32(x) {
-				x = m - 1000 // its exponential clamps to ~1e-38: nothing beside the largest term, 1
+				x = m // a number for the kernel; left out of the sum below
 			}
 			buf[i] = x
 		}
 		k.exp(buf, m)
 		var sum float64
-		for _, e := range buf {
-			sum += float64(e)
+		for i, e := range buf {
+			if finite32(logits[i]) {
+				sum += float64(e)
+			}
 		}
 		return sum
 	})

@@ -91,6 +91,9 @@ func TestVectorLogprobs(t *testing.T) {
 				logits[3], logits[5] = float32(math.NaN()), float32(math.Inf(1))
 				logits[6] = logits[0] - 200 // past the kernels' clamp at 87
 			}
+			if V == 7 { // non-finite logits beside one far from 0: m - 1000 == m in float32
+				logits[0], logits[1], logits[2] = 1e12, float32(math.NaN()), float32(math.Inf(-1))
+			}
 			var want, got TokenLogprobs
 			FillLogprobs(&want, logits, int32(V-1), 20)
 			s.logprobs(&k, &got, logits, int32(V-1), 20)
