@@ -47,19 +47,7 @@ func TestRealEngine(t *testing.T) {
 // with a pool so small that sequences are preempted and recomputed: the outputs must be the same,
 // and steps must have been queued ahead. Skips without a GPU (fails with ROSETOP_REQUIRE_GPU=1).
 func TestRealEngineCUDAStepsAhead(t *testing.T) {
-	m, err := engine.LoadTiny()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	e, err := engine.New(m, engine.Options{Device: "cuda", Paged: true, CUDAGraph: true, MaxBatch: 4, MaxSeqLen: 64})
-	if err != nil {
-		if os.Getenv("ROSETOP_REQUIRE_GPU") == "1" {
-			t.Fatalf("ROSETOP_REQUIRE_GPU=1 but no CUDA engine: %v", err)
-		}
-		t.Skipf("no CUDA engine: %v", err)
-	}
-	defer e.Close()
+	m, e := tinyCUDAEngine(t)
 	sp, ok := e.Backend.(speculator)
 	if !ok {
 		t.Fatalf("the CUDA backend %T does not queue steps ahead", e.Backend)
@@ -307,4 +295,25 @@ func (h *hookBackend) Step(b *engine.Batch, next []int32) error {
 	err := h.Backend.Step(b, next)
 	h.errs = append(h.errs, err)
 	return err
+}
+
+// tinyCUDAEngine is the embedded tiny model on the CUDA backend (paged, CUDA graphs, 4 sequences
+// of up to 64 positions), both closed when t ends; it skips t without a GPU (fails it with
+// ROSETOP_REQUIRE_GPU=1).
+func tinyCUDAEngine(t *testing.T) (*engine.Model, *engine.Engine) {
+	t.Helper()
+	m, err := engine.LoadTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	e, err := engine.New(m, engine.Options{Device: "cuda", Paged: true, CUDAGraph: true, MaxBatch: 4, MaxSeqLen: 64})
+	if err != nil {
+		if os.Getenv("ROSETOP_REQUIRE_GPU") == "1" {
+			t.Fatalf("ROSETOP_REQUIRE_GPU=1 but no CUDA engine: %v", err)
+		}
+		t.Skipf("no CUDA engine: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return m, e
 }

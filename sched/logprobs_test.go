@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -359,19 +358,7 @@ func TestLogprobsBackendFillsNone(t *testing.T) {
 // (the backend drops them for steps that ask). Skips without a GPU (fails with
 // ROSETOP_REQUIRE_GPU=1).
 func TestLogprobsCUDA(t *testing.T) {
-	m, err := engine.LoadTiny()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	e, err := engine.New(m, engine.Options{Device: "cuda", Paged: true, CUDAGraph: true, MaxBatch: 4, MaxSeqLen: 64})
-	if err != nil {
-		if os.Getenv("ROSETOP_REQUIRE_GPU") == "1" {
-			t.Fatalf("ROSETOP_REQUIRE_GPU=1 but no CUDA engine: %v", err)
-		}
-		t.Skipf("no CUDA engine: %v", err)
-	}
-	defer e.Close()
+	m, e := tinyCUDAEngine(t)
 	reqs := lpRequests(m)
 	for _, blocks := range []int{0, 6} {
 		layout := e.Layout
