@@ -39,3 +39,37 @@ func TestRequestLogCancelledTTFT(t *testing.T) {
 		t.Errorf("log line %q: ttft %q, want the first token's time to first token (> 0)", line, v)
 	}
 }
+
+// TestRequestLogNoTTFT: a request the client leaves while it waits for the scheduler is logged
+// without a ttft, which it never had (not as 0s).
+func TestRequestLogNoTTFT(t *testing.T) {
+	lines := make(logLines, 4)
+	h := newHarness(t, engineOpts{paused: true}, Options{Log: slog.New(slog.NewTextHandler(lines, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := h.client.Do(mustJSONRequest(t, ctx, h.url+"/v1/completions", `{"prompt": "Hi", "max_tokens": 5}`)); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	h.te.waitFor(func() bool { return h.te.submitted == 1 })
+	cancel()
+	<-done
+	line := <-lines
+	if !strings.Contains(line, "finish=cancelled") || strings.Contains(line, "ttft=") {
+		t.Errorf("log line %q: want finish=cancelled and no ttft", line)
+	}
+	h.te.release()
+}
+
+// mustJSONRequest is a POST of body to url, as JSON, on ctx.
+func mustJSONRequest(t *testing.T, ctx context.Context, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req
+}

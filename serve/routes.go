@@ -110,7 +110,10 @@ func (s *Server) logRequest(r *http.Request, status int, info *reqInfo, took tim
 	if info.id != "" {
 		attrs = append(attrs, slog.String("id", info.id), slog.Bool("stream", info.stream),
 			slog.Int("prompt_tokens", info.prompt), slog.Int("completion_tokens", info.completion),
-			slog.String("finish", info.finish), slog.Duration("ttft", info.ttft))
+			slog.String("finish", info.finish))
+		if info.ttft > 0 { // a request that ended before its first token has none
+			attrs = append(attrs, slog.Duration("ttft", info.ttft))
+		}
 	}
 	s.opts.Log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }
