@@ -338,7 +338,8 @@ func (c *Client) classify(parent, rctx context.Context, err error, at reached) *
 	case reachedAnswer:
 		return &Failure{Reason: ReasonStreamCut, Detail: c.detail(err.Error())}
 	case reachedConn: // EOF or a reset where the answer should be: the server dropped the request
-		return &Failure{Reason: ReasonStreamCut, Detail: c.detail("the server closed the connection without answering: " + err.Error())}
+		return &Failure{Reason: ReasonStreamCut, Unanswered: true,
+			Detail: c.detail("the server closed the connection without answering: " + err.Error())}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

@@ -13,7 +13,7 @@ import (
 // TestDroppedRequest: a server that takes the request and then closes or resets the connection
 // without a byte of answer dropped the request: a stream cut, which says so, not a connect
 // failure (whose first-run hint sends the user to check --endpoint). A refused connection stays
-// a connect failure (TestConnectRefused).
+// a connect failure (TestConnectRefused). It counts as a refusal: the client backs off.
 func TestDroppedRequest(t *testing.T) {
 	for _, reset := range []bool{false, true} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -32,6 +32,8 @@ func TestDroppedRequest(t *testing.T) {
 		if errors.Is(err, ErrConnect) || res.Failure == nil || res.Failure.Reason != ReasonStreamCut ||
 			!strings.Contains(res.Failure.Detail, "the server closed the connection without answering") {
 			t.Errorf("reset %v: POST: %v; want a stream cut saying the server closed the connection", reset, err)
+		} else if !refusal(res.Failure) {
+			t.Errorf("reset %v: the dropped request is not a refusal: the client would not back off", reset)
 		}
 		_, err = c.ModelCards(context.Background())
 		var f *Failure

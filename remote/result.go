@@ -120,6 +120,9 @@ type Failure struct {
 	// RetryAfter is the wait a ReasonStatus answer's Retry-After header asked for, at most
 	// MaxRetryAfter; 0: none, or one not understood.
 	RetryAfter time.Duration
+	// Unanswered: a ReasonStreamCut whose connection closed before any answer, as a server does
+	// that takes connections and drops them (overloaded, or going down behind a proxy).
+	Unanswered bool
 }
 
 func (f *Failure) Error() string {

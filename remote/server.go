@@ -74,10 +74,11 @@ func equalJitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d-d/2+1)
 }
 
-// refusal reports whether f says the server is not taking requests now: no connection, or an
-// answer of 429 (too many requests) or 5xx (overloaded, failing, or down behind a proxy).
+// refusal reports whether f says the server is not taking requests now: no connection, a
+// connection closed before any answer, or an answer of 429 (too many requests) or 5xx
+// (overloaded, failing, or down behind a proxy).
 func refusal(f *Failure) bool {
-	return f != nil && (f.Reason == ReasonConnect ||
+	return f != nil && (f.Reason == ReasonConnect || f.Unanswered ||
 		(f.Reason == ReasonStatus && (f.Status == http.StatusTooManyRequests || f.Status >= 500)))
 }
 
