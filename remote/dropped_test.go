@@ -43,3 +43,41 @@ func TestDroppedRequest(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// TestScrapeDropped: a /metrics server that takes the request and closes the connection without
+// an answer fails a scrape as a stream cut (unanswered), not a connect failure; a scrape whose
+// caller's context has ended fails as cancelled (errors.Is context.Canceled), not as the server's
+// doing; a server that is not there stays a connect failure.
+func TestScrapeDropped(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	defer srv.Close()
+	sc, err := NewScraper(ScraperConfig{URL: srv.URL + "/metrics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	_, err = sc.Scrape(context.Background())
+	var f *Failure
+	if !errors.As(err, &f) || f.Reason != ReasonStreamCut || !f.Unanswered || errors.Is(err, ErrConnect) {
+		t.Errorf("dropped: %v; want an unanswered stream cut", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := sc.Scrape(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v; want context.Canceled", err)
+	}
+	addr := srv.Listener.Addr().String()
+	srv.Close()
+	gone, err := NewScraper(ScraperConfig{URL: "http://" + addr + "/metrics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	if _, err := gone.Scrape(context.Background()); !errors.Is(err, ErrConnect) {
+		t.Errorf("no server: %v; want a connect failure", err)
+	}
+}

@@ -76,11 +76,13 @@ func NewScraper(cfg ScraperConfig) (*Scraper, error) {
 func (s *Scraper) Close() { s.transport.CloseIdleConnections() }
 
 // Scrape fetches and maps the page once, within the configured deadline. Errors wrap
-// ErrConnect, ErrTimeout, ErrStatus or ErrMalformed.
+// ErrConnect, ErrTimeout, ErrStreamCut, ErrStatus, ErrMalformed or (the caller's context ended)
+// ErrCanceled.
 func (s *Scraper) Scrape(ctx context.Context) (Snapshot, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, errRequestDeadline)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.URL, nil)
+	var conn connTrace
+	req, err := http.NewRequestWithContext(conn.trace(ctx), http.MethodGet, s.cfg.URL, nil)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
@@ -90,7 +92,7 @@ func (s *Scraper) Scrape(ctx context.Context) (Snapshot, error) {
 	}
 	resp, err := s.http.Do(req)
 	if err != nil {
-		return Snapshot{}, s.fail(ctx, err)
+		return Snapshot{}, s.fail(ctx, err, conn.reached())
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -100,7 +102,7 @@ func (s *Scraper) Scrape(ctx context.Context) (Snapshot, error) {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBytes+1))
 	if err != nil {
-		return Snapshot{}, s.fail(ctx, err)
+		return Snapshot{}, s.fail(ctx, err, reachedAnswer)
 	}
 	if int64(len(body)) > s.cfg.MaxBytes {
 		return Snapshot{}, fmt.Errorf("%w: GET %s: page over %d bytes", ErrMalformed, s.cfg.URL, s.cfg.MaxBytes)
@@ -123,13 +125,22 @@ func startHeader(h http.Header) Value {
 	return Value{V: v, Known: true}
 }
 
-// fail classifies a transport error of a scrape.
-func (s *Scraper) fail(ctx context.Context, err error) error {
-	reason, phase := ReasonConnect, Phase("")
-	if context.Cause(ctx) == errRequestDeadline {
-		reason, phase = ReasonTimeout, PhaseRequest
+// fail classifies a transport error of a scrape; at is how far it got: no connection is a
+// connect failure, a connection closed before the answer or during it a stream cut.
+func (s *Scraper) fail(ctx context.Context, err error, at reached) error {
+	f := &Failure{Reason: ReasonConnect, Detail: oneline.Clip(oneline.Fold(err.Error()), maxDetail)}
+	switch {
+	case context.Cause(ctx) == errRequestDeadline:
+		f.Reason, f.Phase = ReasonTimeout, PhaseRequest
+	case ctx.Err() != nil: // the caller's: an interrupt, not the server's doing
+		f.Reason = ReasonCanceled
+	case at == reachedConn:
+		f.Reason, f.Unanswered = ReasonStreamCut, true
+		f.Detail = oneline.Clip("the server closed the connection without answering: "+oneline.Fold(err.Error()), maxDetail)
+	case at == reachedAnswer:
+		f.Reason = ReasonStreamCut
 	}
-	return fmt.Errorf("GET %s: %w", s.cfg.URL, &Failure{Reason: reason, Phase: phase, Detail: oneline.Clip(oneline.Fold(err.Error()), maxDetail)})
+	return fmt.Errorf("GET %s: %w", s.cfg.URL, f)
 }
 
 // DefaultMetricsURL is the /metrics page on an API root's host: http://h:8000/v1 gives
