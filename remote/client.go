@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode"
 )
@@ -334,10 +335,10 @@ func (c *Client) classify(parent, rctx context.Context, err error, at reached) *
 	if errors.Is(err, ErrMalformed) {
 		return &Failure{Reason: ReasonMalformedSSE, Detail: c.detail(err.Error())}
 	}
-	switch at {
-	case reachedAnswer:
+	switch {
+	case at == reachedAnswer:
 		return &Failure{Reason: ReasonStreamCut, Detail: c.detail(err.Error())}
-	case reachedConn: // EOF or a reset where the answer should be: the server dropped the request
+	case at == reachedConn && dropped(err): // where the answer should be: the server dropped the request
 		return &Failure{Reason: ReasonStreamCut, Unanswered: true,
 			Detail: c.detail("the server closed the connection without answering: " + err.Error())}
 	}
@@ -346,6 +347,13 @@ func (c *Client) classify(parent, rctx context.Context, err error, at reached) *
 		return &Failure{Reason: ReasonTimeout, Phase: PhaseConnect, Detail: c.detail(err.Error())}
 	}
 	return &Failure{Reason: ReasonConnect, Detail: c.detail(err.Error())}
+}
+
+// dropped reports whether err is a connection closed or reset by the other end (not, say, an
+// answer that is not HTTP, as an https port gives a plain-http request).
+func dropped(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE)
 }
 
 func (c *Client) durationDetail(d time.Duration) string { return "after " + d.String() }

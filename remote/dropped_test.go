@@ -81,3 +81,41 @@ func TestScrapeDropped(t *testing.T) {
 		t.Errorf("no server: %v; want a connect failure", err)
 	}
 }
+
+// TestNotHTTPAnswer: a connection that answers with bytes that are not HTTP (a TLS alert, as an
+// https port answers a plain-http request) is not a dropped request ("closed without answering"):
+// it stays a connect failure, for a request and a scrape alike.
+func TestNotHTTPAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Read(make([]byte, 4096))                   // the request
+			conn.Write([]byte("\x15\x03\x01\x00\x02\x02F")) // a TLS alert record
+			conn.Close()
+		}
+	}()
+	url := "http://" + ln.Addr().String()
+	c := newTestClient(t, url, Config{})
+	res, _ := do(t, c, request(Completions), nil)
+	if f := res.Failure; f == nil || f.Reason != ReasonConnect || f.Unanswered || strings.Contains(f.Detail, "without answering") {
+		t.Errorf("POST: %+v; want a connect failure, not an unanswered one", f)
+	}
+	sc, err := NewScraper(ScraperConfig{URL: url + "/metrics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	_, err = sc.Scrape(context.Background())
+	var f *Failure
+	if !errors.As(err, &f) || f.Reason != ReasonConnect || f.Unanswered || strings.Contains(f.Detail, "without answering") {
+		t.Errorf("scrape: %v; want a connect failure, not an unanswered one", err)
+	}
+}

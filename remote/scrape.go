@@ -125,8 +125,8 @@ func startHeader(h http.Header) Value {
 	return Value{V: v, Known: true}
 }
 
-// fail classifies a transport error of a scrape; at is how far it got: no connection is a
-// connect failure, a connection closed before the answer or during it a stream cut.
+// fail classifies a transport error of a scrape; at is how far it got: a connection closed or
+// reset before the answer, or one cut during it, is a stream cut; anything else a connect failure.
 func (s *Scraper) fail(ctx context.Context, err error, at reached) error {
 	f := &Failure{Reason: ReasonConnect, Detail: oneline.Clip(oneline.Fold(err.Error()), maxDetail)}
 	switch {
@@ -134,7 +134,7 @@ func (s *Scraper) fail(ctx context.Context, err error, at reached) error {
 		f.Reason, f.Phase = ReasonTimeout, PhaseRequest
 	case ctx.Err() != nil: // the caller's: an interrupt, not the server's doing
 		f.Reason = ReasonCanceled
-	case at == reachedConn:
+	case at == reachedConn && dropped(err):
 		f.Reason, f.Unanswered = ReasonStreamCut, true
 		f.Detail = oneline.Clip("the server closed the connection without answering: "+oneline.Fold(err.Error()), maxDetail)
 	case at == reachedAnswer:
