@@ -29,6 +29,7 @@ type generation struct {
 	lpdec   *lpDecoder    // with logprobs: decodes the tokens' and alternatives' texts; else nil
 	finish  string        // finish_reason once done ("length", "stop"); for the log, "cancelled" or "error"
 	rec     *sched.Record // the finished record, once seen
+	first   *sched.Times  // the times the first token event carried (sched.Event.First): its TTFT, record or not
 	matched bool          // a stop string or stop id ended the text before the finished event was read (drain reads it)
 }
 
@@ -90,6 +91,9 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 // without a record, is an error wrapping sched.ErrClosed.
 func (g *generation) read(ctx context.Context) (sched.Event, error) {
 	ev, err := g.st.Next(ctx)
+	if err == nil && ev.First != nil && g.first == nil {
+		g.first = ev.First
+	}
 	switch {
 	case errors.Is(err, io.EOF):
 		return ev, fmt.Errorf("%w: the request's events ended without a finish", sched.ErrClosed)

@@ -37,7 +37,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo,
 		return
 	}
 	gs := make([]*generation, j.choices())
-	var first *firstTimes // the first choice's stream, which keeps its first-token times
 	for i := range gs {
 		c := j.choice(i)
 		st, err := s.eng.Submit(r.Context(), c.request(&s.model))
@@ -50,10 +49,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo,
 				s.writeError(w, e)
 			}
 			return
-		}
-		if i == 0 {
-			first = &firstTimes{Stream: st}
-			st = first
 		}
 		gs[i] = newGeneration(c, st, &s.model)
 	}
@@ -71,29 +66,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, info *reqInfo,
 		finishes[i] = g.finish
 	}
 	info.prompt, info.finish = totalUsage(gs).PromptTokens, strings.Join(finishes, ",")
-	// A request cancelled after its first token has no record here, but its first event's times
-	// are those the record would carry.
-	if g := gs[0]; g.rec != nil && g.rec.Times.FirstToken > 0 {
-		info.ttft = g.rec.Times.FirstToken - g.rec.Times.SubmitStart
-	} else if t := first.times; t != nil && t.FirstToken > 0 {
+	if t := gs[0].first; t != nil && t.FirstToken > 0 { // the times its record carries, also when cancelled
 		info.ttft = t.FirstToken - t.SubmitStart
 	}
-}
-
-// firstTimes is a Stream that keeps the times its first token event carries (sched.Event.First):
-// the request's TTFT, known as the first token arrives. It is read by the stream's one reader,
-// and by the handler after that reader has finished.
-type firstTimes struct {
-	Stream
-	times *sched.Times
-}
-
-func (f *firstTimes) Next(ctx context.Context) (sched.Event, error) {
-	ev, err := f.Stream.Next(ctx)
-	if err == nil && ev.First != nil && f.times == nil {
-		f.times = ev.First
-	}
-	return ev, err
 }
 
 // checkJSON answers a 400 unless the request says its body is JSON, with vLLM's message: a
