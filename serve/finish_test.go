@@ -135,18 +135,7 @@ func TestFinishAgrees(t *testing.T) {
 	// change of token: vLLM's look-back), and k.
 	stopAt := func(text string) (string, int) {
 		_, ref := reference(t, h.te, text, maxNew)
-		tok := h.te.model.Tokenizer
-		i := 1
-		for ref[i] == ref[0] {
-			i++
-		}
-		prev, next := tok.Decode(ref[i-1:i]), tok.Decode(ref[i:i+1])
-		stop := prev[len(prev)-3:] + next[:2]
-		k := 1
-		for !strings.Contains(tok.Decode(ref[:k]), stop) {
-			k++
-		}
-		return stop, k
+		return stopAcrossChange(h.te.model.Tokenizer, ref)
 	}
 	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
 		text := prompt
@@ -255,12 +244,7 @@ func TestFinishAgreesCancelled(t *testing.T) {
 	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
 		t.Fatalf("first line %q, %v", line, err)
 	}
-	h.te.hold() // the request cannot finish while the client leaves
-	h.te.waitFor(func() bool { return h.te.last.KVUsed > 0 })
-	cancel()
-	resp.Body.Close()
-	h.te.waitFor(func() bool { return h.te.cancels == 1 })
-	h.te.resume()
+	h.leaveMidStream(cancel, resp.Body)
 	_, recs := h.te.waitIdle()
 	r := recs[0]
 	d := h.tally().since(before)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rosetop/engine"
+	"rosetop/engine/tokenizer"
 	"rosetop/sched"
 )
 
@@ -214,19 +215,8 @@ func testStop(t *testing.T, checked bool) {
 	_, ref := reference(t, h.te, "Hello, my name is", maxNew)
 	tok := h.te.model.Tokenizer
 	full := tok.Decode(ref)
-	// A stop string across the first change of token: the end of one token and the start of the
-	// next, so that it is found only when the later token arrives (vLLM's look-back).
-	i := 1
-	for ref[i] == ref[0] {
-		i++
-	}
-	prev, next := tok.Decode(ref[i-1:i]), tok.Decode(ref[i:i+1])
-	stop := prev[len(prev)-3:] + next[:2]
+	stop, k := stopAcrossChange(tok, ref)
 	at := strings.Index(full, stop)
-	k := 1 // tokens until the stop string is complete
-	for !strings.Contains(tok.Decode(ref[:k]), stop) {
-		k++
-	}
 	for _, streamed := range []bool{false, true} {
 		name := map[bool]string{false: "whole", true: "stream"}[streamed]
 		t.Run(name, func(t *testing.T) {
@@ -614,15 +604,8 @@ func TestIncludeStopStr(t *testing.T) {
 		}
 		_, ref := reference(t, h.te, text, maxNew)
 		full := tok.Decode(ref)
-		// A stop string across the first change of token, found when the later token arrives.
-		i := 1
-		for ref[i] == ref[0] {
-			i++
-		}
-		prev, next := tok.Decode(ref[i-1:i]), tok.Decode(ref[i:i+1])
-		stop := prev[len(prev)-3:] + next[:2]
+		stop, k := stopAcrossChange(tok, ref)
 		at := strings.Index(full, stop)
-		k := i + 1
 		for _, include := range []bool{false, true} {
 			want := full[:at]
 			if include {
@@ -696,4 +679,21 @@ func (h *harness) askTokens(t *testing.T, word int, extra map[string]any, stream
 		t.Fatalf("status %d: %+v", code, r.Error)
 	}
 	return r.text(), *r.Choices[0].FinishReason, r.Usage.CompletionTokens
+}
+
+// stopAcrossChange is a stop string across the first change of token in ref (the end of one
+// token and the start of the next, so that it is found only when the later token arrives: vLLM's
+// look-back), and k, the tokens of ref until it is complete.
+func stopAcrossChange(tok *tokenizer.Tokenizer, ref []int32) (stop string, k int) {
+	i := 1
+	for ref[i] == ref[0] {
+		i++
+	}
+	prev, next := tok.Decode(ref[i-1:i]), tok.Decode(ref[i:i+1])
+	stop = prev[len(prev)-3:] + next[:2]
+	k = 1
+	for !strings.Contains(tok.Decode(ref[:k]), stop) {
+		k++
+	}
+	return stop, k
 }

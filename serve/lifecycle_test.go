@@ -41,12 +41,7 @@ func TestDisconnect(t *testing.T) {
 			if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
 				t.Fatalf("%s: first line %q, %v", path, line, err)
 			}
-			h.te.hold() // the request cannot finish while the client leaves
-			h.te.waitFor(func() bool { return h.te.last.KVUsed > 0 })
-			cancel()
-			resp.Body.Close()
-			h.te.waitFor(func() bool { return h.te.cancels == 1 })
-			h.te.resume()
+			h.leaveMidStream(cancel, resp.Body)
 			snap, recs := h.te.waitIdle()
 			if r := recs[0]; r.Reason != sched.FinishCancelled || len(r.Output) >= 400 || snap.KVUsed != 0 {
 				t.Fatalf("%s: reason %s after %d tokens, KV blocks used %d; want cancelled early, 0", path, r.Reason, len(r.Output), snap.KVUsed)
@@ -589,4 +584,17 @@ func TestRequestLog(t *testing.T) {
 			}
 		}
 	}
+}
+
+// leaveMidStream is a client leaving a request that holds KV: the engine held so that the request
+// cannot finish meanwhile, the client cancels and closes the body; it returns once the request is
+// cancelled, the engine going on.
+func (h *harness) leaveMidStream(cancel context.CancelFunc, body io.Closer) {
+	h.te.hold()
+	h.te.waitFor(func() bool { return h.te.last.KVUsed > 0 })
+	cancels, _ := h.te.counts()
+	cancel()
+	body.Close()
+	h.te.waitFor(func() bool { return h.te.cancels == cancels+1 })
+	h.te.resume()
 }
