@@ -56,11 +56,12 @@ type CPUBackend struct {
 	scores  [][]float32     // per worker (n_positions) attention weights
 	samples []SampleScratch // per worker
 
-	k    kernels // AVX2/FMA or Go inner loops, chosen once
-	mm   matmulJob
-	attn attnJob
-	ln   normJob
-	samp sampleJob
+	k      kernels // AVX2/FMA or Go inner loops, chosen once
+	mm     matmulJob
+	attn   attnJob
+	ln     normJob
+	samp   sampleJob
+	prompt promptJob
 }
 
 // newCPUBackend builds a CPU backend for m with a KV pool of the given layout and threads
@@ -103,7 +104,7 @@ func newCPUBackend(m *Model, layout KVLayout, threads int) (*CPUBackend, error) 
 	}
 	c.packed, c.head = packWeights(cfg, m.Weights, c.pool)
 	c.mm.k = &c.k
-	c.attn.c, c.ln.c, c.samp.c = c, c, c
+	c.attn.c, c.ln.c, c.samp.c, c.prompt.c = c, c, c, c
 	return c, nil
 }
 
@@ -221,7 +222,8 @@ const stepScratchBytes = 256 << 20
 // passes, each over as many consecutive sequences as fit (at least one); a sequence computes the
 // same bits in any batch (cpu_kernels.go), so the tokens do not depend on the split. A set
 // b.Stop returns ErrStopped at the next layer's start or middle. A sequence that asks for
-// logprobs gets them from the row of logits it samples from (FillLogprobs).
+// logprobs gets them from the row of logits it samples from (FillLogprobs); one that asks for
+// prompt logprobs, from the rows of its other tokens, which its pass computes too.
 func (c *CPUBackend) Step(b *Batch, next []int32) error {
 	if len(next) < len(b.Seqs) {
 		return fmt.Errorf("%w: next has room for %d tokens, the batch has %d sequences", ErrBadBatch, len(next), len(b.Seqs))
@@ -229,6 +231,14 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 	lp, err := b.wantsLogprobs()
 	if err != nil {
 		return err
+	}
+	plp, err := b.wantsPromptLogprobs()
+	if err != nil {
+		return err
+	}
+	set := lastRows
+	if plp {
+		set = promptRows
 	}
 	end := c.passEnd(b.Seqs, 0)
 	if end < len(b.Seqs) {
@@ -245,7 +255,7 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 			part = &c.part
 			part.Seqs, part.Stop = b.Seqs[lo:end], b.Stop
 		}
-		err := c.forward(part, false)
+		err := c.forward(part, set)
 		if err == nil {
 			c.samp.b, c.samp.next = part, next[lo:end]
 			if lp {
@@ -253,6 +263,9 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 			}
 			c.pool.run(&c.samp, end-lo, 1)
 			c.samp.b, c.samp.next, c.samp.lp = nil, nil, nil
+			if c.rows > end-lo {
+				c.fillPrompt(part, b.PromptLogprobs[lo:end])
+			}
 		}
 		c.part.Seqs, c.part.Stop = nil, nil // the caller's are not kept
 		if err != nil || end == len(b.Seqs) {
@@ -262,13 +275,19 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 }
 
 // passEnd returns the end of the forward pass that starts at seqs[lo]: the most sequences from
-// there whose scratch (see grow) fits c.stepBytes, and at least one.
+// there whose scratch (see grow) fits c.stepBytes, and at least one. A sequence that asks for
+// prompt logprobs has a row of logits per token, the others one.
 func (c *CPUBackend) passEnd(seqs []SeqStep, lo int) int {
 	perTok := 4 * (6*c.cfg.NEmbd + innerDim(c.cfg) + 2)
 	perRow := 4 * (c.cfg.NEmbd + c.cfg.VocabSize + 1)
 	used, end := 0, lo
 	for end < len(seqs) {
-		used += len(seqs[end].Tokens)*perTok + perRow
+		s := &seqs[end]
+		rows := 1
+		if s.PromptLogprobs {
+			rows = max(1, len(s.Tokens))
+		}
+		used += len(s.Tokens)*perTok + rows*perRow
 		if used > c.stepBytes && end > lo {
 			break
 		}
@@ -277,11 +296,25 @@ func (c *CPUBackend) passEnd(seqs []SeqStep, lo int) int {
 	return end
 }
 
+// fillPrompt fills out[i][j] (out parallel to part.Seqs) for every row of the pass past its
+// sequences' last tokens (promptRows), a row per item over the pool: a row is a few passes over V.
+func (c *CPUBackend) fillPrompt(part *Batch, out [][]TokenLogprobs) {
+	j := &c.prompt
+	j.b, j.out = part, out
+	rows := c.rows - len(part.Seqs)
+	c.pool.run(j, rows, 1)
+	j.b, j.out = nil, nil
+}
+
 // Logits runs b like Step (writing its KV entries) but returns logits instead of sampling: of
 // every token of every sequence in batch order when all is set, else of each sequence's last
 // token. The slices are fresh copies (for tests and tools; Step allocates nothing).
 func (c *CPUBackend) Logits(b *Batch, all bool) ([][]float32, error) {
-	if err := c.forward(b, all); err != nil {
+	set := lastRows
+	if all {
+		set = allRows
+	}
+	if err := c.forward(b, set); err != nil {
 		return nil, err
 	}
 	V := c.cfg.VocabSize

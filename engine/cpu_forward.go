@@ -6,13 +6,22 @@ import "fmt"
 // sequence's tokens consecutive; the matmuls see n rows and never care which sequence a row is.
 // Only attention and the KV writes look at a row's sequence and position.
 
-// forward runs every layer over b's tokens and leaves in c.logits the logits of each sequence's
-// last token (all=false) or of every token (all=true); c.rows says how many rows.
-func (c *CPUBackend) forward(b *Batch, all bool) error {
+// rowSet chooses the tokens whose logits a forward pass computes.
+type rowSet int
+
+const (
+	lastRows   rowSet = iota // each sequence's last token: row i is sequence i's
+	allRows                  // every token, in batch order
+	promptRows               // lastRows, then the other tokens of the sequences that ask for prompt logprobs, in batch order
+)
+
+// forward runs every layer over b's tokens and leaves in c.logits the logits of the rows set
+// names; c.rows says how many rows.
+func (c *CPUBackend) forward(b *Batch, set rowSet) error {
 	if c.pool == nil {
 		return fmt.Errorf("%w: backend is closed", ErrBadBatch)
 	}
-	n, err := c.prepare(b, all)
+	n, err := c.prepare(b, set)
 	if err != nil {
 		return err
 	}
@@ -44,17 +53,22 @@ func (c *CPUBackend) forward(b *Batch, all bool) error {
 
 // prepare checks b, sizes the scratch for it and fills the per-token and per-row tables.
 // It returns the number of tokens.
-func (c *CPUBackend) prepare(b *Batch, all bool) (int, error) {
+func (c *CPUBackend) prepare(b *Batch, set rowSet) (int, error) {
 	n, rows := 0, len(b.Seqs)
 	for i := range b.Seqs {
-		if err := c.checkSeq(i, &b.Seqs[i]); err != nil {
+		s := &b.Seqs[i]
+		if err := c.checkSeq(i, s); err != nil {
 			return 0, err
 		}
-		n += len(b.Seqs[i].Tokens)
+		n += len(s.Tokens)
+		if set == promptRows && s.PromptLogprobs {
+			rows += len(s.Tokens) - 1
+		}
 	}
 	if n == 0 {
 		return 0, fmt.Errorf("%w: no sequences", ErrBadBatch)
 	}
+	all := set == allRows
 	if all {
 		rows = n
 	}
@@ -73,33 +87,58 @@ func (c *CPUBackend) prepare(b *Batch, all bool) (int, error) {
 			c.rowTok[i] = int32(t - 1)
 		}
 	}
+	if rows > len(b.Seqs) && !all {
+		c.promptRowTable(b)
+	}
 	c.rows = rows
 	return n, nil
 }
 
+// promptRowTable points the rows past the sequences' last tokens (promptRows) at every other
+// token of the sequences that ask for prompt logprobs, in batch order.
+func (c *CPUBackend) promptRowTable(b *Batch) {
+	t, r := 0, len(b.Seqs)
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		if s.PromptLogprobs {
+			for j := range len(s.Tokens) - 1 {
+				c.rowTok[r+j] = int32(t + j)
+			}
+			r += len(s.Tokens) - 1
+		}
+		t += len(s.Tokens)
+	}
+}
+
 // checkSeq validates one sequence of a batch against the model and the KV layout.
 func (c *CPUBackend) checkSeq(i int, s *SeqStep) error {
+	return checkSeqStep(i, s, c.cfg.VocabSize, c.cfg.NPositions, c.layout)
+}
+
+// checkSeqStep validates sequence i of a batch: tokens within [0, vocab), positions within
+// [0, positions), and a block table that covers them with blocks of layout's pool.
+func checkSeqStep(i int, s *SeqStep, vocab, positions int, layout KVLayout) error {
 	if len(s.Tokens) == 0 {
 		return fmt.Errorf("%w: sequence %d (id %d) has no tokens", ErrBadBatch, i, s.ID)
 	}
 	// Start is compared before the sum is taken: start + tokens may overflow int.
-	if s.Start < 0 || s.Start > c.cfg.NPositions-len(s.Tokens) {
-		return fmt.Errorf("%w: sequence %d (id %d) has %d tokens at position %d, want within [0, n_positions=%d)", ErrBadBatch, i, s.ID, len(s.Tokens), s.Start, c.cfg.NPositions)
+	if s.Start < 0 || s.Start > positions-len(s.Tokens) {
+		return fmt.Errorf("%w: sequence %d (id %d) has %d tokens at position %d, want within [0, n_positions=%d)", ErrBadBatch, i, s.ID, len(s.Tokens), s.Start, positions)
 	}
 	end := s.Start + len(s.Tokens)
-	bs := c.layout.BlockSize
+	bs := layout.BlockSize
 	need := (end + bs - 1) / bs
 	if len(s.Blocks) < need {
 		return fmt.Errorf("%w: sequence %d (id %d) has %d blocks of %d positions, needs %d for %d positions", ErrBadBatch, i, s.ID, len(s.Blocks), bs, need, end)
 	}
 	for _, blk := range s.Blocks[:need] {
-		if blk < 0 || int(blk) >= c.layout.NumBlocks {
-			return fmt.Errorf("%w: sequence %d (id %d) names block %d, want [0, %d)", ErrBadBatch, i, s.ID, blk, c.layout.NumBlocks)
+		if blk < 0 || int(blk) >= layout.NumBlocks {
+			return fmt.Errorf("%w: sequence %d (id %d) names block %d, want [0, %d)", ErrBadBatch, i, s.ID, blk, layout.NumBlocks)
 		}
 	}
 	for _, tok := range s.Tokens {
-		if tok < 0 || int(tok) >= c.cfg.VocabSize {
-			return fmt.Errorf("%w: sequence %d (id %d) has token %d, want [0, %d)", ErrBadBatch, i, s.ID, tok, c.cfg.VocabSize)
+		if tok < 0 || int(tok) >= vocab {
+			return fmt.Errorf("%w: sequence %d (id %d) has token %d, want [0, %d)", ErrBadBatch, i, s.ID, tok, vocab)
 		}
 	}
 	return nil

@@ -92,3 +92,25 @@ func (j *sampleJob) do(w, lo, hi int) {
 		}
 	}
 }
+
+// promptJob fills the prompt logprobs of a pass (b) from the rows of c.logits past its
+// sequences' last tokens (promptRows): one item per such row, the row of token j of a sequence
+// that asks giving the logprob of its token j+1 (out parallel to b.Seqs).
+type promptJob struct {
+	c   *CPUBackend
+	b   *Batch
+	out [][]TokenLogprobs
+}
+
+func (j *promptJob) do(w, lo, hi int) {
+	c := j.c
+	V, B := c.cfg.VocabSize, len(j.b.Seqs)
+	for item := lo; item < hi; item++ {
+		r := B + item
+		t := c.rowTok[r]
+		i := c.tokSeq[t]
+		s := &j.b.Seqs[i]
+		k := int(c.tokPos[t]) - s.Start
+		c.samples[w].logprobs(&c.k, &j.out[i][k], c.logits[r*V:(r+1)*V], s.Tokens[k+1], s.PromptTopLogprobs)
+	}
+}

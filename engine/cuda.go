@@ -39,6 +39,11 @@ type cudaBackend struct {
 	k         kernels
 	lpScratch []SampleScratch
 	rows      []bool // step.LogitRows' memory: which rows' logits a logprobs step downloads
+	// layout and positions (the most a sequence may run) check a batch whose prompt logprobs
+	// run as several steps before the first of them (cuda_prompt.go).
+	layout    KVLayout
+	positions int
+	prompt    cudaPrompt
 }
 
 // newCUDABackend builds the GPU backend for m; the KV layout is sized from free GPU memory
@@ -73,7 +78,10 @@ func newCUDABackend(m *Model, opts Options, ledger *Ledger) (Backend, KVLayout, 
 		return nil, KVLayout{}, fmt.Errorf("cuda backend: %w", err)
 	}
 	bs, nb, width := r.Layout()
-	return &cudaBackend{r: r, width: width, vocab: cfg.VocabSize, maxBatch: opts.MaxBatch, k: pickKernels()}, KVLayout{BlockSize: bs, NumBlocks: nb, Paged: opts.Paged}, nil
+	layout := KVLayout{BlockSize: bs, NumBlocks: nb, Paged: opts.Paged}
+	c := &cudaBackend{r: r, width: width, vocab: cfg.VocabSize, maxBatch: opts.MaxBatch, k: pickKernels(),
+		layout: layout, positions: min(cfg.NPositions, bs*width)}
+	return c, layout, nil
 }
 
 func gpuConfig(c Config) gpu.Config {
@@ -92,7 +100,8 @@ func gpuWeights(w *Weights) *gpu.Weights {
 
 // Step flattens b into the reused gpu.Step and runs it; the runner queues the steps b.Repeats
 // announces (gpu.Step.Repeats). A step where a sequence asks for logprobs runs through
-// StepLogits, queues nothing ahead, and fills them from the downloaded logits.
+// StepLogits, queues nothing ahead, and fills them from the downloaded logits. One where a
+// sequence asks for prompt logprobs runs teacher-forced steps before it (cuda_prompt.go).
 func (c *cudaBackend) Step(b *Batch, next []int32) error {
 	return c.run(b, next, nil)
 }
@@ -110,11 +119,25 @@ func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error
 
 // run runs b, copying its last-position logits into logits when that is not nil, or into
 // c.logits when a sequence asks for logprobs; without either it asks the runner for no logits.
+// Prompt logprobs run as steps of their own first (runPrompt).
 func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 	lp, err := b.wantsLogprobs()
 	if err != nil {
 		return err
 	}
+	plp, err := b.wantsPromptLogprobs()
+	if err != nil {
+		return err
+	}
+	if plp {
+		return c.runPrompt(b, next, logits, lp)
+	}
+	return c.runBatch(b, next, logits, lp)
+}
+
+// runBatch is run of a batch without prompt logprobs to compute; lp: a sequence asks for the
+// sampled token's logprobs.
+func (c *cudaBackend) runBatch(b *Batch, next []int32, logits []float32, lp bool) error {
 	B, V := len(b.Seqs), c.vocab
 	own := lp && logits == nil // logits for the logprobs alone: only the rows that ask are downloaded
 	if own {
@@ -130,12 +153,17 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 		return err
 	}
 	if lp {
-		if c.lpScratch == nil {
-			c.lpScratch = make([]SampleScratch, runtime.GOMAXPROCS(0))
-		}
-		fillBatchLogprobs(b, logits, next, V, &c.k, c.lpScratch)
+		fillBatchLogprobs(b, logits, next, V, &c.k, c.scratch())
 	}
 	return nil
+}
+
+// scratch is the per-worker scratch of the logprobs fills, made at the first step that asks.
+func (c *cudaBackend) scratch() []SampleScratch {
+	if c.lpScratch == nil {
+		c.lpScratch = make([]SampleScratch, runtime.GOMAXPROCS(0))
+	}
+	return c.lpScratch
 }
 
 // runStep flattens b into c.step and runs it on the runner; logits nil asks for none, rows: only
@@ -152,23 +180,10 @@ func (c *cudaBackend) runStep(b *Batch, next []int32, logits []float32, logprobs
 		}
 		s.LogitRows = c.rows
 	}
-	s.Tokens, s.SeqLens, s.Start, s.Tables, s.Held = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0], s.Held[:0]
-	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
+	resetStep(s)
 	for i := range b.Seqs {
 		q := &b.Seqs[i]
-		s.Tokens = append(s.Tokens, q.Tokens...)
-		s.SeqLens = append(s.SeqLens, int32(len(q.Tokens)))
-		s.Start = append(s.Start, int32(q.Start))
-		n := min(len(q.Blocks), c.width)
-		s.Tables = append(s.Tables, q.Blocks[:n]...)
-		s.Held = append(s.Held, int32(n))
-		for j := n; j < c.width; j++ {
-			s.Tables = append(s.Tables, 0) // past the sequence's end: never read
-		}
-		s.Temperature = append(s.Temperature, q.Sample.Temperature)
-		s.TopK = append(s.TopK, int32(q.Sample.TopK))
-		s.TopP = append(s.TopP, q.Sample.TopP)
-		s.Seed = append(s.Seed, q.Sample.Seed)
+		c.appendSeq(s, q.Tokens, q.Start, q.Blocks, q.Sample)
 	}
 	s.Repeats = b.Repeats
 	if logprobs {
@@ -181,8 +196,36 @@ func (c *cudaBackend) runStep(b *Batch, next []int32, logits []float32, logprobs
 	return err
 }
 
+// resetStep empties s's per-sequence slices, keeping their memory.
+func resetStep(s *gpu.Step) {
+	s.Tokens, s.SeqLens, s.Start, s.Tables, s.Held = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0], s.Held[:0]
+	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
+}
+
+// appendSeq appends to s a sequence running tokens from position start with the block table
+// blocks and sampling sp.
+func (c *cudaBackend) appendSeq(s *gpu.Step, tokens []int32, start int, blocks []int32, sp SamplingParams) {
+	s.Tokens = append(s.Tokens, tokens...)
+	s.SeqLens = append(s.SeqLens, int32(len(tokens)))
+	s.Start = append(s.Start, int32(start))
+	n := min(len(blocks), c.width)
+	s.Tables = append(s.Tables, blocks[:n]...)
+	s.Held = append(s.Held, int32(n))
+	for j := n; j < c.width; j++ {
+		s.Tables = append(s.Tables, 0) // past the sequence's end: never read
+	}
+	s.Temperature = append(s.Temperature, sp.Temperature)
+	s.TopK = append(s.TopK, int32(sp.TopK))
+	s.TopP = append(s.TopP, sp.TopP)
+	s.Seed = append(s.Seed, sp.Seed)
+}
+
 // Device describes the GPU, e.g. "cuda: NVIDIA H200".
 func (c *cudaBackend) Device() string { return c.r.Device() }
 
-// Close frees the KV pool, the graphs and every device allocation.
-func (c *cudaBackend) Close() error { return c.r.Close() }
+// Close frees the KV pool, the graphs and every device allocation, and stops the prompt
+// logprobs' workers.
+func (c *cudaBackend) Close() error {
+	c.prompt.close()
+	return c.r.Close()
+}

@@ -6,12 +6,14 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -414,7 +416,7 @@ func cudaLogprobsRun(t *testing.T, m *Model, mode gpuMode, allGreedy bool) {
 		}
 		before := make([]TokenLogprobs, len(gb.Logprobs)) // deep: a backend reuses an entry's Top
 		for j, l := range gb.Logprobs {
-			before[j] = TokenLogprobs{Sampled: l.Sampled, Top: slices.Clone(l.Top)}
+			before[j] = TokenLogprobs{Sampled: l.Sampled, Top: slices.Clone(l.Top), Rank: l.Rank}
 		}
 		queued := be.r.Stats().Queued
 		rows, err := cpu.Logits(&cb, false)
@@ -476,4 +478,222 @@ func maxAbsDiff(a, b []float32) float64 {
 		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
 	}
 	return d
+}
+
+// TestCUDAPromptLogprobsMatchCPU: the CUDA backend's prompt logprobs (teacher-forced steps), for
+// the embedded tiny model and a random GPT-2 124M (not under -race or -short), in all four modes,
+// against FillLogprobs over the CPU backend's logits of every token of the same batch: within
+// 2e-3, the same top ids where neighbours are farther apart, the same rank but for tokens whose
+// logits are within 2e-3 of the sampled one's. The batch mixes two asking sequences of different
+// lengths, a sampled prefill that does not ask and a decode row; the greedy sequences sample the
+// CPU's argmax where it leads by more than 2e-3, and their logprobs in that step and in the
+// decode steps after it (over the KV entries the teacher-forced steps wrote) match the CPU's
+// likewise. Entries of sequences that do not ask are untouched.
+func TestCUDAPromptLogprobsMatchCPU(t *testing.T) {
+	needCUDA(t)
+	for _, name := range []string{"tiny", "random:gpt2"} {
+		t.Run(name, func(t *testing.T) {
+			var m *Model
+			var err error
+			if name == "tiny" {
+				m, err = LoadTiny()
+			} else {
+				if testing.Short() || raceEnabled {
+					t.Skip("builds all 124M parameters and runs them on the CPU: too slow under -race or -short")
+				}
+				m, err = NewRandomModel(context.Background(), "gpt2", 1)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			for _, mode := range gpuModes {
+				t.Run(mode.String(), func(t *testing.T) { cudaPromptRun(t, m, mode) })
+			}
+		})
+	}
+}
+
+// cudaPromptRun is one mode of TestCUDAPromptLogprobsMatchCPU: sequence 0's prefill alone, the
+// mixed step with prompt logprobs, then 4 decode steps, on the GPU and, fed the same tokens, on
+// the CPU.
+func cudaPromptRun(t *testing.T, m *Model, mode gpuMode) {
+	const tol = 2e-3
+	e, be := newCUDA(t, m, mode, 4)
+	cpu := newTestBackend(t, m, false, 4, 64, 0)
+	var gb, cb Batch
+	first := SeqStep{ID: 0, Tokens: batchPrompts[1]}
+	for _, b := range []*Batch{&gb, &cb} {
+		b.Seqs = []SeqStep{first}
+	}
+	gb.Seqs[0].Blocks, cb.Seqs[0].Blocks = blocksFor(e, 0), []int32{0}
+	next := make([]int32, 4)
+	if err := be.Step(&gb, next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cpu.Logits(&cb, false); err != nil {
+		t.Fatal(err)
+	}
+	seqs := []SeqStep{
+		{ID: 0, Tokens: []int32{next[0]}, Start: len(first.Tokens), Logprobs: true, TopLogprobs: 5},
+		{ID: 1, Tokens: batchPrompts[2], PromptLogprobs: true, PromptTopLogprobs: 5, Logprobs: true, TopLogprobs: 3},
+		{ID: 2, Tokens: batchPrompts[1], Sample: SamplingParams{Temperature: 0.9, Seed: 7}},
+		{ID: 3, Tokens: batchPrompts[1], PromptLogprobs: true, PromptTopLogprobs: MaxTopLogprobs, Logprobs: true},
+	}
+	gb.Seqs, cb.Seqs = nil, nil
+	for j, s := range seqs {
+		s.Blocks = blocksFor(e, j)
+		gb.Seqs = append(gb.Seqs, s)
+		s.Blocks = []int32{int32(j)}
+		cb.Seqs = append(cb.Seqs, s)
+	}
+	gb.Logprobs = make([]TokenLogprobs, len(seqs))
+	promptEntries(&gb)
+	worst := 0.0
+	for step := range 5 {
+		rows, err := cpu.Logits(&cb, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := be.Step(&gb, next); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		row := 0
+		for j := range gb.Seqs {
+			s := &gb.Seqs[j]
+			if step == 0 {
+				worst = max(worst, cudaCheckPrompt(t, s, j, gb.PromptLogprobs[j], rows[row:], tol))
+			}
+			row += len(s.Tokens)
+			last := rows[row-1]
+			if s.Sample.Greedy() {
+				if want, lead := argmaxLead(last); lead > tol && next[j] != want {
+					t.Errorf("step %d seq %d: GPU sampled %d, the CPU's argmax is %d (by %.3g)", step, j, next[j], want, lead)
+				}
+			}
+			if s.Logprobs {
+				var want TokenLogprobs
+				FillLogprobs(&want, last, next[j], s.TopLogprobs)
+				if err := lpClose(gb.Logprobs[j], want, tol); err != nil {
+					t.Errorf("step %d seq %d: logprobs against the CPU: %v", step, j, err)
+				}
+			}
+		}
+		for j := range gb.Seqs {
+			g, c := &gb.Seqs[j], &cb.Seqs[j]
+			g.Start += len(g.Tokens)
+			g.Tokens, g.PromptLogprobs = []int32{next[j]}, false
+			c.Start, c.Tokens = g.Start, g.Tokens
+		}
+		gb.Repeats = 4
+	}
+	t.Logf("worst prompt logprob difference from the CPU %.3g", worst)
+}
+
+// cudaCheckPrompt checks sequence j's prompt logprobs entries got against the CPU's rows of its
+// tokens (see TestCUDAPromptLogprobsMatchCPU) and returns the largest logprob difference.
+func cudaCheckPrompt(t *testing.T, s *SeqStep, j int, got []TokenLogprobs, rows [][]float32, tol float64) float64 {
+	t.Helper()
+	n := 0
+	if s.PromptLogprobs {
+		n = len(s.Tokens) - 1
+	}
+	for k := n; k < len(got); k++ {
+		if !lpEqual(got[k], promptSentinel()) {
+			t.Errorf("seq %d: entry %d (past its %d) became %+v", j, k, n, got[k])
+		}
+	}
+	worst := 0.0
+	for k := range n {
+		var want TokenLogprobs
+		tok := s.Tokens[k+1]
+		FillLogprobs(&want, rows[k], tok, s.PromptTopLogprobs)
+		if err := lpClose(got[k], want, tol); err != nil {
+			t.Errorf("seq %d prompt entry %d: against the CPU: %v", j, k, err)
+		}
+		near := 0 // tokens whose logits are within tol of tok's: their order may differ
+		for v, x := range rows[k] {
+			if v != int(tok) && math.Abs(float64(x-rows[k][tok])) <= tol {
+				near++
+			}
+		}
+		if d := got[k].Rank - want.Rank; d > near || -d > near {
+			t.Errorf("seq %d prompt entry %d: rank %d, the CPU's %d (%d tokens within %g)", j, k, got[k].Rank, want.Rank, near, tol)
+		}
+		worst = max(worst, math.Abs(float64(got[k].Sampled.Logprob-want.Sampled.Logprob)))
+	}
+	return worst
+}
+
+// argmaxLead returns row's most likely token and how far its logit leads the next one's.
+func argmaxLead(row []float32) (int32, float64) {
+	best, second := 0, -1
+	for v := 1; v < len(row); v++ {
+		switch {
+		case row[v] > row[best]:
+			best, second = v, best
+		case second < 0 || row[v] > row[second]:
+			second = v
+		}
+	}
+	if second < 0 {
+		return int32(best), math.Inf(1)
+	}
+	return int32(best), float64(row[best] - row[second])
+}
+
+// TestCUDAPromptLogprobsChecks: a batch where a sequence asks for prompt logprobs is checked
+// whole before its teacher-forced steps run (a bad sequence that does not ask fails it with
+// ErrBadBatch naming that sequence), and a set Stop ends it with ErrStopped.
+func TestCUDAPromptLogprobsChecks(t *testing.T) {
+	needCUDA(t)
+	m, err := LoadTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, be := newCUDA(t, m, gpuMode{paged: true}, 2)
+	b := Batch{Seqs: []SeqStep{
+		{ID: 1, Tokens: batchPrompts[2], Blocks: blocksFor(e, 0), PromptLogprobs: true},
+		{ID: 2, Tokens: []int32{int32(m.Config.VocabSize)}, Blocks: blocksFor(e, 1)},
+	}}
+	promptEntries(&b)
+	if err := be.Step(&b, make([]int32, 2)); !errors.Is(err, ErrBadBatch) || !strings.Contains(err.Error(), "sequence 1 (id 2)") {
+		t.Errorf("a token past the vocabulary: %v, want ErrBadBatch naming sequence 1 (id 2)", err)
+	}
+	b.Seqs[1].Tokens = batchPrompts[0]
+	b.Stop = new(atomic.Bool)
+	b.Stop.Store(true)
+	if err := be.Step(&b, make([]int32, 2)); !errors.Is(err, ErrStopped) {
+		t.Errorf("Stop set: %v, want ErrStopped", err)
+	}
+}
+
+// TestCUDAPromptStepAllocatesNothing: once grown, a step whose sequences ask for prompt logprobs
+// makes no Go heap allocation (the teacher-forced steps reuse their step, rows and workers).
+func TestCUDAPromptStepAllocatesNothing(t *testing.T) {
+	needCUDA(t)
+	m, err := LoadTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range gpuModes {
+		e, be := newCUDA(t, m, mode, 4)
+		b := Batch{Seqs: []SeqStep{
+			{ID: 1, Tokens: batchPrompts[2], Blocks: blocksFor(e, 0), PromptLogprobs: true, PromptTopLogprobs: 5},
+			{ID: 2, Tokens: batchPrompts[1], Blocks: blocksFor(e, 1), PromptLogprobs: true, PromptTopLogprobs: MaxTopLogprobs},
+		}}
+		promptEntries(&b)
+		next := make([]int32, 2)
+		if err := be.Step(&b, next); err != nil {
+			t.Fatal(err)
+		}
+		allocs := testing.AllocsPerRun(5, func() {
+			if err := be.Step(&b, next); err != nil { // the same step again: it rewrites the same KV slots
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%v: a step with prompt logprobs made %v allocations, want 0", mode, allocs)
+		}
+	}
 }

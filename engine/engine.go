@@ -56,6 +56,11 @@ type SeqStep struct {
 	// alternatives' in Batch.Logprobs.
 	Logprobs    bool
 	TopLogprobs int
+	// PromptLogprobs asks for the log-probability of each of Tokens[1:] given the tokens before
+	// it, and PromptTopLogprobs (0..MaxTopLogprobs) alternatives', in Batch.PromptLogprobs[i]:
+	// the prompt's teacher-forced logprobs (vLLM's prompt_logprobs).
+	PromptLogprobs    bool
+	PromptTopLogprobs int
 }
 
 // Batch is the work of one step: any mix of prefill and decode sequences.
@@ -77,6 +82,12 @@ type Batch struct {
 	// len(Seqs) when any sequence asks; entries of sequences that do not ask are left as they are.
 	// Entries are filled in parallel, so no two may share Top memory.
 	Logprobs []TokenLogprobs
+	// PromptLogprobs receives, when a sequence asks (SeqStep.PromptLogprobs), PromptLogprobs[i][j]
+	// for Tokens[j+1] of Seqs[i] (its Sampled is that token), j < len(Tokens)-1. The caller sizes
+	// PromptLogprobs to len(Seqs) and each asking sequence's entry to len(Tokens)-1 (a sequence of
+	// one token has none: when no other asks, PromptLogprobs may be nil); as with Logprobs, no two
+	// entries may share Top memory.
+	PromptLogprobs [][]TokenLogprobs
 }
 
 // ErrStopped: a Step returned early because its Batch.Stop was set.

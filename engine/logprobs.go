@@ -20,16 +20,21 @@ type Logprob struct {
 }
 
 // TokenLogprobs is what a step reports of one sampled token when its sequence asks
-// (SeqStep.Logprobs): the token's own log-probability and the TopLogprobs most likely tokens',
-// most likely first (ties: the lower id first). The sampled token may be among Top or not.
+// (SeqStep.Logprobs), or of one prompt token (SeqStep.PromptLogprobs): the token's own
+// log-probability and the TopLogprobs most likely tokens', most likely first (ties: the lower id
+// first). The sampled token may be among Top or not.
 type TokenLogprobs struct {
 	Sampled Logprob
 	Top     []Logprob
+	// Rank is Sampled's rank in the row: how many tokens have a logit at least its own (itself
+	// included; non-finite logits count as -Inf), so 1 for the most likely (vLLM's rank).
+	Rank int
 }
 
 // FillLogprobs writes into out the log-probabilities of sampled and of the top most likely
-// tokens of one row of logits (V wide), reusing out.Top's memory. Non-finite logits count as
-// -Inf (a NaN logit never ranks). top is clamped to [0, min(MaxTopLogprobs, V)]. The top tokens
+// tokens of one row of logits (V wide), reusing out.Top's memory, and sampled's Rank. Non-finite
+// logits count as -Inf (a NaN logit never ranks ahead of a finite one; a sampled token outside
+// the row ranks V, as a -Inf one). top is clamped to [0, min(MaxTopLogprobs, V)]. The top tokens
 // are ranked by logit (ties: the lower id first), which orders them as their logprobs.
 func FillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int) {
 	fillLogprobs(out, logits, sampled, top, func(m float32) float64 {
@@ -73,12 +78,34 @@ func (s *SampleScratch) logprobs(k *kernels, out *TokenLogprobs, logits []float3
 // logits x, given their largest m.
 func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, sumExp func(m float32) float64) {
 	top = max(0, min(top, MaxTopLogprobs, len(logits)))
+	// Sampled's rank is counted in the pass that finds m: the logits >= its own, one branch-free
+	// compare per token, less the +Inf ones (which count as -Inf), counted where m skips them. A
+	// non-finite (or absent) sampled logit is NaN here, which nothing passes: as -Inf it ranks
+	// last, every token at least its own.
+	s := float32(math.NaN())
+	if sampled >= 0 && int(sampled) < len(logits) && finite32(logits[sampled]) {
+		s = logits[sampled]
+	}
 	// log-softmax: x - (m + log sum exp(x - m)).
 	m := float32(math.Inf(-1))
+	ge, posInf := 0, 0
 	for _, x := range logits {
-		if x > m && x <= math.MaxFloat32 { // NaN and +Inf compare false
-			m = x
+		if x > m { // NaN compares false
+			if x <= math.MaxFloat32 {
+				m = x
+			} else {
+				posInf++
+			}
 		}
+		inc := 0
+		if x >= s {
+			inc = 1
+		}
+		ge += inc
+	}
+	out.Rank = ge - posInf
+	if !finite32(s) {
+		out.Rank = len(logits)
 	}
 	lse := math.Inf(-1) // no finite logit: every logprob is -Inf
 	if finite32(m) {
@@ -150,6 +177,36 @@ func (b *Batch) wantsLogprobs() (bool, error) {
 	}
 	if want && len(b.Logprobs) < len(b.Seqs) {
 		return false, fmt.Errorf("%w: logprobs has %d entries, the batch has %d sequences", ErrBadBatch, len(b.Logprobs), len(b.Seqs))
+	}
+	return want, nil
+}
+
+// wantsPromptLogprobs reports whether any sequence of b with more than one token asks for prompt
+// logprobs, after checking that every sequence that asks wants 0..MaxTopLogprobs alternatives
+// and that b.PromptLogprobs has an entry per sequence with room for the len(Tokens)-1 logprobs
+// of each that asks (ErrBadBatch otherwise). A sequence of one token has no prompt logprobs: when
+// no other asks, b.PromptLogprobs may be nil.
+func (b *Batch) wantsPromptLogprobs() (bool, error) {
+	want := false
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		if !s.PromptLogprobs {
+			continue
+		}
+		if s.PromptTopLogprobs < 0 || s.PromptTopLogprobs > MaxTopLogprobs {
+			return false, fmt.Errorf("%w: sequence %d (id %d) asks for %d prompt top logprobs, want 0..%d", ErrBadBatch, i, s.ID, s.PromptTopLogprobs, MaxTopLogprobs)
+		}
+		n := len(s.Tokens) - 1
+		if n < 1 {
+			continue
+		}
+		switch {
+		case len(b.PromptLogprobs) < len(b.Seqs):
+			return false, fmt.Errorf("%w: sequence %d (id %d) asks for prompt logprobs, but prompt logprobs has %d entries for %d sequences", ErrBadBatch, i, s.ID, len(b.PromptLogprobs), len(b.Seqs))
+		case len(b.PromptLogprobs[i]) < n:
+			return false, fmt.Errorf("%w: sequence %d (id %d) has %d tokens, but room for %d prompt logprobs, want %d", ErrBadBatch, i, s.ID, len(s.Tokens), len(b.PromptLogprobs[i]), n)
+		}
+		want = true
 	}
 	return want, nil
 }

@@ -196,12 +196,12 @@ func TestFillBatchLogprobs(t *testing.T) {
 	}
 }
 
-// lpEqual reports whether two entries are the same, bit for bit.
+// lpEqual reports whether two entries are the same, bit for bit, their ranks included.
 func lpEqual(a, b TokenLogprobs) bool {
 	same := func(x, y Logprob) bool {
 		return x.Token == y.Token && math.Float32bits(x.Logprob) == math.Float32bits(y.Logprob)
 	}
-	return same(a.Sampled, b.Sampled) && slices.EqualFunc(a.Top, b.Top, same)
+	return same(a.Sampled, b.Sampled) && slices.EqualFunc(a.Top, b.Top, same) && a.Rank == b.Rank
 }
 
 // lpClose says how got differs from want beyond tol: the sampled token and the number of

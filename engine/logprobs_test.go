@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -110,4 +111,102 @@ func lpIDs(l []Logprob) []int32 {
 		ids[i] = e.Token
 	}
 	return ids
+}
+
+// BenchmarkVectorLogprobs times the backends' fill of one GPT-2-wide row (top 0 and top 20),
+// the sampled token a likely one and an unlikely one.
+//
+//	go test -run XXX -bench VectorLogprobs ./engine/
+func BenchmarkVectorLogprobs(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	logits := make([]float32, 50257)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+	}
+	best := int32(slices.Index(logits, slices.Max(logits)))
+	k := pickKernels()
+	var s SampleScratch
+	var out TokenLogprobs
+	for _, top := range []int{0, MaxTopLogprobs} {
+		for _, sampled := range []int32{best, 7} {
+			b.Run(fmt.Sprintf("top=%d/sampled=%d", top, sampled), func(b *testing.B) {
+				for b.Loop() {
+					s.logprobs(&k, &out, logits, sampled, top)
+				}
+			})
+		}
+	}
+}
+
+// naiveRank is TokenLogprobs.Rank by its definition: the tokens whose logit, non-finite ones as
+// -Inf, is at least sampled's (a sampled id outside the row as -Inf too).
+func naiveRank(logits []float32, sampled int32) int {
+	key := func(x float32) float64 {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return math.Inf(-1)
+		}
+		return float64(x)
+	}
+	s := math.Inf(-1)
+	if sampled >= 0 && int(sampled) < len(logits) {
+		s = key(logits[sampled])
+	}
+	n := 0
+	for _, x := range logits {
+		if key(x) >= s {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLogprobsRank: FillLogprobs and both kernel sets' vector fill give the sampled token's rank
+// as its definition does: ties count ahead, a -Inf, NaN or +Inf sampled logit ranks last (every
+// token at least -Inf), NaN and +Inf logits rank as -Inf, whatever top is.
+func TestLogprobsRank(t *testing.T) {
+	nan, inf, ninf := float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))
+	fixed := []float32{1, 3, 3, nan, inf, ninf, 2}
+	want := map[int32]int{0: 4, 1: 2, 2: 2, 3: 7, 4: 7, 5: 7, 6: 3, -1: 7, 7: 7}
+	r := rand.New(rand.NewPCG(7, 8))
+	rows := [][]float32{fixed}
+	for _, V := range []int{1, 5, 300, 50257} {
+		row := make([]float32, V)
+		for i := range row {
+			row[i] = float32(r.IntN(40)) / 4 // many ties
+		}
+		for range V / 10 {
+			row[r.IntN(V)] = []float32{nan, inf, ninf}[r.IntN(3)]
+		}
+		rows = append(rows, row)
+	}
+	fills := map[string]func(*TokenLogprobs, []float32, int32, int){"FillLogprobs": FillLogprobs}
+	for _, k := range []kernels{goKernels(), pickKernels()} {
+		fills[k.name] = func(out *TokenLogprobs, logits []float32, sampled int32, top int) {
+			new(SampleScratch).logprobs(&k, out, logits, sampled, top)
+		}
+	}
+	for name, fill := range fills {
+		for ri, row := range rows {
+			ids := []int32{-1, int32(len(row))}
+			for range 20 {
+				ids = append(ids, int32(r.IntN(len(row))))
+			}
+			if ri == 0 {
+				ids = []int32{-1, 0, 1, 2, 3, 4, 5, 6, 7}
+			}
+			for _, id := range ids {
+				for _, top := range []int{0, 3} {
+					var got TokenLogprobs
+					fill(&got, row, id, top)
+					w := naiveRank(row, id)
+					if ri == 0 && w != want[id] {
+						t.Fatalf("naiveRank(%v, %d) = %d, want %d", row, id, w, want[id])
+					}
+					if got.Rank != w {
+						t.Errorf("%s: row %d (V %d) sampled %d top %d: rank %d, want %d", name, ri, len(row), id, top, got.Rank, w)
+					}
+				}
+			}
+		}
+	}
 }
