@@ -117,6 +117,19 @@ func (m *BlockManager) Holds(id SeqID) bool { _, ok := m.seqs[id]; return ok }
 // yields the next token's logits. The block table (Table) covers the cached prefix first. With
 // ok == false (empty prompt, id already admitted, or not enough free blocks) nothing changes.
 func (m *BlockManager) Admit(id SeqID, prompt []int32) (cached int, ok bool) {
+	return m.admit(id, prompt, true)
+}
+
+// AdmitUncached is Admit taking no cached prefix: every block is fresh, so the whole prompt is
+// computed (for a sequence that wants the logits of every prompt position). Its full blocks still
+// enter the prefix index as Computed reports them, unless another block holds that prefix.
+func (m *BlockManager) AdmitUncached(id SeqID, prompt []int32) bool {
+	_, ok := m.admit(id, prompt, false)
+	return ok
+}
+
+// admit is Admit, looking up cached prefix blocks only when hit is set.
+func (m *BlockManager) admit(id SeqID, prompt []int32, hit bool) (cached int, ok bool) {
 	if len(prompt) == 0 || m.Holds(id) {
 		return 0, false
 	}
@@ -124,7 +137,11 @@ func (m *BlockManager) Admit(id SeqID, prompt []int32) (cached int, ok bool) {
 	if (!m.layout.Paged && need > 1) || need > m.numBlocks {
 		return 0, false
 	}
-	hits := m.lookup(prompt)
+	m.match, m.mhash = m.match[:0], m.mhash[:0]
+	hits := 0
+	if hit {
+		hits = m.lookup(prompt)
+	}
 	revive := 0 // hits that sit on the LRU list and leave it
 	for _, b := range m.match[:hits] {
 		if m.ref[b] == 0 {

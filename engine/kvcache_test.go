@@ -230,6 +230,68 @@ func TestBlockManagerLRUEviction(t *testing.T) {
 	}
 }
 
+// TestBlockManagerAdmitUncached: AdmitUncached takes no cached prefix block, even one that holds
+// the whole prompt's prefix, and fails as Admit does; the blocks it computes serve later hits
+// when no other block holds their prefix, and stay private when one does.
+func TestBlockManagerAdmitUncached(t *testing.T) {
+	const bs = 4
+	p, q := seqOf(100, 10), seqOf(200, 10) // two full blocks and a partial one each
+	m := NewBlockManager(KVLayout{BlockSize: bs, NumBlocks: 8, Paged: true}, true)
+	if c, ok := m.Admit(1, p); !ok || c != 0 {
+		t.Fatalf("admit 1: cached %d ok %v", c, ok)
+	}
+	m.Computed(1, p, len(p))
+	m.Release(1) // p's two full blocks are cached
+	if m.Cached() != 2 || m.CachedPrefix(p) != 8 {
+		t.Fatalf("cached %d blocks, p hits %d tokens: want 2 and 8", m.Cached(), m.CachedPrefix(p))
+	}
+	if !m.AdmitUncached(2, p) {
+		t.Fatal("AdmitUncached(2, p) failed")
+	}
+	if len(m.Table(2)) != 3 || m.Used() != 3 || m.Cached() != 2 {
+		t.Fatalf("table %v, used %d, cached %d: want 3 fresh blocks and p's cached blocks left alone", m.Table(2), m.Used(), m.Cached())
+	}
+	m.Computed(2, p, len(p))
+	m.Release(2) // another block holds p's prefix: sequence 2's stay private and go back free
+	if m.Cached() != 2 || m.CachedPrefix(p) != 8 {
+		t.Fatalf("after releasing 2: cached %d, p hits %d: want 2 and 8", m.Cached(), m.CachedPrefix(p))
+	}
+	// A prompt no block holds yet: its computed blocks are indexed for later sequences.
+	if !m.AdmitUncached(3, q) {
+		t.Fatal("AdmitUncached(3, q) failed")
+	}
+	m.Computed(3, q, len(q))
+	if c, ok := m.Admit(4, q); !ok || c != 8 {
+		t.Fatalf("admit 4 after an uncached admission of the same prompt: cached %d ok %v, want 8", c, ok)
+	}
+	if got, want := m.Table(4)[:2], m.Table(3)[:2]; !slices.Equal(got, want) {
+		t.Fatalf("sequence 4 hit blocks %v, want sequence 3's %v", got, want)
+	}
+	// Failures change nothing: an empty prompt, an id already admitted, a pool too small.
+	used, cached := m.Used(), m.Cached()
+	if m.AdmitUncached(5, nil) || m.AdmitUncached(3, q) || m.AdmitUncached(5, seqOf(300, 8*bs)) || m.Holds(5) {
+		t.Fatal("AdmitUncached accepted an empty prompt, an admitted id or a prompt larger than the pool")
+	}
+	if m.Used() != used || m.Cached() != cached {
+		t.Fatalf("failed admissions changed the pool: used %d cached %d, want %d and %d", m.Used(), m.Cached(), used, cached)
+	}
+	// With no plain free block left, a fresh block evicts a cached one, even one holding the
+	// prompt's own prefix: 4 blocks in use, 2 plain free and p's 2 cached; p needs 3, so p's
+	// tail block (the least recently freed) goes.
+	if !m.AdmitUncached(5, p) {
+		t.Fatalf("AdmitUncached(5, p) failed: used %d free %d", m.Used(), m.Free())
+	}
+	if m.Used() != 7 || m.Cached() != 1 || m.CachedPrefix(p) != bs {
+		t.Fatalf("used %d, cached %d, p hits %d: want 7, 1, %d", m.Used(), m.Cached(), m.CachedPrefix(p), bs)
+	}
+	for _, id := range []SeqID{3, 4, 5} {
+		m.Release(id)
+	}
+	if m.Used() != 0 {
+		t.Fatalf("used %d after releasing all", m.Used())
+	}
+}
+
 // TestBlockManagerProperty runs random admits, grows, computes and releases against a shadow of
 // the KV contents and checks after every operation that the books balance, that a hit only ever
 // returns blocks holding exactly the prompt's tokens, and that no write lands in a shared block.
@@ -266,7 +328,7 @@ func runProperty(t *testing.T, m *BlockManager, rng *rand.Rand, ops int) {
 	}
 	live := map[SeqID]*shadowSeq{}
 	var next SeqID
-	var hits, refused, grown, stalled int // how much each path was exercised
+	var hits, refused, grown, stalled, uncached int // how much each path was exercised
 	write := func(id SeqID, s *shadowSeq, upto int) {
 		table := m.Table(id)
 		for p := s.computed; p < upto; p++ {
@@ -281,7 +343,7 @@ func runProperty(t *testing.T, m *BlockManager, rng *rand.Rand, ops int) {
 	}
 	for op := range ops {
 		switch k := rng.IntN(10); {
-		case k < 4: // admit a prompt from a few shared prefixes
+		case k < 4: // admit a prompt from a few shared prefixes; one in four takes no cached block
 			base := 1000 * rng.IntN(3)
 			p := seqOf(base, 1+rng.IntN(30))
 			if rng.IntN(4) == 0 {
@@ -289,7 +351,13 @@ func runProperty(t *testing.T, m *BlockManager, rng *rand.Rand, ops int) {
 			}
 			next++
 			used := m.Used()
-			cached, ok := m.Admit(next, p)
+			var cached int
+			var ok bool
+			if k == 0 {
+				ok = m.AdmitUncached(next, p)
+			} else {
+				cached, ok = m.Admit(next, p)
+			}
 			if !ok {
 				if m.Used() != used || m.Table(next) != nil {
 					t.Fatalf("op %d: failed Admit changed the pool", op)
@@ -307,6 +375,9 @@ func runProperty(t *testing.T, m *BlockManager, rng *rand.Rand, ops int) {
 			}
 			if cached > 0 {
 				hits++
+			}
+			if k == 0 {
+				uncached++
 			}
 			s := &shadowSeq{tokens: p, computed: cached}
 			live[next] = s
@@ -334,11 +405,11 @@ func runProperty(t *testing.T, m *BlockManager, rng *rand.Rand, ops int) {
 		}
 		checkBooks(t, m, live, op)
 	}
-	if refused == 0 || stalled == 0 || grown == 0 || (m.prefix && hits == 0) {
-		t.Fatalf("a path was not exercised: hits %d, refused admits %d, grows %d, failed grows %d",
-			hits, refused, grown, stalled)
+	if refused == 0 || stalled == 0 || grown == 0 || uncached == 0 || (m.prefix && hits == 0) {
+		t.Fatalf("a path was not exercised: hits %d, refused admits %d, grows %d, failed grows %d, uncached admits %d",
+			hits, refused, grown, stalled, uncached)
 	}
-	t.Logf("hits %d, refused admits %d, grows %d, failed grows %d", hits, refused, grown, stalled)
+	t.Logf("hits %d, refused admits %d, grows %d, failed grows %d, uncached admits %d", hits, refused, grown, stalled, uncached)
 	for id := range live {
 		m.Release(id)
 	}

@@ -3,6 +3,8 @@ package sched
 import (
 	"runtime"
 	"time"
+
+	"rosetop/engine"
 )
 
 // Admission and preemption: what the loop takes in at the start of a step, the KV room it keeps
@@ -126,13 +128,13 @@ func (s *Scheduler) admit(cfg Config, st *stepStats) {
 			return // a prompt still tokenizing holds the line: FIFO by submission
 		}
 		if cfg.PrefillMaxTokens > 0 && len(l.pre) > 0 {
-			run := len(q.tokens) - l.bm.CachedPrefix(q.tokens)
+			run := len(q.tokens) - l.cachedPrefix(q)
 			if st.prefillTokens+run > cfg.PrefillMaxTokens {
 				return
 			}
 		}
 		seq := l.nextSeq + 1
-		cached, ok := l.bm.Admit(seq, q.tokens)
+		cached, ok := l.admitSeq(seq, q)
 		if !ok {
 			return // out of KV blocks: wait for running sequences to finish
 		}
@@ -145,6 +147,24 @@ func (s *Scheduler) admit(cfg Config, st *stepStats) {
 		st.prefillTokens += len(q.tokens) - cached
 		st.cached += cached
 	}
+}
+
+// cachedPrefix is how many leading tokens of q admitSeq would find in the prefix cache now.
+func (l *loopState) cachedPrefix(q *request) int {
+	if q.promptLogprobs {
+		return 0
+	}
+	return l.bm.CachedPrefix(q.tokens)
+}
+
+// admitSeq reserves q's blocks as sequence seq and returns how many leading tokens are cached. A
+// request still owed its prompt logprobs takes no cached block: each prompt token's logits come
+// from computing it.
+func (l *loopState) admitSeq(seq engine.SeqID, q *request) (cached int, ok bool) {
+	if q.promptLogprobs {
+		return 0, l.bm.AdmitUncached(seq, q.tokens)
+	}
+	return l.bm.Admit(seq, q.tokens)
 }
 
 // preempt releases q's blocks and puts it at the front of the waiting queue; it will be prefilled

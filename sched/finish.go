@@ -39,6 +39,9 @@ func (s *Scheduler) advance(q *request, tok int32, lp *engine.TokenLogprobs, now
 	if q.logprobs && lp != nil {
 		e.Logprobs = q.keepLogprobs(lp)
 	}
+	if q.promptLogprobs { // the first prefill's token: its copy is the event's from now on
+		e.PromptLogprobs, q.promptLP, q.promptLogprobs = q.promptLP, nil, false
+	}
 	if reason != "" {
 		s.finish(q, reason, nil, now)
 	}

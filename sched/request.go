@@ -21,6 +21,12 @@ type request struct {
 	stop           StopCheck // Request.Stop: nil, or called by the loop only (advance)
 	logprobs       bool      // Request.Logprobs
 	topLogprobs    int       // Request.TopLogprobs when logprobs is set, else 0
+	// promptLogprobs: Request.PromptLogprobs, until the first token event has carried them
+	// (a recompute after preemption asks no more); promptTop is Request.PromptTopLogprobs.
+	promptLogprobs bool
+	promptTop      int
+	// promptLP is the copy of the first prefill's prompt logprobs that its token event carries.
+	promptLP []engine.TokenLogprobs
 
 	// tokens is the sequence: prompt ids, then output ids. Elements are never changed once
 	// appended: events and records hand out sub-slices of it.
@@ -59,6 +65,9 @@ func newRequest(r Request, now time.Duration) *request {
 	}
 	if r.Logprobs {
 		q.logprobs, q.topLogprobs = true, r.TopLogprobs
+	}
+	if r.PromptLogprobs {
+		q.promptLogprobs, q.promptTop = true, r.PromptTopLogprobs
 	}
 	return q
 }
@@ -118,8 +127,29 @@ func (q *request) keepLogprobs(e *engine.TokenLogprobs) []engine.TokenLogprobs {
 		top = q.lpTop[n:m:m]
 	}
 	k := len(q.lp)
-	q.lp = append(q.lp, engine.TokenLogprobs{Sampled: e.Sampled, Top: top})
+	q.lp = append(q.lp, engine.TokenLogprobs{Sampled: e.Sampled, Top: top, Rank: e.Rank})
 	return q.lp[k : k+1 : k+1]
+}
+
+// keepPromptLogprobs stores a copy of the backend's prompt logprobs (whose Top the backend
+// reuses) in q.promptLP, in memory of its own: one allocation for the entries, one for every
+// Top. A prompt of one token has no entry: the copy is then empty, not nil.
+func (q *request) keepPromptLogprobs(es []engine.TokenLogprobs) {
+	n := 0
+	for i := range es {
+		n += len(es[i].Top)
+	}
+	tops := make([]engine.Logprob, 0, n)
+	out := make([]engine.TokenLogprobs, len(es))
+	for i, e := range es {
+		out[i] = engine.TokenLogprobs{Sampled: e.Sampled, Rank: e.Rank}
+		if len(e.Top) > 0 {
+			k := len(tops)
+			tops = append(tops, e.Top...)
+			out[i].Top = tops[k:len(tops):len(tops)]
+		}
+	}
+	q.promptLP = out
 }
 
 // firstTimes copies the request's timestamps at its first token for Event.First. Its Tokens

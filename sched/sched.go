@@ -210,6 +210,9 @@ func (s *Scheduler) Submit(r Request) (RequestID, error) {
 	if r.TopLogprobs < 0 || r.TopLogprobs > engine.MaxTopLogprobs {
 		return 0, fmt.Errorf("%w: top logprobs %d, want 0..%d", ErrBadRequest, r.TopLogprobs, engine.MaxTopLogprobs)
 	}
+	if r.PromptTopLogprobs < 0 || r.PromptTopLogprobs > engine.MaxTopLogprobs {
+		return 0, fmt.Errorf("%w: prompt top logprobs %d, want 0..%d", ErrBadRequest, r.PromptTopLogprobs, engine.MaxTopLogprobs)
+	}
 	q := newRequest(r, start)
 	switch {
 	case len(r.Tokens) > 0:

@@ -35,6 +35,11 @@ type loopState struct {
 	events    arena[Event]           // this step's events; StepOutput.Events
 	ended     arena[RequestID]       // this step's finished ids; StepOutput.Finished
 	preempted bool                   // a sequence was preempted this step: admit nothing (it would thrash)
+
+	// promptBufs[k] is the buffer of prompt logprobs lent to the backend for a call's k-th asking
+	// sequence (entries' Top reused); promptLPs is a call's Batch.PromptLogprobs.
+	promptBufs [][]engine.TokenLogprobs
+	promptLPs  [][]engine.TokenLogprobs
 }
 
 func (l *loopState) init(bm *engine.BlockManager, outputBuffer int) {
@@ -62,9 +67,10 @@ type stepStats struct {
 // batch; run the prefill and decode batches as two backend calls in Policy order, or as one
 // (Mixed); publish the snapshot.
 //
-// Ownership: StepOutput and everything it references (Events, each Event's Tokens, Logprobs and
-// Record, Finished) are never written again by the scheduler; the consumer may keep them and must
-// not modify them. Step and Run must not be called concurrently (a second caller waits).
+// Ownership: StepOutput and everything it references (Events, each Event's Tokens, Logprobs,
+// PromptLogprobs and Record, Finished) are never written again by the scheduler; the consumer may
+// keep them and must not modify them. Step and Run must not be called concurrently (a second
+// caller waits).
 //
 // A backend error finishes every sequence holding KV with FinishError and is returned (wrapped);
 // waiting requests stay queued.
@@ -126,13 +132,15 @@ func (s *Scheduler) runPrefill(st *stepStats) error {
 	if !ran {
 		return err
 	}
+	l.keepPromptLogprobs(b, 0)
 	for i, q := range l.pre {
 		s.advance(q, next[i], logprobsOf(b, i), end)
 	}
 	return nil
 }
 
-// addPrefill appends the prefill batch's sequences to b.
+// addPrefill appends the prefill batch's sequences to b. A request owed its prompt logprobs runs
+// its whole prompt (admitSeq took no cached block) and asks for them, unless it has one token.
 func (s *Scheduler) addPrefill(b *engine.Batch) {
 	l := &s.loop
 	for _, q := range l.pre {
@@ -140,7 +148,18 @@ func (s *Scheduler) addPrefill(b *engine.Batch) {
 		b.Seqs = append(b.Seqs, engine.SeqStep{
 			ID: q.seq, Tokens: q.tokens[q.computed:n:n], Start: q.computed, Blocks: l.bm.Table(q.seq), Sample: q.sampling,
 			Logprobs: q.logprobs, TopLogprobs: q.topLogprobs,
+			PromptLogprobs: q.promptLogprobs && n > 1, PromptTopLogprobs: q.promptTop,
 		})
+	}
+}
+
+// keepPromptLogprobs copies, for each request of the prefill batch owed its prompt logprobs, the
+// entries of its sequence (b's sequence off+i for l.pre[i]) for its first token event.
+func (l *loopState) keepPromptLogprobs(b *engine.Batch, off int) {
+	for i, q := range l.pre {
+		if q.promptLogprobs {
+			q.keepPromptLogprobs(promptLogprobsOf(b, off+i))
+		}
 	}
 }
 
@@ -211,6 +230,7 @@ func (s *Scheduler) runMixed(n int, st *stepStats) error {
 		return err
 	}
 	st.decodeTokens = n
+	l.keepPromptLogprobs(b, n)
 	for i, q := range l.running[:n] {
 		s.advance(q, next[i], logprobsOf(b, i), end)
 	}
@@ -238,11 +258,15 @@ func (s *Scheduler) call(b *engine.Batch, next []int32, groups ...[]*request) (b
 	}
 	s.mu.Unlock()
 	s.loop.sizeLogprobs(b)
+	s.loop.sizePromptLogprobs(b)
 	b.Stop = &s.stop
 	err := s.backend.Step(b, next)
 	b.Stop = nil
 	if err == nil && b.Logprobs != nil {
 		err = checkLogprobs(b, next)
+	}
+	if err == nil && b.PromptLogprobs != nil {
+		err = checkPromptLogprobs(b)
 	}
 	s.mu.Lock()
 	s.inCall = s.inCall[:0]
@@ -293,6 +317,87 @@ func checkLogprobs(b *engine.Batch, next []int32) error {
 		}
 	}
 	return nil
+}
+
+// sizePromptLogprobs sets b.PromptLogprobs to l.promptLPs, an entry per sequence, when one of
+// them asks for prompt logprobs (nil otherwise, the steady state: nothing to do). The k-th asking
+// sequence's entry is promptBufs[k], one element per token after its first, each marked not
+// filled (token -1); the others' are nil. A buffer keeps the longest prompt it has held.
+func (l *loopState) sizePromptLogprobs(b *engine.Batch) {
+	b.PromptLogprobs = nil
+	if !asksPromptLogprobs(b) {
+		return
+	}
+	n := len(b.Seqs)
+	if cap(l.promptLPs) < n {
+		l.promptLPs = make([][]engine.TokenLogprobs, n)
+	}
+	lps, k := l.promptLPs[:n], 0
+	for i := range b.Seqs {
+		lps[i] = nil
+		if b.Seqs[i].PromptLogprobs {
+			lps[i] = l.promptBuf(k, len(b.Seqs[i].Tokens)-1)
+			k++
+		}
+	}
+	b.PromptLogprobs = lps
+}
+
+// asksPromptLogprobs reports whether a sequence of b asks for prompt logprobs.
+func asksPromptLogprobs(b *engine.Batch) bool {
+	for i := range b.Seqs {
+		if b.Seqs[i].PromptLogprobs {
+			return true
+		}
+	}
+	return false
+}
+
+// promptBuf returns promptBufs[k] cut to n entries, each marked not filled (token -1), adding or
+// growing it as needed: old entries keep their Top memory, new ones have none, so no two entries
+// share any.
+func (l *loopState) promptBuf(k, n int) []engine.TokenLogprobs {
+	if k == len(l.promptBufs) {
+		l.promptBufs = append(l.promptBufs, nil)
+	}
+	buf := l.promptBufs[k]
+	if cap(buf) < n {
+		buf = append(buf[:cap(buf)], make([]engine.TokenLogprobs, n-cap(buf))...)
+		l.promptBufs[k] = buf
+	}
+	buf = buf[:n]
+	for j := range buf {
+		buf[j].Sampled = engine.Logprob{Token: -1}
+	}
+	return buf
+}
+
+// checkPromptLogprobs reports a backend that did not fill the prompt logprobs of a sequence that
+// asked: its entries must be as many as its tokens after the first, each naming its token.
+func checkPromptLogprobs(b *engine.Batch) error {
+	for i := range b.Seqs {
+		sq := &b.Seqs[i]
+		if !sq.PromptLogprobs {
+			continue
+		}
+		if i >= len(b.PromptLogprobs) || len(b.PromptLogprobs[i]) != len(sq.Tokens)-1 {
+			return fmt.Errorf("the backend did not return the %d prompt logprobs of sequence %d", len(sq.Tokens)-1, i)
+		}
+		for j, e := range b.PromptLogprobs[i] {
+			if want := sq.Tokens[j+1]; e.Sampled.Token != want {
+				return fmt.Errorf("the backend reported prompt logprobs of token %d for token %d of sequence %d, which is %d", e.Sampled.Token, j+1, i, want)
+			}
+		}
+	}
+	return nil
+}
+
+// promptLogprobsOf is b's sequence i's prompt logprobs when it asked, else nil.
+func promptLogprobsOf(b *engine.Batch, i int) []engine.TokenLogprobs {
+	if b.PromptLogprobs == nil || !b.Seqs[i].PromptLogprobs {
+		return nil
+	}
+	return b.PromptLogprobs[i]
 }
 
 // logprobsOf is the entry of b's sequence i when it asked for logprobs, else nil.

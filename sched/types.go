@@ -28,6 +28,13 @@ type Request struct {
 	// (0..engine.MaxTopLogprobs) alternatives' (Event.Logprobs).
 	Logprobs    bool
 	TopLogprobs int
+	// PromptLogprobs asks for each prompt token's log-probability given the tokens before it
+	// (the first token has none) and PromptTopLogprobs (0..engine.MaxTopLogprobs) alternatives'
+	// (Event.PromptLogprobs). Such a prompt is computed whole: it reuses no cached prefix (as
+	// vLLM skips the prefix cache for prompt_logprobs). They come once: a recompute after a
+	// preemption asks no more (and may use the cache).
+	PromptLogprobs    bool
+	PromptTopLogprobs int
 }
 
 // StopCheck is a request's own stop condition, decided on the scheduler's loop. Check is called
@@ -132,8 +139,13 @@ type Event struct {
 	// Logprobs: EventTokens of a request that asked (Request.Logprobs): Logprobs[i] is Tokens[i]'s,
 	// a fresh value the scheduler never writes again.
 	Logprobs []engine.TokenLogprobs
-	Text     string  // EventTokens: a text piece (whole UTF-8 characters), when one is due
-	Record   *Record // EventFinished
+	// PromptLogprobs: the first EventTokens of a request that asked (Request.PromptLogprobs):
+	// entry j is prompt token j+1's, len(prompt)-1 entries (a one-token prompt: empty, not nil),
+	// a fresh value never written again; nil on every other event. A backend that does not fill
+	// them fails its step, as for Logprobs: the requests in it end with FinishError.
+	PromptLogprobs []engine.TokenLogprobs
+	Text           string  // EventTokens: a text piece (whole UTF-8 characters), when one is due
+	Record         *Record // EventFinished
 	// At is, for EventTokens, when the step's token was sampled: its entry in the record's
 	// Times.Tokens (the end of the backend call that produced it, not Snapshot.At, which is the
 	// end of the whole step).
