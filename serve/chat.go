@@ -95,12 +95,15 @@ func parseChat(body []byte, m *Model) (*job, *apiError) {
 		return nil, e
 	}
 	if r.Echo != nil && *r.Echo {
-		// vLLM's chat echo answers the prompt's logprobs too (prompt_logprobs), which the
-		// scheduler does not compute.
+		// vLLM's chat echo puts the last message's content before the reply's when it is the
+		// assistant's (and answers the prompt's logprobs at top_logprobs): not implemented.
 		return nil, badRequest("echo", "unsupported_parameter",
 			"Unsupported parameter: 'echo' is true; rosetop supports only null or false on /v1/chat/completions (echo is implemented on /v1/completions)")
 	}
 	// vLLM's ChatCompletionRequest.check_logprobs.
+	if e := checkPromptLogprobs((*int)(r.PromptLogprobs), r.Stream != nil && *r.Stream); e != nil {
+		return nil, e
+	}
 	if e := checkLogprobsSign("top_logprobs", r.TopLogprobs.v); e != nil {
 		return nil, e
 	}
@@ -138,6 +141,10 @@ func parseChat(body []byte, m *Model) (*job, *apiError) {
 		if e := j.askLogprobs(top, m); e != nil {
 			return nil, e
 		}
+	}
+	// The prompt's logprobs go at the top of a whole reply (vLLM's ChatCompletionResponse).
+	if e := j.askPromptLogprobs((*int)(r.PromptLogprobs), true, m); e != nil {
+		return nil, e
 	}
 	return j, nil
 }

@@ -13,6 +13,7 @@ type choiceEvent struct {
 	text   string
 	ids    []int32      // the output ids since the choice's last event
 	lps    []lpPosition // with logprobs: those ids' logprobs
+	prompt []lpPosition // the choice's first event, with prompt logprobs asked: the prompt's
 	count  int          // output ids so far
 	done   bool
 	finish string
@@ -28,6 +29,9 @@ func (g *generation) step(ctx context.Context, i int, sent *int) choiceEvent {
 	ev := choiceEvent{i: i, text: text, ids: slices.Clone(g.tokens[*sent:]), count: len(g.tokens), done: done}
 	if g.lpdec != nil {
 		ev.lps = slices.Clone(g.lps[*sent:])
+	}
+	if *sent == 0 {
+		ev.prompt = g.prompt // set once, by the first token event, and never written again
 	}
 	if done {
 		ev.finish = g.finish

@@ -35,9 +35,9 @@
 // (absent: a random one per request), stop (a string or up to 64, as vLLM takes more than
 // OpenAI's 4), stream, stream_options, n, logprobs (completions: an integer; chat: true, with
 // top_logprobs), echo (completions), and vLLM's ignore_eos, min_tokens, skip_special_tokens,
-// return_token_ids, return_tokens_as_token_ids, stop_token_ids (ids in the vocabulary, else a 400
-// listing those outside it, as vLLM's) and include_stop_str_in_output. Fields that would change
-// the result and that rosetop does not implement (best_of, prompt_logprobs, chat's echo, suffix,
+// return_token_ids, return_tokens_as_token_ids, prompt_logprobs, stop_token_ids (ids in the
+// vocabulary, else a 400 listing those outside it, as vLLM's) and include_stop_str_in_output.
+// Fields that would change the result and that rosetop does not implement (best_of, chat's echo, suffix,
 // logit_bias, penalties, tools, tool_choice, response_format, ...) get a 400 naming the field
 // unless they hold their neutral value (best_of: n; tool_choice: "none", as vLLM also refuses any
 // other without tools); other unknown fields are ignored, as vLLM ignores them. An integer may be
@@ -61,8 +61,19 @@
 //   - echo (completions) puts each prompt's text (token ids decoded) before its choices' text (a
 //     stream: in each choice's first chunk), none with return_token_ids, as vLLM; with
 //     max_tokens 0 the reply is the prompt alone (one token is still sampled and counted, as in
-//     vLLM). echo with logprobs is a 400: vLLM returns the prompt tokens' logprobs then, which the
-//     scheduler does not compute.
+//     vLLM). With logprobs, a choice's logprobs (a stream's first chunk's) start with the prompt's
+//     tokens, as vLLM's: the first with null token_logprobs and top_logprobs (it has no context),
+//     each other its logprob given the tokens before it with prompt_logprobs' (else logprobs')
+//     alternatives, text_offset counting from the prompt's start; max_tokens 0 answers the
+//     prompt's alone. This is how lm-evaluation-harness scores text (echo, logprobs 1, max_tokens 0
+//     or 1, token_logprobs[ctxlen:]). The scheduler computes them (sched.Request.PromptLogprobs)
+//     over the whole prompt, sharing no cached prefix.
+//   - prompt_logprobs N (vLLM's, 0..20: -1, the whole vocabulary, or more than 20 is a 400 with
+//     vLLM's max_logprobs message; above 0 with stream a 400 too): a whole reply's
+//     prompt_logprobs, on each completion choice, at the top of a chat reply: null for the first
+//     prompt token, then for each an object from token id to {"logprob", "rank",
+//     "decoded_token"}, the prompt token first (its rank in the whole vocabulary, 1 the most
+//     likely), then the N most likely; -inf is -9999. A stream never carries it.
 //   - Stop strings are matched on the server, as vLLM does: after each token in the new text and
 //     the stop string's length - 1 bytes before it; the first listed stop string found there wins,
 //     the text is cut before it (after it with

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"rosetop/sched"
 )
@@ -27,14 +28,18 @@ type generation struct {
 	tokens  []int32       // output ids the client is answered with (those up to a stop match)
 	lps     []lpPosition  // with logprobs: tokens[i]'s logprobs (vLLM returns those of every token in tokens)
 	lpdec   *lpDecoder    // with logprobs: decodes the tokens' and alternatives' texts; else nil
+	tok     Tokenizer     // decodes the prompt's logprobs
 	finish  string        // finish_reason once done ("length", "stop"); for the log, "cancelled" or "error"
 	rec     *sched.Record // the finished record, once seen
 	first   *sched.Times  // the times the first token event carried (sched.Event.First): its TTFT, record or not
 	matched bool          // a stop string or stop id ended the text before the finished event was read (drain reads it)
+	// prompt: with prompt logprobs asked (req.PromptLogprobs), the prompt's positions, the first
+	// unscored; set by the request's first token event, which carries them.
+	prompt []lpPosition
 }
 
 func newGeneration(j *job, st Stream, m *Model) *generation {
-	g := &generation{j: j, st: st, rule: newStopRule(j, m)}
+	g := &generation{j: j, st: st, rule: newStopRule(j, m), tok: m.Tokenizer}
 	if j.logprobs {
 		g.lpdec = newLPDecoder(m.Tokenizer)
 	}
@@ -59,6 +64,12 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 	if g.lpdec != nil && len(ev.Logprobs) != len(ev.Tokens) {
 		g.st.Cancel() // the reply cannot be given: the request need not run on
 		return "", false, fmt.Errorf("%w: %d tokens came with %d logprobs", errEngine, len(ev.Tokens), len(ev.Logprobs))
+	}
+	if g.j.req.PromptLogprobs && g.prompt == nil {
+		if err := g.takePrompt(ev); err != nil {
+			g.st.Cancel()
+			return "", false, err
+		}
 	}
 	last := false // the tokens end the request: its finished event follows
 	for i, t := range ev.Tokens {
@@ -85,6 +96,26 @@ func (g *generation) next(ctx context.Context) (text string, done bool, err erro
 		return "", true, fmt.Errorf("%w: tokens after the last one", errEngine)
 	}
 	return g.finished(ev.Record)
+}
+
+// takePrompt keeps the prompt's logprobs, which the request's first token event carries: one
+// entry for each prompt token after the first, that token's.
+func (g *generation) takePrompt(ev sched.Event) error {
+	prompt := g.j.req.Tokens
+	if len(ev.PromptLogprobs) != len(prompt)-1 {
+		return fmt.Errorf("%w: a prompt of %d tokens came with %d prompt logprobs", errEngine, len(prompt), len(ev.PromptLogprobs))
+	}
+	for k, x := range ev.PromptLogprobs {
+		if x.Sampled.Token != prompt[k+1] {
+			return fmt.Errorf("%w: prompt logprobs %d are token %d's, not the prompt's %d", errEngine, k, x.Sampled.Token, prompt[k+1])
+		}
+	}
+	var first *int32 // vLLM corrects a prompt's partial characters with its output logprobs' first token
+	if g.lpdec != nil && len(ev.Tokens) > 0 {
+		first = &ev.Tokens[0]
+	}
+	g.prompt = promptPositions(g.tok, prompt, ev.PromptLogprobs, first)
+	return nil
 }
 
 // read returns the request's next event; an end of events without a finish, or a finished event
@@ -156,16 +187,31 @@ func (g *generation) gone() {
 }
 
 // logprobsOf is the reply's logprobs of the output tokens of ps, nil without logprobs; offset is
-// a completion's text_offset of the first of them (vLLM's initial_text_offset).
-func (g *generation) logprobsOf(ps []lpPosition, offset int) any {
+// a completion's text_offset of the first of them (vLLM's initial_text_offset). With echo, prompt
+// (the prompt's positions, given with a choice's first chunk or whole text) come first, as in
+// vLLM; with max_tokens 0 they alone.
+func (g *generation) logprobsOf(prompt, ps []lpPosition, offset int) any {
 	switch j := g.j; {
 	case !j.logprobs:
 		return nil
 	case j.chat:
 		return chatLogprobsOf(ps, j.topLogprobs, j.tokensAsIDs)
-	default:
-		return completionLogprobsOf(ps, j.topLogprobs, offset, j.tokensAsIDs)
+	case j.echo && prompt != nil:
+		if j.echoOnly {
+			ps = nil
+		}
+		ps = append(slices.Clip(prompt), ps...)
 	}
+	return completionLogprobsOf(ps, g.j.topLogprobs, offset, g.j.tokensAsIDs)
+}
+
+// promptLogprobs is the prompt_logprobs field of a whole reply: the prompt's positions when the
+// request gave it, else nil (left out).
+func (g *generation) promptLogprobs() promptLogprobs {
+	if !g.j.showPrompt {
+		return nil
+	}
+	return g.prompt
 }
 
 // echoed is the text of a choice's first chunk (or whole text) with echo: the prompt's text and

@@ -145,6 +145,7 @@ func failure(r *http.Request, g *generation, err error) *apiError {
 // wholeReply waits for every choice to end and answers with the whole reply.
 func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, gs []*generation, rp *replier) {
 	as := make([]answer, len(gs))
+	var promptLPs promptLogprobs // the prompt's first choice's, for all its choices
 	for i, g := range gs {
 		var text strings.Builder
 		for {
@@ -161,8 +162,11 @@ func (s *Server) wholeReply(w http.ResponseWriter, r *http.Request, gs []*genera
 				break
 			}
 		}
+		if g.j.firstOfPrompt {
+			promptLPs = g.promptLogprobs()
+		}
 		as[i] = answer{text: g.j.echoed(text.String()), finish: g.finish, tokens: g.tokens, prompt: g.j.req.Tokens,
-			logprobs: g.logprobsOf(g.lps, 0)}
+			logprobs: g.logprobsOf(g.prompt, g.lps, 0), promptLogprobs: promptLPs}
 	}
 	s.writeJSON(w, http.StatusOK, rp.whole(as, totalUsage(gs)))
 	for _, g := range gs {
@@ -225,7 +229,7 @@ func (s *Server) streamReply(w http.ResponseWriter, r *http.Request, gs []*gener
 		if ev.done {
 			p.finish = &ev.finish
 		}
-		p.logprobs = g.logprobsOf(ev.lps, sentLen[ev.i])
+		p.logprobs = g.logprobsOf(ev.prompt, ev.lps, sentLen[ev.i])
 		sentLen[ev.i] += utf8.RuneCountInString(p.text)
 		if out.send(rp.chunk(ev.i, p, g.chunkUsage(ev.count))) != nil {
 			sendFailed()

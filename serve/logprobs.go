@@ -17,16 +17,30 @@ import (
 const lpFloor = -9999.0
 
 // lpEntry is one token of a position's logprobs, as vLLM keeps it (a dict[int, Logprob] entry):
-// its id, log-probability and decoded text (Logprob.decoded_token).
+// its id, log-probability, rank (Logprob.rank: 1 the most likely) and decoded text
+// (Logprob.decoded_token). unscored marks a prompt's first token, which has no logprobs (vLLM's
+// None position): the position holds it alone.
 type lpEntry struct {
-	id      int32
-	logprob float32
-	text    string
+	id       int32
+	logprob  float32
+	rank     int
+	text     string
+	unscored bool
 }
 
-// lpPosition is one output token's logprobs in vLLM's dict order: the sampled token first, then
-// the most likely tokens not already listed, most likely first. It holds top or top+1 entries.
+// lpPosition is one token's logprobs in vLLM's dict order: the sampled (or prompt) token first,
+// then the most likely tokens not already listed, most likely first. It holds top or top+1
+// entries, or one unscored entry.
 type lpPosition []lpEntry
+
+// unscoredPosition is a prompt's first token as vLLM answers it (a None position): the token
+// decoded alone, without logprobs.
+func unscoredPosition(tok Tokenizer, id int32) lpPosition {
+	return lpPosition{{id: id, text: decodeIDs(tok, []int32{id}), unscored: true}}
+}
+
+// scored says the position has logprobs (it is not a prompt's first token).
+func (p lpPosition) scored() bool { return len(p) > 0 && !p[0].unscored }
 
 // lpDecoder turns the engine's logprobs of one choice's output tokens, in order, into positions,
 // decoding each token as vLLM's LogprobsProcessor does (vllm/v1/engine/logprobs.py): every token
@@ -54,11 +68,18 @@ func decodeIDs(tok Tokenizer, ids []int32) string {
 	return b.String()
 }
 
-// position is the next output token's logprobs. As vLLM's _update_sample_logprobs does, it
-// decodes [sampled, top...] one token at a time, corrects those ending in U+FFFD, and builds the
-// dict: an id listed twice (the sampled token among the top) keeps its first place and its last
-// value.
+// position is the next output token's logprobs (entries), the token then before the next one's.
 func (d *lpDecoder) position(lp engine.TokenLogprobs) lpPosition {
+	pos := d.entries(lp)
+	d.prev, d.hasPrev = lp.Sampled.Token, true
+	return pos
+}
+
+// entries are one position's logprobs. As vLLM's LogprobsProcessor does, it decodes [sampled,
+// top...] one token at a time, corrects those ending in U+FFFD, and builds the dict (the sampled
+// token's rank lp.Rank, top entry k's k+1): an id listed twice (the sampled token among the top)
+// keeps its first place and its last value.
+func (d *lpDecoder) entries(lp engine.TokenLogprobs) lpPosition {
 	ids := make([]int32, 0, 1+len(lp.Top))
 	lps := make([]float32, 0, 1+len(lp.Top))
 	ids, lps = append(ids, lp.Sampled.Token), append(lps, lp.Sampled.Logprob)
@@ -76,15 +97,35 @@ func (d *lpDecoder) position(lp engine.TokenLogprobs) lpPosition {
 	}
 	pos := make(lpPosition, 0, len(ids))
 	for i, id := range ids {
-		e := lpEntry{id: id, logprob: lps[i], text: texts[i]}
+		e := lpEntry{id: id, logprob: lps[i], rank: i, text: texts[i]}
+		if i == 0 {
+			e.rank = lp.Rank
+		}
 		if k := pos.index(id); k >= 0 {
 			pos[k] = e
 			continue
 		}
 		pos = append(pos, e)
 	}
-	d.prev, d.hasPrev = lp.Sampled.Token, true
 	return pos
+}
+
+// promptPositions are the prompt's logprobs as vLLM answers them: its first token unscored, then
+// prompt[j+1]'s from lps[j]. A token that is part of a character is corrected as vLLM's
+// _correct_decoded_token does when it reads them: with the entry before it in its position, else
+// after the request's first output token (first; nil when the request asked for no output
+// logprobs), the one sampled position vLLM has recorded by then.
+func promptPositions(tok Tokenizer, prompt []int32, lps []engine.TokenLogprobs, first *int32) []lpPosition {
+	d := newLPDecoder(tok)
+	if first != nil {
+		d.prev, d.hasPrev = *first, true
+	}
+	out := make([]lpPosition, 0, len(prompt))
+	out = append(out, unscoredPosition(tok, prompt[0]))
+	for _, x := range lps {
+		out = append(out, d.entries(x))
+	}
+	return out
 }
 
 // correct is vLLM's _correct_decoded_token for entry i of ids (one position's sampled and top
@@ -139,16 +180,18 @@ func lpToken(e lpEntry, asIDs bool) string {
 	return e.text
 }
 
-// completionLogprobs is a /v1/completions choice's logprobs (vLLM's CompletionLogProbs).
+// completionLogprobs is a /v1/completions choice's logprobs (vLLM's CompletionLogProbs). An
+// unscored position (echo's first prompt token) has null token_logprobs and top_logprobs.
 type completionLogprobs struct {
 	TextOffset    []int      `json:"text_offset"`
-	TokenLogprobs []float64  `json:"token_logprobs"`
+	TokenLogprobs []*float64 `json:"token_logprobs"`
 	Tokens        []string   `json:"tokens"`
 	TopLogprobs   []lpByText `json:"top_logprobs"`
 }
 
 // lpByText is one position's top_logprobs, a JSON object from token text to logprob in insertion
-// order; a text met twice keeps its first place and its last value, as a Python dict does.
+// order; a text met twice keeps its first place and its last value, as a Python dict does. nil
+// is null.
 type lpByText []lpKV
 
 type lpKV struct {
@@ -167,18 +210,19 @@ func (m *lpByText) set(key string, v float64) {
 }
 
 func (m lpByText) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return []byte("null"), nil
+	}
 	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
+	w := newStringWriter(&b)
 	b.WriteByte('{')
 	for k, kv := range m {
 		if k > 0 {
 			b.WriteByte(',')
 		}
-		if err := enc.Encode(kv.key); err != nil {
+		if err := w.write(kv.key); err != nil {
 			return nil, err
 		}
-		b.Truncate(b.Len() - 1) // Encode's newline
 		b.WriteByte(':')
 		v, err := json.Marshal(kv.v)
 		if err != nil {
@@ -190,27 +234,48 @@ func (m lpByText) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// stringWriter writes JSON strings into its buffer, HTML characters as they are (the reply's
+// encoder escapes them or not).
+type stringWriter struct {
+	b   *bytes.Buffer
+	enc *json.Encoder
+}
+
+func newStringWriter(b *bytes.Buffer) stringWriter {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	return stringWriter{b, enc}
+}
+
+func (w stringWriter) write(s string) error {
+	if err := w.enc.Encode(s); err != nil {
+		return err
+	}
+	w.b.Truncate(w.b.Len() - 1) // Encode's newline
+	return nil
+}
+
 // completionLogprobsOf is vLLM's _create_completion_logprobs (serving_completion.py, now
-// completion/serving.py) over the output tokens of ps: each token's text and logprob, the
-// sampled token and the top ones keyed by text (entries 0..top of the dict: all of them), and
-// text_offset, which starts at offset and adds each token's text length in code points.
+// completion/serving.py) over the tokens of ps (echo's prompt tokens, then output tokens): each
+// token's text and logprob, the sampled token and the top ones keyed by text (entries 0..top of
+// the dict: all of them), and text_offset, which starts at offset and adds each token's text
+// length in code points. An unscored position has its token's text and nulls.
 func completionLogprobsOf(ps []lpPosition, top, offset int, asIDs bool) *completionLogprobs {
 	out := &completionLogprobs{
-		TextOffset: make([]int, 0, len(ps)), TokenLogprobs: make([]float64, 0, len(ps)),
+		TextOffset: make([]int, 0, len(ps)), TokenLogprobs: make([]*float64, 0, len(ps)),
 		Tokens: make([]string, 0, len(ps)), TopLogprobs: make([]lpByText, 0, len(ps)),
 	}
 	lastLen := 0
 	for i, p := range ps {
 		token := lpToken(p[0], asIDs) // the sampled token is the dict's first key
 		out.Tokens = append(out.Tokens, token)
-		out.TokenLogprobs = append(out.TokenLogprobs, lpValue(p[0].logprob))
-		tops := make(lpByText, 0, len(p))
-		for k, e := range p {
-			if top >= k {
-				tops.set(lpToken(e, asIDs), lpValue(e.logprob))
-			}
+		if p.scored() {
+			v := lpValue(p[0].logprob)
+			out.TokenLogprobs = append(out.TokenLogprobs, &v)
+			out.TopLogprobs = append(out.TopLogprobs, topByText(p, top, asIDs))
+		} else {
+			out.TokenLogprobs, out.TopLogprobs = append(out.TokenLogprobs, nil), append(out.TopLogprobs, nil)
 		}
-		out.TopLogprobs = append(out.TopLogprobs, tops)
 		if i == 0 {
 			out.TextOffset = append(out.TextOffset, offset)
 		} else {
@@ -219,6 +284,17 @@ func completionLogprobsOf(ps []lpPosition, top, offset int, asIDs bool) *complet
 		lastLen = utf8.RuneCountInString(token) // Python's len of a str
 	}
 	return out
+}
+
+// topByText is a scored position's top_logprobs: its dict's entries 0..top keyed by token text.
+func topByText(p lpPosition, top int, asIDs bool) lpByText {
+	tops := make(lpByText, 0, len(p))
+	for k, e := range p {
+		if top >= k {
+			tops.set(lpToken(e, asIDs), lpValue(e.logprob))
+		}
+	}
+	return tops
 }
 
 // chatLogprobs is a /v1/chat/completions choice's logprobs (vLLM's ChatCompletionLogProbs).
@@ -273,4 +349,53 @@ func chatLogprobsOf(ps []lpPosition, top int, asIDs bool) *chatLogprobs {
 		out.Content = append(out.Content, c)
 	}
 	return out
+}
+
+// promptLogprobs is vLLM's prompt_logprobs field: one entry a prompt token, null for the first,
+// else an object from token id to {"logprob", "rank", "decoded_token"} in the dict's order, -inf
+// as -9999 (vLLM's clamp_prompt_logprobs).
+type promptLogprobs []lpPosition
+
+func (ps promptLogprobs) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	w := newStringWriter(&b)
+	b.WriteByte('[')
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if !p.scored() {
+			b.WriteString("null")
+			continue
+		}
+		if err := writePromptPosition(w, p); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte(']')
+	return b.Bytes(), nil
+}
+
+// writePromptPosition writes one scored position of prompt_logprobs: its dict, keyed by id.
+func writePromptPosition(w stringWriter, p lpPosition) error {
+	b := w.b
+	b.WriteByte('{')
+	for k, e := range p {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		v, err := json.Marshal(lpValue(e.logprob))
+		if err != nil {
+			return err
+		}
+		b.WriteString(`"` + strconv.Itoa(int(e.id)) + `":{"logprob":`)
+		b.Write(v)
+		b.WriteString(`,"rank":` + strconv.Itoa(e.rank) + `,"decoded_token":`)
+		if err := w.write(e.text); err != nil {
+			return err
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte('}')
+	return nil
 }

@@ -36,7 +36,7 @@ func neutralValues(field string) (values []any, ok bool) {
 		return []any{map[string]any{"type": "text"}}, true
 	case "modalities":
 		return []any{[]any{"text"}}, true
-	case "prompt_logprobs", "allowed_token_ids", "truncate_prompt_tokens", "structured_outputs", "guided_json",
+	case "allowed_token_ids", "truncate_prompt_tokens", "structured_outputs", "guided_json",
 		"guided_regex", "guided_choice", "guided_grammar", "audio", "prediction", "reasoning_effort",
 		"prompt_embeds", "chat_template":
 		return nil, true

@@ -26,6 +26,8 @@ type reply struct {
 	// will also include a usage field, but with a null value"), or the usage so far with vLLM's
 	// continuous_usage_stats; nil: left out.
 	Usage any `json:"usage,omitempty"`
+	// vLLM's prompt_logprobs: a whole chat reply's (a completion carries them on its choice).
+	PromptLogprobs promptLogprobs `json:"prompt_logprobs,omitempty"`
 	// vLLM's return_token_ids: a chat reply's prompt ids (in a stream, on the role chunk); a
 	// completion carries them on its choice.
 	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
@@ -38,8 +40,10 @@ type completionChoice struct {
 	Logprobs     any     `json:"logprobs"` // *completionLogprobs, or nil: null
 	FinishReason *string `json:"finish_reason"`
 	// vLLM's return_token_ids: the output ids (a chunk's own), and the prompt's (first chunk).
-	TokenIDs       []int32 `json:"token_ids,omitempty"`
-	PromptTokenIDs []int32 `json:"prompt_token_ids,omitempty"`
+	TokenIDs []int32 `json:"token_ids,omitempty"`
+	// vLLM's prompt_logprobs, of a whole reply's choice
+	PromptLogprobs promptLogprobs `json:"prompt_logprobs,omitempty"`
+	PromptTokenIDs []int32        `json:"prompt_token_ids,omitempty"`
 }
 
 // chatChoice is a /v1/chat/completions choice: Message in a whole reply, Delta in a chunk.
@@ -95,7 +99,8 @@ func (r *replier) object(chunk bool) string {
 type answer struct {
 	text, finish   string
 	tokens, prompt []int32
-	logprobs       any // *completionLogprobs or *chatLogprobs; nil: null
+	logprobs       any            // *completionLogprobs or *chatLogprobs; nil: null
+	promptLogprobs promptLogprobs // prompt_logprobs; nil: left out
 }
 
 // whole is the non-streaming reply: the choices in index order (a chat reply's prompt ids, one
@@ -110,10 +115,10 @@ func (r *replier) whole(as []answer, u *usage) *reply {
 		if r.chat {
 			out.Choices[i] = chatChoice{Index: i, Message: &chatContent{Role: "assistant", Content: &a.text}, Logprobs: a.logprobs,
 				FinishReason: &a.finish, TokenIDs: tokens}
-			out.PromptTokenIDs = prompt
+			out.PromptTokenIDs, out.PromptLogprobs = prompt, a.promptLogprobs
 		} else {
 			out.Choices[i] = completionChoice{Index: i, Text: a.text, Logprobs: a.logprobs, FinishReason: &a.finish,
-				TokenIDs: tokens, PromptTokenIDs: prompt}
+				TokenIDs: tokens, PromptLogprobs: a.promptLogprobs, PromptTokenIDs: prompt}
 		}
 	}
 	return out

@@ -58,6 +58,9 @@ type common struct {
 	ReturnTokenIDs    *bool           `json:"return_token_ids"`
 	// vLLM's return_tokens_as_token_ids: logprobs' tokens spelled "token_id:N"
 	ReturnTokensAsTokenIDs *bool `json:"return_tokens_as_token_ids"`
+	// vLLM's prompt_logprobs: each prompt token's logprobs with N alternatives (a whole reply's
+	// prompt_logprobs field), as laxInt reads it
+	PromptLogprobs *laxInt `json:"prompt_logprobs"`
 }
 
 // streamOptions are read as vLLM reads them: include_usage absent is true (its default once
@@ -167,6 +170,9 @@ type job struct {
 	logprobs    bool
 	topLogprobs int
 	tokensAsIDs bool // return_tokens_as_token_ids: logprobs spell tokens "token_id:N"
+	// showPrompt: a whole reply with prompt_logprobs carries the prompt's raw logprobs; req asks
+	// the scheduler for them (sched.Request.PromptLogprobs) then, and for echo's logprobs.
+	showPrompt bool
 	// echo (completions): each choice's text starts with its prompt's, echoTexts[p] for prompt p
 	// ("" with return_token_ids, as vLLM); echoOnly: max_tokens 0, the prompt's text alone.
 	echo, echoOnly bool
@@ -187,6 +193,10 @@ func (j *job) choice(i int) *job {
 	c.req.Tokens = c.prompts[0]
 	c.req.Sampling.Seed += uint64(i % j.n)
 	c.firstOfPrompt = i%j.n == 0
+	if !c.firstOfPrompt && !(j.echo && j.logprobs) {
+		// prompt_logprobs alone: the prompt's first choice computes them for all its choices
+		c.req.PromptLogprobs, c.req.PromptTopLogprobs = false, 0
+	}
 	return &c
 }
 
@@ -508,9 +518,9 @@ func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 	if e := decodeBody(body, &r); e != nil {
 		return nil, e
 	}
-	var logprobs *int
-	if r.Logprobs != nil {
-		logprobs = (*int)(r.Logprobs)
+	logprobs, promptTop := (*int)(r.Logprobs), (*int)(r.PromptLogprobs)
+	if e := checkPromptLogprobs(promptTop, r.Stream != nil && *r.Stream); e != nil {
+		return nil, e
 	}
 	if e := checkLogprobsSign("logprobs", logprobs); e != nil {
 		return nil, e
@@ -530,12 +540,13 @@ func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 		if e := j.askLogprobs(*logprobs, m); e != nil {
 			return nil, e
 		}
-		if j.echo {
-			// vLLM answers echo's prompt tokens with their logprobs (prompt_logprobs), which the
-			// scheduler does not compute.
-			return nil, badRequest("echo", "unsupported_parameter",
-				"Unsupported parameter: 'echo' with 'logprobs': rosetop does not compute the prompt tokens' logprobs that echo would return; send one of the two")
-		}
+	}
+	explicit := promptTop != nil
+	if !explicit && j.echo { // vLLM's to_sampling_params: echo's prompt logprobs are logprobs'
+		promptTop = logprobs
+	}
+	if e := j.askPromptLogprobs(promptTop, explicit, m); e != nil {
+		return nil, e
 	}
 	if j.echo {
 		j.echoTexts = echoTexts(r.Prompt, prompts, j.tokenIDs, m)
@@ -548,6 +559,43 @@ func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 func checkLogprobsSign(param string, n *int) *apiError {
 	if n != nil && *n < 0 && *n != -1 {
 		return badRequest(param, "", "`%s` must be a positive value or -1.", param)
+	}
+	return nil
+}
+
+// checkPromptLogprobs is vLLM's check_logprobs for prompt_logprobs: above 0 (or -1) it is
+// refused with stream, and below 0 unless -1.
+func checkPromptLogprobs(n *int, stream bool) *apiError {
+	const param = "prompt_logprobs"
+	switch {
+	case n == nil:
+		return nil
+	case stream && (*n > 0 || *n == -1):
+		return badRequest(param, "", "`prompt_logprobs` are not available when `stream=True`.")
+	case *n < 0 && *n != -1:
+		return badRequest(param, "", "`prompt_logprobs` must be a positive value or -1.")
+	}
+	return nil
+}
+
+// askPromptLogprobs sets vLLM's SamplingParams prompt_logprobs, top alternatives a prompt token
+// (nil: none; -1, the whole vocabulary, or more than max_logprobs is refused with
+// _validate_logprobs' message). The scheduler is asked for them only where the reply shows them:
+// the prompt_logprobs field of a whole reply (explicit: the field was given), echo's logprobs.
+func (j *job) askPromptLogprobs(top *int, explicit bool, m *Model) *apiError {
+	if top == nil {
+		return nil
+	}
+	n := *top
+	if n == -1 {
+		n = m.VocabSize
+	}
+	if n > engine.MaxTopLogprobs {
+		return badRequest("prompt_logprobs", "", "Requested prompt logprobs of %d, which is greater than max allowed: %d", n, engine.MaxTopLogprobs)
+	}
+	j.showPrompt = explicit && !j.stream
+	if j.showPrompt || j.echo && j.logprobs {
+		j.req.PromptLogprobs, j.req.PromptTopLogprobs = true, n
 	}
 	return nil
 }
