@@ -46,7 +46,7 @@ runtests() {
 }
 runtests gpu bin/gpu.test gpu .
 runtests engine bin/engine.test engine '^TestCUDA'
-runtests sched bin/sched.test sched '^(TestRealEngineCUDA|TestLogprobsCUDA)'
+runtests sched bin/sched.test sched '^(TestRealEngineCUDA|TestLogprobsCUDA|TestPromptLogprobsCUDA)'
 
 if (cd gpu && ROSETOP_REQUIRE_GPU=1 "$root/bin/gpu.test" -test.run '^$' -test.bench . -test.benchtime 300x) >"$logs/bench.log" 2>&1; then
 	record "benchmark (decode step, GPT-2 124M shape)" PASS
