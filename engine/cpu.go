@@ -46,12 +46,15 @@ type CPUBackend struct {
 	tokSeq []int32   // (n) index in the batch of the sequence each token belongs to
 	tokPos []int32   // (n) position of each token
 
-	// Per-row scratch for the LM head (rows = sequences, or tokens when all logits are asked for).
-	capRow int
-	rows   int       // rows of xf and logits this step
-	rowTok []int32   // (rows) token index of each row
-	xf     []float32 // (rows, C) final layer-norm output
-	logits []float32 // (rows, V)
+	// Per-row scratch for the LM head (rows = sequences, or tokens when all logits are asked for,
+	// or sequences then the prompt rows of those that ask for prompt logprobs).
+	capRow   int
+	capLogit int       // rows c.logits holds
+	rows     int       // rows of xf this step
+	heads    int       // rows of logits the pass computes: rows, or the sequences' with prompt rows
+	rowTok   []int32   // (rows) token index of each row
+	xf       []float32 // (rows, C) final layer-norm output
+	logits   []float32 // (capLogit, V): the pass's heads rows, then a chunk of prompt rows
 
 	scores  [][]float32     // per worker (n_positions) attention weights
 	samples []SampleScratch // per worker
@@ -280,14 +283,17 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 func (c *CPUBackend) passEnd(seqs []SeqStep, lo int) int {
 	perTok := 4 * (6*c.cfg.NEmbd + innerDim(c.cfg) + 2)
 	perRow := 4 * (c.cfg.NEmbd + c.cfg.VocabSize + 1)
-	used, end := 0, lo
+	perPrompt := 4 * (c.cfg.NEmbd + 1) // a prompt row's norm output; its logits are a chunk's
+	used, end, asks := 0, lo, false
 	for end < len(seqs) {
 		s := &seqs[end]
-		rows := 1
-		if s.PromptLogprobs {
-			rows = max(1, len(s.Tokens))
+		used += len(s.Tokens)*perTok + perRow
+		if s.PromptLogprobs && len(s.Tokens) > 1 {
+			used += (len(s.Tokens) - 1) * perPrompt
+			if !asks {
+				asks, used = true, used+promptChunk*4*c.cfg.VocabSize
+			}
 		}
-		used += len(s.Tokens)*perTok + rows*perRow
 		if used > c.stepBytes && end > lo {
 			break
 		}
@@ -296,13 +302,23 @@ func (c *CPUBackend) passEnd(seqs []SeqStep, lo int) int {
 	return end
 }
 
+// promptChunk is how many prompt rows' logits a pass holds at once: a long prompt's are computed
+// and filled chunk by chunk, so that they never take more than promptChunk rows of V floats.
+const promptChunk = 64
+
 // fillPrompt fills out[i][j] (out parallel to part.Seqs) for every row of the pass past its
-// sequences' last tokens (promptRows), a row per item over the pool: a row is a few passes over V.
+// sequences' last tokens (promptRows): the LM head over promptChunk rows at a time into the
+// logits past the sequences' rows, then a row per item over the pool (a few passes over V).
 func (c *CPUBackend) fillPrompt(part *Batch, out [][]TokenLogprobs) {
+	B, C, V := len(part.Seqs), c.cfg.NEmbd, c.cfg.VocabSize
 	j := &c.prompt
 	j.b, j.out = part, out
-	rows := c.rows - len(part.Seqs)
-	c.pool.run(j, rows, 1)
+	for lo := B; lo < c.rows; lo += promptChunk {
+		n := min(promptChunk, c.rows-lo)
+		c.matmul(c.logits[B*V:(B+n)*V], c.xf[lo*C:(lo+n)*C], &c.head, nil, n, epiStore)
+		j.first = lo
+		c.pool.run(j, n, 1)
+	}
 	j.b, j.out = nil, nil
 }
 

@@ -15,8 +15,9 @@ const (
 	promptRows               // lastRows, then the other tokens of the sequences that ask for prompt logprobs, in batch order
 )
 
-// forward runs every layer over b's tokens and leaves in c.logits the logits of the rows set
-// names; c.rows says how many rows.
+// forward runs every layer over b's tokens and leaves in c.xf the final norm of the rows set
+// names (c.rows of them) and in c.logits the logits of the first c.heads: all of them, but with
+// promptRows the sequences' last tokens alone.
 func (c *CPUBackend) forward(b *Batch, set rowSet) error {
 	if c.pool == nil {
 		return fmt.Errorf("%w: backend is closed", ErrBadBatch)
@@ -46,8 +47,9 @@ func (c *CPUBackend) forward(b *Batch, set rowSet) error {
 		c.matmul(c.x, c.fc, &pw.fcProj, lw.FCProjB, n, epiResidual)
 	}
 	c.norm(c.xf, c.x, c.w.LNFW, c.w.LNFB, c.rows, c.rowTok[:c.rows])
-	// The LM head is one more matmul: logits (rows, V) = xf (rows, C) @ wte^T, no bias.
-	c.matmul(c.logits, c.xf, &c.head, nil, c.rows, epiStore)
+	// The LM head is one more matmul: logits (heads, V) = xf (heads, C) @ wte^T, no bias. Prompt
+	// rows past the heads are Step's, a chunk at a time (fillPrompt).
+	c.matmul(c.logits, c.xf, &c.head, nil, c.heads, epiStore)
 	return nil
 }
 
@@ -72,7 +74,11 @@ func (c *CPUBackend) prepare(b *Batch, set rowSet) (int, error) {
 	if all {
 		rows = n
 	}
-	c.grow(n, rows)
+	heads := rows
+	if set == promptRows {
+		heads = len(b.Seqs)
+	}
+	c.grow(n, rows, min(rows, heads+promptChunk))
 	t := 0
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
@@ -90,7 +96,7 @@ func (c *CPUBackend) prepare(b *Batch, set rowSet) (int, error) {
 	if rows > len(b.Seqs) && !all {
 		c.promptRowTable(b)
 	}
-	c.rows = rows
+	c.rows, c.heads = rows, heads
 	return n, nil
 }
 
@@ -144,8 +150,9 @@ func checkSeqStep(i int, s *SeqStep, vocab, positions int, layout KVLayout) erro
 	return nil
 }
 
-// grow makes the scratch hold n tokens and rows LM-head rows; it only ever grows.
-func (c *CPUBackend) grow(n, rows int) {
+// grow makes the scratch hold n tokens, rows LM-head rows and logits rows of logits; it only
+// ever grows.
+func (c *CPUBackend) grow(n, rows, logits int) {
 	C, V := c.cfg.NEmbd, c.cfg.VocabSize
 	if n > c.capTok {
 		c.capTok = n
@@ -161,7 +168,10 @@ func (c *CPUBackend) grow(n, rows int) {
 		c.capRow = rows
 		c.rowTok = make([]int32, rows)
 		c.xf = make([]float32, rows*C)
-		c.logits = make([]float32, rows*V)
+	}
+	if logits > c.capLogit {
+		c.capLogit = logits
+		c.logits = make([]float32, logits*V)
 	}
 }
 

@@ -93,24 +93,25 @@ func (j *sampleJob) do(w, lo, hi int) {
 	}
 }
 
-// promptJob fills the prompt logprobs of a pass (b) from the rows of c.logits past its
-// sequences' last tokens (promptRows): one item per such row, the row of token j of a sequence
-// that asks giving the logprob of its token j+1 (out parallel to b.Seqs).
+// promptJob fills the prompt logprobs of a pass (b) for the chunk of prompt rows from first
+// (promptRows' numbering): one item per row, whose logits follow the sequences' rows in c.logits;
+// the row of token j of a sequence that asks gives the logprob of its token j+1 (out parallel to
+// b.Seqs).
 type promptJob struct {
-	c   *CPUBackend
-	b   *Batch
-	out [][]TokenLogprobs
+	c     *CPUBackend
+	b     *Batch
+	out   [][]TokenLogprobs
+	first int
 }
 
 func (j *promptJob) do(w, lo, hi int) {
 	c := j.c
 	V, B := c.cfg.VocabSize, len(j.b.Seqs)
 	for item := lo; item < hi; item++ {
-		r := B + item
-		t := c.rowTok[r]
+		t := c.rowTok[j.first+item]
 		i := c.tokSeq[t]
 		s := &j.b.Seqs[i]
 		k := int(c.tokPos[t]) - s.Start
-		c.samples[w].logprobs(&c.k, &j.out[i][k], c.logits[r*V:(r+1)*V], s.Tokens[k+1], s.PromptTopLogprobs)
+		c.samples[w].logprobs(&c.k, &j.out[i][k], c.logits[(B+item)*V:(B+item+1)*V], s.Tokens[k+1], s.PromptTopLogprobs)
 	}
 }

@@ -320,3 +320,33 @@ func TestPromptLogprobsStepAllocs(t *testing.T) {
 		t.Errorf("a step asking for prompt logprobs allocates %.1f times, want 0", allocs)
 	}
 }
+
+// TestCPUPromptLogprobsLongPrompts: prompts of several promptChunk rows (two askers of 150 and
+// 200 tokens beside a plain one) get every entry of their rows of Logits(b, true), while the
+// backend holds the logits of at most the sequences' rows and one chunk.
+func TestCPUPromptLogprobsLongPrompts(t *testing.T) {
+	m := tinyModel(t)
+	c := newTestBackend(t, m, true, 3, 256, 3)
+	ref := newTestBackend(t, m, true, 3, 256, 0)
+	tables := blockTables(c.layout, 3, 256, 7)
+	b := &Batch{}
+	for i, n := range []int{150, 40, 200} {
+		toks := make([]int32, n)
+		for j := range toks {
+			toks[j] = int32((j*7919 + i*104729) % m.Config.VocabSize)
+		}
+		b.Seqs = append(b.Seqs, SeqStep{ID: SeqID(i), Tokens: toks, Blocks: tables[i], PromptLogprobs: i != 1, PromptTopLogprobs: 3 * i})
+	}
+	promptEntries(b)
+	rows, err := ref.Logits(b, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Step(b, make([]int32, 3)); err != nil {
+		t.Fatal(err)
+	}
+	checkPromptEntries(t, &c.k, b, rows)
+	if held, most := len(c.logits)/m.Config.VocabSize, len(b.Seqs)+promptChunk; held > most {
+		t.Errorf("the backend holds %d rows of logits, want at most %d (the sequences' and a chunk)", held, most)
+	}
+}
