@@ -58,7 +58,8 @@ type SeqStep struct {
 	TopLogprobs int
 	// PromptLogprobs asks for the log-probability of each of Tokens[1:] given the tokens before
 	// it, and PromptTopLogprobs (0..MaxTopLogprobs) alternatives', in Batch.PromptLogprobs[i]:
-	// the prompt's teacher-forced logprobs (vLLM's prompt_logprobs).
+	// the prompt's teacher-forced logprobs (vLLM's prompt_logprobs). Tokens[0]'s own needs the
+	// row of the position before it: a step from Start 0 runs the prompt's every one.
 	PromptLogprobs    bool
 	PromptTopLogprobs int
 }

@@ -664,3 +664,25 @@ func TestPromptLogprobsSteadyAllocs(t *testing.T) {
 		t.Fatalf("a decode step allocates %v times after prompt logprobs, %v without", asked, plain)
 	}
 }
+
+// TestTrimPromptBufs: the buffers lent for prompt logprobs keep at most promptBufsKeep entries
+// between calls, the first ones kept whole.
+func TestTrimPromptBufs(t *testing.T) {
+	var l loopState
+	small, big := promptBufsKeep/4, promptBufsKeep/2
+	for k, n := range []int{small, big, small, big, 1} {
+		l.promptBuf(k, n)
+	}
+	l.trimPromptBufs()
+	kept := 0
+	for _, b := range l.promptBufs {
+		kept += cap(b)
+	}
+	if len(l.promptBufs) != 3 || kept > promptBufsKeep {
+		t.Errorf("kept %d buffers of %d entries in all, want the first 3 (at most %d entries)", len(l.promptBufs), kept, promptBufsKeep)
+	}
+	l.promptBuf(3, 8) // a buffer dropped is made again on demand
+	if len(l.promptBufs) != 4 || len(l.promptBufs[3]) != 8 {
+		t.Errorf("after a trim, buffer 3 has %d entries of %d buffers", len(l.promptBufs[3]), len(l.promptBufs))
+	}
+}

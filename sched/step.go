@@ -154,11 +154,32 @@ func (s *Scheduler) addPrefill(b *engine.Batch) {
 }
 
 // keepPromptLogprobs copies, for each request of the prefill batch owed its prompt logprobs, the
-// entries of its sequence (b's sequence off+i for l.pre[i]) for its first token event.
+// entries of its sequence (b's sequence off+i for l.pre[i]) for its first token event, then
+// trims the buffers lent for them.
 func (l *loopState) keepPromptLogprobs(b *engine.Batch, off int) {
 	for i, q := range l.pre {
 		if q.promptLogprobs {
 			q.keepPromptLogprobs(promptLogprobsOf(b, off+i))
+		}
+	}
+	if b.PromptLogprobs != nil {
+		l.trimPromptBufs()
+	}
+}
+
+// promptBufsKeep is how many entries the buffers lent for prompt logprobs keep between calls
+// (about 200 bytes each with 20 alternatives): enough for a burst of lm-eval-sized prompts
+// without allocating, while one long burst does not keep its memory for the process's life.
+const promptBufsKeep = 1 << 16
+
+// trimPromptBufs drops the buffers past the first ones whose entries add up to promptBufsKeep.
+func (l *loopState) trimPromptBufs() {
+	kept := 0
+	for k, buf := range l.promptBufs {
+		if kept += cap(buf); kept > promptBufsKeep {
+			clear(l.promptBufs[k:])
+			l.promptBufs = l.promptBufs[:k]
+			return
 		}
 	}
 }
@@ -322,7 +343,8 @@ func checkLogprobs(b *engine.Batch, next []int32) error {
 // sizePromptLogprobs sets b.PromptLogprobs to l.promptLPs, an entry per sequence, when one of
 // them asks for prompt logprobs (nil otherwise, the steady state: nothing to do). The k-th asking
 // sequence's entry is promptBufs[k], one element per token after its first, each marked not
-// filled (token -1); the others' are nil. A buffer keeps the longest prompt it has held.
+// filled (token -1); the others' are nil. A buffer keeps the longest prompt it has held, within
+// promptBufsKeep entries in all (trimPromptBufs).
 func (l *loopState) sizePromptLogprobs(b *engine.Batch) {
 	b.PromptLogprobs = nil
 	if !asksPromptLogprobs(b) {

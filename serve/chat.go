@@ -143,7 +143,7 @@ func parseChat(body []byte, m *Model) (*job, *apiError) {
 		}
 	}
 	// The prompt's logprobs go at the top of a whole reply (vLLM's ChatCompletionResponse).
-	if e := j.askPromptLogprobs((*int)(r.PromptLogprobs), true, m); e != nil {
+	if e := j.askPromptLogprobs((*int)(r.PromptLogprobs), m); e != nil {
 		return nil, e
 	}
 	return j, nil

@@ -73,7 +73,8 @@
 //     prompt_logprobs, on each completion choice, at the top of a chat reply: null for the first
 //     prompt token, then for each an object from token id to {"logprob", "rank",
 //     "decoded_token"}, the prompt token first (its rank in the whole vocabulary, 1 the most
-//     likely), then the N most likely; -inf is -9999. A stream never carries it.
+//     likely), then the N most likely; -inf is -9999. A whole reply with echo and logprobs carries
+//     it too (vLLM computes them for echo). A stream never carries it.
 //   - Stop strings are matched on the server, as vLLM does: after each token in the new text and
 //     the stop string's length - 1 bytes before it; the first listed stop string found there wins,
 //     the text is cut before it (after it with

@@ -376,6 +376,16 @@ func (ps promptLogprobs) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// promptLPValue is a prompt_logprobs value as vLLM's clamp_prompt_logprobs writes it: -inf as
+// -9999, any other as it is (NaN, which the engine never reports, as -9999: JSON has no NaN).
+func promptLPValue(x float32) float64 {
+	v := float64(x)
+	if math.IsInf(v, -1) || math.IsNaN(v) {
+		return lpFloor
+	}
+	return v
+}
+
 // writePromptPosition writes one scored position of prompt_logprobs: its dict, keyed by id.
 func writePromptPosition(w stringWriter, p lpPosition) error {
 	b := w.b
@@ -384,7 +394,7 @@ func writePromptPosition(w stringWriter, p lpPosition) error {
 		if k > 0 {
 			b.WriteByte(',')
 		}
-		v, err := json.Marshal(lpValue(e.logprob))
+		v, err := json.Marshal(promptLPValue(e.logprob))
 		if err != nil {
 			return err
 		}

@@ -234,6 +234,9 @@ const (
 	echoWholeLP = `{"text_offset":[0,5,6,12,13],"token_logprobs":[null,-2,-0.25,-0.75,-3],"tokens":["Hello",","," world",".","!"],` +
 		`"top_logprobs":[null,{",":-2," the":-0.5},{" world":-0.25},{".":-0.75},{"!":-3," the":-0.5}]}`
 	echoLastLP = `{"text_offset":[13],"token_logprobs":[-3],"tokens":["!"],"top_logprobs":[{"!":-3," the":-0.5}]}`
+	// a whole reply's choice carries them raw as well (vLLM's prompt_logprobs, computed for echo)
+	echoPromptRaw = `[null,{"11":{"logprob":-2,"rank":3,"decoded_token":","},"262":{"logprob":-0.5,"rank":1,"decoded_token":" the"}},` +
+		`{"995":{"logprob":-0.25,"rank":1,"decoded_token":" world"}}]`
 )
 
 // TestEchoLogprobsScripted: completions' echo with logprobs answers as vLLM's
@@ -241,7 +244,8 @@ const (
 // events: the prompt's positions first (the first token's logprob and top_logprobs null, its
 // text_offset 0), then the output's, text_offset counting on across both; a stream sends the
 // prompt's with the first chunk, the next chunk's offset after the echoed text; max_tokens 0 has
-// the prompt's alone. The scheduler is asked for the prompt's logprobs with logprobs' top.
+// the prompt's alone. A whole reply's choice also carries them raw in prompt_logprobs, as vLLM's
+// (a stream's never). The scheduler is asked for the prompt's logprobs with logprobs' top.
 func TestEchoLogprobsScripted(t *testing.T) {
 	e, h := newScripted(t)
 	for _, c := range []struct {
@@ -264,16 +268,16 @@ func TestEchoLogprobsScripted(t *testing.T) {
 				t.Fatalf("status %d, reply %+v", code, r)
 			}
 			ch := r.Choices[0]
-			if got := compact(t, ch.Logprobs); got != c.whole || ch.Text != c.text || ch.PromptLogprobs != nil {
-				t.Fatalf("text %q, logprobs\n%s\nwant %q,\n%s\nand no prompt_logprobs (%s)", ch.Text, got, c.text, c.whole, ch.PromptLogprobs)
+			if got, raw := compact(t, ch.Logprobs), compact(t, ch.PromptLogprobs); got != c.whole || ch.Text != c.text || raw != echoPromptRaw {
+				t.Fatalf("text %q, logprobs\n%s\nprompt_logprobs %s\nwant %q,\n%s\n%s", ch.Text, got, raw, c.text, c.whole, echoPromptRaw)
 			}
 			chunks := streamRaw(t, h, body())
 			if len(chunks) != len(c.chunks) {
 				t.Fatalf("%d chunks, want %d", len(chunks), len(c.chunks))
 			}
 			for i, x := range chunks {
-				if got := compact(t, x.Logprobs); got != c.chunks[i] {
-					t.Fatalf("chunk %d: logprobs\n%s\nwant\n%s", i, got, c.chunks[i])
+				if got := compact(t, x.Logprobs); got != c.chunks[i] || x.PromptLogprobs != nil {
+					t.Fatalf("chunk %d: logprobs\n%s\nwant\n%s\nand no prompt_logprobs (%s)", i, got, c.chunks[i], x.PromptLogprobs)
 				}
 			}
 			for _, s := range e.submitted()[before:] {
@@ -450,6 +454,18 @@ func TestPromptPartialCharacterScripted(t *testing.T) {
 		want := `[null,{"102":{"logprob":0,"rank":0,"decoded_token":"` + c.want + `"}}]`
 		if code != 200 || compact(t, r.Choices[0].PromptLogprobs) != want {
 			t.Fatalf("%v: status %d, prompt_logprobs %s; want %s", c.body, code, r.Choices[0].PromptLogprobs, want)
+		}
+	}
+}
+
+// TestPromptLPValue: prompt_logprobs clamp -inf alone to -9999, as vLLM's clamp_prompt_logprobs
+// (the output logprobs' max(logprob, -9999) clamps any lower value too); NaN, not JSON, as -9999.
+func TestPromptLPValue(t *testing.T) {
+	for _, c := range []struct{ in, want float64 }{
+		{math.Inf(-1), -9999}, {-12000, -12000}, {-0.5, -0.5}, {math.NaN(), -9999},
+	} {
+		if got := promptLPValue(float32(c.in)); got != c.want {
+			t.Errorf("promptLPValue(%v) = %v, want %v", c.in, got, c.want)
 		}
 	}
 }

@@ -541,11 +541,10 @@ func parseCompletion(body []byte, m *Model) (*job, *apiError) {
 			return nil, e
 		}
 	}
-	explicit := promptTop != nil
-	if !explicit && j.echo { // vLLM's to_sampling_params: echo's prompt logprobs are logprobs'
+	if promptTop == nil && j.echo { // vLLM's to_sampling_params: echo's prompt logprobs are logprobs'
 		promptTop = logprobs
 	}
-	if e := j.askPromptLogprobs(promptTop, explicit, m); e != nil {
+	if e := j.askPromptLogprobs(promptTop, m); e != nil {
 		return nil, e
 	}
 	if j.echo {
@@ -580,9 +579,10 @@ func checkPromptLogprobs(n *int, stream bool) *apiError {
 
 // askPromptLogprobs sets vLLM's SamplingParams prompt_logprobs, top alternatives a prompt token
 // (nil: none; -1, the whole vocabulary, or more than max_logprobs is refused with
-// _validate_logprobs' message). The scheduler is asked for them only where the reply shows them:
-// the prompt_logprobs field of a whole reply (explicit: the field was given), echo's logprobs.
-func (j *job) askPromptLogprobs(top *int, explicit bool, m *Model) *apiError {
+// _validate_logprobs' message). A whole reply carries them in its prompt_logprobs field, as
+// vLLM's does whenever its request computes them (the field given, or echo with logprobs); the
+// scheduler is asked for them only where the reply shows them: that field, or echo's logprobs.
+func (j *job) askPromptLogprobs(top *int, m *Model) *apiError {
 	if top == nil {
 		return nil
 	}
@@ -593,7 +593,7 @@ func (j *job) askPromptLogprobs(top *int, explicit bool, m *Model) *apiError {
 	if n > engine.MaxTopLogprobs {
 		return badRequest("prompt_logprobs", "", "Requested prompt logprobs of %d, which is greater than max allowed: %d", n, engine.MaxTopLogprobs)
 	}
-	j.showPrompt = explicit && !j.stream
+	j.showPrompt = !j.stream
 	if j.showPrompt || j.echo && j.logprobs {
 		j.req.PromptLogprobs, j.req.PromptTopLogprobs = true, n
 	}
