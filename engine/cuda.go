@@ -39,8 +39,8 @@ type cudaBackend struct {
 	k         kernels
 	lpScratch []SampleScratch
 	rows      []bool // step.LogitRows' memory: which rows' logits a logprobs step downloads
-	// layout and positions (the most a sequence may run) check a batch whose prompt logprobs
-	// run as several steps before the first of them (cuda_prompt.go).
+	// layout and positions (the most a sequence may run) check a batch with prompt logprobs
+	// up front, naming a bad sequence (cuda_prompt.go).
 	layout    KVLayout
 	positions int
 	prompt    cudaPrompt
@@ -101,7 +101,8 @@ func gpuWeights(w *Weights) *gpu.Weights {
 // Step flattens b into the reused gpu.Step and runs it; the runner queues the steps b.Repeats
 // announces (gpu.Step.Repeats). A step where a sequence asks for logprobs runs through
 // StepLogits, queues nothing ahead, and fills them from the downloaded logits. One where a
-// sequence asks for prompt logprobs runs teacher-forced steps before it (cuda_prompt.go).
+// sequence asks for prompt logprobs also gets the logits of its other tokens' rows
+// (StepTokenLogits, cuda_prompt.go).
 func (c *cudaBackend) Step(b *Batch, next []int32) error {
 	return c.run(b, next, nil)
 }
@@ -119,7 +120,7 @@ func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error
 
 // run runs b, copying its last-position logits into logits when that is not nil, or into
 // c.logits when a sequence asks for logprobs; without either it asks the runner for no logits.
-// Prompt logprobs run as steps of their own first (runPrompt).
+// Prompt logprobs come from the same step (runPrompt).
 func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 	lp, err := b.wantsLogprobs()
 	if err != nil {
@@ -132,12 +133,12 @@ func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
 	if plp {
 		return c.runPrompt(b, next, logits, lp)
 	}
-	return c.runBatch(b, next, logits, lp)
+	return c.runBatch(b, next, logits, lp, false)
 }
 
-// runBatch is run of a batch without prompt logprobs to compute; lp: a sequence asks for the
-// sampled token's logprobs.
-func (c *cudaBackend) runBatch(b *Batch, next []int32, logits []float32, lp bool) error {
+// runBatch runs b; lp: a sequence asks for the sampled token's logprobs; prompt: for prompt
+// logprobs too, which the step's chunks of token rows fill (runPrompt has readied c.prompt).
+func (c *cudaBackend) runBatch(b *Batch, next []int32, logits []float32, lp, prompt bool) error {
 	B, V := len(b.Seqs), c.vocab
 	own := lp && logits == nil // logits for the logprobs alone: only the rows that ask are downloaded
 	if own {
@@ -149,7 +150,7 @@ func (c *cudaBackend) runBatch(b *Batch, next []int32, logits []float32, lp bool
 		}
 		logits = c.logits[:B*V]
 	}
-	if err := c.runStep(b, next, logits, lp, own); err != nil {
+	if err := c.runStep(b, next, logits, lp, own, prompt); err != nil {
 		return err
 	}
 	if lp {
@@ -167,10 +168,10 @@ func (c *cudaBackend) scratch() []SampleScratch {
 }
 
 // runStep flattens b into c.step and runs it on the runner; logits nil asks for none, rows: only
-// the rows of sequences that ask for logprobs. With logprobs asked nothing is queued ahead: a
-// queued step writes no logits, so the next step, which asks for them again, could not use it
-// (gpu takeAhead).
-func (c *cudaBackend) runStep(b *Batch, next []int32, logits []float32, logprobs, rows bool) error {
+// the rows of sequences that ask for logprobs; prompt: with the token rows of prompt logprobs
+// (StepTokenLogits). With logprobs asked nothing is queued ahead: a queued step writes no
+// logits, so the next step, which asks for them again, could not use it (gpu takeAhead).
+func (c *cudaBackend) runStep(b *Batch, next []int32, logits []float32, logprobs, rows, prompt bool) error {
 	s := &c.step
 	s.LogitRows = nil
 	if rows {
@@ -189,7 +190,13 @@ func (c *cudaBackend) runStep(b *Batch, next []int32, logits []float32, logprobs
 	if logprobs {
 		s.Repeats = 0
 	}
-	err := c.r.StepLogits(s, next, logits)
+	var err error
+	if prompt {
+		s.TokenRows = c.prompt.tokenRows(b, s.TokenRows)
+		err = c.r.StepTokenLogits(s, next, logits, c.prompt.onRows)
+	} else {
+		err = c.r.StepLogits(s, next, logits)
+	}
 	if errors.Is(err, gpu.ErrBadStep) {
 		return fmt.Errorf("%w: %w", ErrBadBatch, err)
 	}
@@ -200,6 +207,7 @@ func (c *cudaBackend) runStep(b *Batch, next []int32, logits []float32, logprobs
 func resetStep(s *gpu.Step) {
 	s.Tokens, s.SeqLens, s.Start, s.Tables, s.Held = s.Tokens[:0], s.SeqLens[:0], s.Start[:0], s.Tables[:0], s.Held[:0]
 	s.Temperature, s.TopK, s.TopP, s.Seed = s.Temperature[:0], s.TopK[:0], s.TopP[:0], s.Seed[:0]
+	s.TokenRows = s.TokenRows[:0]
 }
 
 // appendSeq appends to s a sequence running tokens from position start with the block table

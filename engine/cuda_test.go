@@ -480,15 +480,15 @@ func maxAbsDiff(a, b []float32) float64 {
 	return d
 }
 
-// TestCUDAPromptLogprobsMatchCPU: the CUDA backend's prompt logprobs (teacher-forced steps), for
+// TestCUDAPromptLogprobsMatchCPU: the CUDA backend's prompt logprobs (the step's token rows), for
 // the embedded tiny model and a random GPT-2 124M (not under -race or -short), in all four modes,
 // against FillLogprobs over the CPU backend's logits of every token of the same batch: within
 // 2e-3, the same top ids where neighbours are farther apart, the same rank but for tokens whose
 // logits are within 2e-3 of the sampled one's. The batch mixes two asking sequences of different
 // lengths, a sampled prefill that does not ask and a decode row; the greedy sequences sample the
 // CPU's argmax where it leads by more than 2e-3, and their logprobs in that step and in the
-// decode steps after it (over the KV entries the teacher-forced steps wrote) match the CPU's
-// likewise. Entries of sequences that do not ask are untouched.
+// decode steps after it (over the KV entries that step wrote) match the CPU's likewise. Entries
+// of sequences that do not ask are untouched.
 func TestCUDAPromptLogprobsMatchCPU(t *testing.T) {
 	needCUDA(t)
 	for _, name := range []string{"tiny", "random:gpt2"} {
@@ -643,8 +643,8 @@ func argmaxLead(row []float32) (int32, float64) {
 }
 
 // TestCUDAPromptLogprobsChecks: a batch where a sequence asks for prompt logprobs is checked
-// whole before its teacher-forced steps run (a bad sequence that does not ask fails it with
-// ErrBadBatch naming that sequence), and a set Stop ends it with ErrStopped.
+// whole before its step runs (a bad sequence that does not ask fails it with ErrBadBatch naming
+// that sequence), and a set Stop ends it with ErrStopped.
 func TestCUDAPromptLogprobsChecks(t *testing.T) {
 	needCUDA(t)
 	m, err := LoadTiny()
@@ -669,7 +669,7 @@ func TestCUDAPromptLogprobsChecks(t *testing.T) {
 }
 
 // TestCUDAPromptStepAllocatesNothing: once grown, a step whose sequences ask for prompt logprobs
-// makes no Go heap allocation (the teacher-forced steps reuse their step, rows and workers).
+// makes no Go heap allocation (the step, its token rows, their entries and the workers are reused).
 func TestCUDAPromptStepAllocatesNothing(t *testing.T) {
 	needCUDA(t)
 	m, err := LoadTiny()

@@ -110,7 +110,6 @@ func (s *state) mlpBlock(p *stepPlan, l int, prog *program) {
 			return
 		}
 		s.layerGEMM(p, prog, L, gemmFCProj, a.y, gemmEpi{})
-		m = n // the plain product's rows
 	case p.gemms == viaSmall:
 		s.layerGEMM(p, prog, L, gemmFC, a.h, gemmEpi{kind: epiGELU, bias: L.fcB})
 		s.layerGEMM(p, prog, L, gemmFCProj, a.y, gemmEpi{})
@@ -129,7 +128,7 @@ func (s *state) mlpBlock(p *stepPlan, l int, prog *program) {
 		return
 	}
 	mt := &s.meta
-	prog.residualLNLast(p.pdl, a.x, a.y, p.fcProjSplits, m*C, L.fcProjB, w.lnfw, w.lnfb, a.xlast, mt.devAt(mt.off.last), C, eps, p.seqs)
+	prog.residualLNLast(p.pdl, a.x, a.y, p.fcProjSplits, p.yRows()*C, L.fcProjB, w.lnfw, w.lnfb, a.xlast, mt.devAt(mt.off.last), C, eps, p.seqs)
 }
 
 // layerGEMM names one of a layer's four weight GEMMs.

@@ -126,6 +126,15 @@ func (s *state) newPlan(rows, seqs int, greedy bool, k stepKind, alt bool) (step
 	return p, nil
 }
 
+// yRows is the rows between two partials of the last layer's MLP output in y (pstride / C of
+// residual_ln_last): the layers' GEMM rows, or on the folded paths the plain product's own rows.
+func (p *stepPlan) yRows() int {
+	if p.gemms.folded() {
+		return p.rows
+	}
+	return p.m
+}
+
 // splitsAt is how many K slices a cuBLAS GEMM of m rows and K = k runs as: splits for
 // decode-sized steps (up to splitMaxRows rows) whose K splits evenly, else 1.
 func splitsAt(m, k, splits int) int {

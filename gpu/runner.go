@@ -55,6 +55,10 @@ type Step struct {
 	// LogitRows (B, optional) are, for StepLogits, the sequences whose logits are copied; the
 	// others' rows of logits are left as they were. nil: every sequence's.
 	LogitRows []bool
+	// TokenRows (optional, StepTokenLogits only) are indices into Tokens, strictly ascending, of
+	// rows whose logits are wanted besides each sequence's last (which they never name): a step
+	// with them is a prefill or mixed step, never a decode step.
+	TokenRows []int32
 }
 
 // Stats count what the runner has allocated, which a steady decode step leaves as they are, and
@@ -144,7 +148,7 @@ func openWith(cfg Config, w *Weights, opt Options, narrow func(*caps)) (*Runner,
 	}
 	c := &st.call
 	c.run = func() {
-		if c.err = st.step(c.in, c.next, c.logits); c.err == nil && c.in.Repeats > 0 {
+		if c.err = st.step(c.in, c.next, c.logits, c.rowLogits); c.err == nil && c.in.Repeats > 0 {
 			c.err = st.launchAhead(c.in, c.next, c.in.Repeats)
 		}
 	}

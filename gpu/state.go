@@ -35,17 +35,19 @@ type state struct {
 	// logitsHost receives padded logits rows for StepLogits: pinned memory (a download at the
 	// link's rate), grown to the largest step that asked, freed with the context.
 	logitsHost []float32
+	rows       tokenRowBufs // StepTokenLogits's chunks (rows.go)
 	call       stepCall
 }
 
-// stepCall is the step in flight: the caller's goroutine sets in, next and logits before
-// w.Do(run) and reads err after it; run executes on the worker.
+// stepCall is the step in flight: the caller's goroutine sets in, next, logits and rowLogits
+// before w.Do(run) and reads err after it; run executes on the worker.
 type stepCall struct {
-	in     *Step
-	next   []int32
-	logits []float32
-	err    error
-	run    func()
+	in        *Step
+	next      []int32
+	logits    []float32
+	rowLogits func(rows []int32, logits []float32) error // StepTokenLogits's callback; nil otherwise
+	err       error
+	run       func()
 }
 
 func (s *state) record(what, detail string, took time.Duration) {
@@ -235,6 +237,7 @@ func (s *state) close() error {
 	}
 	s.closeAhead(keep)
 	s.closeGraphs(keep)
+	s.closeTokenRows(keep)
 	if s.lt != nil {
 		s.lt.close()
 		s.lt = nil

@@ -65,8 +65,12 @@ func (s *state) check(in *Step, next []int32, logits []float32) error {
 // step runs on the worker: a decode step (one token per sequence) replays its bucket's graph
 // when graphs are on; a step with more tokens runs eagerly, in chunks of whole sequences when the
 // step has more tokens than the activation buffers hold, or from a graph of its shape (graphs.go).
-func (s *state) step(in *Step, next []int32, logits []float32) error {
+// With rowLogits (StepTokenLogits), the logits of in.TokenRows go to it after each pass.
+func (s *state) step(in *Step, next []int32, logits []float32, rowLogits func([]int32, []float32) error) error {
 	if err := s.check(in, next, logits); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadStep, err)
+	}
+	if err := checkTokenRows(in, rowLogits != nil); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadStep, err)
 	}
 	if done, err := s.takeAhead(in, next, logits); done || err != nil {
@@ -79,7 +83,7 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 	if s.opt.Graphs && len(in.Tokens) == B {
 		return s.decodeGraph(in, next, logits, greedy)
 	}
-	tok := 0
+	tok, row := 0, 0 // the pass's first token; its first entry of in.TokenRows
 	for first := 0; first < B; {
 		end, n := first, 0
 		for end < B && n+int(in.SeqLens[end]) <= s.opt.MaxTokens {
@@ -100,6 +104,12 @@ func (s *state) step(in *Step, next []int32, logits []float32) error {
 		}
 		if err := s.collect(end-first, next[first:end], rowsFrom(logits, first, s.cfg.VocabSize), maskFrom(in.LogitRows, first)); err != nil {
 			return err
+		}
+		if e := passRows(in.TokenRows, row, tok+n); e > row {
+			if err := s.tokenLogits(shape, in.TokenRows[row:e], tok, rowLogits); err != nil {
+				return err
+			}
+			row = e
 		}
 		tok += n
 		first = end

@@ -46,6 +46,7 @@ rt_api *rt_open(char *err, int errlen, int with_cublas) {
 	SYM(libcuda, cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
 	SYM(libcuda, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
 	SYM(libcuda, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+	SYM(libcuda, cuMemcpy2DAsync, "cuMemcpy2DAsync_v2");
 	SYM(libcuda, cuMemsetD8Async, "cuMemsetD8Async");
 	SYM(libcuda, cuStreamCreate, "cuStreamCreate");
 	SYM(libcuda, cuStreamDestroy, "cuStreamDestroy_v2");
@@ -126,6 +127,18 @@ CUresult w_hostFree(rt_api *a, void *p) { return a->cuMemFreeHost(p); }
 CUresult w_hostDevPtr(rt_api *a, CUdeviceptr *d, void *p) { return a->cuMemHostGetDevicePointer(d, p, 0); }
 CUresult w_htod(rt_api *a, CUdeviceptr d, uintptr_t h, size_t n, CUstream s) { return a->cuMemcpyHtoDAsync(d, (const void *)h, n, s); }
 CUresult w_dtoh(rt_api *a, uintptr_t h, CUdeviceptr d, size_t n, CUstream s) { return a->cuMemcpyDtoHAsync((void *)h, d, n, s); }
+CUresult w_dtoh2d(rt_api *a, uintptr_t h, size_t hpitch, CUdeviceptr d, size_t dpitch, size_t width, size_t rows, CUstream s) {
+	CUDA_MEMCPY2D c = {0};
+	c.srcMemoryType = 2; // CU_MEMORYTYPE_DEVICE
+	c.srcDevice = d;
+	c.srcPitch = dpitch;
+	c.dstMemoryType = 1; // CU_MEMORYTYPE_HOST
+	c.dstHost = (void *)h;
+	c.dstPitch = hpitch;
+	c.WidthInBytes = width;
+	c.Height = rows;
+	return a->cuMemcpy2DAsync(&c, s);
+}
 CUresult w_memset(rt_api *a, CUdeviceptr d, size_t n, CUstream s) { return a->cuMemsetD8Async(d, 0, n, s); }
 CUresult w_streamCreate(rt_api *a, CUstream *s) { return a->cuStreamCreate(s, 1); } // CU_STREAM_NON_BLOCKING
 CUresult w_streamDestroy(rt_api *a, CUstream s) { return a->cuStreamDestroy(s); }

@@ -21,6 +21,23 @@ typedef unsigned long long CUdeviceptr;
 typedef int cublasStatus_t;    // 0 = CUBLAS_STATUS_SUCCESS
 typedef void *cublasHandle_t;
 
+// CUDA_MEMCPY2D (cuda.h, the _v2 layout): a pitched copy between host and device memory.
+typedef struct {
+	size_t srcXInBytes, srcY;
+	int srcMemoryType; // CUmemorytype: 1 host, 2 device
+	const void *srcHost;
+	CUdeviceptr srcDevice;
+	void *srcArray;
+	size_t srcPitch;
+	size_t dstXInBytes, dstY;
+	int dstMemoryType;
+	void *dstHost;
+	CUdeviceptr dstDevice;
+	void *dstArray;
+	size_t dstPitch;
+	size_t WidthInBytes, Height;
+} CUDA_MEMCPY2D;
+
 typedef struct rt_api {
 	void *libcuda;
 	void *libcublas;
@@ -44,6 +61,7 @@ typedef struct rt_api {
 	CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned int);
 	CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
 	CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+	CUresult (*cuMemcpy2DAsync)(const CUDA_MEMCPY2D *, CUstream);
 	CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
 	CUresult (*cuStreamCreate)(CUstream *, unsigned int);
 	CUresult (*cuStreamDestroy)(CUstream);
@@ -120,6 +138,7 @@ CUresult w_hostFree(rt_api *a, void *p);
 CUresult w_hostDevPtr(rt_api *a, CUdeviceptr *d, void *p);
 CUresult w_htod(rt_api *a, CUdeviceptr d, uintptr_t h, size_t n, CUstream s);
 CUresult w_dtoh(rt_api *a, uintptr_t h, CUdeviceptr d, size_t n, CUstream s);
+CUresult w_dtoh2d(rt_api *a, uintptr_t h, size_t hpitch, CUdeviceptr d, size_t dpitch, size_t width, size_t rows, CUstream s);
 CUresult w_memset(rt_api *a, CUdeviceptr d, size_t n, CUstream s);
 CUresult w_streamCreate(rt_api *a, CUstream *s);
 CUresult w_streamDestroy(rt_api *a, CUstream s);

@@ -257,6 +257,21 @@ func (c *Context) Download(dst unsafe.Pointer, src Ptr, n int64) error {
 	return nil
 }
 
+// DownloadRows copies rows rows of width bytes, srcPitch bytes apart on the device, to host memory
+// dstPitch bytes apart, asynchronously on the stream (one pitched copy: rows padded on the device
+// arrive packed).
+func (c *Context) DownloadRows(dst unsafe.Pointer, dstPitch int64, src Ptr, srcPitch, width int64, rows int) error {
+	if rows == 0 {
+		return nil
+	}
+	res := C.w_dtoh2d(c.a.c, C.uintptr_t(uintptr(dst)), C.size_t(dstPitch), C.CUdeviceptr(src), C.size_t(srcPitch),
+		C.size_t(width), C.size_t(rows), c.stream)
+	if res != 0 {
+		return c.a.check(res, "cuMemcpy2DAsync(%d rows of %d bytes)", rows, width)
+	}
+	return nil
+}
+
 // Sync waits for everything enqueued on the stream.
 func (c *Context) Sync() error {
 	return c.a.check(C.w_streamSync(c.a.c, c.stream), "cuStreamSynchronize")
