@@ -37,7 +37,7 @@ type TokenLogprobs struct {
 // the row ranks V, as a -Inf one). top is clamped to [0, min(MaxTopLogprobs, V)]. The top tokens
 // are ranked by logit (ties: the lower id first), which orders them as their logprobs.
 func FillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int) {
-	fillLogprobs(out, logits, sampled, top, func(m float32) float64 {
+	fillLogprobs(out, logits, sampled, top, func(m float32, _ bool) float64 {
 		var sum float64
 		for _, x := range logits {
 			if finite32(x) {
@@ -52,11 +52,16 @@ func FillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int) 
 // the exponentials within float32 rounding, summed in float64 (logprobs within ~1e-6 of
 // FillLogprobs'), a fraction of its time. s belongs to the calling goroutine.
 func (s *SampleScratch) logprobs(k *kernels, out *TokenLogprobs, logits []float32, sampled int32, top int) {
-	fillLogprobs(out, logits, sampled, top, func(m float32) float64 {
+	fillLogprobs(out, logits, sampled, top, func(m float32, clean bool) float64 {
 		if len(s.lp) < len(logits) {
 			s.lp = make([]float32, len(logits))
 		}
 		buf := s.lp[:len(logits)]
+		if clean { // every logit finite: the row as it is, summed in four float64 lanes
+			copy(buf, logits)
+			k.exp(buf, m)
+			return sum4(buf)
+		}
 		for i, x := range logits {
 			if !finite32(x) {
 				x = m // a number for the kernel; left out of the sum below
@@ -74,9 +79,25 @@ func (s *SampleScratch) logprobs(k *kernels, out *TokenLogprobs, logits []float3
 	})
 }
 
-// fillLogprobs is FillLogprobs with sumExp(m), the sum of exp(x - m) over the row's finite
-// logits x, given their largest m.
-func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, sumExp func(m float32) float64) {
+// sum4 is the sum of xs in float64, four running sums (a chain a lane, not one long chain).
+func sum4(xs []float32) float64 {
+	var a, b, c, d float64
+	i := 0
+	for ; i+4 <= len(xs); i += 4 {
+		a += float64(xs[i])
+		b += float64(xs[i+1])
+		c += float64(xs[i+2])
+		d += float64(xs[i+3])
+	}
+	for ; i < len(xs); i++ {
+		a += float64(xs[i])
+	}
+	return (a + b) + (c + d)
+}
+
+// fillLogprobs is FillLogprobs with sumExp(m, clean), the sum of exp(x - m) over the row's
+// finite logits x, given their largest m; clean: every logit is finite.
+func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, sumExp func(m float32, clean bool) float64) {
 	top = max(0, min(top, MaxTopLogprobs, len(logits)))
 	// Sampled's rank is counted in the pass that finds m: the logits >= its own, one branch-free
 	// compare per token, less the +Inf ones (which count as -Inf), counted where m skips them. A
@@ -88,7 +109,7 @@ func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, 
 	}
 	// log-softmax: x - (m + log sum exp(x - m)).
 	m := float32(math.Inf(-1))
-	ge, posInf := 0, 0
+	ge, posInf, notLow := 0, 0, 0 // notLow: the logits neither NaN nor -Inf, counted branch-free
 	for _, x := range logits {
 		if x > m { // NaN compares false
 			if x <= math.MaxFloat32 {
@@ -97,19 +118,24 @@ func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, 
 				posInf++
 			}
 		}
-		inc := 0
+		inc, fin := 0, 0
 		if x >= s {
 			inc = 1
 		}
+		if x >= -math.MaxFloat32 {
+			fin = 1
+		}
 		ge += inc
+		notLow += fin
 	}
+	bad := len(logits) - notLow + posInf // NaN or infinite
 	out.Rank = ge - posInf
 	if !finite32(s) {
 		out.Rank = len(logits)
 	}
 	lse := math.Inf(-1) // no finite logit: every logprob is -Inf
 	if finite32(m) {
-		lse = float64(m) + math.Log(sumExp(m))
+		lse = float64(m) + math.Log(sumExp(m, bad == 0))
 	}
 	lp := func(id int32) float32 {
 		x := logits[id]
@@ -135,7 +161,13 @@ func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, 
 		return float32(math.Inf(-1))
 	}
 	better := func(a, b Logprob) bool { return a.Logprob > b.Logprob || a.Logprob == b.Logprob && a.Token < b.Token }
+	// Once the list is full, thr is its last logit: ids come in ascending order, so a logit not
+	// above it (or NaN) cannot enter, nor +Inf (as -Inf), which the full check below turns away.
+	full, thr := false, float32(0)
 	for id, x := range logits {
+		if full && !(x > thr) {
+			continue
+		}
 		c := Logprob{Token: int32(id), Logprob: key(x)}
 		if len(out.Top) == top && !better(c, out.Top[top-1]) {
 			continue
@@ -151,6 +183,9 @@ func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, 
 		}
 		copy(out.Top[i+1:], out.Top[i:len(out.Top)-1])
 		out.Top[i] = c
+		if len(out.Top) == top {
+			full, thr = true, out.Top[top-1].Logprob
+		}
 	}
 	for k := range out.Top {
 		out.Top[k].Logprob = lp(out.Top[k].Token)
