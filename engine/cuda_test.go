@@ -344,20 +344,7 @@ func TestCUDALogprobsMatchCPU(t *testing.T) {
 	needCUDA(t)
 	for _, name := range []string{"tiny", "random:gpt2"} {
 		t.Run(name, func(t *testing.T) {
-			var m *Model
-			var err error
-			if name == "tiny" {
-				m, err = LoadTiny()
-			} else {
-				if testing.Short() || raceEnabled {
-					t.Skip("builds all 124M parameters and runs them on the CPU: too slow under -race or -short")
-				}
-				m, err = NewRandomModel(context.Background(), "gpt2", 1)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := logprobsModel(t, name)
 			for _, greedy := range []bool{false, true} {
 				for _, mode := range gpuModes {
 					t.Run(fmt.Sprintf("%v/all-greedy=%v", mode, greedy), func(t *testing.T) { cudaLogprobsRun(t, m, mode, greedy) })
@@ -493,20 +480,7 @@ func TestCUDAPromptLogprobsMatchCPU(t *testing.T) {
 	needCUDA(t)
 	for _, name := range []string{"tiny", "random:gpt2"} {
 		t.Run(name, func(t *testing.T) {
-			var m *Model
-			var err error
-			if name == "tiny" {
-				m, err = LoadTiny()
-			} else {
-				if testing.Short() || raceEnabled {
-					t.Skip("builds all 124M parameters and runs them on the CPU: too slow under -race or -short")
-				}
-				m, err = NewRandomModel(context.Background(), "gpt2", 1)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := logprobsModel(t, name)
 			for _, mode := range gpuModes {
 				t.Run(mode.String(), func(t *testing.T) { cudaPromptRun(t, m, mode) })
 			}
@@ -696,4 +670,25 @@ func TestCUDAPromptStepAllocatesNothing(t *testing.T) {
 			t.Errorf("%v: a step with prompt logprobs made %v allocations, want 0", mode, allocs)
 		}
 	}
+}
+
+// logprobsModel loads the logprobs tests' model name, "tiny" or "random:gpt2" (skipped under
+// -race or -short: all 124M parameters run on the CPU too); it closes with the test.
+func logprobsModel(t *testing.T, name string) *Model {
+	t.Helper()
+	var m *Model
+	var err error
+	if name == "tiny" {
+		m, err = LoadTiny()
+	} else {
+		if testing.Short() || raceEnabled {
+			t.Skip("builds all 124M parameters and runs them on the CPU: too slow under -race or -short")
+		}
+		m, err = NewRandomModel(context.Background(), "gpt2", 1)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }

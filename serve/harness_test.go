@@ -44,6 +44,16 @@ func newHarnessConns(t testing.TB, eo engineOpts, so Options, setup func(net.Con
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := serveHarness(t, srv, setup, 2*time.Minute, nil)
+	h.te = te
+	return h
+}
+
+// serveHarness runs srv on a real listener (accepted connections passed to setup first, when not
+// nil) for a harness whose client waits up to timeout; it stops with the test, then calls done
+// (when not nil).
+func serveHarness(t testing.TB, srv *Server, setup func(net.Conn), timeout time.Duration, done func()) *harness {
+	t.Helper()
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +63,8 @@ func newHarnessConns(t testing.TB, eo engineOpts, so Options, setup func(net.Con
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
 	tr := &http.Transport{}
-	h := &harness{t: t, lnClosed: ln.closed, te: te, srv: srv, url: "http://" + ln.Addr().String(),
-		client: &http.Client{Timeout: 2 * time.Minute, Transport: tr}}
+	h := &harness{t: t, lnClosed: ln.closed, srv: srv, url: "http://" + tcp.Addr().String(),
+		client: &http.Client{Timeout: timeout, Transport: tr}}
 	h.stop = sync.OnceValue(func() error {
 		cancel()
 		return <-served
@@ -64,6 +74,9 @@ func newHarnessConns(t testing.TB, eo engineOpts, so Options, setup func(net.Con
 			t.Errorf("Serve: %v", err)
 		}
 		tr.CloseIdleConnections()
+		if done != nil {
+			done()
+		}
 	})
 	return h
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,30 +63,11 @@ func newSessionHarness(t *testing.T, maxSeqLen, maxBatch int, so Options, onStep
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcp, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := &notifyListener{Listener: tcp, closed: make(chan struct{}), setup: setup}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	tr := &http.Transport{}
-	h := &harness{t: t, lnClosed: ln.closed, srv: srv, url: "http://" + tcp.Addr().String(), client: &http.Client{Timeout: time.Minute, Transport: tr}}
-	h.stop = sync.OnceValue(func() error {
-		cancel()
-		return <-served
-	})
-	t.Cleanup(func() {
-		if err := h.stop(); err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		tr.CloseIdleConnections()
+	return serveHarness(t, srv, setup, time.Minute, func() {
 		if err := s.Close(); err != nil {
 			t.Errorf("session: %v", err)
 		}
 	})
-	return h
 }
 
 // TestBenchSession: the server over a real bench.Session in external mode, its metrics fed by the

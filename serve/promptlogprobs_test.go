@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -103,26 +102,7 @@ func newScriptedHarness(t *testing.T, e *scriptedEngine) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	tr := &http.Transport{}
-	h := &harness{t: t, srv: srv, url: "http://" + ln.Addr().String(), client: &http.Client{Timeout: time.Minute, Transport: tr}}
-	h.stop = sync.OnceValue(func() error {
-		cancel()
-		return <-served
-	})
-	t.Cleanup(func() {
-		if err := h.stop(); err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		tr.CloseIdleConnections()
-	})
-	return h
+	return serveHarness(t, srv, nil, time.Minute, nil)
 }
 
 // The scripted prompt and output: "Hello" "," " world", then "." "!".
