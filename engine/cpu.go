@@ -267,7 +267,7 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 			c.pool.run(&c.samp, end-lo, 1)
 			c.samp.b, c.samp.next, c.samp.lp = nil, nil, nil
 			if c.rows > end-lo {
-				c.fillPrompt(part, b.PromptLogprobs[lo:end])
+				err = c.fillPrompt(part, b.PromptLogprobs[lo:end])
 			}
 		}
 		c.part.Seqs, c.part.Stop = nil, nil // the caller's are not kept
@@ -278,8 +278,9 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 }
 
 // passEnd returns the end of the forward pass that starts at seqs[lo]: the most sequences from
-// there whose scratch (see grow) fits c.stepBytes, and at least one. A sequence that asks for
-// prompt logprobs has a row of logits per token, the others one.
+// there whose scratch (see grow) fits c.stepBytes, and at least one. A sequence has a row of
+// logits; one that asks for prompt logprobs also a norm row per other token, and the pass a
+// chunk of promptChunk rows of logits for them (fillPrompt).
 func (c *CPUBackend) passEnd(seqs []SeqStep, lo int) int {
 	perTok := 4 * (6*c.cfg.NEmbd + innerDim(c.cfg) + 2)
 	perRow := 4 * (c.cfg.NEmbd + c.cfg.VocabSize + 1)
@@ -308,18 +309,23 @@ const promptChunk = 64
 
 // fillPrompt fills out[i][j] (out parallel to part.Seqs) for every row of the pass past its
 // sequences' last tokens (promptRows): the LM head over promptChunk rows at a time into the
-// logits past the sequences' rows, then a row per item over the pool (a few passes over V).
-func (c *CPUBackend) fillPrompt(part *Batch, out [][]TokenLogprobs) {
+// logits past the sequences' rows, then a row per item over the pool (a few passes over V). A
+// set Stop ends it between chunks with ErrStopped.
+func (c *CPUBackend) fillPrompt(part *Batch, out [][]TokenLogprobs) error {
 	B, C, V := len(part.Seqs), c.cfg.NEmbd, c.cfg.VocabSize
 	j := &c.prompt
 	j.b, j.out = part, out
+	defer func() { j.b, j.out = nil, nil }()
 	for lo := B; lo < c.rows; lo += promptChunk {
+		if part.stopped() {
+			return ErrStopped
+		}
 		n := min(promptChunk, c.rows-lo)
 		c.matmul(c.logits[B*V:(B+n)*V], c.xf[lo*C:(lo+n)*C], &c.head, nil, n, epiStore)
 		j.first = lo
 		c.pool.run(j, n, 1)
 	}
-	j.b, j.out = nil, nil
+	return nil
 }
 
 // Logits runs b like Step (writing its KV entries) but returns logits instead of sampling: of

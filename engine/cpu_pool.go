@@ -15,7 +15,8 @@ type poolJob interface {
 // goroutine works too, so a pool of n threads starts n-1 goroutines. Chunks are claimed from an
 // atomic counter: a fast worker takes more chunks, nobody waits on a slow static split.
 //
-// run is called from one goroutine at a time (the backend's caller); the fields below are written
+// run is called from one goroutine at a time (the backend's caller, or for the CUDA backend's
+// prompt fill the runner's worker during its step); the fields below are written
 // by run before it wakes the helpers (the channel send orders them) and read by the helpers until
 // they call wg.Done, which run waits for before it returns.
 type workerPool struct {

@@ -100,9 +100,8 @@ func gpuWeights(w *Weights) *gpu.Weights {
 
 // Step flattens b into the reused gpu.Step and runs it; the runner queues the steps b.Repeats
 // announces (gpu.Step.Repeats). A step where a sequence asks for logprobs runs through
-// StepLogits, queues nothing ahead, and fills them from the downloaded logits. One where a
-// sequence asks for prompt logprobs also gets the logits of its other tokens' rows
-// (StepTokenLogits, cuda_prompt.go).
+// StepLogits (StepTokenLogits when one asks for prompt logprobs: the logits of its other tokens'
+// rows too, cuda_prompt.go), queues nothing ahead, and fills them from the downloaded logits.
 func (c *cudaBackend) Step(b *Batch, next []int32) error {
 	return c.run(b, next, nil)
 }

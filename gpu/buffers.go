@@ -18,8 +18,8 @@ type activations struct {
 	att     cu.Ptr // fp16 (T, C) attention output
 	y       cu.Ptr // fp32 (T, max(3C, F)) the last GEMM's output before its bias (or its split-K partials)
 	h       cu.Ptr // fp16 (T, F) MLP hidden
-	xlast   cu.Ptr // fp16 (B, C) final-normed last rows
-	logits  cu.Ptr // fp32 (B, Vp), Vp = V rounded up to 8; the padding columns are never read
+	xlast   cu.Ptr // fp16 (max(B, 64), C) final-normed last rows, or a chunk of token rows (rows.go)
+	logits  cu.Ptr // fp32 (max(B, 64), Vp), Vp = V rounded up to 8; the padding columns are never read
 	amax    cu.Ptr // uint64 (B, max(maxArgmaxChunks, SMs)) the samplers' packed per-chunk maxima, lm_head_argmax's per block
 	done    cu.Ptr // uint32 (B) argmax_next's count of finished chunks a row: zero between steps
 	weights cu.Ptr // float64 (B, Vp) the sampler's scratch
@@ -49,14 +49,15 @@ func (s *state) allocBuffers() error {
 	T, B, C, F, V := int64(o.MaxTokens), int64(o.MaxBatch), int64(c.NEmbd), int64(c.Inner), int64(c.VocabSize)
 	// The GEMMs run for gemmRows rows: their inputs and outputs are sized for that (Tg, Bg).
 	Tg, Bg := int64(gemmRows(o.MaxTokens)), int64(gemmRows(o.MaxBatch))
+	Hg := max(Bg, int64(gemmRows(rowChunkMax))) // the LM head's: a step's sequences, or a chunk of token rows
 	sizes := []struct {
 		dst *cu.Ptr
 		n   int64
 	}{
 		{&s.act.x, T * C * 4}, {&s.act.xln, Tg * C * 2}, {&s.act.qkv, T * 3 * C * 2}, {&s.act.att, Tg * C * 2},
 		{&s.act.y, max(Tg*max(3*C, F), fcProjSplits*splitMaxRows*C) * 4},
-		{&s.act.h, Tg * F * 2}, {&s.act.xlast, Bg * C * 2},
-		{&s.act.logits, Bg * int64(paddedVocab(int(V))) * 4},
+		{&s.act.h, Tg * F * 2}, {&s.act.xlast, Hg * C * 2},
+		{&s.act.logits, Hg * int64(paddedVocab(int(V))) * 4},
 		{&s.act.amax, B * int64(max(maxArgmaxChunks, s.ctx.Info().SMs)) * 8}, {&s.act.done, B * 4}, {&s.act.weights, B * int64(paddedVocab(int(V))) * 8},
 		{&s.act.stats, smallMaxRows * int64(statStride(c.NEmbd)) * 8},
 	}

@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"time"
 	"unsafe"
@@ -15,11 +16,12 @@ import (
 // residual stream x before the last layer's MLP add and that MLP's output y (or its split-K
 // partials): residual_ln_last over a list of rows, then the LM head GEMM, gives those rows'
 // logits as the step's own last rows get theirs. The rows go in chunks of at most rowChunkMax (the
-// LM head's buffers hold MaxBatch rows), after each pass of the step and before the next one
+// LM head's buffers hold that many rows at least), after each pass of the step and before the next one
 // overwrites the activations, eagerly (also after a replayed step graph). Two chunks are in
 // flight: the device computes and downloads one while the caller's callback reads the other.
 
-// rowChunkMax is the most rows a chunk of token rows holds (at most MaxBatch).
+// rowChunkMax is the most rows a chunk of token rows holds: as many rows as the caller's fill
+// has threads to share, whatever MaxBatch (allocBuffers sizes the LM head's buffers for it).
 const rowChunkMax = 64
 
 // tokenRowBufs are the pinned buffers of the token rows' chunks, allocated at the first step
@@ -34,10 +36,10 @@ type tokenRowBufs struct {
 }
 
 // StepTokenLogits is StepLogits that also computes the logits of the rows in.TokenRows names and
-// hands them to rowLogits, in order, in chunks of at most min(MaxBatch, 64) rows: rows are the
-// chunk's entries of in.TokenRows, logits (len(rows), V) row-major. rowLogits runs on the
-// runner's worker goroutine during the call and must not keep either slice; its error ends the
-// call and is returned as it is.
+// hands them to rowLogits, in order, in chunks of at most 64 rows: rows are the chunk's entries
+// of in.TokenRows, logits (len(rows), V) row-major. rowLogits runs on the runner's worker
+// goroutine during the call: it must not keep either slice, nor call the Runner (which waits for
+// that worker: a deadlock); its error ends the call and is returned as it is.
 func (r *Runner) StepTokenLogits(in *Step, next []int32, logits []float32, rowLogits func(rows []int32, logits []float32) error) error {
 	s := r.s
 	if s == nil {
@@ -162,15 +164,24 @@ func (s *state) tokenRowBuffers() (*tokenRowBufs, error) {
 	if rb.host != nil {
 		return rb, nil
 	}
-	chunk, V := min(s.opt.MaxBatch, rowChunkMax), int64(s.cfg.VocabSize)
+	chunk, V := rowChunkMax, int64(s.cfg.VocabSize)
 	idsBytes, logitsBytes := align(int64(chunk)*4), int64(chunk)*V*4
 	host, err := s.ctx.AllocHost(2*(idsBytes+logitsBytes), "token row logits")
 	if err != nil {
 		return nil, err
 	}
+	fail := func(err error) (*tokenRowBufs, error) { // frees what was made: a later step tries again
+		for h := range rb.ev {
+			if rb.ev[h] != (cu.Event{}) {
+				err = errors.Join(err, s.ctx.DestroyEvent(rb.ev[h]))
+			}
+		}
+		*rb = tokenRowBufs{}
+		return nil, errors.Join(err, s.ctx.FreeHost(host))
+	}
 	dev, err := s.ctx.HostDevPtr(host)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	for h := range 2 {
 		off := int64(h) * idsBytes
@@ -178,7 +189,7 @@ func (s *state) tokenRowBuffers() (*tokenRowBufs, error) {
 		rb.idsDev[h] = dev + cu.Ptr(off)
 		rb.logits[h] = unsafe.Slice((*float32)(unsafe.Add(host, 2*idsBytes+int64(h)*logitsBytes)), int64(chunk)*V)
 		if rb.ev[h], err = s.ctx.NewEvent(false); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	rb.host, rb.chunk = host, chunk

@@ -74,12 +74,12 @@ func prefillEarlier(t *testing.T, r *Runner, seqs []rowSeq, tables [][]int32) {
 }
 
 // tokenRowsRun runs st on r through StepTokenLogits with TokenRows rows, checking that the chunks
-// come in order, each of 1..min(MaxBatch, 64) rows, with (rows, V) logits; it returns each
+// come in order, each of 1..64 rows, with (rows, V) logits; it returns each
 // row's logits, in rows' order, and the step's last-row logits.
 func tokenRowsRun(t *testing.T, r *Runner, st *Step, rows []int32, V int) (got [][]float32, last []float32) {
 	t.Helper()
 	st.TokenRows = rows
-	B, chunk := len(st.SeqLens), min(r.s.opt.MaxBatch, rowChunkMax)
+	B, chunk := len(st.SeqLens), rowChunkMax
 	next, last := make([]int32, B), make([]float32, B*V)
 	err := r.StepTokenLogits(st, next, last, func(c []int32, l []float32) error {
 		n := len(got)

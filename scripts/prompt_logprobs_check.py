@@ -9,7 +9,7 @@ the server runs (scripts/gpu_reference.py writes one), MODEL_NAME the id clients
 the first of /v1/models). Prompts are sent as token ids, so no tokenizer is needed here. For each
 prompt length it sends `echo: true, logprobs: 5, max_tokens: 0` and compares token_logprobs[1:]
 with the reference's log-softmax, and the top 5 where their gaps exceed the tolerance; then 8
-such requests at once, timed. Exit status 1 when a logprob is off by more than TOL.
+such requests at once, twice, timed. Exit status 1 when a logprob is off by more than TOL.
 """
 import concurrent.futures
 import json
@@ -83,14 +83,17 @@ def main(url, mdir, name=None):
             failed = True
             continue
         worst, bad = res
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            t = time.perf_counter()
-            list(pool.map(lambda s: ask(client, url, name, prompt(n, 1000 + s)), range(8)))
-            eight = time.perf_counter() - t
+        eight = []  # the first batch of 8 meets a step shape's one-time costs; the second does not
+        for base in (1000, 2000):
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                t = time.perf_counter()
+                list(pool.map(lambda s: ask(client, url, name, prompt(n, base + s)), range(8)))
+                eight.append(time.perf_counter() - t)
         ok = worst <= TOL and bad == 0
         failed |= not ok
         print(f"{'PASS' if ok else 'FAIL'} prompt {n:4d} tokens: worst |logprob - transformers| {worst:.2e}, "
-              f"top-{TOP} mismatches {bad}; one request {took * 1e3:.1f} ms, 8 at once {eight * 1e3:.1f} ms")
+              f"top-{TOP} mismatches {bad}; one request {took * 1e3:.1f} ms, 8 at once {eight[0] * 1e3:.1f} ms "
+              f"(first), {eight[1] * 1e3:.1f} ms (again)")
     print(json.dumps({"url": url, "model": mdir, "tolerance": TOL}))
     sys.exit(1 if failed else 0)
 
