@@ -28,12 +28,16 @@ type kernels struct {
 	qk func(s, q, k []float32, ldk int)
 	// av adds e[i] * v[i*ldv : i*ldv+len(out)] to out for i < len(e), in order of i.
 	av func(out, e, v []float32, ldv int)
+	// scan returns what scanGo does: a logprobs row's largest finite logit and its counts.
+	scan func(x []float32, s float32) (m float32, ge, posInf, notLow int)
+	// above returns the index of the first x[j] > thr with j >= i (NaN never), or len(x).
+	above func(x []float32, i int, thr float32) int
 }
 
 // goKernels are the portable kernels.
 func goKernels() kernels {
 	return kernels{name: "go", mp4: mp4Go, mp1: mp1Go, dot: dotGo, gelu: geluSliceGo, bias: biasGo,
-		exp: expShiftGo, qk: qkGo, av: avGo}
+		exp: expShiftGo, qk: qkGo, av: avGo, scan: scanGo, above: aboveGo}
 }
 
 func mp4Go(acc, x []float32, ldx int, w []float32, k int, _ []float32) {
@@ -205,4 +209,40 @@ func avGo(out, e, v []float32, ldv int) {
 	for i, ei := range e {
 		axpyGo(out, v[i*ldv:], ei)
 	}
+}
+
+// scanGo returns m, the largest finite x (-Inf if none; of equal ones the first, so -0 or +0 as
+// the row has them first), and how many x are >= s (none if s is NaN), +Inf, and >= -MaxFloat32
+// (neither NaN nor -Inf): one pass, the counts branch-free.
+func scanGo(x []float32, s float32) (m float32, ge, posInf, notLow int) {
+	m = float32(math.Inf(-1))
+	for _, v := range x {
+		if v > m { // NaN compares false
+			if v <= math.MaxFloat32 {
+				m = v
+			} else {
+				posInf++
+			}
+		}
+		inc, fin := 0, 0
+		if v >= s {
+			inc = 1
+		}
+		if v >= -math.MaxFloat32 {
+			fin = 1
+		}
+		ge += inc
+		notLow += fin
+	}
+	return m, ge, posInf, notLow
+}
+
+// aboveGo returns the index of the first x[j] > thr with j >= i, or len(x).
+func aboveGo(x []float32, i int, thr float32) int {
+	for ; i < len(x); i++ {
+		if x[i] > thr {
+			return i
+		}
+	}
+	return len(x)
 }

@@ -1,6 +1,11 @@
 package engine
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+	"slices"
+
+	"golang.org/x/sys/cpu"
+)
 
 // Assembly kernels (cpu_kernels_amd64.s); the Go wrappers below check every length first.
 
@@ -28,6 +33,12 @@ func addBias(y *float32, a *float32, b *float32, n int, residual bool)
 //go:noescape
 func dot1x(x *float32, w *float32, n int) float32
 
+//go:noescape
+func rowScan(x *float32, n int, s float32) (m float32, ge, posInf, notLow int)
+
+//go:noescape
+func firstAbove(x *float32, n int, thr float32) int
+
 // pickKernels returns the AVX2/FMA kernels when the CPU and the OS support them, else the Go ones.
 func pickKernels() kernels {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
@@ -38,7 +49,7 @@ func pickKernels() kernels {
 
 func asmKernels() kernels {
 	return kernels{name: "avx2+fma", mp4: mp4Asm, mp1: mp1Asm, dot: dotAsm, gelu: geluAsm, bias: biasAsm,
-		exp: expAsm, qk: qkAsm, av: avAsm}
+		exp: expAsm, qk: qkAsm, av: avAsm, scan: scanAsm, above: aboveAsm}
 }
 
 func mp4Asm(acc, x []float32, ldx int, w []float32, k int, pf []float32) {
@@ -140,4 +151,45 @@ func biasAsm(y, a, b []float32, residual bool) {
 		addBias(&y[0], &a[0], &b[0], n8, residual)
 	}
 	biasGo(y[n8:], a[n8:], b[n8:], residual)
+}
+
+// scanChunk bounds the floats of one rowScan call, whose counts are int32 lanes.
+const scanChunk = 1 << 30
+
+// scanAsm is scanGo: rowScan over chunks of whole vectors, scanGo over the tail. Of equal maxima
+// scanGo keeps the first, which only shows for zero: then m is the row's first ±0.
+func scanAsm(x []float32, s float32) (m float32, ge, posInf, notLow int) {
+	m = float32(math.Inf(-1))
+	for rest := x; len(rest) > 0; {
+		var cm float32
+		var cg, cp, cn int
+		if n := min(len(rest), scanChunk) &^ 7; n > 0 {
+			cm, cg, cp, cn = rowScan(&rest[0], n, s)
+			rest = rest[n:]
+		} else {
+			cm, cg, cp, cn = scanGo(rest, s)
+			rest = nil
+		}
+		m = max(m, cm) // neither is NaN
+		ge, posInf, notLow = ge+cg, posInf+cp, notLow+cn
+	}
+	if m == 0 {
+		m = x[slices.Index(x, 0)]
+	}
+	return m, ge, posInf, notLow
+}
+
+// aboveAsm is aboveGo: firstAbove over whole vectors from i, aboveGo over the tail.
+func aboveAsm(x []float32, i int, thr float32) int {
+	if i >= len(x) {
+		return len(x)
+	}
+	rest := x[i:]
+	if n := len(rest) &^ 7; n > 0 {
+		if j := firstAbove(&rest[0], n, thr); j < n {
+			return i + j
+		}
+		i += n
+	}
+	return aboveGo(x, i, thr)
 }

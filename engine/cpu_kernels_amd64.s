@@ -440,3 +440,161 @@ bias_res:
 
 bias_done:
 	RET
+
+// Constants of rowScan (float32 bits).
+DATA scanK<>+0(SB)/4, $0x7f800000 // +Inf
+DATA scanK<>+4(SB)/4, $0xff7fffff // -MaxFloat32
+DATA scanK<>+8(SB)/4, $0xff800000 // -Inf
+GLOBL scanK<>(SB), RODATA|NOPTR, $12
+
+// SCANSTEP folds the 8 floats at OFF(SI) into the running max M and the counts: ge (Y4) of
+// x >= s (Y15), posInf (Y5) of x == +Inf (Y14), notLow (Y6) of x >= -MaxFloat32 (Y13). A +Inf
+// lane is made NaN (all ones) before the max, which keeps M for a NaN x (M is its second
+// operand), as for -Inf (never above M). Compare masks are -1 per lane, hence subtracted.
+#define SCANSTEP(OFF, M) \
+	VMOVUPS OFF(SI), Y8; \
+	VCMPPS  $0x1d, Y15, Y8, Y9; \
+	VCMPPS  $0x00, Y14, Y8, Y10; \
+	VCMPPS  $0x1d, Y13, Y8, Y11; \
+	VORPS   Y10, Y8, Y12; \
+	VMAXPS  M, Y12, M; \
+	VPSUBD  Y9, Y4, Y4; \
+	VPSUBD  Y10, Y5, Y5; \
+	VPSUBD  Y11, Y6, Y6
+
+// HSUMD reduces the 8 int32 lanes of Y into the low dword of X (X is Y's low half; T scratch).
+#define HSUMD(Y, X, T) \
+	VEXTRACTI128 $1, Y, T; \
+	VPADDD       T, X, X; \
+	VPSHUFD      $0x4e, X, T; \
+	VPADDD       T, X, X; \
+	VPSHUFD      $0xb1, X, T; \
+	VPADDD       T, X, X
+
+// func rowScan(x *float32, n int, s float32) (m float32, ge, posInf, notLow int)
+// scanGo over x[:n] (n a multiple of 8, under 2^31) except for which of equal maxima m is: a
+// zero m may be -0 or +0 whatever the row's order (the caller settles it). Four running maxima
+// over 32 floats a step, then one over 8; the counts in int32 lanes.
+TEXT ·rowScan(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS s+16(FP), Y15
+	VBROADCASTSS scanK<>+0(SB), Y14
+	VBROADCASTSS scanK<>+4(SB), Y13
+	VBROADCASTSS scanK<>+8(SB), Y0
+	VMOVAPS      Y0, Y1
+	VMOVAPS      Y0, Y2
+	VMOVAPS      Y0, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	SHRQ         $3, CX // vectors of 8
+	MOVQ         CX, DX
+	SHRQ         $2, DX // steps of 4 vectors
+	ANDQ         $3, CX // vectors left after them
+	TESTQ        DX, DX
+	JZ           scan_one
+
+scan_four:
+	SCANSTEP(0, Y0)
+	SCANSTEP(32, Y1)
+	SCANSTEP(64, Y2)
+	SCANSTEP(96, Y3)
+	ADDQ $128, SI
+	DECQ DX
+	JNZ  scan_four
+
+scan_one:
+	TESTQ CX, CX
+	JZ    scan_done
+	SCANSTEP(0, Y0)
+	ADDQ  $32, SI
+	DECQ  CX
+	JMP   scan_one
+
+scan_done:
+	VMAXPS       Y1, Y0, Y0 // no NaN here: the maxima combine in any order
+	VMAXPS       Y3, Y2, Y2
+	VMAXPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VMAXPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VMAXSS       X1, X0, X0
+	VMOVSS       X0, m+24(FP)
+	HSUMD(Y4, X4, X7)
+	VMOVD        X4, AX
+	MOVQ         AX, ge+32(FP)
+	HSUMD(Y5, X5, X7)
+	VMOVD        X5, AX
+	MOVQ         AX, posInf+40(FP)
+	HSUMD(Y6, X6, X7)
+	VMOVD        X6, AX
+	MOVQ         AX, notLow+48(FP)
+	VZEROUPPER
+	RET
+
+// func firstAbove(x *float32, n int, thr float32) int
+// The index of the first x[j] > thr (NaN never), or n if none; n is a multiple of 8. Four
+// vectors a step, their compare masks or'ed into one test: a row's top-k candidates are rare.
+TEXT ·firstAbove(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS thr+16(FP), Y15
+	XORQ         AX, AX // index of the vector at hand
+
+above_four:
+	LEAQ    32(AX), DX
+	CMPQ    DX, CX
+	JGT     above_one
+	VCMPPS  $0x11, (SI)(AX*4), Y15, Y0 // thr < x, ordered: false for NaN
+	VCMPPS  $0x11, 32(SI)(AX*4), Y15, Y1
+	VCMPPS  $0x11, 64(SI)(AX*4), Y15, Y2
+	VCMPPS  $0x11, 96(SI)(AX*4), Y15, Y3
+	VORPS   Y1, Y0, Y4
+	VORPS   Y3, Y2, Y5
+	VORPS   Y5, Y4, Y4
+	VMOVMSKPS Y4, BX
+	TESTL   BX, BX
+	JNZ     above_which
+	MOVQ    DX, AX
+	JMP     above_four
+
+above_which: // the first of the four vectors with a lane set
+	VMOVMSKPS Y0, BX
+	TESTL     BX, BX
+	JNZ       above_found
+	ADDQ      $8, AX
+	VMOVMSKPS Y1, BX
+	TESTL     BX, BX
+	JNZ       above_found
+	ADDQ      $8, AX
+	VMOVMSKPS Y2, BX
+	TESTL     BX, BX
+	JNZ       above_found
+	ADDQ      $8, AX
+	VMOVMSKPS Y3, BX
+	JMP       above_found
+
+above_one:
+	CMPQ      AX, CX
+	JGE       above_none
+	VCMPPS    $0x11, (SI)(AX*4), Y15, Y0
+	VMOVMSKPS Y0, BX
+	TESTL     BX, BX
+	JNZ       above_found
+	ADDQ      $8, AX
+	JMP       above_one
+
+above_found:
+	BSFL BX, BX
+	ADDQ BX, AX
+	MOVQ AX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+above_none:
+	MOVQ CX, ret+24(FP)
+	VZEROUPPER
+	RET

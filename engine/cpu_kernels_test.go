@@ -167,3 +167,83 @@ func TestExp(t *testing.T) {
 func close32(a, b float32, n int) bool {
 	return math.Abs(float64(a)-float64(b)) <= 1e-6*float64(n+1)*math.Max(1, math.Abs(float64(b)))
 }
+
+// specialFloats are the values where float compares differ: NaN, the infinities, both zeros,
+// the float32 extremes, subnormals, and a few numbers that tie often.
+var specialFloats = []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+	float32(math.Copysign(0, -1)), 0, math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32,
+	-math.SmallestNonzeroFloat32, 1e-40, -1e-40, 1, -1, 2.5, -2.5}
+
+// scanRow is a row for the scan kernels: each element special with probability pSpecial, else
+// one of a few values (heavy ties) or a normal number.
+func scanRow(rng *rand.Rand, n int, pSpecial float64) []float32 {
+	row := make([]float32, n)
+	for i := range row {
+		switch {
+		case rng.Float64() < pSpecial:
+			row[i] = specialFloats[rng.IntN(len(specialFloats))]
+		case rng.IntN(2) == 0:
+			row[i] = float32(rng.IntN(5)) - 2
+		default:
+			row[i] = float32(rng.NormFloat64() * 3)
+		}
+	}
+	return row
+}
+
+// TestRowScanKernels checks each kernel set's scan and above against scanGo and aboveGo, bit for
+// bit (m's sign of zero included), on rows of special values, ties and non-finite runs, of
+// lengths 0..67 and 50257 at every alignment.
+func TestRowScanKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	var rows [][]float32
+	for n := range 68 {
+		for _, p := range []float64{0, 0.1, 0.5, 1} {
+			rows = append(rows, scanRow(rng, n, p))
+		}
+	}
+	for _, p := range []float64{0, 0.001, 0.3, 1} {
+		rows = append(rows, scanRow(rng, 50257, p))
+	}
+	nonFinite := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	for _, n := range []int{9, 40, 67, 50257} {
+		all, zeros := make([]float32, n), make([]float32, n)
+		for i := range all {
+			all[i] = nonFinite[rng.IntN(3)]
+			zeros[i] = []float32{-1, 0, float32(math.Copysign(0, -1))}[rng.IntN(3)] // max ±0
+		}
+		zeros[0], zeros[n-1] = -1, float32(math.Copysign(0, -1)) // the first zero late in some lanes
+		rows = append(rows, all, zeros)
+	}
+	buf := make([]float32, 50257+8)
+	for _, ks := range testKernels() {
+		for ri, row := range rows {
+			for off := range 8 {
+				x := buf[off : off+len(row)]
+				copy(x, row)
+				ss := append([]float32{float32(math.NaN())}, specialFloats...)
+				for range 4 {
+					if len(x) > 0 {
+						ss = append(ss, x[rng.IntN(len(x))])
+					}
+				}
+				for _, s := range ss {
+					m, ge, inf, nl := ks.scan(x, s)
+					wm, wge, winf, wnl := scanGo(x, s)
+					if math.Float32bits(m) != math.Float32bits(wm) || ge != wge || inf != winf || nl != wnl {
+						t.Fatalf("%s row %d (n %d, offset %d) s %v: scan (%v %d %d %d), want (%v %d %d %d)",
+							ks.name, ri, len(x), off, s, m, ge, inf, nl, wm, wge, winf, wnl)
+					}
+					for _, i := range []int{0, 1, 7, 8, 9, 31, 32, 33, len(x) / 2, len(x) - 1, len(x), rng.IntN(len(x) + 1)} {
+						if i > len(x) || i < 0 {
+							continue
+						}
+						if got, want := ks.above(x, i, s), aboveGo(x, i, s); got != want {
+							t.Fatalf("%s row %d (n %d, offset %d): above(%d, %v) = %d, want %d", ks.name, ri, len(x), off, i, s, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -37,7 +37,8 @@ type TokenLogprobs struct {
 // the row ranks V, as a -Inf one). top is clamped to [0, min(MaxTopLogprobs, V)]. The top tokens
 // are ranked by logit (ties: the lower id first), which orders them as their logprobs.
 func FillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int) {
-	fillLogprobs(out, logits, sampled, top, func(m float32, _ bool) float64 {
+	k := goKernels() // the reference's row scans: the same results as any set's
+	fillLogprobs(out, &k, logits, sampled, top, func(m float32, _ bool) float64 {
 		var sum float64
 		for _, x := range logits {
 			if finite32(x) {
@@ -48,11 +49,11 @@ func FillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int) 
 	})
 }
 
-// logprobs is FillLogprobs with k's vector exponential over a float32 copy of the row in s.lp:
-// the exponentials within float32 rounding, summed in float64 (logprobs within ~1e-6 of
-// FillLogprobs'), a fraction of its time. s belongs to the calling goroutine.
+// logprobs is FillLogprobs with k's row scans and vector exponential over a float32 copy of the
+// row in s.lp: the exponentials within float32 rounding, summed in float64 (logprobs within
+// ~1e-6 of FillLogprobs'), a fraction of its time. s belongs to the calling goroutine.
 func (s *SampleScratch) logprobs(k *kernels, out *TokenLogprobs, logits []float32, sampled int32, top int) {
-	fillLogprobs(out, logits, sampled, top, func(m float32, clean bool) float64 {
+	fillLogprobs(out, k, logits, sampled, top, func(m float32, clean bool) float64 {
 		if len(s.lp) < len(logits) {
 			s.lp = make([]float32, len(logits))
 		}
@@ -95,40 +96,19 @@ func sum4(xs []float32) float64 {
 	return (a + b) + (c + d)
 }
 
-// fillLogprobs is FillLogprobs with sumExp(m, clean), the sum of exp(x - m) over the row's
-// finite logits x, given their largest m; clean: every logit is finite.
-func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, sumExp func(m float32, clean bool) float64) {
-	top = max(0, min(top, MaxTopLogprobs, len(logits)))
-	// Sampled's rank is counted in the pass that finds m: the logits >= its own, one branch-free
-	// compare per token, less the +Inf ones (which count as -Inf), counted where m skips them. A
-	// non-finite (or absent) sampled logit is NaN here, which nothing passes: as -Inf it ranks
-	// last, every token at least its own.
+// fillLogprobs is FillLogprobs with k's row scans and sumExp(m, clean), the sum of exp(x - m)
+// over the row's finite logits x, given their largest m; clean: every logit is finite.
+func fillLogprobs(out *TokenLogprobs, k *kernels, logits []float32, sampled int32, top int, sumExp func(m float32, clean bool) float64) {
+	// Sampled's rank is counted in the pass that finds m: the logits >= its own less the +Inf ones
+	// (which count as -Inf). A non-finite (or absent) sampled logit is NaN here, which nothing
+	// passes: as -Inf it ranks last, every token at least its own.
 	s := float32(math.NaN())
 	if sampled >= 0 && int(sampled) < len(logits) && finite32(logits[sampled]) {
 		s = logits[sampled]
 	}
 	// log-softmax: x - (m + log sum exp(x - m)).
-	m := float32(math.Inf(-1))
-	ge, posInf, notLow := 0, 0, 0 // notLow: the logits neither NaN nor -Inf, counted branch-free
-	for _, x := range logits {
-		if x > m { // NaN compares false
-			if x <= math.MaxFloat32 {
-				m = x
-			} else {
-				posInf++
-			}
-		}
-		inc, fin := 0, 0
-		if x >= s {
-			inc = 1
-		}
-		if x >= -math.MaxFloat32 {
-			fin = 1
-		}
-		ge += inc
-		notLow += fin
-	}
-	bad := len(logits) - notLow + posInf // NaN or infinite
+	m, ge, posInf, notLow := k.scan(logits, s) // notLow: the logits neither NaN nor -Inf
+	bad := len(logits) - notLow + posInf       // NaN or infinite
 	out.Rank = ge - posInf
 	if !finite32(s) {
 		out.Rank = len(logits)
@@ -148,12 +128,18 @@ func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, 
 	if sampled >= 0 && int(sampled) < len(logits) {
 		out.Sampled.Logprob = lp(sampled)
 	}
-	out.Top = out.Top[:0]
-	if top == 0 {
-		return
+	out.Top = topLogits(out.Top[:0], k, logits, max(0, min(top, MaxTopLogprobs, len(logits))))
+	for i := range out.Top {
+		out.Top[i].Logprob = lp(out.Top[i].Token)
 	}
-	// The top few by a running insertion of raw logits (non-finite ones as -Inf) into a list of
-	// at most top entries: ~V compares in practice (most fall below the list's last entry).
+}
+
+// topLogits appends to list (empty) the top best tokens of logits by raw logit, non-finite ones
+// as -Inf, ties the lower id first: a running insertion into a list of at most top entries.
+func topLogits(list []Logprob, k *kernels, logits []float32, top int) []Logprob {
+	if top == 0 {
+		return list
+	}
 	key := func(x float32) float32 {
 		if finite32(x) {
 			return x
@@ -163,33 +149,34 @@ func fillLogprobs(out *TokenLogprobs, logits []float32, sampled int32, top int, 
 	better := func(a, b Logprob) bool { return a.Logprob > b.Logprob || a.Logprob == b.Logprob && a.Token < b.Token }
 	// Once the list is full, thr is its last logit: ids come in ascending order, so a logit not
 	// above it (or NaN) cannot enter, nor +Inf (as -Inf), which the full check below turns away.
+	// k.above jumps to the next logit above thr: most of the row is not (~top ln(V/top) are).
 	full, thr := false, float32(0)
-	for id, x := range logits {
-		if full && !(x > thr) {
+	for id := 0; id < len(logits); id++ {
+		if full {
+			if id = k.above(logits, id, thr); id == len(logits) {
+				break
+			}
+		}
+		c := Logprob{Token: int32(id), Logprob: key(logits[id])}
+		if len(list) == top && !better(c, list[top-1]) {
 			continue
 		}
-		c := Logprob{Token: int32(id), Logprob: key(x)}
-		if len(out.Top) == top && !better(c, out.Top[top-1]) {
-			continue
-		}
-		i, _ := slices.BinarySearchFunc(out.Top, c, func(e, t Logprob) int {
+		i, _ := slices.BinarySearchFunc(list, c, func(e, t Logprob) int {
 			if better(e, t) {
 				return -1
 			}
 			return 1 // e after t: t goes before e
 		})
-		if len(out.Top) < top {
-			out.Top = append(out.Top, Logprob{})
+		if len(list) < top {
+			list = append(list, Logprob{})
 		}
-		copy(out.Top[i+1:], out.Top[i:len(out.Top)-1])
-		out.Top[i] = c
-		if len(out.Top) == top {
-			full, thr = true, out.Top[top-1].Logprob
+		copy(list[i+1:], list[i:len(list)-1])
+		list[i] = c
+		if len(list) == top {
+			full, thr = true, list[top-1].Logprob
 		}
 	}
-	for k := range out.Top {
-		out.Top[k].Logprob = lp(out.Top[k].Token)
-	}
+	return list
 }
 
 // finite32 reports whether x is neither NaN nor infinite.
