@@ -211,6 +211,10 @@ func TestParseExtraBody(t *testing.T) {
 		{"n of 1", `{"n": 1}`, 1, true},
 		{"n of 1.0 and best_of null", `{"n": 1.0, "best_of": null}`, 2, true},
 		{"best_of 1", `{"best_of": 1}`, 1, true},
+		{"echo", `{"echo": true}`, 0, false},
+		{"echo as a string", `{"echo": "yes"}`, 0, false},
+		{"echo false", `{"echo": false, "logprobs": 2}`, 2, true},
+		{"echo null", `{"echo": null}`, 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -99,7 +99,8 @@ type ExtraBody struct {
 // ParseExtraBody reads --extra-body: it must be a JSON object, and may not set "stream" (the
 // client only speaks streaming), the output length (the client bounds and counts a stream by
 // the length it asked for: --max-new-tokens or the dataset's), nor more than one choice ("n",
-// "best_of": the stream would carry each choice's tokens, all counted against one request).
+// "best_of": the stream would carry each choice's tokens, all counted against one request), nor
+// "echo" (its first chunk would carry the prompt's text and tokens as output).
 func ParseExtraBody(s string) (ExtraBody, error) {
 	if strings.TrimSpace(s) == "" {
 		return ExtraBody{}, nil
@@ -123,6 +124,13 @@ func ParseExtraBody(s string) (ExtraBody, error) {
 		if v, ok := m[k]; ok && !oneChoice(v) {
 			return ExtraBody{}, fmt.Errorf("%w: extra body may not set %q to %s: the client reads one choice a request "+
 				"(leave it out, or give 1)", ErrConfig, k, oneline.Clip(string(v), 20))
+		}
+	}
+	if v, ok := m["echo"]; ok {
+		var echo *bool
+		if json.Unmarshal(v, &echo) != nil || echo != nil && *echo {
+			return ExtraBody{}, fmt.Errorf("%w: extra body may not set \"echo\" to %s: the client counts a stream's text and tokens as "+
+				"the output, which echo would lead with the prompt's (leave it out, or give false)", ErrConfig, oneline.Clip(string(v), 20))
 		}
 	}
 	return ExtraBody{members: m}, nil
