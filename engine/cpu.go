@@ -231,11 +231,7 @@ func (c *CPUBackend) Step(b *Batch, next []int32) error {
 	if len(next) < len(b.Seqs) {
 		return fmt.Errorf("%w: next has room for %d tokens, the batch has %d sequences", ErrBadBatch, len(next), len(b.Seqs))
 	}
-	lp, err := b.wantsLogprobs()
-	if err != nil {
-		return err
-	}
-	plp, err := b.wantsPromptLogprobs()
+	lp, plp, err := b.asks()
 	if err != nil {
 		return err
 	}

@@ -121,11 +121,7 @@ func (c *cudaBackend) stepLogits(b *Batch, next []int32, logits []float32) error
 // c.logits when a sequence asks for logprobs; without either it asks the runner for no logits.
 // Prompt logprobs come from the same step (runPrompt).
 func (c *cudaBackend) run(b *Batch, next []int32, logits []float32) error {
-	lp, err := b.wantsLogprobs()
-	if err != nil {
-		return err
-	}
-	plp, err := b.wantsPromptLogprobs()
+	lp, plp, err := b.asks()
 	if err != nil {
 		return err
 	}

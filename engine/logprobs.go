@@ -182,6 +182,18 @@ func topLogits(list []Logprob, k *kernels, logits []float32, top int) []Logprob 
 // finite32 reports whether x is neither NaN nor infinite.
 func finite32(x float32) bool { return x >= -math.MaxFloat32 && x <= math.MaxFloat32 }
 
+// asks checks b's requests for logprobs (wantsLogprobs) and prompt logprobs (wantsPromptLogprobs)
+// and reports whether any sequence makes each.
+func (b *Batch) asks() (lp, plp bool, err error) {
+	if lp, err = b.wantsLogprobs(); err != nil {
+		return false, false, err
+	}
+	if plp, err = b.wantsPromptLogprobs(); err != nil {
+		return false, false, err
+	}
+	return lp, plp, nil
+}
+
 // wantsLogprobs reports whether any sequence of b asks for logprobs, after checking that those
 // that do ask for 0..MaxTopLogprobs alternatives and that b.Logprobs has an entry for each
 // sequence (ErrBadBatch otherwise).

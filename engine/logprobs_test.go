@@ -211,130 +211,6 @@ func TestLogprobsRank(t *testing.T) {
 	}
 }
 
-// logprobsRef and fillLogprobsRef are SampleScratch.logprobs and fillLogprobs as they were with
-// scalar row passes: the reference the kernel version must match bit for bit.
-func logprobsRef(s *SampleScratch, k *kernels, out *TokenLogprobs, logits []float32, sampled int32, top int) {
-	fillLogprobsRef(out, logits, sampled, top, func(m float32, clean bool) float64 {
-		if len(s.lp) < len(logits) {
-			s.lp = make([]float32, len(logits))
-		}
-		buf := s.lp[:len(logits)]
-		if clean { // every logit finite: the row as it is, summed in four float64 lanes
-			copy(buf, logits)
-			k.exp(buf, m)
-			return sum4(buf)
-		}
-		for i, x := range logits {
-			if !finite32(x) {
-				x = m // a number for the kernel; left out of the sum below
-			}
-			buf[i] = x
-		}
-		k.exp(buf, m)
-		var sum float64
-		for i, e := range buf {
-			if finite32(logits[i]) {
-				sum += float64(e)
-			}
-		}
-		return sum
-	})
-}
-func fillLogprobsRef(out *TokenLogprobs, logits []float32, sampled int32, top int, sumExp func(m float32, clean bool) float64) {
-	top = max(0, min(top, MaxTopLogprobs, len(logits)))
-	// Sampled's rank is counted in the pass that finds m: the logits >= its own, one branch-free
-	// compare per token, less the +Inf ones (which count as -Inf), counted where m skips them. A
-	// non-finite (or absent) sampled logit is NaN here, which nothing passes: as -Inf it ranks
-	// last, every token at least its own.
-	s := float32(math.NaN())
-	if sampled >= 0 && int(sampled) < len(logits) && finite32(logits[sampled]) {
-		s = logits[sampled]
-	}
-	// log-softmax: x - (m + log sum exp(x - m)).
-	m := float32(math.Inf(-1))
-	ge, posInf, notLow := 0, 0, 0 // notLow: the logits neither NaN nor -Inf, counted branch-free
-	for _, x := range logits {
-		if x > m { // NaN compares false
-			if x <= math.MaxFloat32 {
-				m = x
-			} else {
-				posInf++
-			}
-		}
-		inc, fin := 0, 0
-		if x >= s {
-			inc = 1
-		}
-		if x >= -math.MaxFloat32 {
-			fin = 1
-		}
-		ge += inc
-		notLow += fin
-	}
-	bad := len(logits) - notLow + posInf // NaN or infinite
-	out.Rank = ge - posInf
-	if !finite32(s) {
-		out.Rank = len(logits)
-	}
-	lse := math.Inf(-1) // no finite logit: every logprob is -Inf
-	if finite32(m) {
-		lse = float64(m) + math.Log(sumExp(m, bad == 0))
-	}
-	lp := func(id int32) float32 {
-		x := logits[id]
-		if !finite32(x) || math.IsInf(lse, 0) || math.IsNaN(lse) {
-			return float32(math.Inf(-1))
-		}
-		return float32(float64(x) - lse)
-	}
-	out.Sampled = Logprob{Token: sampled, Logprob: float32(math.Inf(-1))}
-	if sampled >= 0 && int(sampled) < len(logits) {
-		out.Sampled.Logprob = lp(sampled)
-	}
-	out.Top = out.Top[:0]
-	if top == 0 {
-		return
-	}
-	// The top few by a running insertion of raw logits (non-finite ones as -Inf) into a list of
-	// at most top entries: ~V compares in practice (most fall below the list's last entry).
-	key := func(x float32) float32 {
-		if finite32(x) {
-			return x
-		}
-		return float32(math.Inf(-1))
-	}
-	better := func(a, b Logprob) bool { return a.Logprob > b.Logprob || a.Logprob == b.Logprob && a.Token < b.Token }
-	// Once the list is full, thr is its last logit: ids come in ascending order, so a logit not
-	// above it (or NaN) cannot enter, nor +Inf (as -Inf), which the full check below turns away.
-	full, thr := false, float32(0)
-	for id, x := range logits {
-		if full && !(x > thr) {
-			continue
-		}
-		c := Logprob{Token: int32(id), Logprob: key(x)}
-		if len(out.Top) == top && !better(c, out.Top[top-1]) {
-			continue
-		}
-		i, _ := slices.BinarySearchFunc(out.Top, c, func(e, t Logprob) int {
-			if better(e, t) {
-				return -1
-			}
-			return 1 // e after t: t goes before e
-		})
-		if len(out.Top) < top {
-			out.Top = append(out.Top, Logprob{})
-		}
-		copy(out.Top[i+1:], out.Top[i:len(out.Top)-1])
-		out.Top[i] = c
-		if len(out.Top) == top {
-			full, thr = true, out.Top[top-1].Logprob
-		}
-	}
-	for k := range out.Top {
-		out.Top[k].Logprob = lp(out.Top[k].Token)
-	}
-}
-
 // lpRow is a row for TestVectorLogprobsExact: normal logits, or many ties, with non-finite
 // values and zeros of both signs sprinkled in at rate p; all non-finite when p is 1.
 func lpRow(r *rand.Rand, V int, p float64) []float32 {
@@ -355,9 +231,9 @@ func lpRow(r *rand.Rand, V int, p float64) []float32 {
 	return row
 }
 
-// TestVectorLogprobsExact: SampleScratch.logprobs gives bit for bit what it gave with scalar
-// row passes (logprobsRef), for both kernel sets, and FillLogprobs what it gave (fillLogprobsRef), over random rows (ties, NaN, ±Inf, ±0,
-// extremes, all non-finite), every top 0..21 and sampled ids -2..V+1.
+// TestVectorLogprobsExact: SampleScratch.logprobs with a kernel set's row scan and top-k search
+// gives bit for bit what it gives with them as Go loops (scanGo, aboveGo), over random rows
+// (ties, NaN, ±Inf, ±0, extremes, all non-finite), every top 0..21 and sampled ids -2..V+1.
 func TestVectorLogprobsExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	type row struct {
@@ -376,25 +252,17 @@ func TestVectorLogprobsExact(t *testing.T) {
 		rows = append(rows, row{lpRow(r, 50257, p), []int{0, 1, 2, 7, 20, 21}})
 	}
 	type fill func(out *TokenLogprobs, logits []float32, sampled int32, top int)
-	fills := map[string][2]fill{"FillLogprobs": {FillLogprobs, func(out *TokenLogprobs, logits []float32, sampled int32, top int) {
-		fillLogprobsRef(out, logits, sampled, top, func(m float32, _ bool) float64 {
-			var sum float64
-			for _, x := range logits {
-				if finite32(x) {
-					sum += math.Exp(float64(x) - float64(m))
-				}
-			}
-			return sum
-		})
-	}}}
+	fills := map[string][2]fill{}
 	for _, k := range testKernels() {
+		ref := k // the same fill with the row passes as Go loops: scanGo, aboveGo
+		ref.scan, ref.above = scanGo, aboveGo
 		var s, sRef SampleScratch
 		fills[k.name] = [2]fill{
 			func(out *TokenLogprobs, logits []float32, sampled int32, top int) {
 				s.logprobs(&k, out, logits, sampled, top)
 			},
 			func(out *TokenLogprobs, logits []float32, sampled int32, top int) {
-				logprobsRef(&sRef, &k, out, logits, sampled, top)
+				sRef.logprobs(&ref, out, logits, sampled, top)
 			},
 		}
 	}
